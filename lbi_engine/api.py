@@ -1,0 +1,404 @@
+"""One facade for every caller (CLI, GUI, scripts): a plain request in, records out.
+
+``InversionRequest`` is the run record: JSON-serialisable, versioned, and enough to repeat a
+run with ``lbi invert --record FILE``. ``prepare`` turns it into an ``InversionProblem``
+(loading the network, the sample and the noise); ``iterate`` streams the solver's records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lbi_engine.errors import FormatVersionError, InputError, ShapeMismatchError
+from lbi_engine.problem import InversionProblem
+from lbi_engine.solvers import METHODS, SolverOptions, StopRule, solve, warm_start
+from lbi_engine.solvers.base import CancelToken, IterateRecord
+
+FORMAT_VERSION = 1
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass
+class InversionRequest:
+    """Everything that defines a run; the defaults open the bundled CNN on a digit."""
+
+    network: str = "mnist-cnn-ae"
+    input_shape: tuple[int, ...] | None = None
+    dataset: str = "mnist"
+    split: str = "val"
+    index: int = 0
+    image: str | None = None
+    truth: str | None = None
+    data: str | None = None
+    resize: bool = False
+    noise_std: float = 0.05
+    seed: int = 0
+    alpha: float = 9e-3
+    regulariser: str = "tv"
+    method: str = "joint"
+    steps: str = "safe"
+    max_iter: int = 1500
+    tol: float = 1e-5
+    tol_mode: str = "relative"
+    time_budget: float | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    report_every: int = 10
+    threads: int | None = None
+    layer_alphas: list[float] | None = None
+    allow_pickle: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> InversionRequest:
+        """Raises InputError naming the first bad parameter; returns self."""
+        if self.method not in METHODS:
+            raise InputError(f"method={self.method!r}: choose one of {', '.join(METHODS)}.")
+        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha)):
+            raise InputError(f"alpha={self.alpha!r}: must be a finite number > 0.")
+        if self.alpha <= 0 and self.method not in ("landweber",):
+            raise InputError(f"alpha={self.alpha}: must be > 0 (typical 1e-4 .. 1e-1).")
+        if self.alpha > 1e6:
+            raise InputError(
+                f"alpha={self.alpha}: absurdly large; typical values are 1e-4 .. 1e-1."
+            )
+        if not (math.isfinite(self.noise_std) and 0 <= self.noise_std <= 1e6):
+            raise InputError(
+                f"noise_std={self.noise_std}: must be a finite number >= 0 (e.g. 0.05)."
+            )
+        if self.dtype not in DTYPES:
+            raise InputError(f"dtype={self.dtype!r}: use float32 or float64.")
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise InputError(f"device={self.device!r}: use 'cpu' or 'cuda'.")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
+        if self.max_iter < 1 or self.max_iter > 10_000_000:
+            raise InputError(f"max_iter={self.max_iter}: must be between 1 and 10,000,000.")
+        if self.report_every < 1:
+            raise InputError(f"report_every={self.report_every}: must be at least 1.")
+        if self.threads is not None and not 1 <= self.threads <= 256:
+            raise InputError(f"threads={self.threads}: must be between 1 and 256.")
+        sources = [s for s in (self.image, self.truth, self.data) if s]
+        if len(sources) > 1:
+            raise InputError("give at most one of image, truth and data.")
+        self.solver_options()
+        return self
+
+    def solver_options(self) -> SolverOptions:
+        return SolverOptions.from_dict({"steps": self.steps, **self.options})
+
+    def stop_rule(self) -> StopRule:
+        return StopRule(
+            max_iter=self.max_iter,
+            tol=self.tol,
+            tol_mode=self.tol_mode,
+            time_budget=self.time_budget,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if data["input_shape"] is not None:
+            data["input_shape"] = list(data["input_shape"])
+        return {"format_version": FORMAT_VERSION, "kind": "lbi-run-record", **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InversionRequest:
+        if not isinstance(data, dict):
+            raise FormatVersionError("a run record must be a JSON object.")
+        data = dict(data)
+        version = data.pop("format_version", None)
+        data.pop("kind", None)
+        if version is None:
+            raise FormatVersionError(
+                "the run record has no 'format_version'; it is not an lbi record."
+            )
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise FormatVersionError(
+                f"the run record has format_version {version!r}, newer than this lbi understands "
+                f"({FORMAT_VERSION}); update lbi to open it."
+            )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InputError(
+                f"the run record has unknown field(s) {unknown}; valid: {sorted(known)}."
+            )
+        if data.get("input_shape") is not None:
+            data["input_shape"] = tuple(int(v) for v in data["input_shape"])
+        return cls(**data).validate()
+
+
+@dataclass
+class PreparedRun:
+    """A request made concrete: network loaded, problem built, references computed."""
+
+    request: InversionRequest
+    bundle: Any  # lbi_engine.zoo.ModelBundle
+    problem: InversionProblem
+    truth_image: np.ndarray | None
+    decoder_image: np.ndarray | None
+    decoder_psnr: float | None
+    delta: float | None
+    delta_squared: float | None
+    noise_norm: float | None
+    y_clean: Tensor | None = None
+
+    def to_display(self, x: Any) -> np.ndarray:
+        """A network-space input (one sample, numpy or tensor, with or without batch dim) as
+        a display image in [0, 1] space: (H, W) for one channel, else (C, H, W)."""
+        array = x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
+        shape = self.problem.image_shape or self.problem.input_shape
+        array = array.reshape(shape).astype(np.float32, copy=False)
+        array = self.bundle.preprocessing.undo(array)
+        array = np.asarray(array, dtype=np.float32)
+        return array[0] if array.ndim == 3 and array.shape[0] == 1 else array
+
+    def aux_images(self, aux: list[Any]) -> list[np.ndarray]:
+        """Auxiliary variables as 2-D arrays: feature maps (C, H, W) tiled in a grid,
+        vectors shaped into the most square rectangle."""
+        return [
+            tile_feature_maps(np.asarray(a.detach().cpu() if isinstance(a, Tensor) else a))
+            for a in aux
+        ]
+
+
+def tile_feature_maps(array: np.ndarray) -> np.ndarray:
+    """(C, H, W) -> grid image with a 1-px gap; (N,) -> rows x cols; one sample."""
+    if array.ndim >= 1 and array.shape[0] == 1 and array.ndim in (2, 4):
+        array = array[0]
+    if array.ndim == 3:
+        channels, height, width = array.shape
+        cols = math.ceil(math.sqrt(channels))
+        rows = math.ceil(channels / cols)
+        grid = np.full((rows * (height + 1) - 1, cols * (width + 1) - 1), np.nan, np.float32)
+        for c in range(channels):
+            r, q = divmod(c, cols)
+            grid[
+                r * (height + 1) : r * (height + 1) + height,
+                q * (width + 1) : q * (width + 1) + width,
+            ] = array[c]
+        return grid
+    flat = array.reshape(-1).astype(np.float32)
+    cols = math.ceil(math.sqrt(flat.size))
+    rows = math.ceil(flat.size / cols)
+    padded = np.full(rows * cols, np.nan, np.float32)
+    padded[: flat.size] = flat
+    return padded.reshape(rows, cols)
+
+
+def _load_truth(request: InversionRequest, bundle: Any) -> np.ndarray | None:
+    """The ground truth in display space [0, 1], shaped like the network input when possible."""
+    from lbi_engine import data
+
+    if request.data:
+        return None
+    if request.truth:
+        return np.asarray(data.load_array(request.truth), dtype=np.float32)
+    if request.image:
+        size = _input_hw(bundle) if request.resize else None
+        return np.asarray(data.load_image(request.image, size=size), dtype=np.float32)
+    sample = data.get_sample(request.dataset, request.split, request.index)
+    return np.asarray(sample, dtype=np.float32)
+
+
+def _input_hw(bundle: Any) -> tuple[int, int] | None:
+    shape = tuple(bundle.encoder.input_shape)
+    if len(shape) >= 2:
+        return (shape[-2], shape[-1])
+    side = math.isqrt(shape[0])
+    return (side, side) if side * side == shape[0] else None
+
+
+def _as_network_input(truth: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
+    size = math.prod(input_shape)
+    if truth.size != size:
+        raise ShapeMismatchError(
+            f"{source} has shape {truth.shape} ({truth.size} values) but the network expects "
+            f"{input_shape} ({size} values); give data of that shape, or use resize for images."
+        )
+    if not np.isfinite(truth).all():
+        raise InputError(f"{source} contains NaN or Inf values; clean the data first.")
+    return truth.reshape(1, *input_shape)
+
+
+def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
+    """Loads what the request names and builds the inversion problem.
+
+    Pass ``bundle`` (a loaded ModelBundle for the same network) to skip reloading it.
+    """
+    from lbi_engine import data as data_mod
+    from lbi_engine import metrics, noise
+    from lbi_engine.regularisers import make_regulariser
+    from lbi_engine.zoo import load_network
+
+    request.validate()
+    device, dtype = torch.device(request.device), DTYPES[request.dtype]
+    if bundle is None:
+        bundle = load_network(
+            request.network, input_shape=request.input_shape, allow_pickle=request.allow_pickle
+        )
+    encoder = bundle.encoder.to(device=device, dtype=dtype)
+    input_shape = tuple(encoder.input_shape)
+    regulariser = make_regulariser(request.regulariser)
+    truth_display = _load_truth(request, bundle)
+    x_true = y_clean = None
+    delta = delta_sq = noise_norm = None
+    if truth_display is not None:
+        source = request.truth or request.image or f"{request.dataset} sample {request.index}"
+        shaped = _as_network_input(truth_display, input_shape, source)
+        x_net = bundle.preprocessing.apply(shaped)
+        x_true = torch.as_tensor(np.asarray(x_net), dtype=dtype, device=device)
+        noisy = noise.make_noisy_data(encoder, x_true, request.noise_std, seed=request.seed)
+        y_delta, y_clean = noisy.y_delta, noisy.y
+        delta = float(noisy.delta[0])
+        delta_sq = float(noisy.delta_squared[0])
+        noise_norm = float(noisy.noise_norm[0])
+    else:
+        measured = np.asarray(data_mod.load_array(request.data), dtype=np.float32)
+        out_shape = tuple(encoder.output_shape)
+        if measured.size != math.prod(out_shape):
+            raise ShapeMismatchError(
+                f"{request.data} has shape {measured.shape} but the network's output is "
+                f"{out_shape}; give one measured code of that shape."
+            )
+        y_delta = torch.as_tensor(measured.reshape(1, *out_shape), dtype=dtype, device=device)
+        last = encoder.layers[-1].activation
+        if not bool(last.in_domain(y_delta, atol=1e-6).all()):
+            import warnings
+
+            warnings.warn(
+                f"{request.data}: values outside the domain of the last activation were "
+                "clipped into it (as the paper does for ReLU).",
+                stacklevel=2,
+            )
+        y_delta = last.project(y_delta)
+    preprocessing = bundle.preprocessing
+    problem = InversionProblem(
+        network=encoder,
+        y_delta=y_delta,
+        regulariser=regulariser,
+        alpha=float(request.alpha),
+        x_true=x_true,
+        data_range=float(getattr(preprocessing, "data_range", 1.0)),
+        display_offset=float(getattr(preprocessing, "display_offset", 0.0)),
+        delta=None
+        if noise_norm is None
+        else torch.tensor([noise_norm], device=device, dtype=dtype),
+        layer_alphas=request.layer_alphas,
+    )
+    decoder_image = decoder_psnr = None
+    if getattr(bundle, "decoder", None) is not None:
+        decoded = bundle.decode(y_delta.to("cpu", torch.float32))
+        decoder_image = _squeeze_display(np.asarray(decoded, dtype=np.float32))
+        if truth_display is not None:
+            reference = torch.as_tensor(truth_display.reshape(decoder_image.shape))
+            decoder_psnr = float(
+                metrics.psnr(torch.as_tensor(decoder_image)[None], reference[None], data_range=1.0)[
+                    0
+                ]
+            )
+    truth_image = None
+    if truth_display is not None:
+        image_shape = problem.image_shape or input_shape
+        truth_image = _squeeze_display(truth_display.reshape(image_shape))
+    return PreparedRun(
+        request,
+        bundle,
+        problem,
+        truth_image,
+        decoder_image,
+        decoder_psnr,
+        delta,
+        delta_sq,
+        noise_norm,
+        y_clean,
+    )
+
+
+def _squeeze_display(array: np.ndarray) -> np.ndarray:
+    while array.ndim > 2 and array.shape[0] == 1:
+        array = array[0]
+    return array
+
+
+def iterate(
+    prepared: PreparedRun,
+    *,
+    cancel: CancelToken | None = None,
+    warm_start_from: IterateRecord | dict | None = None,
+    alpha: float | None = None,
+) -> Iterator[IterateRecord]:
+    """Streams the records of the request's method on the prepared problem.
+
+    ``warm_start_from``: a previous record (or its ``to_numpy()``) to continue from — the
+    iteration count continues; ``alpha`` overrides the request's weight (hot change).
+    """
+    request = prepared.request
+    problem = prepared.problem
+    if alpha is not None and alpha != problem.alpha:
+        problem = InversionProblem(
+            **{**problem.__dict__, "alpha": alpha, "extras": dict(problem.extras)}
+        )
+        problem.__post_init__()
+    if request.threads:
+        torch.set_num_threads(int(request.threads))
+    init = warm_start(warm_start_from, problem) if warm_start_from is not None else None
+    return solve(
+        problem,
+        request.method,
+        stop=request.stop_rule(),
+        options=request.solver_options(),
+        init=init,
+        cancel=cancel,
+        report_every=request.report_every,
+    )
+
+
+def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0) -> dict[str, Any]:
+    """The numbers written to result.json (null where undefined)."""
+    from lbi_engine import metrics
+
+    problem = prepared.problem
+    x = record.x[sample : sample + 1]
+    image = x.reshape(1, *(problem.image_shape or problem.input_shape))
+
+    def scalar(t: Tensor | None) -> float | None:
+        if t is None:
+            return None
+        value = float(t[sample]) if t.dim() else float(t)
+        return value if math.isfinite(value) else None
+
+    has_image = problem.image_shape is not None
+    return {
+        "objective": scalar(record.objective),
+        "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
+        "reg_term": scalar(record.reg_term),
+        "iterations": record.iteration,
+        "stop_reason": (record.stop_reasons or [None])[sample] if record.final else None,
+        "seconds": record.elapsed,
+        "psnr": scalar(record.psnr),
+        "ssim": scalar(record.ssim),
+        "l2_norm": scalar(metrics.l2_norm(x)),
+        "tv_iso": scalar(metrics.tv_iso(image)) if has_image else None,
+        "tv_aniso": scalar(metrics.tv_aniso(image)) if has_image else None,
+        "discrepancy": scalar(record.discrepancy),
+        "delta": prepared.delta,
+        "delta_squared": prepared.delta_squared,
+        "noise_norm": prepared.noise_norm,
+        "decoder_psnr": prepared.decoder_psnr,
+    }
+
+
+def run_to_end(
+    request: InversionRequest, bundle: Any = None, cancel: CancelToken | None = None
+) -> tuple[PreparedRun, IterateRecord, list[IterateRecord]]:
+    """Prepares and runs a request; returns (prepared, final record, all records)."""
+    prepared = prepare(request, bundle)
+    records = [rec for rec in iterate(prepared, cancel=cancel)]
+    return prepared, records[-1], records

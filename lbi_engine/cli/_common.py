@@ -1,0 +1,228 @@
+"""Pieces every subcommand shares: argument types, the one-line error policy, progress bars.
+
+Error policy (why): a command-line user or a script needs to know *that* the input was bad
+and *what* to change, not a traceback. Bad input (any :class:`lbi_engine.errors.LbiError`,
+an argparse error, a missing or unwritable file) ends with exit code 2 and one line on
+stderr; anything else is a bug and keeps its traceback (exit code 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+EXIT_OK = 0
+EXIT_BUG = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """Bad command-line usage; main() prints it on one line and exits with code 2."""
+
+    def __init__(self, message: str, prog: str = "lbi") -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse without its multi-line "usage + error" exit: errors become UsageError."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)", self.prog)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the hand-made line breaks of descriptions/epilogs, shows defaults, wider help."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=100)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "%(default)" not in text
+            and action.default not in (None, False, argparse.SUPPRESS)
+            and action.option_strings
+        ):
+            text += " (default: %(default)s)"
+        return text
+
+
+def one_line(message: str) -> str:
+    """Collapses a (possibly multi-line) message to one line for stderr."""
+    return " ".join(str(message).split())
+
+
+# ---------------------------------------------------------------------------------------------
+# argument types (each raises ArgumentTypeError with a message naming the value)
+
+
+def positive_float(text: str) -> float:
+    value = _float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number > 0")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    value = _float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number >= 0")
+    return value
+
+
+def any_float(text: str) -> float:
+    return _float(text)
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = nonnegative_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 1")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be an integer >= 0")
+    return value
+
+
+def shape(text: str) -> tuple[int, ...]:
+    """"1,28,28" or "784" (also "1x28x28") -> a tuple of positive ints."""
+    parts = [p for p in text.replace("x", ",").replace(" ", "").split(",") if p]
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a shape; write it as C,H,W (e.g. 1,28,28) or N (e.g. 784)"
+        ) from None
+    if not dims or any(d < 1 for d in dims):
+        raise argparse.ArgumentTypeError(f"{text!r}: every dimension must be an integer >= 1")
+    return dims
+
+
+def float_list(text: str) -> list[float]:
+    """"1e-3,1e-2" or a log grid "log:1e-4:1e-2:5" (5 values from 1e-4 to 1e-2)."""
+    text = text.strip()
+    if text.startswith(("log:", "lin:")):
+        kind, *rest = text.split(":")
+        if len(rest) != 3:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: a grid is {kind}:START:STOP:COUNT, e.g. log:1e-4:1e-2:5"
+            )
+        start, stop = _float(rest[0]), _float(rest[1])
+        count = positive_int(rest[2])
+        if kind == "log" and (start <= 0 or stop <= 0):
+            raise argparse.ArgumentTypeError(f"{text!r}: a log grid needs START, STOP > 0")
+        if count == 1:
+            return [start]
+        if kind == "log":
+            ratio = math.log(stop / start) / (count - 1)
+            return [float(f"{start * math.exp(ratio * k):.6g}") for k in range(count)]
+        step = (stop - start) / (count - 1)
+        return [float(f"{start + step * k:.6g}") for k in range(count)]
+    values = [_float(p) for p in text.split(",") if p.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one number")
+    return values
+
+
+def int_list(text: str) -> list[int]:
+    """"0,1,2" or a range "0-4" (inclusive), or a mix "0-2,7"."""
+    values: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if "-" in part[1:]:
+            lo_text, hi_text = part.split("-", 1)
+            lo, hi = nonnegative_int(lo_text), nonnegative_int(hi_text)
+            if hi < lo:
+                raise argparse.ArgumentTypeError(f"{part!r}: a range is LOW-HIGH with LOW <= HIGH")
+            values.extend(range(lo, hi + 1))
+        else:
+            values.append(nonnegative_int(part))
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one index, e.g. 0-4")
+    return list(dict.fromkeys(values))
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """"n_inner=5" -> ("n_inner", 5); the value is parsed as JSON when it can be."""
+    import json
+
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r}: write solver options as KEY=VALUE")
+    key, raw = text.split("=", 1)
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+# ---------------------------------------------------------------------------------------------
+# progress
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextmanager
+def progress_bar(total: int | None, desc: str, unit: str = "it", enabled: bool | None = None
+                 ) -> Iterator[Any]:
+    """A tqdm bar on stderr when it is a terminal; a silent stand-in when piped/redirected."""
+    from tqdm import tqdm
+
+    show = stderr_is_terminal() if enabled is None else enabled
+    bar = tqdm(total=total, desc=desc, unit=unit, disable=not show, file=sys.stderr,
+               dynamic_ncols=True, leave=False)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def advance_to(bar: Any, position: int) -> None:
+    """Moves a tqdm bar to an absolute position (solvers report absolute iteration counts)."""
+    step = int(position) - int(bar.n)
+    if step > 0:
+        bar.update(step)
+
+
+def warn(message: str) -> None:
+    print(f"lbi: warning: {one_line(message)}", file=sys.stderr)
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """A number for a summary line; '-' when undefined."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return str(value)
+        return f"{value:.{digits}g}"
+    return str(value)

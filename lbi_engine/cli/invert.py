@@ -1,0 +1,310 @@
+"""``lbi invert``: one regularised inversion, written to a folder (a thin layer over lbi_engine.api).
+
+Flow: flags (and optionally a run record) -> InversionRequest -> api.prepare -> api.iterate
+(with a progress bar) -> exports.export_run. No numerics here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from lbi_engine.cli import _common as c
+
+DESCRIPTION = """\
+Invert a pre-trained network: find the input x whose output matches a measured code y^delta,
+by minimising  sum_l B_Psi_l(x_l, W_l x_(l-1) + b_l) + alpha R(x)  (the lifted Bregman
+formulation of Wang & Benning). Give the network and ONE source of data:
+
+  --sample INDEX   a bundled ground truth (MNIST digit or synthetic cartoon); y = N(x), plus noise
+  --image PATH     a ground-truth image file (PNG/JPEG/...); y = N(x), plus noise
+  --truth X.npy    a ground-truth array (display range [0, 1]); y = N(x), plus noise
+  --data Y.npy     a measured network output y^delta (no ground truth, no noise added)
+
+Files written into --out DIR:
+  result.json         every parameter (the run record), network name + sha256, seed, package
+                      versions, final metrics (objective and its Bregman/regulariser parts,
+                      iterations, stop_reason, seconds, psnr, ssim, l2_norm, tv_iso, tv_aniso,
+                      discrepancy, delta, delta_squared, decoder_psnr; null where undefined)
+  reconstruction.npy  float32, the network's input shape, in display range (preprocessing undone)
+  reconstruction.png  the same as an image
+  curves.csv          one row per reported iterate (objective, bregman_1..L, reg, psnr, ssim, ...)
+  decoder.npy/.png    the network's decoder applied to y^delta (zoo autoencoders only)
+"""
+
+EPILOG = """\
+examples:
+  # a validation digit through the bundled CNN autoencoder (paper Sec. 5.3)
+  lbi invert --network mnist-cnn-ae --sample 3 --noise-std 0.05 --alpha 9e-3 \\
+             --method joint --max-iter 1500 --out runs/cnn3
+  # the paper's circle experiment (TV, PDHG, paper step sizes and stopping rule)
+  lbi invert --network circle-perceptron --dataset cartoon --split disc --sample 0 \\
+             --noise-std 0.005 --alpha 1.5e-2 --method pdhg --steps paper --tol-mode absolute \\
+             --max-iter 10000 --out runs/circle
+  # your own network (TorchScript) and a measured code
+  lbi invert --network model.ts --input-shape 1,28,28 --data code.npy --alpha 1e-2 --out runs/mine
+  # repeat a run exactly (same numbers), or with one parameter changed
+  lbi invert --record runs/cnn3/result.json --out runs/cnn3-again
+  lbi invert --record runs/cnn3/result.json --alpha 3e-3 --out runs/cnn3-alpha3e-3
+
+exit status: 0 success, 2 bad input (one-line message on stderr), 1 internal error.
+"""
+
+#: CLI flag destination -> InversionRequest field.
+_FIELDS = {
+    "network": "network",
+    "input_shape": "input_shape",
+    "dataset": "dataset",
+    "split": "split",
+    "noise_std": "noise_std",
+    "seed": "seed",
+    "alpha": "alpha",
+    "regulariser": "regulariser",
+    "method": "method",
+    "steps": "steps",
+    "max_iter": "max_iter",
+    "tol": "tol",
+    "tol_mode": "tol_mode",
+    "time_budget": "time_budget",
+    "device": "device",
+    "dtype": "dtype",
+    "report_every": "report_every",
+    "threads": "threads",
+    "layer_alphas": "layer_alphas",
+}
+_SOURCES = ("image", "truth", "data")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from lbi_engine.regularisers import REGULARISER_NAMES
+    from lbi_engine.solvers.options import STEP_RULES
+
+    p = subparsers.add_parser(
+        "invert",
+        help="invert a network on one sample or measurement and write the results to a folder",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=c.HelpFormatter,
+    )
+    net = p.add_argument_group("network")
+    net.add_argument("--network", metavar="NAME|PATH",
+                     help="a zoo name (see `lbi list`) or a model file: .safetensors/.pt + card "
+                          "JSON, TorchScript, ONNX, or a card JSON (required unless --record)")
+    net.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
+                     help="the input shape without batch, only when the file does not record it "
+                          "(TorchScript, ONNX)")
+    net.add_argument("--allow-pickle", action="store_true", default=None,
+                     help="allow a whole pickled nn.Module (torch.save(model)); unpickling runs "
+                          "code from the file, so only use files you trust")
+    src = p.add_argument_group("data (exactly one source; optional with --record)")
+    one = src.add_mutually_exclusive_group()
+    one.add_argument("--sample", type=c.nonnegative_int, metavar="INDEX",
+                     help="index of a bundled ground truth in --dataset/--split")
+    one.add_argument("--image", metavar="PATH", help="ground-truth image file")
+    one.add_argument("--truth", metavar="X.npy", help="ground-truth array in display range [0, 1]")
+    one.add_argument("--data", metavar="Y.npy",
+                     help="measured output y^delta; no ground truth, no noise added")
+    src.add_argument("--dataset", choices=("mnist", "cartoon"),
+                     help="bundled dataset of --sample (request default: mnist)")
+    src.add_argument("--split", metavar="SPLIT",
+                     help="mnist: train|val|all; cartoon: disc|squares|rectangles|mixtures "
+                          "(request default: val)")
+    src.add_argument("--resize", action="store_true", default=None,
+                     help="resize --image to the network's input size")
+    noise = p.add_argument_group("noise (simulated data only)")
+    noise.add_argument("--noise-std", type=c.nonnegative_float, metavar="S",
+                       help="std of the Gaussian added to y = N(x); y^delta is then clipped into "
+                            "the last activation's range (request default: 0.05)")
+    noise.add_argument("--seed", type=c.nonnegative_int, metavar="K",
+                       help="seed of the noise (request default: 0)")
+    prob = p.add_argument_group("problem and method")
+    prob.add_argument("--alpha", type=c.any_float, metavar="A",
+                      help="regularisation weight alpha > 0 (request default: 9e-3)")
+    prob.add_argument("--regulariser", choices=REGULARISER_NAMES, metavar="R",
+                      help="prior R: " + ", ".join(REGULARISER_NAMES) + " (request default: tv "
+                           "= isotropic total variation)")
+    prob.add_argument("--method", choices=("pdhg", "joint", "layerwise", "landweber", "backprop"),
+                      help="pdhg: one-layer networks (paper eq. 12); joint: all layers by "
+                           "coordinate descent (eqs. 13-15); layerwise: layer by layer; "
+                           "landweber: baseline with the discrepancy principle; backprop: "
+                           "gradient descent through the network (request default: joint)")
+    prob.add_argument("--steps", choices=STEP_RULES,
+                      help="step-size rule: safe (provably convergent, fastest measured), "
+                           "conservative, or paper (tau_x = 1.99/||W||^2, tau_z = 1/(8 alpha)) "
+                           "(request default: safe)")
+    prob.add_argument("--layer-alphas", type=c.float_list, metavar="A1,A2,..",
+                      help="per-layer weights of the auxiliary priors (layerwise method)")
+    prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
+                      help="a solver option, repeatable: n_inner, eta, step_scale, optimizer, lr, "
+                           "tv_smoothing, layer_tikhonov, inner_max_iter")
+    stop = p.add_argument_group("stopping")
+    stop.add_argument("--max-iter", type=c.positive_int, metavar="N",
+                      help="iteration cap (request default: 1500)")
+    stop.add_argument("--tol", type=c.nonnegative_float, metavar="T",
+                      help="stop when the changes of x and of the dual are below T "
+                           "(request default: 1e-5)")
+    stop.add_argument("--tol-mode", choices=("relative", "absolute"),
+                      help="relative: ||dx||/||x||; absolute: the paper's ||dx|| "
+                           "(request default: relative)")
+    stop.add_argument("--time-budget", type=c.positive_float, metavar="SECONDS",
+                      help="stop after this much solver time")
+    run = p.add_argument_group("run")
+    run.add_argument("--record", metavar="FILE",
+                     help="repeat a run: a result.json of `lbi invert` or a run record (run.json) "
+                          "saved by the GUI; flags given here override its values")
+    run.add_argument("--device", choices=("cpu", "cuda"), help="(request default: cpu)")
+    run.add_argument("--dtype", choices=("float32", "float64"), help="(request default: float32)")
+    run.add_argument("--threads", type=c.positive_int, metavar="N", help="torch CPU threads")
+    run.add_argument("--report-every", type=c.positive_int, metavar="K",
+                     help="record an iterate (a row of curves.csv) every K iterations "
+                          "(request default: 10)")
+    run.add_argument("--out", required=True, metavar="DIR", help="output folder (created if needed)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace files of an earlier run in DIR (refused otherwise)")
+    run.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    p.set_defaults(handler=run_invert)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# building the request
+
+
+def load_record(path: str) -> tuple[dict[str, Any], Path]:
+    """The run-record dict in ``path`` (a result.json's "request", or a bare run record)."""
+    from lbi_engine.errors import DataFileError, FormatVersionError
+
+    file = Path(path)
+    if not file.is_file():
+        raise DataFileError(f"--record {path}: no such file; give a result.json or run.json")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataFileError(f"--record {path}: not readable JSON ({exc}); give a result.json "
+                            "written by `lbi invert` or a run.json saved by the GUI") from exc
+    if isinstance(data, dict) and isinstance(data.get("request"), dict):
+        data = data["request"]
+    if not isinstance(data, dict) or data.get("kind", "lbi-run-record") != "lbi-run-record":
+        raise FormatVersionError(f"--record {path}: not an lbi run record (no 'request' and "
+                                 "kind != 'lbi-run-record')")
+    return dict(data), file.resolve().parent
+
+
+def _resolve_path(value: str | None, record_dir: Path | None) -> str | None:
+    """Absolute path of an existing file (so result.json works from any folder); a path
+    from a record is also looked up next to the record. Non-files (zoo names) pass through."""
+    if not value:
+        return value
+    candidate = Path(value).expanduser()
+    if candidate.exists():
+        return str(candidate.resolve())
+    if record_dir is not None and not candidate.is_absolute() and (record_dir / candidate).exists():
+        return str((record_dir / candidate).resolve())
+    return value
+
+
+def build_request(args: argparse.Namespace) -> Any:
+    """The InversionRequest of the command line: record (if any) <- flags."""
+    from lbi_engine.api import InversionRequest
+
+    record_dir = None
+    if args.record:
+        data, record_dir = load_record(args.record)
+    else:
+        if not args.network:
+            raise c.UsageError("--network is required (or give --record FILE)", "lbi invert")
+        if args.sample is None and not any(getattr(args, s) for s in _SOURCES):
+            raise c.UsageError("give one data source: --sample, --image, --truth or --data "
+                               "(or --record FILE)", "lbi invert")
+        data = InversionRequest().to_dict()
+    for flag, name in _FIELDS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            data[name] = list(value) if isinstance(value, tuple) else value
+    if args.allow_pickle:
+        data["allow_pickle"] = True
+    if args.resize:
+        data["resize"] = True
+    if args.option:
+        data["options"] = {**(data.get("options") or {}), **dict(args.option)}
+    if args.sample is not None or any(getattr(args, s) for s in _SOURCES):
+        for name in _SOURCES:
+            data[name] = getattr(args, name)
+        if args.sample is not None:
+            data["index"] = args.sample
+    for name in ("network", *_SOURCES):
+        data[name] = _resolve_path(data.get(name), record_dir)
+    return InversionRequest.from_dict(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def _light(record: Any) -> dict[str, Any]:
+    """What curves.csv needs of a record, without the (large) iterates."""
+    return {
+        name: getattr(record, name)
+        for name in ("iteration", "elapsed", "objective", "bregman_terms", "reg_term", "psnr",
+                     "ssim", "discrepancy", "primal_residual", "dual_residual", "stage")
+    }
+
+
+def run_invert(args: argparse.Namespace) -> int:
+    from lbi_engine import api, exports
+
+    request = build_request(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise c.UsageError(f"--out {args.out} is a file; give a folder", "lbi invert")
+    # Refuse before the (possibly long) run, not after it.
+    exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
+    if request.allow_pickle:
+        c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded; "
+               "use it only for files you trust")
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prepared = api.prepare(request)
+        records: list[dict[str, Any]] = []
+        final = None
+        start = None
+        with c.progress_bar(request.max_iter, f"invert {request.method}") as bar:
+            for record in api.iterate(prepared):
+                start = record.iteration if start is None else start
+                c.advance_to(bar, record.iteration - start)
+                bar.set_postfix(objective=f"{float(record.objective[0]):.5g}", refresh=False)
+                records.append(_light(record))
+                final = record
+    messages.extend(str(w.message) for w in caught)
+    assert final is not None and final.final
+    if final.extras.get("warning"):
+        messages.append(str(final.extras["warning"]))
+    messages = list(dict.fromkeys(messages))
+    for message in messages:
+        c.warn(message)
+    written = exports.export_run(prepared, final, records, out, overwrite=args.overwrite,
+                                 extra={"warnings": messages})
+    if not args.quiet:
+        _summary(prepared, final, written, out)
+    return c.EXIT_OK
+
+
+def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> None:
+    from lbi_engine.api import final_metrics
+
+    m = final_metrics(prepared, final)
+    r = prepared.request
+    print(f"{r.network}: {r.method}, {r.regulariser}, alpha={r.alpha:g}: "
+          f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
+          f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
+          f"delta^2 {c.fmt(m['delta_squared'])}")
+    if m.get("decoder_psnr") is not None:
+        print(f"  decoder psnr {c.fmt(m['decoder_psnr'])} dB")
+    print(f"  wrote {out}/: {', '.join(sorted(written))}")
+    sys.stdout.flush()

@@ -1,0 +1,77 @@
+"""``lbi reproduce EXPERIMENT``: the paper's figures and tables, recomputed."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from lbi_engine.cli import _common as c
+
+DESCRIPTION = """\
+Recompute an experiment of the paper. Each writes a folder with PNG figures and report.md:
+the numbers it computed (never typed in; the paper's values only in columns marked "paper"),
+the parameters, the run time, and an `lbi invert`/`lbi sweep` line that repeats a single run.
+All run on the CPU in minutes; --quick runs a reduced version in seconds (for smoke tests;
+its numbers are not the paper's setting).
+
+experiments (MATH.md Sec. 9 has the exact specifications and the paper's ambiguities):
+  circle            64x64 disc, random ReLU perceptron (circle-perceptron), noise std 0.005:
+                    Landweber + discrepancy principle vs TV (alpha 1.5e-2); l2 and TV table
+  mnist-perceptron  perceptron autoencoder: 5 train (alpha 5e-3) + 5 val (alpha 5e-2) digits:
+                    ground truth, decoder, inversion, PSNRs
+  mnist-cnn         convolutional autoencoder, joint method, alpha 9e-3, <= 1500 iterations
+  noise             noise std on the code 0.33 .. 0: PSNR of decoder and of the inversion
+                    (alpha picked per level from a log grid in [1e-4, 1e-2]), delta^2 per level
+  convergence       a-priori rule alpha(delta) with an exact source condition: symmetric
+                    Bregman distance against delta (log-log, O(delta)), fitted slope
+  all               every experiment, each in its own subfolder of --out
+"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from lbi_engine.experiments import EXPERIMENTS
+
+    p = subparsers.add_parser("reproduce", help="recompute a figure/table of the paper "
+                              "(circle, mnist-perceptron, mnist-cnn, noise, convergence, all)",
+                              description=DESCRIPTION, formatter_class=c.HelpFormatter,
+                              epilog="example: lbi reproduce circle --out paper/circle")
+    p.add_argument("experiment", choices=(*EXPERIMENTS, "all"), metavar="EXPERIMENT",
+                   help="one of: " + ", ".join((*EXPERIMENTS, "all")))
+    p.add_argument("--out", metavar="DIR",
+                   help="output folder (default: reproduce-EXPERIMENT in the current folder)")
+    p.add_argument("--quick", action="store_true",
+                   help="reduced sizes and iterations: finishes in seconds")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an earlier reproduction in DIR")
+    p.add_argument("--threads", type=c.positive_int, metavar="N", help="torch CPU threads")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from lbi_engine.experiments import EXPERIMENTS, get_experiment
+
+    names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
+    base = Path(args.out or f"reproduce-{args.experiment}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    for name in names:
+        out = base / name if args.experiment == "all" else base
+        experiment = get_experiment(name)
+        started = time.perf_counter()
+        with c.progress_bar(None, name, unit="step") as bar:
+            def progress(text: str) -> None:
+                bar.set_postfix_str(text, refresh=False)
+                bar.update(1)
+
+            report = experiment(out, quick=args.quick, overwrite=args.overwrite,
+                                progress=progress)
+        if not args.quiet:
+            print(f"{name}: {time.perf_counter() - started:.1f} s -> {out / 'report.md'} "
+                  f"({len(report.figures)} figure(s))")
+    return c.EXIT_OK

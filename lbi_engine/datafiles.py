@@ -1,0 +1,208 @@
+"""Readers for the user's own ground-truth files: images, .npy arrays, IDX, torchvision folders.
+
+Same conventions as :mod:`lbi_engine.data` (which re-exports these functions): torch float32
+tensors with values in [0, 1] and a leading batch dimension; every problem with a file raises
+:class:`~lbi_engine.errors.DataFileError` naming the file and what to do about it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lbi_engine.errors import DataFileError, InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from torch import Tensor
+
+__all__ = ["load_image", "load_array", "load_idx", "load_torchvision_folder"]
+
+
+def _require_file(path: str | os.PathLike[str], what: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataFileError(f"{what} {p} does not exist; check the path")
+    if p.is_dir():
+        raise DataFileError(f"{p} is a directory; give the {what} itself")
+    if p.stat().st_size == 0:
+        raise DataFileError(f"{what} {p} is empty (0 bytes); save or copy it again")
+    return p
+
+
+def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None = None,
+               grayscale: bool = True) -> Tensor:
+    """Read PNG/JPEG/TIFF/BMP (via Pillow) into ``(1, C, H, W)`` float32 in [0, 1].
+
+    Integer images are divided by their type's maximum (8-bit: 255, 16-bit: 65535). Float
+    images already in [0, 1] are kept; other float images are min-max scaled into [0, 1]
+    because they carry no natural range. ``grayscale=True`` gives C = 1 (ITU-R 601 luma for
+    colour images); otherwise C = 3 for colour, 1 for grey. Alpha is dropped. The image is
+    resized (antialiased bilinear) only when ``size`` (int side or (H, W)) is given.
+    """
+    import numpy as np
+    import torch
+    from PIL import Image, UnidentifiedImageError
+
+    p = _require_file(path, "image file")
+    try:
+        with Image.open(p) as im:
+            im.load()
+            arr = _pil_to_float(im)
+    except UnidentifiedImageError as exc:
+        raise DataFileError(f"{p} is not an image Pillow can read; use PNG, JPEG, TIFF or BMP, "
+                            "or a .npy array") from exc
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise DataFileError(f"image file {p} is truncated or corrupt ({exc}); save it "
+                            "again") from exc
+    if arr.ndim == 3 and grayscale:
+        arr = arr[..., :3] @ np.array([0.299, 0.587, 0.114]) if arr.shape[2] >= 3 else arr[..., 0]
+    elif arr.ndim == 3:
+        arr = arr[..., :3] if arr.shape[2] >= 3 else arr[..., 0]
+    chans = [arr] if arr.ndim == 2 else [arr[..., c] for c in range(arr.shape[2])]
+    if size is not None:
+        hw = (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        if min(hw) < 1:
+            raise InputError(f"image size {size} must be positive")
+        chans = [np.asarray(Image.fromarray(c.astype(np.float32)).resize(
+            (hw[1], hw[0]), Image.Resampling.BILINEAR)) for c in chans]
+    out = np.clip(np.stack(chans), 0.0, 1.0).astype(np.float32)
+    return torch.from_numpy(out)[None]
+
+
+def _pil_to_float(im: Any) -> np.ndarray:
+    """Pillow image -> float64 (H, W) or (H, W, C) in [0, 1]."""
+    import numpy as np
+
+    if im.mode in ("P", "PA", "1", "CMYK", "YCbCr", "LAB", "HSV", "LA"):
+        im = im.convert("RGBA" if im.mode in ("P", "PA") else
+                        "L" if im.mode in ("1", "LA") else "RGB")
+    arr = np.asarray(im)
+    if arr.dtype == np.uint8:
+        return arr / 255.0
+    if arr.dtype.kind in "ui":
+        if im.mode.startswith("I;16") or arr.max(initial=0) <= 65535:
+            return np.clip(arr.astype(np.float64), 0, 65535) / 65535.0
+        return arr.astype(np.float64) / float(np.iinfo(arr.dtype).max)
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise ValueError("the float image contains NaN or infinity")
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo >= 0.0 and hi <= 1.0:
+        return arr
+    return (arr - lo) / (hi - lo) if hi > lo else np.zeros_like(arr)
+
+
+def load_array(path: str | os.PathLike[str]) -> Tensor:
+    """Read a ``.npy`` array (never unpickling) as a float tensor with the file's shape.
+
+    uint8 is divided by 255 and uint16 by 65535 (image conventions); bool becomes 0/1; other
+    numbers are converted to float32 (float64 stays float64). Use :func:`as_batch` to fit
+    the result to a network's input shape.
+    """
+    import numpy as np
+    import torch
+
+    p = _require_file(path, "array file")
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        msg = ("it holds Python objects (a pickle), which lbi does not load; save a numeric "
+               "array with np.save(path, array)") if "pickle" in str(exc) else \
+              f"it is not a valid .npy file ({exc}); save it with np.save"
+        raise DataFileError(f"{p}: {msg}") from exc
+    except (OSError, EOFError) as exc:
+        raise DataFileError(f"{p} is truncated or not a .npy file ({exc}); save it with "
+                            "np.save") from exc
+    if not isinstance(arr, np.ndarray):
+        raise DataFileError(f"{p} is an .npz archive; give a single .npy array")
+    if arr.dtype.kind not in "biuf":
+        raise DataFileError(f"{p} holds {arr.dtype} data; a numeric array is needed")
+    if arr.dtype == np.uint8:
+        arr = arr / np.float32(255)
+    elif arr.dtype == np.uint16:
+        arr = arr / np.float32(65535)
+    elif arr.dtype != np.float64:
+        arr = arr.astype(np.float32)
+    if not np.isfinite(arr).all():
+        raise DataFileError(f"{p} contains NaN or infinite values; clean the data first")
+    return torch.from_numpy(np.ascontiguousarray(arr))
+
+
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def load_idx(path: str | os.PathLike[str], *, raw: bool = False) -> Any:
+    """Read an IDX file (the original MNIST format; ``.gz`` is detected by its magic bytes).
+
+    Default: 3-d uint8 files (images) become ``(N, 1, H, W)`` float32 in [0, 1], 1-d files
+    (labels) int64 ``(N,)``, anything else a float tensor. ``raw=True`` returns the numpy array.
+    """
+    import numpy as np
+    import torch
+
+    p = _require_file(path, "IDX file")
+    data = p.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise DataFileError(f"{p} is a truncated or corrupt gzip file ({exc}); "
+                                "download or copy it again") from exc
+    if len(data) < 4 or data[:2] != b"\x00\x00" or data[2] not in _IDX_TYPES:
+        raise DataFileError(f"{p} is not an IDX file (bad magic number); expected MNIST-style "
+                            "*-idx3-ubyte / *-idx1-ubyte files")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(data) < header:
+        raise DataFileError(f"{p}: IDX header is truncated; download or copy the file again")
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    dtype = np.dtype(_IDX_TYPES[data[2]])
+    need = math.prod(dims) * dtype.itemsize
+    if len(data) - header != need:
+        raise DataFileError(f"{p}: IDX header says {dims} ({need} bytes of data) but the file has "
+                            f"{len(data) - header}; it is truncated or corrupt")
+    arr = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+    arr = arr.astype(dtype.newbyteorder("="))  # native byte order, and a writable copy
+    if raw:
+        return arr
+    if ndim == 1:
+        return torch.from_numpy(arr.astype(np.int64))
+    if ndim == 3 and dtype.itemsize == 1 and dtype.kind == "u":
+        return torch.from_numpy(arr.astype(np.float32) / 255.0).unsqueeze(1)
+    return torch.from_numpy(arr.astype(np.float32))
+
+
+def load_torchvision_folder(root: str | os.PathLike[str], name: str = "MNIST",
+                            train: bool = True) -> tuple[Tensor, Tensor]:
+    """Images ``(N, 1, 28, 28)`` in [0, 1] and labels from a torchvision MNIST/FashionMNIST
+    folder that already exists on disk (torchvision's ``download=False``: nothing is fetched).
+
+    The raw IDX files in torchvision's layout ``ROOT/NAME/raw/{train,t10k}-*-ubyte[.gz]`` are
+    read directly; that is the same data torchvision uses, without its 5-second import.
+    ``root`` may also point at ``ROOT/NAME`` or ``ROOT/NAME/raw``.
+    """
+    if name not in ("MNIST", "FashionMNIST"):
+        raise InputError(f"dataset name {name!r} is not supported; use 'MNIST' or "
+                         "'FashionMNIST'")
+    base = Path(root).expanduser()
+    prefix = "train" if train else "t10k"
+    for raw in (base / name / "raw", base / "raw", base):
+        imgs = [raw / f"{prefix}-images-idx3-ubyte{ext}" for ext in ("", ".gz")]
+        labs = [raw / f"{prefix}-labels-idx1-ubyte{ext}" for ext in ("", ".gz")]
+        img = next((f for f in imgs if f.exists()), None)
+        lab = next((f for f in labs if f.exists()), None)
+        if img is not None and lab is not None:
+            images, labels = load_idx(img), load_idx(lab)
+            if images.shape[0] != labels.shape[0]:
+                raise DataFileError(f"{img} has {images.shape[0]} images but {lab} has "
+                                    f"{labels.shape[0]} labels; the folder is inconsistent")
+            return images, labels
+    raise DataFileError(
+        f"no {name} {'training' if train else 'test'} files under {base} (looked for "
+        f"{name}/raw/{prefix}-images-idx3-ubyte[.gz] and {prefix}-labels-idx1-ubyte[.gz]); lbi "
+        "never downloads: copy an existing torchvision data folder here, or use the bundled "
+        "MNIST subset (dataset 'mnist')")

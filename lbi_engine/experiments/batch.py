@@ -1,0 +1,201 @@
+"""Batched preparation: B ground truths of one network solved together in one problem.
+
+``lbi_engine.api.prepare`` builds a problem for one sample; experiments and sweeps want many
+samples per solve (a batch of B costs far less than B runs, see ENVIRONMENT.md). This room
+assembles the same pieces as ``api.prepare`` (zoo, data, noise, problem) for a batch, so
+that sample i of a batch gets exactly the data of
+
+    lbi invert --network NET --dataset D --split S --sample INDEX_i --seed SEED_i ...
+
+(each sample's noise comes from its own generator seeded with SEED_i); the per-sample
+metrics are those of ``api.final_metrics``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lbi_engine.errors import InputError
+
+
+@dataclass
+class BatchRun:
+    """A batched, prepared problem and what the per-sample reports need."""
+
+    prepared: Any  # lbi_engine.api.PreparedRun holding the batched problem (sample 0's scalars)
+    truths: np.ndarray  # (B, *display shape) ground truths in [0, 1]
+    decoder_images: np.ndarray | None  # (B, *display shape) or None
+    decoder_psnr: list[float | None]
+    delta: list[float | None]
+    delta_squared: list[float | None]
+    noise_norm: list[float | None]
+    seeds: list[int]
+
+    @property
+    def problem(self) -> Any:
+        return self.prepared.problem
+
+    @property
+    def batch(self) -> int:
+        return int(self.problem.batch)
+
+    def sample_view(self, i: int) -> Any:
+        """A PreparedRun whose scalars (delta, decoder PSNR, ...) are sample i's."""
+        return dataclasses.replace(
+            self.prepared,
+            delta=self.delta[i],
+            delta_squared=self.delta_squared[i],
+            noise_norm=self.noise_norm[i],
+            decoder_psnr=self.decoder_psnr[i],
+            decoder_image=None if self.decoder_images is None else self.decoder_images[i],
+            truth_image=self.truths[i],
+        )
+
+    def with_alpha(self, alpha: float) -> BatchRun:
+        """The same data with another regularisation weight (data and noise are reused)."""
+        from lbi_engine.problem import InversionProblem
+
+        p = self.problem
+        problem = InversionProblem(
+            network=p.network, y_delta=p.y_delta, regulariser=p.regulariser, alpha=float(alpha),
+            x_true=p.x_true, data_range=p.data_range, display_offset=p.display_offset,
+            delta=p.delta, layer_alphas=p.layer_alphas, image_shape=p.image_shape,
+        )
+        request = dataclasses.replace(self.prepared.request, alpha=float(alpha))
+        prepared = dataclasses.replace(self.prepared, request=request, problem=problem)
+        return dataclasses.replace(self, prepared=prepared)
+
+
+def dataset_truths(dataset: str, split: str, indices: Sequence[int]) -> np.ndarray:
+    """Bundled ground truths (B, C, H, W) in [0, 1]."""
+    from lbi_engine import data
+
+    if not indices:
+        raise InputError("no samples given; choose at least one index (e.g. 0-4).")
+    images = [np.asarray(data.get_sample(dataset, split, int(i)), dtype=np.float32)[0]
+              for i in indices]
+    return np.stack(images)
+
+
+def prepare_batch(
+    request: Any,
+    truths: np.ndarray,
+    seeds: Sequence[int],
+    bundle: Any = None,
+) -> BatchRun:
+    """Builds one problem for B ground truths ``truths`` (display range, any shape with the
+    network's number of inputs per sample) with the request's network, noise std, regulariser,
+    alpha, device and dtype; sample i's noise is drawn with ``seeds[i]``."""
+    from lbi_engine import noise
+    from lbi_engine.api import DTYPES, PreparedRun
+    from lbi_engine.problem import InversionProblem
+    from lbi_engine.regularisers import make_regulariser
+    from lbi_engine.zoo import load_network
+
+    request.validate()
+    if len(seeds) != len(truths):
+        raise InputError(f"{len(truths)} samples but {len(seeds)} seeds; give one seed per sample.")
+    device, dtype = torch.device(request.device), DTYPES[request.dtype]
+    if bundle is None:
+        bundle = load_network(request.network, input_shape=request.input_shape,
+                              allow_pickle=request.allow_pickle)
+    encoder = bundle.encoder.to(device=device, dtype=dtype)
+    input_shape = tuple(encoder.input_shape)
+    batch = len(truths)
+    shaped = np.asarray(truths, dtype=np.float32).reshape(batch, *input_shape)
+    x_true = torch.as_tensor(np.asarray(bundle.preprocessing.apply(shaped)), dtype=dtype,
+                             device=device)
+    parts = [noise.make_noisy_data(encoder, x_true[i:i + 1], request.noise_std, seed=int(s))
+             for i, s in enumerate(seeds)]
+    y_delta = torch.cat([p.y_delta for p in parts])
+    noise_norm = torch.cat([p.noise_norm for p in parts])
+    preprocessing = bundle.preprocessing
+    problem = InversionProblem(
+        network=encoder,
+        y_delta=y_delta,
+        regulariser=make_regulariser(request.regulariser),
+        alpha=float(request.alpha),
+        x_true=x_true,
+        data_range=float(getattr(preprocessing, "data_range", 1.0)),
+        display_offset=float(getattr(preprocessing, "display_offset", 0.0)),
+        delta=noise_norm,
+        layer_alphas=request.layer_alphas,
+    )
+    image_shape = problem.image_shape or input_shape
+    display = _squeeze_channels(shaped.reshape(batch, *image_shape))
+    decoder_images, decoder_psnr = _decode(bundle, y_delta, display)
+    prepared = PreparedRun(request, bundle, problem, display[0],
+                           None if decoder_images is None else decoder_images[0],
+                           decoder_psnr[0], float(parts[0].delta[0]),
+                           float(parts[0].delta_squared[0]), float(noise_norm[0]),
+                           torch.cat([p.y for p in parts]))
+    return BatchRun(
+        prepared=prepared,
+        truths=display,
+        decoder_images=decoder_images,
+        decoder_psnr=decoder_psnr,
+        delta=[float(p.delta[0]) for p in parts],
+        delta_squared=[float(p.delta_squared[0]) for p in parts],
+        noise_norm=[float(v) for v in noise_norm],
+        seeds=[int(s) for s in seeds],
+    )
+
+
+def _squeeze_channels(array: np.ndarray) -> np.ndarray:
+    """(B, 1, H, W) -> (B, H, W): one grey channel is shown as a plain image."""
+    return array[:, 0] if array.ndim == 4 and array.shape[1] == 1 else array
+
+
+def _decode(bundle: Any, y_delta: Tensor, display: np.ndarray
+            ) -> tuple[np.ndarray | None, list[float | None]]:
+    from lbi_engine import metrics
+
+    batch = display.shape[0]
+    if getattr(bundle, "decoder", None) is None:
+        return None, [None] * batch
+    decoded = np.asarray(bundle.decode(y_delta.to("cpu", torch.float32)), dtype=np.float32)
+    decoded = decoded.reshape(display.shape)
+    psnr = metrics.psnr(torch.as_tensor(decoded), torch.as_tensor(display), data_range=1.0)
+    return decoded, [float(v) for v in psnr]
+
+
+def solve_batch(
+    run: BatchRun,
+    *,
+    method: str | None = None,
+    on_record: Callable[[Any], None] | None = None,
+) -> Any:
+    """Runs the request's method (or ``method``) on the batch; returns the final record."""
+    from lbi_engine.api import iterate
+
+    prepared = run.prepared
+    if method is not None and method != prepared.request.method:
+        request = dataclasses.replace(prepared.request, method=method)
+        prepared = dataclasses.replace(prepared, request=request)
+    final = None
+    for record in iterate(prepared):
+        if on_record is not None:
+            on_record(record)
+        final = record
+    assert final is not None and final.final
+    return final
+
+
+def sample_metrics(run: BatchRun, record: Any) -> list[dict[str, Any]]:
+    """``api.final_metrics`` of every sample of a finished batch."""
+    from lbi_engine.api import final_metrics
+
+    return [final_metrics(run.sample_view(i), record, i) for i in range(run.batch)]
+
+
+def display_images(run: BatchRun, record: Any) -> list[np.ndarray]:
+    """The reconstructions of a record as display images (preprocessing undone)."""
+    x = record.x.detach().to("cpu", torch.float32).numpy()
+    return [run.prepared.to_display(x[i]) for i in range(x.shape[0])]

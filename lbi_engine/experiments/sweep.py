@@ -1,0 +1,270 @@
+"""Parameter sweeps: a grid over alpha x noise std x method x samples, batched and resumable.
+
+* A *cell* is one (noise std, method, alpha); its samples are solved in one batch
+  (:mod:`lbi_engine.experiments.batch`). Sample INDEX gets the noise seed SEED + INDEX, so
+  one row is repeated by ``lbi invert --sample INDEX --seed SEED+INDEX`` with the cell's
+  parameters.
+* Results go to ``results.csv``, one row per (cell, sample), keyed by every parameter that
+  changes the numbers (including the network file's sha256). After each cell the whole file
+  is rewritten atomically, so an interrupted sweep loses at most the cell in progress and a
+  re-run skips every cell whose rows are all present.
+* The plots (``psnr_vs_alpha.png``, ``psnr_vs_noise.png``) and ``summary.md`` are derived
+  from the CSV and regenerated on every run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lbi_engine.errors import InputError
+from lbi_engine.experiments.report import mean, table
+from lbi_engine.exports import csv_text
+from lbi_engine.io import atomic_write_text
+
+RESULTS = "results.csv"
+KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed", "noise_std",
+               "alpha", "method", "regulariser", "steps", "max_iter", "tol", "tol_mode", "dtype")
+METRIC_COLUMNS = ("psnr", "ssim", "decoder_psnr", "objective", "reg_term", "bregman_terms",
+                  "iterations", "stop_reason", "seconds", "discrepancy", "delta",
+                  "delta_squared", "noise_norm", "l2_norm", "tv_iso", "tv_aniso")
+COLUMNS = KEY_COLUMNS + METRIC_COLUMNS
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The grid and the fixed parameters of a sweep."""
+
+    network: str
+    alphas: tuple[float, ...]
+    noise_stds: tuple[float, ...]
+    methods: tuple[str, ...]
+    indices: tuple[int, ...]
+    dataset: str = "mnist"
+    split: str = "val"
+    seed: int = 0
+    regulariser: str = "tv"
+    steps: str = "safe"
+    max_iter: int = 1500
+    tol: float = 1e-5
+    tol_mode: str = "relative"
+    input_shape: tuple[int, ...] | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    allow_pickle: bool = False
+    threads: int | None = None
+
+    def cells(self) -> list[tuple[float, str, float]]:
+        """(noise std, method, alpha) in run order (one noise draw serves a whole row)."""
+        return [(s, m, a) for s in self.noise_stds for m in self.methods for a in self.alphas]
+
+    def request(self, noise_std: float, method: str, alpha: float) -> Any:
+        from lbi_engine.api import InversionRequest
+
+        return InversionRequest(
+            network=self.network, input_shape=self.input_shape, dataset=self.dataset,
+            split=self.split, index=self.indices[0], noise_std=noise_std, seed=self.seed,
+            alpha=alpha, regulariser=self.regulariser, method=method, steps=self.steps,
+            max_iter=self.max_iter, tol=self.tol, tol_mode=self.tol_mode, device=self.device,
+            dtype=self.dtype, report_every=self.max_iter, threads=self.threads,
+            allow_pickle=self.allow_pickle,
+        ).validate()
+
+
+@dataclass
+class SweepResult:
+    csv_path: Path
+    ran: int
+    skipped: int
+    rows: list[dict[str, str]]
+    files: list[Path] = field(default_factory=list)
+
+
+def _cell_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return ";".join(_cell_text(v) for v in value)
+    return str(value)
+
+
+def _key(row: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(_cell_text(row[c]) if not isinstance(row[c], str) else row[c]
+                 for c in KEY_COLUMNS)
+
+
+def read_results(path: Path) -> list[dict[str, str]]:
+    """The rows of an existing results.csv (checked to have this version's columns)."""
+    if not path.exists():
+        return []
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != COLUMNS:
+            raise InputError(
+                f"{path} has other columns than this lbi writes; it is not a sweep of this "
+                "version. Use another --out folder (or move the file away)."
+            )
+        return list(reader)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out_dir: str | Path,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> SweepResult:
+    """Runs the missing cells of ``spec`` and (re)writes the CSV, plots and summary."""
+    from lbi_engine.experiments.batch import (
+        dataset_truths,
+        prepare_batch,
+        sample_metrics,
+        solve_batch,
+    )
+    from lbi_engine.zoo import load_network
+
+    if not (spec.alphas and spec.noise_stds and spec.methods and spec.indices):
+        raise InputError("the sweep grid is empty: give at least one alpha, noise std, method "
+                         "and sample.")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / RESULTS
+    rows = read_results(csv_path)
+    bundle = load_network(spec.network, input_shape=spec.input_shape,
+                          allow_pickle=spec.allow_pickle)
+    sha = str(getattr(bundle, "sha256", "") or "")
+    done = {_key(r) for r in rows}
+
+    def sample_keys(std: float, method: str, alpha: float) -> list[dict[str, Any]]:
+        return [{"network": spec.network, "network_sha256": sha, "dataset": spec.dataset,
+                 "split": spec.split, "index": i, "seed": spec.seed + i, "noise_std": float(std),
+                 "alpha": float(alpha), "method": method, "regulariser": spec.regulariser,
+                 "steps": spec.steps, "max_iter": spec.max_iter, "tol": float(spec.tol),
+                 "tol_mode": spec.tol_mode, "dtype": spec.dtype} for i in spec.indices]
+
+    cells = spec.cells()
+    todo = [cell for cell in cells if not all(_key(k) in done for k in sample_keys(*cell))]
+    skipped = len(cells) - len(todo)
+    for cell in todo:  # validate every request before the first (possibly long) solve
+        spec.request(*cell)
+    if progress is not None:
+        progress(skipped, len(cells), f"{skipped} cell(s) already done")
+    truths = dataset_truths(spec.dataset, spec.split, list(spec.indices)) if todo else None
+    prepared_std: dict[float, Any] = {}
+    for number, (std, method, alpha) in enumerate(todo, start=1):
+        if std not in prepared_std:
+            prepared_std.clear()  # cells are ordered by std: keep one noise draw at a time
+            prepared_std[std] = prepare_batch(spec.request(std, method, alpha), truths,
+                                              [spec.seed + i for i in spec.indices], bundle)
+        batch = prepared_std[std].with_alpha(alpha)
+        final = solve_batch(batch, method=method)
+        for key, metrics in zip(sample_keys(std, method, alpha), sample_metrics(batch, final),
+                                strict=True):
+            rows.append({c: _cell_text(v) for c, v in {**key, **metrics}.items()
+                         if c in COLUMNS})
+        atomic_write_text(csv_path, csv_text(COLUMNS, [[r.get(c, "") for c in COLUMNS]
+                                                       for r in rows]))
+        if progress is not None:
+            progress(skipped + number, len(cells),
+                     f"std {std:g}, {method}, alpha {alpha:g}")
+    if not csv_path.exists():  # nothing ran and nothing was there: still leave the header
+        atomic_write_text(csv_path, csv_text(COLUMNS, []))
+    keys = {_key(k) for cell in cells for k in sample_keys(*cell)}
+    mine = [r for r in rows if _key(r) in keys]
+    files = write_summary(spec, mine, out)
+    return SweepResult(csv_path, len(todo), skipped, mine, [csv_path, *files])
+
+
+# ---------------------------------------------------------------------------------------------
+# summaries
+
+
+def _float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def aggregate(rows: Sequence[dict[str, str]]) -> dict[tuple[str, float, float], dict[str, Any]]:
+    """Mean metrics per (method, noise std, alpha) over the samples."""
+    groups: dict[tuple[str, float, float], list[dict[str, str]]] = {}
+    for row in rows:
+        key = (row["method"], float(row["noise_std"]), float(row["alpha"]))
+        groups.setdefault(key, []).append(row)
+    return {
+        key: {
+            "samples": len(group),
+            "psnr": mean([_float(r["psnr"]) for r in group]),
+            "ssim": mean([_float(r["ssim"]) for r in group]),
+            "decoder_psnr": mean([_float(r["decoder_psnr"]) for r in group]),
+            "delta_squared": mean([_float(r["delta_squared"]) for r in group]),
+            "iterations": mean([_float(r["iterations"]) for r in group]),
+        }
+        for key, group in sorted(groups.items())
+    }
+
+
+def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) -> list[Path]:
+    """psnr_vs_alpha.png, psnr_vs_noise.png and summary.md from the rows (overwritten)."""
+    from lbi_engine.io import atomic_write_text as write
+    from lbi_engine.plotting import Series, line_plot
+
+    stats = aggregate(rows)
+    if not stats:
+        return []
+    by_alpha = []
+    for method in spec.methods:
+        for std in spec.noise_stds:
+            points = [(a, stats[(method, float(std), float(a))]["psnr"]) for a in spec.alphas
+                      if (method, float(std), float(a)) in stats]
+            if points:
+                by_alpha.append(Series([p[0] for p in points], [p[1] for p in points],
+                                       f"{method}, std {std:g}", "o-"))
+    files = [line_plot(out / "psnr_vs_alpha.png", by_alpha, title="Mean PSNR against alpha",
+                       xlabel="alpha", ylabel="PSNR (dB)", logx=True, overwrite=True)]
+    best_rows = []
+    by_noise = []
+    for method in spec.methods:
+        xs, ys = [], []
+        for std in spec.noise_stds:
+            cands = [(stats[(method, float(std), float(a))]["psnr"], a) for a in spec.alphas
+                     if (method, float(std), float(a)) in stats
+                     and stats[(method, float(std), float(a))]["psnr"] is not None]
+            if cands:
+                psnr, alpha = max(cands)
+                xs.append(std)
+                ys.append(psnr)
+                best_rows.append([method, std, alpha, psnr,
+                                  stats[(method, float(std), float(alpha))]["decoder_psnr"],
+                                  stats[(method, float(std), float(alpha))]["delta_squared"]])
+        if xs:
+            by_noise.append(Series(xs, ys, f"{method} (best alpha)", "o-"))
+    decoder = [(std, mean([v["decoder_psnr"] for k, v in stats.items() if k[1] == float(std)]))
+               for std in spec.noise_stds]
+    if any(d is not None for _, d in decoder):
+        by_noise.append(Series([d[0] for d in decoder], [d[1] for d in decoder], "decoder",
+                               "s--"))
+    files.append(line_plot(out / "psnr_vs_noise.png", by_noise,
+                           title="Mean PSNR against the noise std", xlabel="noise std",
+                           ylabel="PSNR (dB)", overwrite=True))
+    text = io.StringIO()
+    text.write(f"# Sweep of `{spec.network}` on {spec.dataset}/{spec.split} samples "
+               f"{', '.join(map(str, spec.indices))}\n\n")
+    text.write("## Best alpha per method and noise std\n\n")
+    text.write(table(["method", "noise std", "best α", "mean PSNR", "mean decoder PSNR",
+                      "mean δ²"], best_rows))
+    text.write("\n\n## Every cell (means over the samples)\n\n")
+    text.write(table(["method", "noise std", "α", "samples", "PSNR", "SSIM", "iterations"],
+                     [[k[0], k[1], k[2], v["samples"], v["psnr"], v["ssim"], v["iterations"]]
+                      for k, v in stats.items()]))
+    text.write("\n\n![PSNR against alpha](psnr_vs_alpha.png)\n\n"
+               "![PSNR against noise](psnr_vs_noise.png)\n")
+    write(out / "summary.md", text.getvalue())
+    return [*files, out / "summary.md"]

@@ -1,0 +1,264 @@
+"""Model files -> LiftedNetwork: checks shared by all formats, and the TorchScript importer.
+
+TorchScript archives (``torch.jit.save``) hold TorchScript code and tensors, no Python pickle,
+so loading them runs no Python code from the file. The archive's module tree is rebuilt as
+plain torch.nn modules: scripted modules keep their hyper-parameters as attributes (stride,
+padding, ...); traced modules do not, so those are read from the constants of the module's
+straight-line graph. The rebuilt network is lifted and then checked against the scripted
+module's own forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from lbi_engine.errors import InputError, ModelFileError, UnsupportedLayerError
+
+
+def check_model_file(path: str | Path, fmt: str) -> Path:
+    """The path as a Path if it names a non-empty file; ModelFileError otherwise."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise ModelFileError(f"{fmt} model file {str(p)!r} does not exist; check the path.")
+    if not p.is_file():
+        raise ModelFileError(f"{fmt} model file {str(p)!r} is a directory, not a file; give the "
+                             "path of the model file itself.")
+    if p.stat().st_size == 0:
+        raise ModelFileError(f"{fmt} model file {str(p)!r} is empty (0 bytes); it was not saved "
+                             "completely. Save or copy it again.")
+    return p
+
+
+def first_shape_hint(module: nn.Module) -> tuple[int, ...] | None:
+    """(in_features,) when the first layer is Linear; None when the shape cannot be known."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            return (m.in_features,)
+        if not isinstance(m, (nn.Sequential, nn.Identity, nn.Flatten)) and \
+                not list(m.children()):
+            return None
+    return None
+
+
+# --- TorchScript ---------------------------------------------------------------------------
+def _const(value: Any) -> Any:
+    node = value.node()
+    kind = node.kind()
+    if kind == "prim::Constant":
+        return value.toIValue()
+    if kind == "prim::ListConstruct":
+        return [_const(v) for v in node.inputs()]
+    raise KeyError(kind)
+
+
+class _Leaf:
+    """Hyper-parameter access on one scripted/traced leaf: attribute first, graph second."""
+
+    def __init__(self, sm: Any, qual: str) -> None:
+        self.sm, self.qual = sm, qual
+
+    def get(self, attr: str, ops: dict[str, int], default: Any = None) -> Any:
+        try:
+            return getattr(self.sm, attr)
+        except AttributeError:
+            pass
+        try:
+            for node in self.sm.graph.nodes():
+                if node.kind() in ops:
+                    return _const(list(node.inputs())[ops[node.kind()]])
+        except (KeyError, IndexError, RuntimeError):
+            pass
+        if default is not None:
+            return default
+        raise ModelFileError(f"TorchScript submodule '{self.qual}' ({self.sm.original_name}) "
+                             f"does not record '{attr}'; save the model with torch.jit.script "
+                             "instead of torch.jit.trace, or export it to ONNX.")
+
+    def tensor(self, name: str) -> torch.Tensor | None:
+        t = getattr(self.sm, name, None)
+        return None if t is None else t.detach().clone()
+
+
+_CONV = {"aten::_convolution": 0, "aten::conv2d": 0, "aten::_convolution_mode": 0}
+
+
+def _conv2d(leaf: _Leaf) -> nn.Module:
+    w, b = leaf.tensor("weight"), leaf.tensor("bias")
+    args = {"stride": (3, 3, 3), "padding": (4, 4, 4), "dilation": (5, 5, 5), "groups": (8, 6, 6)}
+    kw = {k: leaf.get(k, dict(zip(_CONV, v, strict=True))) for k, v in args.items()}
+    pad_mode = leaf.get("padding_mode", {}, default="zeros")
+    m = nn.Conv2d(w.shape[1] * kw["groups"], w.shape[0], tuple(w.shape[2:]), bias=b is not None,
+                  padding_mode=pad_mode, **kw)
+    return _load(m, weight=w, bias=b)
+
+
+def _conv_transpose2d(leaf: _Leaf) -> nn.Module:
+    w, b = leaf.tensor("weight"), leaf.tensor("bias")
+    ops = {"aten::_convolution": 0, "aten::conv_transpose2d": 0}
+    pos = {"stride": (3, 3), "padding": (4, 4), "output_padding": (7, 5), "groups": (8, 6),
+           "dilation": (5, 7)}
+    kw = {k: leaf.get(k, dict(zip(ops, v, strict=True))) for k, v in pos.items()}
+    m = nn.ConvTranspose2d(w.shape[0], w.shape[1] * kw["groups"], tuple(w.shape[2:]),
+                           bias=b is not None, **kw)
+    return _load(m, weight=w, bias=b)
+
+
+def _batchnorm(cls: type) -> Callable[[_Leaf], nn.Module]:
+    def build(leaf: _Leaf) -> nn.Module:
+        mean, var = leaf.tensor("running_mean"), leaf.tensor("running_var")
+        w, b = leaf.tensor("weight"), leaf.tensor("bias")
+        if mean is None:
+            m = cls(1, track_running_stats=False)
+        else:
+            eps = leaf.get("eps", {"aten::batch_norm": 7})
+            m = cls(mean.shape[0], eps=eps, affine=w is not None)
+            _load(m, weight=w, bias=b, running_mean=mean, running_var=var)
+        return m.train(bool(leaf.sm.training))
+    return build
+
+
+def _load(m: nn.Module, **tensors: torch.Tensor | None) -> nn.Module:
+    with torch.no_grad():
+        for k, t in tensors.items():
+            if t is not None:
+                getattr(m, k).copy_(t)
+    return m
+
+
+def _simple(cls: type, **params: tuple[str, dict[str, int]]) -> Callable[[_Leaf], nn.Module]:
+    def build(leaf: _Leaf) -> nn.Module:
+        return cls(**{k: leaf.get(k, ops) for k, (_, ops) in params.items()})
+    return build
+
+
+def _p(op: str, idx: int) -> tuple[str, dict[str, int]]:
+    return ("", {op: idx})
+
+
+def _linear(leaf: _Leaf) -> nn.Module:
+    w, b = leaf.tensor("weight"), leaf.tensor("bias")
+    return _load(nn.Linear(w.shape[1], w.shape[0], bias=b is not None), weight=w, bias=b)
+
+
+def _dropout(cls: type) -> Callable[[_Leaf], nn.Module]:
+    def build(leaf: _Leaf) -> nn.Module:
+        p = leaf.get("p", {"aten::dropout": 1, "aten::feature_dropout": 1}, default=0.5)
+        return cls(p).train(bool(leaf.sm.training))
+    return build
+
+
+_BUILDERS: dict[str, Callable[[_Leaf], nn.Module]] = {
+    "Linear": _linear,
+    "Conv2d": _conv2d,
+    "ConvTranspose2d": _conv_transpose2d,
+    "BatchNorm1d": _batchnorm(nn.BatchNorm1d),
+    "BatchNorm2d": _batchnorm(nn.BatchNorm2d),
+    "AvgPool2d": _simple(nn.AvgPool2d, kernel_size=_p("aten::avg_pool2d", 1),
+                         stride=_p("aten::avg_pool2d", 2), padding=_p("aten::avg_pool2d", 3),
+                         ceil_mode=_p("aten::avg_pool2d", 4),
+                         count_include_pad=_p("aten::avg_pool2d", 5),
+                         divisor_override=_p("aten::avg_pool2d", 6)),
+    "AdaptiveAvgPool2d": _simple(nn.AdaptiveAvgPool2d,
+                                 output_size=_p("aten::adaptive_avg_pool2d", 1)),
+    "Flatten": _simple(nn.Flatten, start_dim=_p("aten::flatten", 1),
+                       end_dim=_p("aten::flatten", 2)),
+    "Unflatten": _simple(nn.Unflatten, dim=_p("aten::unflatten", 1),
+                         unflattened_size=_p("aten::unflatten", 2)),
+    "Identity": lambda leaf: nn.Identity(),
+    "Dropout": _dropout(nn.Dropout),
+    "Dropout2d": _dropout(nn.Dropout2d),
+    "ReLU": lambda leaf: nn.ReLU(),
+    "Sigmoid": lambda leaf: nn.Sigmoid(),
+    "Tanh": lambda leaf: nn.Tanh(),
+    "Softsign": lambda leaf: nn.Softsign(),
+    "ReLU6": lambda leaf: nn.ReLU6(),
+    "Hardsigmoid": lambda leaf: nn.Hardsigmoid(),
+    "LeakyReLU": _simple(nn.LeakyReLU, negative_slope=_p("aten::leaky_relu", 1)),
+    "Hardtanh": _simple(nn.Hardtanh, min_val=_p("aten::hardtanh", 1),
+                        max_val=_p("aten::hardtanh", 2)),
+    "ELU": _simple(nn.ELU, alpha=_p("aten::elu", 1)),
+    "Softplus": _simple(nn.Softplus, beta=_p("aten::softplus", 1),
+                        threshold=_p("aten::softplus", 2)),
+    "Softshrink": _simple(nn.Softshrink, lambd=_p("aten::softshrink", 1)),
+    "Softmax": _simple(nn.Softmax, dim=_p("aten::softmax", 1)),
+}
+
+
+def _refuse_unknown(sm: Any, qual: str, position: int) -> None:
+    from lbi_engine.layer_lifting import lift_module
+
+    kind = sm.original_name
+    cls = getattr(nn, kind, None)
+    instance = None
+    if isinstance(cls, type) and issubclass(cls, nn.Module):
+        for args in ((), (2,), (2, 2)):  # enough for MaxPool2d(k), GELU(), LSTM(2, 2), ...
+            try:
+                instance = cls(*args)
+                break
+            except Exception:  # noqa: BLE001, S112 - try the next constructor signature
+                continue
+    if instance is not None:
+        lift_module(instance.eval(), (1, 4, 4), qual, position)  # raises with why + alternative
+    raise UnsupportedLayerError(
+        f"Layer '{qual}' ({kind}, position {position}) cannot be lifted: "
+        "the TorchScript importer does not know this module type. Save an nn.Sequential of "
+        "supported layers (Linear, Conv2d, ConvTranspose2d, AvgPool2d, BatchNorm (eval), "
+        "Flatten, activations) or export to ONNX.")
+
+
+def rebuild_torchscript(sm: Any, qual: str = "", counter: list[int] | None = None) -> nn.Module:
+    """An nn.Sequential (nested as in the archive) equivalent to the scripted module tree.
+
+    Non-Sequential containers are rebuilt as the chain of their children; whether that is
+    what their forward does is checked afterwards against the scripted forward.
+    """
+    counter = [0] if counter is None else counter
+    kind = getattr(sm, "original_name", type(sm).__name__)
+    children = list(sm.named_children())
+    if kind in _BUILDERS:
+        module = _BUILDERS[kind](_Leaf(sm, qual or kind))
+        counter[0] += 1
+        return module
+    if not children:
+        _refuse_unknown(sm, qual or kind, counter[0])
+    seq = nn.Sequential()
+    for name, child in children:
+        seq.add_module(name, rebuild_torchscript(child, f"{qual}.{name}" if qual else name,
+                                                 counter))
+    return seq
+
+
+def load_torchscript(path: str | Path, input_shape: Sequence[int] | None = None,
+                     name: str | None = None) -> Any:
+    """LiftedNetwork from a TorchScript archive; see the module docstring."""
+    from lbi_engine.network import LiftedNetwork, verify_against
+
+    p = check_model_file(path, "TorchScript")
+    with open(p, "rb") as f:
+        head = f.read(4)
+    if head[:2] != b"PK":
+        raise ModelFileError(f"{str(p)!r} is not a TorchScript archive (a zip file written by "
+                             f"torch.jit.save; this file starts with {head!r}). For ONNX files "
+                             "use LiftedNetwork.from_onnx.")
+    try:
+        sm = torch.jit.load(str(p), map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... here
+        msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ModelFileError(f"TorchScript file {str(p)!r} could not be loaded ({msg}); it is "
+                             "truncated or corrupt, or was not written by torch.jit.save. "
+                             "Save it again.") from exc
+    module = rebuild_torchscript(sm)
+    if input_shape is None:
+        input_shape = first_shape_hint(module)
+        if input_shape is None:
+            raise InputError(f"TorchScript file {str(p)!r} does not record its input shape; pass "
+                             "input_shape (one sample, e.g. (1, 28, 28)).")
+    net = LiftedNetwork.from_module(module, input_shape, name=name or p.stem, verify=False)
+    sm.eval()
+    verify_against(net, sm, what=f"TorchScript model {p.name!r}")
+    return net

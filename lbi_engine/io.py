@@ -1,0 +1,366 @@
+"""Atomic file writes and safe loading of model files.
+
+Why atomic: a crash, a full disk or a cancelled export must never leave a half-written file
+where a good one used to be. Every write goes to a temporary file in the same directory, is
+flushed and fsync'ed, and then renamed over the target with ``os.replace`` (atomic on POSIX
+and Windows). If anything raises before the rename, the temporary file is removed and the old
+file stays untouched.
+
+Why "safe" loading: a whole pickled ``nn.Module`` (``torch.save(model)``) is a program, not
+data; unpickling it runs whatever functions the file names. :func:`load_model_file` recognises
+such files *without unpickling them* and refuses them unless the caller opts in with
+``allow_pickle=True``. Weights-only formats (safetensors, state dicts read with
+``torch.load(weights_only=True)``, TorchScript, ONNX) are loaded directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import pickle
+import secrets
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from lbi_engine.errors import LbiError, ModelFileError, UnsafeFileError
+
+if TYPE_CHECKING:  # only for annotations; importing zoo here would be circular at runtime
+    import numpy as np
+
+    from lbi_engine.zoo import ModelBundle
+
+__all__ = [
+    "OutputExistsError",
+    "atomic_writer",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_save_npy",
+    "safe_output_path",
+    "sniff_model_format",
+    "pickle_globals",
+    "load_model_file",
+]
+
+
+class OutputExistsError(LbiError, FileExistsError):
+    """The output file exists and the caller did not ask to overwrite it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# atomic writes
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str], mode: str = "wb",
+                  encoding: str = "utf-8") -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path``; on normal exit it atomically replaces ``path``.
+
+    ``mode`` is ``"wb"`` or ``"w"`` (text, ``encoding``). On an exception inside the ``with``
+    block the temporary file is deleted, ``path`` keeps its previous content, and the
+    exception propagates. The temporary file lives in the target directory because
+    ``os.replace`` is only atomic within one file system.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_writer mode must be 'w' or 'wb', not {mode!r}")
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise OSError(f"cannot write {target}: directory {target.parent} does not exist; "
+                      "create it first")
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+    # os.open with 0o666 lets the process umask decide the permissions, like a plain open();
+    # tempfile.mkstemp would leave the final file at 0600.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, mode, **({"encoding": encoding} if mode == "w" else {})) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        if target.exists():  # keep the permissions of the file being replaced
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, target.stat().st_mode & 0o7777)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_dir(target.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the rename itself (POSIX); silently skipped where directories cannot be opened."""
+    with contextlib.suppress(OSError, AttributeError):
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_writer`)."""
+    with atomic_writer(path, "wb") as fh:
+        fh.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_writer`)."""
+    with atomic_writer(path, "w", encoding=encoding) as fh:
+        fh.write(text)
+
+
+def atomic_save_npy(path: str | os.PathLike[str], array: np.ndarray) -> None:
+    """``np.save`` without pickles, atomically; ``path`` is used exactly as given."""
+    import numpy as np
+
+    with atomic_writer(path, "wb") as fh:
+        np.save(fh, np.asarray(array), allow_pickle=False)
+
+
+def safe_output_path(path: str | os.PathLike[str], overwrite: bool) -> Path:
+    """Return ``path`` as a Path, refusing to clobber an existing file unless ``overwrite``."""
+    p = Path(path)
+    if p.exists() and not overwrite:
+        raise OutputExistsError(
+            f"{p} already exists; choose another output name or allow overwriting "
+            "(CLI: --overwrite)")
+    if p.is_dir():
+        raise OutputExistsError(f"{p} is a directory, not a file; give a file name")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# model file formats
+
+# Globals a plain tensor/state-dict pickle references; anything else (an nn.Module class,
+# builtins.open, os.system, ...) means the file is a pickled program.
+_TENSOR_GLOBALS = ("torch._utils._rebuild", "torch._tensor._rebuild", "torch.storage.",
+                   "torch.Size", "torch.device", "collections.OrderedDict", "_codecs.encode")
+
+
+def _is_tensor_global(name: str) -> bool:
+    """True for names a weights-only pickle legitimately imports (tensor rebuild, storages)."""
+    return name.startswith(_TENSOR_GLOBALS) or (
+        name.startswith("torch.") and name.count(".") == 1
+        and (name.endswith("Storage") or name.split(".")[1] in _DTYPE_NAMES))
+
+
+_DTYPE_NAMES = {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
+                "uint8", "bool", "complex64", "complex128", "half", "float", "double", "long"}
+
+_CONVERT_HINT = (
+    "Convert it once, somewhere you trust the file: save the weights with "
+    "`torch.save(model.state_dict(), 'model.pt')` (or safetensors) and describe the "
+    "architecture in a card JSON next to it, or save TorchScript with "
+    "`torch.jit.script(model).save('model.ts')`.")
+
+
+def sniff_model_format(path: str | os.PathLike[str]) -> str:
+    """Identify a model file by magic bytes (and extension for ONNX) without unpickling it.
+
+    Returns one of ``"safetensors"``, ``"torchscript"``, ``"torch-zip"`` (``torch.save``
+    output), ``"torch-legacy"`` (old non-zip ``torch.save`` or a raw pickle), ``"onnx"``,
+    ``"card"`` (a JSON model card). Raises :class:`ModelFileError` naming the file otherwise.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise ModelFileError(f"model file {p} does not exist; check the path")
+    if p.is_dir():
+        raise ModelFileError(f"{p} is a directory; give the model file itself")
+    size = p.stat().st_size
+    if size == 0:
+        raise ModelFileError(f"model file {p} is empty (0 bytes); it was probably not saved "
+                             "completely, so save or download it again")
+    with open(p, "rb") as fh:
+        head = fh.read(16)
+    suffix = p.suffix.lower()
+    if head[:4] == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(p) as zf:
+                names = zf.namelist()
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ModelFileError(f"model file {p} is a truncated or corrupt zip archive "
+                                 f"({exc}); save or download it again") from exc
+        if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
+            return "torchscript"
+        if any(n.endswith("data.pkl") for n in names):
+            return "torch-zip"
+        raise ModelFileError(f"{p} is a zip archive but not a PyTorch file (no data.pkl); "
+                             "expected a state dict, TorchScript, safetensors or ONNX file")
+    if head[:1] == b"\x80" or suffix in (".pkl", ".pickle"):
+        return "torch-legacy"
+    if suffix == ".safetensors" or (len(head) >= 9 and head[8:9] == b"{"):
+        header_len = int.from_bytes(head[:8], "little") if len(head) >= 8 else -1
+        if len(head) >= 9 and head[8:9] == b"{" and 0 < header_len <= size - 8:
+            return "safetensors"
+        if suffix == ".safetensors":
+            raise ModelFileError(f"model file {p} is not a valid safetensors file (bad or "
+                                 "truncated header); save or download it again")
+    if suffix == ".onnx":
+        return "onnx"
+    if suffix == ".json" or head.lstrip()[:1] == b"{":
+        return "card"
+    raise ModelFileError(
+        f"{p} is not a model format lbi understands; expected .safetensors (+ card JSON), "
+        "a .pt/.pth state dict (+ card JSON), TorchScript (.pt/.ts), ONNX (.onnx), or a card")
+
+
+def _pickle_streams(p: Path, fmt: str) -> list[bytes]:
+    """The pickle byte streams of a torch file (zip: ``*/data.pkl``; legacy: the file)."""
+    if fmt == "torch-zip":
+        with zipfile.ZipFile(p) as zf:
+            return [zf.read(n) for n in zf.namelist() if n.endswith("data.pkl")]
+    return [p.read_bytes()]
+
+
+def pickle_globals(data: bytes, max_pickles: int = 4) -> list[str]:
+    """Names of the Python objects a pickle would import, found by reading opcodes only.
+
+    ``pickletools.genops`` parses without executing anything. ``STACK_GLOBAL`` takes its
+    module and name from the two previous string pushes, which may come from the memo, so a
+    small memo model is kept. Legacy torch files hold several pickles back to back.
+    """
+    import pickletools
+
+    found: list[str] = []
+    stream = io.BytesIO(data)
+    for _ in range(max_pickles):
+        strings: list[str] = []
+        memo: dict[int, Any] = {}
+        last: Any = None
+        try:
+            for op, arg, _pos in pickletools.genops(stream):
+                if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8",
+                               "SHORT_BINSTRING", "BINSTRING", "STRING"):
+                    last = arg
+                    strings.append(arg)
+                elif op.name == "MEMOIZE":
+                    memo[len(memo)] = last
+                elif op.name in ("BINPUT", "LONG_BINPUT", "PUT"):
+                    memo[int(arg)] = last
+                elif op.name in ("BINGET", "LONG_BINGET", "GET"):
+                    last = memo.get(int(arg))
+                    if isinstance(last, str):
+                        strings.append(last)
+                elif op.name in ("GLOBAL", "INST"):
+                    found.append(str(arg).replace(" ", "."))
+                    last = None
+                elif op.name == "STACK_GLOBAL" and len(strings) >= 2:
+                    found.append(f"{strings[-2]}.{strings[-1]}")
+                    last = None
+                else:
+                    last = None
+        except Exception:  # noqa: BLE001 - a damaged tail just ends the scan
+            break
+        if stream.tell() >= len(data):
+            break
+    return list(dict.fromkeys(found))
+
+
+def _refuse_pickle(p: Path, fmt: str, exc: Exception) -> None:
+    """Raise UnsafeFileError for a pickle that references code (a pickled module or worse).
+
+    The weights-only unpickler also fails on damaged pickles; those have no foreign globals
+    and get a ModelFileError instead, so "truncated" is never reported as "unsafe".
+    """
+    try:
+        names = [g for s in _pickle_streams(p, fmt) for g in pickle_globals(s)]
+    except (OSError, zipfile.BadZipFile):
+        names = []
+    risky = [g for g in names if not _is_tensor_global(g)]
+    if not risky:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ModelFileError(f"model file {p} could not be read as weights ({first}); it is "
+                             "truncated, corrupt, or written with an unusual pickle protocol: "
+                             "save it again with torch.save(model.state_dict(), path)") from exc
+    shown = ", ".join(risky[:6])
+    raise UnsafeFileError(
+        f"{p} is a pickled Python object (it references {shown}), not plain weights. "
+        "Unpickling it would run code chosen by whoever made the file, which can read, change "
+        "or delete your files (arbitrary code execution), so lbi refuses it by default. Load "
+        "it only if you trust its source: pass allow_pickle=True (CLI: --allow-pickle). "
+        + _CONVERT_HINT)
+
+
+def _torch_load_weights(p: Path, fmt: str) -> Any:
+    """``torch.load(weights_only=True)``; pickles of arbitrary objects become UnsafeFileError."""
+    import torch
+
+    try:
+        return torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        _refuse_pickle(p, fmt, exc)
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise ModelFileError(f"model file {p} could not be read ({exc}); it is truncated, "
+                             "corrupt or not a PyTorch file: save or download it again") from exc
+
+
+def _extract_state_dict(obj: Any, p: Path) -> dict[str, Any]:
+    """A flat {name: tensor} dict from a state dict or a common checkpoint wrapper."""
+    import torch
+
+    if isinstance(obj, dict):
+        for key in ("state_dict", "model_state_dict", "model"):
+            if isinstance(obj.get(key), dict):
+                obj = obj[key]
+                break
+        if obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            return {str(k): v for k, v in obj.items()}
+    raise ModelFileError(
+        f"{p} holds a {type(obj).__name__}, not a state dict of tensors; save it with "
+        "`torch.save(model.state_dict(), path)`")
+
+
+def _card_for(p: Path, card_path: str | os.PathLike[str] | None) -> Path:
+    """The card next to a weights file (``NAME.json``) unless one was given explicitly."""
+    card = Path(card_path) if card_path is not None else p.with_suffix(".json")
+    if not card.exists():
+        raise ModelFileError(
+            f"{p} holds only weights; lbi needs a card JSON with the architecture to rebuild "
+            f"the network, but {card} does not exist. Put NAME.json next to the weights or "
+            "pass card_path (CLI: --card); see resources/models/*.json for the format")
+    return card
+
+
+def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...] | None = None,
+                    allow_pickle: bool = False,
+                    card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
+    """Load any supported model file into a :class:`lbi_engine.zoo.ModelBundle`.
+
+    Formats (detected by :func:`sniff_model_format`): safetensors or a ``.pt/.pth`` state
+    dict, each with a card JSON holding the architecture (``card_path`` or ``NAME.json`` beside
+    the file); a card JSON itself; TorchScript; ONNX; and a whole pickled ``nn.Module`` only
+    with ``allow_pickle=True`` (otherwise :class:`UnsafeFileError`). ``input_shape`` (without
+    batch) is needed where the file does not say it (TorchScript, ONNX, pickled modules whose
+    first layer is not Linear) and overrides a card's.
+    """
+    from lbi_engine import zoo
+
+    p = Path(path)
+    fmt = sniff_model_format(p)
+    shape = tuple(int(s) for s in input_shape) if input_shape is not None else None
+    if fmt == "card":
+        return zoo.bundle_from_card(p, input_shape=shape)
+    if fmt == "safetensors":
+        return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape)
+    if fmt in ("torchscript", "onnx"):
+        return zoo.bundle_from_graph(p, fmt, input_shape=shape)
+    if not allow_pickle:
+        state = _extract_state_dict(_torch_load_weights(p, fmt), p)
+        return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape,
+                                    state_dict=state)
+    import torch
+
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - anything from a foreign pickle becomes one message
+        raise ModelFileError(f"model file {p} could not be unpickled ({type(exc).__name__}: "
+                             f"{exc}); it is truncated, corrupt, or needs code that is not "
+                             "installed") from exc
+    if isinstance(obj, torch.nn.Module):
+        return zoo.bundle_from_module(obj, p, input_shape=shape)
+    state = _extract_state_dict(obj, p)
+    return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape,
+                                state_dict=state)

@@ -1,0 +1,185 @@
+"""Bookkeeping shared by every method: per-sample stopping, timing, records.
+
+Methods own the mathematics; this room owns *when* to stop and *what* to report, so that
+all methods stop, cancel and report identically.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from lbi_engine.solvers.base import (
+    CancelToken,
+    IterateRecord,
+    StopReason,
+    StopRule,
+    Stopwatch,
+    all_finite,
+)
+
+# An objective this many times larger than the first one reported counts as a blow-up.
+BLOW_UP_FACTOR = 1e8
+# SSIM runs per sample on the CPU (scikit-image); on every report only for small batches.
+SSIM_LIVE_MAX_BATCH = 4
+
+
+class RunMonitor:
+    """Tracks which samples are still running and builds the records."""
+
+    def __init__(
+        self,
+        problem: object,
+        method: str,
+        stop: StopRule,
+        cancel: CancelToken | None,
+        report_every: int,
+        start_iteration: int = 0,
+    ) -> None:
+        self.problem = problem
+        self.method = method
+        self.stop = stop
+        self.cancel = cancel
+        self.report_every = max(1, int(report_every))
+        self.iteration = int(start_iteration)
+        self.start_iteration = int(start_iteration)
+        batch = problem.batch
+        self.active = torch.ones(batch, dtype=torch.bool, device=problem.device)
+        self.reasons: list[str | None] = [None] * batch
+        self.watch = Stopwatch()
+        self.first_objective: Tensor | None = None
+        self.stage = ""
+        self.extras: dict = {}
+        self._last_dx = torch.full((batch,), math.inf, device=problem.device)
+        self._last_dz = torch.full((batch,), math.inf, device=problem.device)
+
+    # -- stopping ----------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return bool(self.active.any())
+
+    def finish(self, mask: Tensor, reason: StopReason) -> None:
+        mask = mask & self.active
+        if not bool(mask.any()):
+            return
+        for index in torch.nonzero(mask).flatten().tolist():
+            if self.reasons[index] is None:
+                self.reasons[index] = reason.value
+        self.active &= ~mask
+
+    def before_iteration(self) -> bool:
+        """Cancel, time budget and iteration cap; returns whether to iterate again."""
+        if self.cancel is not None and self.cancel.cancelled:
+            self.finish(self.active.clone(), StopReason.CANCELLED)
+        elif self.stop.time_budget is not None and self.watch.elapsed >= self.stop.time_budget:
+            self.finish(self.active.clone(), StopReason.TIME_BUDGET)
+        elif self.iteration - self.start_iteration >= self.stop.max_iter:
+            self.finish(self.active.clone(), StopReason.MAX_ITERATIONS)
+        return self.running
+
+    def converged(self, dx: Tensor, dz: Tensor | None = None) -> None:
+        """Stops samples whose changes (as StopRule.tol_mode measures them) are below tol."""
+        self._last_dx = dx
+        if dz is not None:
+            self._last_dz = dz
+        if self.stop.tol <= 0 or self.iteration - self.start_iteration < self.stop.min_iter:
+            return
+        small = dx < self.stop.tol
+        if dz is not None:
+            small &= dz < self.stop.tol
+        self.finish(small, StopReason.TOLERANCE)
+
+    def guard_finite(self, new: list[Tensor], old: list[Tensor]) -> list[Tensor]:
+        """Stops samples with non-finite values, keeping their last finite iterate."""
+        finite = all_finite(*new)
+        if bool(finite.all()):
+            return new
+        self.finish(~finite, StopReason.DIVERGED)
+        kept = []
+        for n, o in zip(new, old, strict=True):
+            view = (~finite).reshape(-1, *([1] * (n.dim() - 1)))
+            kept.append(torch.where(view, o, n))
+        return kept
+
+    def freeze(self, new: Tensor, old: Tensor) -> Tensor:
+        """Samples that stopped keep their value while the others go on."""
+        if bool(self.active.all()):
+            return new
+        view = self.active.reshape(-1, *([1] * (new.dim() - 1)))
+        return torch.where(view, new, old)
+
+    # -- reporting ---------------------------------------------------------------------------
+    def due(self) -> bool:
+        return (self.iteration - self.start_iteration) % self.report_every == 0
+
+    def record(
+        self,
+        x: Tensor,
+        aux: list[Tensor],
+        *,
+        final: bool = False,
+        parts: dict[str, Tensor] | None = None,
+    ) -> IterateRecord:
+        """Builds a record (the time spent here is not counted as solver time)."""
+        self.watch.pause()
+        problem = self.problem
+        with torch.no_grad():
+            if parts is None:
+                parts = problem.objective_parts(x, aux if aux else None)
+            objective = parts["total"]
+            if self.first_objective is None:
+                self.first_objective = objective.detach().clone()
+            else:
+                blown = ~torch.isfinite(objective) | (
+                    objective.abs() > BLOW_UP_FACTOR * self.first_objective.abs().clamp_min(1.0)
+                )
+                self.finish(blown, StopReason.DIVERGED)
+            psnr = ssim = None
+            if problem.x_true is not None:
+                from lbi_engine import metrics
+
+                psnr = metrics.psnr(x, problem.x_true, data_range=problem.data_range)
+                if final or problem.batch <= SSIM_LIVE_MAX_BATCH:
+                    ssim = _ssim(problem, x)
+        if final:
+            self.finish(self.active.clone(), StopReason.FINISHED)
+        rec = IterateRecord(
+            method=self.method,
+            iteration=self.iteration,
+            x=x.detach(),
+            aux=[a.detach() for a in aux],
+            objective=objective.detach(),
+            bregman_terms=parts["bregman"].detach(),
+            reg_term=parts["reg"].detach(),
+            discrepancy=parts["discrepancy"].detach(),
+            primal_residual=self._last_dx.detach().clone(),
+            dual_residual=self._last_dz.detach().clone(),
+            elapsed=self.watch.elapsed,
+            active=self.active.clone(),
+            psnr=psnr,
+            ssim=ssim,
+            final=final,
+            stop_reasons=[r or StopReason.FINISHED.value for r in self.reasons] if final else None,
+            stage=self.stage,
+            extras=dict(self.extras),
+        )
+        if not final:
+            self.watch.start()
+        return rec
+
+
+def _ssim(problem: object, x: Tensor) -> Tensor | None:
+    from lbi_engine import metrics
+
+    shape = problem.image_shape
+    if shape is None:
+        return None
+    batch = x.shape[0]
+    offset = problem.display_offset
+    return metrics.ssim(
+        x.reshape(batch, *shape) + offset,
+        problem.x_true.reshape(batch, *shape) + offset,
+        data_range=problem.data_range,
+    )

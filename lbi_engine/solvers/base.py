@@ -1,0 +1,186 @@
+"""The one protocol every inversion method speaks.
+
+A solver is a generator of :class:`IterateRecord` objects. Callers (CLI, GUI worker,
+scripts, tests) pull records and never special-case a method. Records come every
+``report_every`` iterations and always at the end; the final record has ``final=True``
+and a ``stop_reason`` for every sample of the batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+class StopReason(str, Enum):
+    """Why a sample (or a whole run) stopped."""
+
+    TOLERANCE = "tolerance"
+    MAX_ITERATIONS = "max_iterations"
+    DISCREPANCY = "discrepancy"
+    TIME_BUDGET = "time_budget"
+    CANCELLED = "cancelled"
+    DIVERGED = "diverged"
+    FINISHED = "finished"  # a method with a fixed schedule (e.g. layer-wise stages) ran to its end
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When to stop.
+
+    ``tol_mode="relative"`` (default) stops a sample when ‖Δx‖/max(‖x‖,1e-12) < tol **and**
+    ‖Δz‖/max(‖z‖,1e-12) < tol for its primal x and dual z; ``"absolute"`` is the paper's rule
+    (‖Δx‖ < tol and ‖Δz‖ < tol), which on the circle problem never fires (MATH.md §3.3).
+    ``residual_tol`` additionally (or, with ``tol=0``, only) stops on the optimality residuals.
+    """
+
+    max_iter: int = 10_000
+    tol: float = 1e-5
+    tol_mode: str = "relative"
+    residual_tol: float | None = None
+    time_budget: float | None = None  # seconds
+    min_iter: int = 2
+
+    def __post_init__(self) -> None:
+        from lbi_engine.errors import InputError
+
+        if self.max_iter < 1:
+            raise InputError(f"max_iter={self.max_iter}: must be at least 1.")
+        if not (self.tol >= 0):
+            raise InputError(f"tol={self.tol}: must be a number >= 0 (e.g. 1e-5).")
+        if self.tol_mode not in ("relative", "absolute"):
+            raise InputError(f"tol_mode={self.tol_mode!r}: use 'relative' or 'absolute'.")
+        if self.time_budget is not None and not (self.time_budget > 0):
+            raise InputError(f"time_budget={self.time_budget}: must be > 0 seconds or None.")
+
+
+class CancelToken:
+    """Cooperative cancel: the solver checks it before every iteration."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass
+class IterateRecord:
+    """One report of a running solver, for a batch of B samples.
+
+    Tensors are detached and live on the solver's device; call :meth:`to_numpy` before
+    handing a record to another thread that must not see later in-place updates.
+    """
+
+    method: str
+    iteration: int
+    x: Tensor  # (B, *input_shape) current input estimate x_0
+    aux: list[Tensor]  # auxiliary variables x_1 .. x_{L-1} (empty for one layer)
+    objective: Tensor  # (B,) full objective of the paper's problem (B_Psi >= 0 incl. constants)
+    bregman_terms: Tensor  # (B, L) each layer's Bregman term
+    reg_term: Tensor  # (B,) alpha * R(x)
+    discrepancy: Tensor  # (B,) ||sigma(f(x)) - y_delta||
+    primal_residual: Tensor  # (B,) relative change of x (or optimality residual, see method)
+    dual_residual: Tensor  # (B,) relative change of the dual / auxiliary variables
+    elapsed: float  # seconds spent in the solver so far
+    active: Tensor  # (B,) bool, samples still iterating
+    psnr: Tensor | None = None  # (B,) when the ground truth is known
+    ssim: Tensor | None = None
+    final: bool = False
+    stop_reasons: list[str] | None = None  # per sample, on the final record
+    stage: str = ""  # e.g. "layer 3/3" for layer-wise inversion
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The run's reason: the one shared by all samples, else the first non-trivial one."""
+        if not self.stop_reasons:
+            return None
+        unique = set(self.stop_reasons)
+        if len(unique) == 1:
+            return self.stop_reasons[0]
+        for reason in (StopReason.DIVERGED, StopReason.CANCELLED, StopReason.TIME_BUDGET):
+            if reason.value in unique:
+                return reason.value
+        return self.stop_reasons[0]
+
+    def to_numpy(self) -> dict[str, Any]:
+        """A thread-safe copy with numpy arrays (for the GUI and for files)."""
+
+        def cpu(t: Tensor | None) -> Any:
+            return None if t is None else t.detach().to("cpu", copy=True).numpy()
+
+        return {
+            "method": self.method,
+            "iteration": self.iteration,
+            "x": cpu(self.x),
+            "aux": [cpu(a) for a in self.aux],
+            "objective": cpu(self.objective),
+            "bregman_terms": cpu(self.bregman_terms),
+            "reg_term": cpu(self.reg_term),
+            "discrepancy": cpu(self.discrepancy),
+            "primal_residual": cpu(self.primal_residual),
+            "dual_residual": cpu(self.dual_residual),
+            "elapsed": self.elapsed,
+            "active": cpu(self.active),
+            "psnr": cpu(self.psnr),
+            "ssim": cpu(self.ssim),
+            "final": self.final,
+            "stop_reasons": list(self.stop_reasons) if self.stop_reasons else None,
+            "stop_reason": self.stop_reason,
+            "stage": self.stage,
+            "extras": {
+                key: cpu(value) if isinstance(value, Tensor) else value
+                for key, value in self.extras.items()
+            },
+        }
+
+
+class Stopwatch:
+    """Solver time, excluding the time the caller spends between records."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._start: float | None = None
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+
+    def pause(self) -> None:
+        if self._start is not None:
+            self.total += time.perf_counter() - self._start
+            self._start = None
+
+    @property
+    def elapsed(self) -> float:
+        running = 0.0 if self._start is None else time.perf_counter() - self._start
+        return self.total + running
+
+
+def relative_change(new: Tensor, old: Tensor, mode: str = "relative") -> Tensor:
+    """Per-sample ‖new − old‖ (absolute) or ‖new − old‖ / max(‖new‖, 1e-12) (relative)."""
+    batch = new.shape[0]
+    diff = (new - old).reshape(batch, -1).norm(dim=1)
+    if mode == "absolute":
+        return diff
+    return diff / new.reshape(batch, -1).norm(dim=1).clamp_min(1e-12)
+
+
+def all_finite(*tensors: Tensor) -> Tensor:
+    """Per-sample flag: every entry of every tensor is finite."""
+    flags = None
+    for t in tensors:
+        f = torch.isfinite(t.reshape(t.shape[0], -1)).all(dim=1)
+        flags = f if flags is None else flags & f
+    assert flags is not None
+    return flags

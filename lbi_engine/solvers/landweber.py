@@ -1,0 +1,93 @@
+"""Landweber iteration with Morozov's discrepancy principle (the paper's baseline, MATH.md §6).
+
+x <- x - tau J^T (sigma_L(z_L(x)) - y_delta), the gradient of B_{Psi_L}(y_delta, z_L(x)): for
+one layer J^T = W^T and no derivative of sigma is needed; deeper networks differentiate the
+pre-activation z_L(x) with autograd. Regularisation is by early stopping: stop at the first
+iterate with ||sigma(f(x)) - y_delta|| <= eta * delta.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+from lbi_engine.solvers._monitor import RunMonitor
+from lbi_engine.solvers.base import (
+    CancelToken,
+    IterateRecord,
+    StopReason,
+    StopRule,
+    relative_change,
+)
+from lbi_engine.solvers.options import SolverOptions
+
+
+def _pre_activation(network: object, x: Tensor) -> Tensor:
+    prev = x
+    for layer in network.layers[:-1]:
+        prev = layer.activation.sigma(layer.affine.apply(prev))
+    return network.layers[-1].affine.apply(prev)
+
+
+def landweber_gradient(network: object, x: Tensor, y_delta: Tensor) -> tuple[Tensor, Tensor]:
+    """(gradient, residual sigma_L(z_L) - y_delta) at x."""
+    last = network.layers[-1]
+    if len(network.layers) == 1:
+        residual = last.activation.sigma(last.affine.apply(x)) - y_delta
+        return last.affine.adjoint(residual), residual
+    with torch.enable_grad():
+        x_var = x.detach().requires_grad_(True)
+        z = _pre_activation(network, x_var)
+        residual = (last.activation.sigma(z) - y_delta).detach()
+        (grad,) = torch.autograd.grad(z, x_var, grad_outputs=residual)
+    return grad.detach(), residual
+
+
+def run_landweber(
+    problem: object,
+    stop: StopRule,
+    options: SolverOptions,
+    init: dict | None,
+    cancel: CancelToken | None,
+    report_every: int,
+) -> Iterator[IterateRecord]:
+    network = problem.network
+    init = init or {}
+    monitor = RunMonitor(
+        problem,
+        "landweber",
+        stop,
+        cancel,
+        report_every,
+        start_iteration=int(init.get("iteration", 0)),
+    )
+    # tau = 1/||W||^2 (classical scaling, MATH.md A5); a product of norms bounds J for L > 1.
+    norm_sq = math.prod(float(layer.affine.norm()) ** 2 for layer in network.layers)
+    tau = options.step_scale / max(norm_sq, 1e-30)
+    threshold = None if problem.delta is None else options.eta * problem.delta
+    monitor.extras.update(tau=tau, eta=options.eta)
+    x = init.get("x", problem.zeros_input())
+    yield monitor.record(x, [])
+    monitor.watch.start()
+    with torch.no_grad():
+        while True:
+            grad, residual = landweber_gradient(network, x, problem.y_delta)
+            if threshold is not None:
+                norms = residual.reshape(problem.batch, -1).norm(dim=1)
+                monitor.finish(norms <= threshold, StopReason.DISCREPANCY)
+            if not monitor.before_iteration():
+                break
+            x_new = x - tau * grad
+            (x_new,) = monitor.guard_finite([x_new], [x])
+            x_new = monitor.freeze(x_new, x)
+            dx = relative_change(x_new, x, stop.tol_mode)
+            x = x_new
+            monitor.iteration += 1
+            monitor.converged(dx)
+            if monitor.running and monitor.due():
+                yield monitor.record(x, [])
+    monitor.watch.pause()
+    yield monitor.record(x, [], final=True)

@@ -1,0 +1,72 @@
+"""Options shared by all methods (one flat, serialisable dataclass keeps callers generic)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+from lbi_engine.errors import InputError
+
+STEP_RULES = ("safe", "conservative", "paper")
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Method options; each method reads the ones it needs and ignores the rest.
+
+    steps:
+        ``"safe"`` (default): the fastest provably convergent rule we measured — balanced
+        Condat–Vũ steps tau_x = 1/L, tau_z = 0.99 L / (2 alpha^2 ||K||^2) (MATH.md §3.3).
+        ``"conservative"``: tau_z = 1/(8 alpha), tau_x = 0.99 / (L/2 + tau_z alpha^2 ||K||^2).
+        ``"paper"``: tau_x = 1.99/||W||^2, tau_z = 1/(8 alpha) (may not converge when
+        ||W||^2 < 398 alpha; a warning is recorded in the first record's extras).
+    n_inner: PDHG steps on the x_0 block per coordinate-descent sweep (joint method).
+    step_scale: multiplies every primal step (for experiments; > 1 can diverge).
+    eta: discrepancy-principle factor for Landweber (stop when ||residual|| <= eta * delta).
+    optimizer / lr / tv_smoothing: the backpropagation baseline (Adam or gradient descent).
+    layer_tikhonov: optional beta/2 ||x_l||^2 added to the layer-wise priors (MATH.md A4).
+    inner_max_iter: iteration cap of each intermediate stage of the layer-wise method.
+    """
+
+    steps: str = "safe"
+    n_inner: int = 1
+    step_scale: float = 1.0
+    eta: float = 1.05
+    optimizer: str = "adam"
+    lr: float = 1e-2
+    tv_smoothing: float = 1e-3
+    layer_tikhonov: float = 0.0
+    inner_max_iter: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps not in STEP_RULES:
+            raise InputError(f"steps={self.steps!r}: choose one of {', '.join(STEP_RULES)}.")
+        if self.n_inner < 1:
+            raise InputError(f"n_inner={self.n_inner}: must be at least 1.")
+        if not (math.isfinite(self.step_scale) and self.step_scale > 0):
+            raise InputError(f"step_scale={self.step_scale}: must be a finite number > 0.")
+        if not self.eta > 1:
+            raise InputError(f"eta={self.eta}: the discrepancy factor must be > 1 (e.g. 1.05).")
+        if self.optimizer not in ("adam", "gd"):
+            raise InputError(f"optimizer={self.optimizer!r}: use 'adam' or 'gd'.")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise InputError(f"lr={self.lr}: the learning rate must be a finite number > 0.")
+        if not self.tv_smoothing > 0:
+            raise InputError(f"tv_smoothing={self.tv_smoothing}: must be > 0 (e.g. 1e-3).")
+        if not self.layer_tikhonov >= 0:
+            raise InputError(f"layer_tikhonov={self.layer_tikhonov}: must be >= 0.")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> SolverOptions:
+        if not data:
+            return cls()
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InputError(
+                f"unknown solver option(s) {sorted(unknown)}; valid options: {sorted(known)}."
+            )
+        return cls(**data)

@@ -1,0 +1,101 @@
+"""Entry point of ``lbi-gui``: command-line options, QApplication, the window.
+
+The options mirror ``lbi invert`` so that a command line can open the window pre-configured
+(``--run`` starts at once). Parsing needs no torch; the engine loads after the window shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from lbi_gui.params import METHODS, REGULARISERS, default_request
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lbi-gui", description="Desktop application for lifted Bregman inversion of "
+        "pre-trained neural networks. Options pre-configure the window (same as `lbi invert`).")
+    p.add_argument("file", nargs="?", help="a session (.lbisession), network or image to open")
+    p.add_argument("--network", help="zoo name (e.g. mnist-cnn-ae) or network file")
+    p.add_argument("--input-shape", help="network input shape without batch, e.g. 1,28,28")
+    p.add_argument("--dataset", help="bundled dataset name (default mnist)")
+    p.add_argument("--sample", type=int, help="sample index in the dataset split")
+    p.add_argument("--split", help="dataset split (val or train)")
+    p.add_argument("--image", help="ground-truth image file (PNG, JPEG, TIFF, NPY)")
+    p.add_argument("--truth", help="ground truth for a measured y (--data)")
+    p.add_argument("--data", help="measured network output y (NPY)")
+    p.add_argument("--noise-std", type=float, help="Gaussian noise standard deviation")
+    p.add_argument("--seed", type=int, help="noise seed")
+    p.add_argument("--alpha", type=float, help="regularisation weight α")
+    p.add_argument("--regulariser", choices=[r for r, _ in REGULARISERS])
+    p.add_argument("--method", choices=[m for m, _ in METHODS])
+    p.add_argument("--steps", choices=["safe", "paper"])
+    p.add_argument("--max-iter", type=int)
+    p.add_argument("--tol", type=float)
+    p.add_argument("--device", help="cpu or cuda")
+    p.add_argument("--dtype", choices=["float32", "float64"])
+    p.add_argument("--threads", type=int, help="solver threads (default 1)")
+    p.add_argument("--report-every", type=int, help="report every N iterations")
+    p.add_argument("--run", action="store_true", help="start the inversion at once")
+    p.add_argument("--no-restore", action="store_true",
+                   help="ignore the remembered window layout")
+    return p
+
+
+def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The request overrides the options ask for (unset options keep the defaults)."""
+    from lbi_gui.widgets.network_panel import parse_shape
+
+    mapping = {"network": "network", "dataset": "dataset", "sample": "index", "split": "split",
+               "image": "image", "truth": "truth", "data": "data", "noise_std": "noise_std",
+               "seed": "seed", "alpha": "alpha", "regulariser": "regulariser",
+               "method": "method", "steps": "steps", "max_iter": "max_iter", "tol": "tol",
+               "device": "device", "dtype": "dtype", "threads": "threads",
+               "report_every": "report_every"}
+    req = default_request()
+    for opt, key in mapping.items():
+        value = getattr(args, opt)
+        if value is not None:
+            req[key] = value
+    if args.input_shape:
+        req["input_shape"] = parse_shape(args.input_shape)
+    for key in ("image", "truth", "data"):
+        if req[key]:
+            req[key] = str(Path(req[key]).expanduser().resolve())
+    if req["network"] and Path(req["network"]).expanduser().exists():
+        req["network"] = str(Path(req["network"]).expanduser().resolve())
+    return req
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        request = request_from_args(args)
+    except ValueError as exc:
+        print(f"lbi-gui: --input-shape {args.input_shape!r}: {exc}", file=sys.stderr)
+        return 2
+    from PySide6 import QtGui, QtWidgets
+
+    from lbi_gui.dialogs.messages import install_excepthook
+    from lbi_gui.main_window import MainWindow
+
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    app.setApplicationName("lbi-gui")
+    app.setOrganizationName("lbi")
+    app.setApplicationDisplayName("lbi")
+    icon = Path(__file__).resolve().parent.parent / "resources" / "icons" / "lbi.png"
+    if icon.is_file():
+        app.setWindowIcon(QtGui.QIcon(str(icon)))
+    window = MainWindow(request, autorun=args.run, restore_layout=not args.no_restore)
+    install_excepthook(lambda: window)
+    window.show()
+    if args.file:
+        window.open_path(str(Path(args.file).expanduser().resolve()))
+    return int(app.exec())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

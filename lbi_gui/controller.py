@@ -1,0 +1,303 @@
+"""The GUI-thread side of the solver thread: jobs out, throttled view updates in.
+
+Why a separate object: the window should only say "run this request", "pause", "α changed";
+thread ownership, job ids, the 30 Hz redraw throttle, run queues ("run all methods") and a
+clean shutdown live here. Worker signals are connected to slots of this GUI-thread QObject
+(never lambdas), so queued deliveries are never lost when the thread quits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6 import QtCore
+
+from lbi_gui.params import HOT_KEYS, PROBLEM_KEYS
+from lbi_gui.runs import CurveStore, RunResult
+from lbi_gui.worker import EngineWorker, ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
+
+#: Milliseconds between two window redraws (at most ~30 per second).
+REDRAW_MS = 33
+
+
+class RunController(QtCore.QObject):
+    """Owns the worker thread; every signal here is emitted in the GUI thread."""
+
+    booted = QtCore.Signal(object)
+    boot_failed = QtCore.Signal(object)
+    prepared = QtCore.Signal(object, bool)  # PreparedInfo of the current problem, from a run?
+    prepare_failed = QtCore.Signal(object)  # ErrorInfo
+    view_update = QtCore.Signal(object)  # Progress (latest images; curves are in .curves)
+    restart_marked = QtCore.Signal(int, str)
+    run_finished = QtCore.Signal(object)  # RunResult (also for "stop": see user_action)
+    run_failed = QtCore.Signal(object)  # ErrorInfo
+    state_changed = QtCore.Signal(str)  # booting | idle | preparing | running | paused
+    queue_done = QtCore.Signal(list)  # ErrorInfo list of a "run all" batch
+
+    _do_boot = QtCore.Signal()
+    _do_prepare = QtCore.Signal(int, object)
+    _do_run = QtCore.Signal(object)
+
+    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        self._thread = QtCore.QThread()
+        self._thread.setObjectName("lbi-solver")
+        self.worker = EngineWorker()
+        self.worker.moveToThread(self._thread)
+        self._do_boot.connect(self.worker.boot)
+        self._do_prepare.connect(self.worker.prepare)
+        self._do_run.connect(self.worker.run)
+        self.worker.booted.connect(self._on_booted)
+        self.worker.prepared.connect(self._on_prepared)
+        self.worker.progress.connect(self._on_progress)
+        self.worker.run_done.connect(self._on_run_done)
+        self.worker.failed.connect(self._on_failed)
+        self._redraw = QtCore.QTimer(self)
+        self._redraw.setSingleShot(True)
+        self._redraw.setInterval(REDRAW_MS)
+        self._redraw.timeout.connect(self._flush_view)
+        self.engine_info: dict[str, Any] | None = None
+        self.curves = CurveStore()
+        self.latest: Progress | None = None
+        self.last_result: RunResult | None = None
+        self.run_request: dict[str, Any] | None = None
+        self.run_info: PreparedInfo | None = None
+        self.iterations_per_second = 0.0
+        self._state = "booting"
+        self._paused = False
+        self._job_id = 0
+        self._latest_prepare = 0
+        self._run_id = 0
+        self._active_run: int | None = None
+        self._queue: list[dict[str, Any]] = []
+        self._queue_errors: list[ErrorInfo] = []
+        self._queue_active = False
+        self._ips_mark: tuple[float, float] | None = None
+        self._shut = False
+        self._thread.start()
+
+    # ---- state ----------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def running(self) -> bool:
+        return self._active_run is not None
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def _set_state(self, state: str) -> None:
+        if state != self._state:
+            self._state = state
+            self.state_changed.emit(state)
+
+    # ---- commands ---------------------------------------------------------------------------
+    def boot(self) -> None:
+        self._do_boot.emit()
+
+    def prepare(self, request: dict[str, Any]) -> int:
+        """Load/prepare ``request`` for display; a newer prepare makes older results stale."""
+        self._job_id += 1
+        self._latest_prepare = self._job_id
+        if not self.running:
+            self._set_state("preparing")
+        self._do_prepare.emit(self._job_id, dict(request))
+        return self._job_id
+
+    def start(self, request: dict[str, Any], *, paused: bool = False) -> int:
+        """Start a fresh (cold) run; a running one is stopped first (not kept)."""
+        if self.running:
+            self.worker.request_stop("stop")
+        self._run_id += 1
+        self._active_run = self._run_id
+        self.run_request = dict(request)
+        self.curves = CurveStore()
+        self.latest = None
+        self._ips_mark = None
+        self.iterations_per_second = 0.0
+        self._paused = paused
+        self._set_state("paused" if paused else "running")
+        self._do_run.emit(RunJob(self._run_id, dict(request), start_paused=paused))
+        return self._run_id
+
+    def run_all(self, request: dict[str, Any], methods: list[str]) -> None:
+        """Run every method on the same problem, one after another (each cold)."""
+        self._queue = [dict(request, method=m) for m in methods]
+        self._queue_errors = []
+        self._queue_active = True
+        self._next_in_queue()
+
+    def pause(self) -> None:
+        if self.running and not self._paused:
+            self._paused = True
+            self.worker.pause()
+            self._set_state("paused")
+
+    def resume(self) -> None:
+        if self.running and self._paused:
+            self._paused = False
+            self.worker.resume()
+            self._set_state("running")
+
+    def toggle_pause(self) -> None:
+        (self.resume if self._paused else self.pause)()
+
+    def stop(self) -> None:
+        """End the run and discard it (the last iterate stays on screen)."""
+        self._queue.clear()
+        if self.running:
+            self.worker.request_stop("stop")
+
+    def finish_now(self) -> None:
+        """End the run and keep the current iterate as its result."""
+        self._queue.clear()
+        if self.running:
+            self.worker.request_stop("finish")
+
+    def reset(self) -> None:
+        """Stop and forget the current run's curves and iterate."""
+        self.stop()
+        self.curves = CurveStore()
+        self.latest = None
+        self.iterations_per_second = 0.0
+
+    def change(self, old: dict[str, Any], new: dict[str, Any]) -> str:
+        """React to edited parameters; returns "restart", "stopped", "prepare" or "none"."""
+        changed = {k for k in new if old.get(k) != new.get(k)}
+        if not changed:
+            return "none"
+        if self.running and changed & PROBLEM_KEYS:
+            self.stop()
+            self.prepare(new)
+            return "stopped"
+        if self.running and changed <= (HOT_KEYS | {"max_iter", "tol", "tol_mode",
+                                                    "report_every", "threads", "time_budget"}):
+            if changed & HOT_KEYS and self.worker.request_restart(new):
+                self.run_request = dict(new)
+                return "restart"
+            return "none"
+        if not self.running and changed & (PROBLEM_KEYS | {"noise_std", "seed"}):
+            self.prepare(new)
+            return "prepare"
+        return "none"
+
+    def adopt_history(self, curves: CurveStore | None, run_ids: list[int]) -> None:
+        """Take over curves and run numbering from a loaded session."""
+        self.curves = curves if curves is not None else CurveStore()
+        self.latest = None
+        self._run_id = max([self._run_id, *run_ids])
+
+    def shutdown(self, timeout_ms: int = 10000) -> bool:
+        """Stop everything and join the thread; safe to call twice."""
+        if self._shut:
+            return True
+        self._shut = True
+        self._queue.clear()
+        self._redraw.stop()
+        self.worker.shutdown()
+        self._thread.quit()
+        ok = self._thread.wait(timeout_ms)
+        self._active_run = None
+        return bool(ok)
+
+    @property
+    def thread(self) -> QtCore.QThread:
+        return self._thread
+
+    # ---- worker signals (GUI thread) ------------------------------------------------------
+    @QtCore.Slot(object)
+    def _on_booted(self, info: dict[str, Any]) -> None:
+        self.engine_info = info
+        self._set_state("idle")
+        self.booted.emit(info)
+
+    @QtCore.Slot(int, object)
+    def _on_prepared(self, job_id: int, info: PreparedInfo) -> None:
+        if job_id != -1 and job_id != self._latest_prepare:
+            return  # a newer prepare was requested meanwhile
+        if job_id == -1:
+            self.run_info = info
+        elif not self.running:
+            self._set_state("idle")
+        self.prepared.emit(info, job_id == -1)
+
+    @QtCore.Slot(object)
+    def _on_progress(self, prog: Progress) -> None:
+        if prog.run_id != self._active_run:
+            return
+        self.curves.extend(prog.points)
+        if prog.points:
+            self._update_ips(prog.points[-1])
+        for it, what in prog.restarts:
+            self.curves.mark_restart(it, what)
+            self.restart_marked.emit(it, what)
+        if prog.prepared is not None:
+            self.run_info = prog.prepared
+            self.prepared.emit(prog.prepared, True)
+        self.latest = prog
+        if not self._redraw.isActive():
+            self._redraw.start()
+
+    def _update_ips(self, point: dict[str, Any]) -> None:
+        it, el = float(point["iteration"]), float(point["elapsed"])
+        if self._ips_mark is not None and el > self._ips_mark[1] + 0.2:
+            self.iterations_per_second = (it - self._ips_mark[0]) / (el - self._ips_mark[1])
+            self._ips_mark = (it, el)
+        elif self._ips_mark is None:
+            self._ips_mark = (it, el)
+            if el > 0:
+                self.iterations_per_second = it / el
+
+    @QtCore.Slot()
+    def _flush_view(self) -> None:
+        if self.latest is not None:
+            self.view_update.emit(self.latest)
+
+    @QtCore.Slot(object)
+    def _on_run_done(self, out: RunOutcome) -> None:
+        if out.run_id != self._active_run:
+            return
+        self._redraw.stop()
+        self._flush_view()
+        self._active_run = None
+        self._paused = False
+        result = RunResult(run_id=out.run_id, request=out.request, stop_reason=out.stop_reason,
+                           iterations=out.iterations, elapsed=out.elapsed, metrics=out.metrics,
+                           x_raw=out.x_raw, x_display=out.x_display, curves=self.curves,
+                           user_action=out.user_action,
+                           decoder_psnr=self.run_info.decoder_psnr if self.run_info else None)
+        self.last_result = result
+        self._set_state("idle")
+        self.run_finished.emit(result)
+        self._next_in_queue()
+
+    @QtCore.Slot(int, object)
+    def _on_failed(self, job_id: int, err: ErrorInfo) -> None:
+        if err.kind == "boot":
+            self._set_state("idle")
+            self.boot_failed.emit(err)
+        elif err.kind == "prepare":
+            if job_id == self._latest_prepare:
+                if not self.running:
+                    self._set_state("idle")
+                self.prepare_failed.emit(err)
+        elif job_id == self._active_run:
+            self._active_run = None
+            self._paused = False
+            self._set_state("idle")
+            if self._queue_active:
+                self._queue_errors.append(err)
+                self._next_in_queue()
+            else:
+                self.run_failed.emit(err)
+
+    def _next_in_queue(self) -> None:
+        if self._queue:
+            self.start(self._queue.pop(0))
+        elif self._queue_active:
+            self._queue_active = False
+            errors, self._queue_errors = self._queue_errors, []
+            self.queue_done.emit(errors)

@@ -1,0 +1,103 @@
+"""Every message box of the application goes through here.
+
+Why one place: errors must always say cause and fix, never show a bare traceback up front
+(it goes into "Show Details…"), and must never block the event loop (error boxes are
+window-modal and opened with ``open()``, so a solver keeps being drawn behind them). Questions
+that need an answer use ``QMessageBox.question`` (tests monkeypatch it).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from types import TracebackType
+
+from PySide6 import QtCore, QtWidgets
+
+#: Open error boxes, newest last (tests and the status bar read this).
+OPEN_ERRORS: list[QtWidgets.QMessageBox] = []
+
+
+def show_error(parent: QtWidgets.QWidget | None, title: str, message: str,
+               detail: str | None = None, fix: str | None = None) -> QtWidgets.QMessageBox:
+    """Show an error (cause, then what to do) without blocking; returns the box."""
+    box = QtWidgets.QMessageBox(parent)
+    box.setIcon(QtWidgets.QMessageBox.Icon.Warning)
+    box.setWindowTitle(title)
+    box.setText(f"<b>{_escape(title)}</b>")
+    box.setInformativeText(_escape(message) + (f"<br><br>{_escape(fix)}" if fix else ""))
+    if detail:
+        box.setDetailedText(detail)
+    box.setStandardButtons(QtWidgets.QMessageBox.StandardButton.Ok)
+    box.setWindowModality(QtCore.Qt.WindowModality.WindowModal)
+    box.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+    box.setObjectName("lbiErrorBox")
+    OPEN_ERRORS.append(box)
+    box.destroyed.connect(lambda *_: _forget(box))
+    box.finished.connect(lambda *_: _forget(box))
+    box.open()
+    return box
+
+
+def _forget(box: QtWidgets.QMessageBox) -> None:
+    if box in OPEN_ERRORS:
+        OPEN_ERRORS.remove(box)
+
+
+def _escape(text: str) -> str:
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", "<br>"))
+
+
+def confirm(parent: QtWidgets.QWidget | None, title: str, text: str,
+            yes: str = "Yes", default_no: bool = True) -> bool:
+    """Ask a yes/no question; True only for an explicit yes."""
+    buttons = QtWidgets.QMessageBox.StandardButton
+    answer = QtWidgets.QMessageBox.question(parent, title, text, buttons.Yes | buttons.No,
+                                            buttons.No if default_no else buttons.Yes)
+    return answer == buttons.Yes
+
+
+def confirm_overwrite(parent: QtWidgets.QWidget | None, paths: list[str]) -> bool:
+    """Ask before replacing existing files (lists them)."""
+    names = "\n".join(f"  • {p}" for p in paths[:12])
+    more = f"\n  … and {len(paths) - 12} more" if len(paths) > 12 else ""
+    return confirm(parent, "Replace existing files?",
+                   f"These files already exist:\n{names}{more}\n\nReplace them?")
+
+
+def confirm_pickle(parent: QtWidgets.QWidget | None, path: str, message: str) -> bool:
+    """Explain why a pickled model is dangerous and ask for explicit consent."""
+    text = (f"{path}\n\nThis file is a Python pickle of a whole model. Opening it runs code "
+            "stored inside the file, which can do anything your user account can do "
+            "(read or delete files, install programs).\n\nOnly continue if you made this "
+            "file yourself or fully trust where it came from. Safer formats: TorchScript, "
+            f"ONNX, or a state dict with a model card.\n\nDetails: {message}\n\n"
+            "Load it anyway and run its code?")
+    return confirm(parent, "Load a pickled model? (runs code)", text)
+
+
+def install_excepthook(window_getter: object) -> None:
+    """Show unexpected exceptions in a dialog instead of killing the window.
+
+    ``window_getter`` returns the parent widget (or None). The previous hook still runs, so
+    the traceback also reaches stderr for bug reports.
+    """
+    previous = sys.excepthook
+
+    def hook(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        try:
+            previous(etype, value, tb)
+        finally:
+            if issubclass(etype, KeyboardInterrupt):
+                app = QtWidgets.QApplication.instance()
+                if app is not None:
+                    app.quit()
+                return
+            parent = window_getter() if callable(window_getter) else None
+            detail = "".join(traceback.format_exception(etype, value, tb))
+            show_error(parent, "Unexpected error", f"{etype.__name__}: {value}", detail=detail,
+                       fix="The window is still usable. If this keeps happening, please report "
+                           "it with the details below.")
+
+    sys.excepthook = hook

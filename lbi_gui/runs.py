@@ -1,0 +1,195 @@
+"""Plain-data records of runs: curve points as they arrive, and finished runs for the table.
+
+No Qt here: these objects cross from the worker thread into the window, go into session files
+and into exports, so they hold numpy arrays and JSON-able values only.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Scalar curve columns, in CSV order (per-layer Bregman terms follow as bregman_1..L).
+SCALARS = ("iteration", "objective", "reg_term", "discrepancy", "primal_residual",
+           "dual_residual", "psnr", "ssim", "elapsed")
+
+
+class CurveStore:
+    """Every reported curve point of one run, plus the warm-restart marks.
+
+    Appending is O(1); :meth:`arrays` converts once per change, so a 30 Hz redraw does not
+    rebuild arrays that did not change.
+    """
+
+    def __init__(self) -> None:
+        self._cols: dict[str, list[float]] = {k: [] for k in SCALARS}
+        self._bregman: list[list[float]] = []
+        self.restarts: list[tuple[int, str]] = []  # (iteration, what changed)
+        self._cache: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self._cols["iteration"])
+
+    def extend(self, points: list[dict[str, Any]]) -> None:
+        """Append points (dicts with the :data:`SCALARS` keys and ``bregman``: list of L)."""
+        for p in points:
+            for key in SCALARS:
+                v = p.get(key)
+                self._cols[key].append(math.nan if v is None else float(v))
+            self._bregman.append([float(b) for b in p.get("bregman", [])])
+        if points:
+            self._cache = None
+
+    def mark_restart(self, iteration: int, what: str) -> None:
+        self.restarts.append((int(iteration), str(what)))
+
+    @property
+    def last_iteration(self) -> int:
+        it = self._cols["iteration"]
+        return int(it[-1]) if it else 0
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Column arrays; ``bregman`` is (n, L), NaN-padded where L varied."""
+        if self._cache is None:
+            out = {k: np.asarray(v, dtype=np.float64) for k, v in self._cols.items()}
+            width = max((len(b) for b in self._bregman), default=0)
+            breg = np.full((len(self._bregman), width), np.nan)
+            for i, row in enumerate(self._bregman):
+                breg[i, : len(row)] = row
+            out["bregman"] = breg
+            self._cache = out
+        return self._cache
+
+    def to_csv(self) -> str:
+        """The curves as CSV text (header, one line per reported iteration)."""
+        arr = self.arrays()
+        n_layers = arr["bregman"].shape[1]
+        header = list(SCALARS) + [f"bregman_{i + 1}" for i in range(n_layers)]
+        table = np.column_stack([arr[k] for k in SCALARS] + [arr["bregman"]]) if len(self) \
+            else np.zeros((0, len(header)))
+        buf = io.StringIO()
+        buf.write(",".join(header) + "\n")
+        for row in table:
+            buf.write(",".join(_fmt(v) for v in row) + "\n")
+        return buf.getvalue()
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays for a session file (restarts included as an int array)."""
+        out = dict(self.arrays())
+        out["restart_iterations"] = np.asarray([r[0] for r in self.restarts], dtype=np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], restart_notes: list[str]) -> CurveStore:
+        """Rebuild from :meth:`to_arrays` output (inverse used by session loading)."""
+        store = cls()
+        n = len(arrays["iteration"])
+        for key in SCALARS:
+            store._cols[key] = [float(v) for v in np.asarray(arrays[key]).reshape(n)]
+        breg = np.asarray(arrays["bregman"]).reshape(n, -1)
+        store._bregman = [[float(v) for v in row if not math.isnan(v)] for row in breg]
+        its = [int(v) for v in np.asarray(arrays.get("restart_iterations", []))]
+        notes = list(restart_notes) + [""] * max(0, len(its) - len(restart_notes))
+        store.restarts = list(zip(its, notes[: len(its)], strict=True))
+        return store
+
+
+def _fmt(v: float) -> str:
+    if math.isnan(v):
+        return ""
+    if float(v).is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return repr(float(v))
+
+
+@dataclass
+class RunResult:
+    """A finished run: what was asked, what came out, and how it got there."""
+
+    run_id: int
+    request: dict[str, Any]  # InversionRequest.to_dict() of the last segment
+    stop_reason: str
+    iterations: int
+    elapsed: float
+    metrics: dict[str, Any]
+    x_raw: np.ndarray  # network-space result, one sample
+    x_display: np.ndarray  # display space (H, W) or (C, H, W)
+    curves: CurveStore = field(default_factory=CurveStore)
+    decoder_psnr: float | None = None
+    user_action: str | None = None  # "stop" | "finish" | None (not saved)
+
+    @property
+    def label(self) -> str:
+        r = self.request
+        return f"#{self.run_id} {r.get('method')} α={float(r.get('alpha', 0)):.3g}"
+
+    def table_row(self) -> dict[str, Any]:
+        """Columns of the run table (parameters, then final metrics)."""
+        r, m = self.request, self.metrics
+        return {
+            "run": self.run_id,
+            "method": r.get("method"),
+            "regulariser": r.get("regulariser"),
+            "alpha": r.get("alpha"),
+            "noise": r.get("noise_std"),
+            "sample": _sample_name(r),
+            "iterations": self.iterations,
+            "time [s]": self.elapsed,
+            "stop": self.stop_reason,
+            "restarts": len(self.curves.restarts),
+            "PSNR": m.get("psnr"),
+            "SSIM": m.get("ssim"),
+            "decoder PSNR": self.decoder_psnr,
+            "discrepancy": m.get("discrepancy"),
+            "objective": m.get("objective"),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON part of a session entry (arrays go to the npz, see :meth:`arrays`)."""
+        return {
+            "run_id": self.run_id, "request": self.request, "stop_reason": self.stop_reason,
+            "iterations": self.iterations, "elapsed": self.elapsed,
+            "metrics": _jsonable(self.metrics), "decoder_psnr": self.decoder_psnr,
+            "restart_notes": [note for _, note in self.curves.restarts],
+        }
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"x_raw": np.asarray(self.x_raw), "x_display": np.asarray(self.x_display)}
+        out.update({f"curve_{k}": v for k, v in self.curves.to_arrays().items()})
+        return out
+
+    @classmethod
+    def from_parts(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> RunResult:
+        curve_arrays = {k[len("curve_"):]: v for k, v in arrays.items() if k.startswith("curve_")}
+        curves = CurveStore.from_arrays(curve_arrays, meta.get("restart_notes", []))
+        return cls(run_id=int(meta["run_id"]), request=dict(meta["request"]),
+                   stop_reason=str(meta["stop_reason"]), iterations=int(meta["iterations"]),
+                   elapsed=float(meta["elapsed"]), metrics=dict(meta["metrics"]),
+                   x_raw=np.asarray(arrays["x_raw"]), x_display=np.asarray(arrays["x_display"]),
+                   curves=curves, decoder_psnr=meta.get("decoder_psnr"))
+
+
+def _sample_name(r: dict[str, Any]) -> str:
+    if r.get("image"):
+        return str(r["image"]).rsplit("/", 1)[-1]
+    if r.get("data"):
+        return "y: " + str(r["data"]).rsplit("/", 1)[-1]
+    return f"{r.get('dataset')}/{r.get('split')}/{r.get('index')}"
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    """Metric values as plain floats/str (numpy scalars and 1-element arrays unwrapped)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, np.ndarray) and v.size == 1:
+            v = v.reshape(()).item()
+        elif isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        out[k] = v if isinstance(v, (int, float, str, bool, type(None), list)) else str(v)
+    return out

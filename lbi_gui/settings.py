@@ -1,0 +1,49 @@
+"""Persistent preferences (QSettings): recent files, last folders, window layout.
+
+Tests point QSettings at a temporary folder (``QSettings.setPath``) before any window
+exists, so they never read or write the user's real settings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6 import QtCore
+
+ORGANISATION = "lbi"
+APPLICATION = "lbi-gui"
+MAX_RECENT = 10
+
+
+def settings() -> QtCore.QSettings:
+    return QtCore.QSettings(QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Scope.UserScope,
+                            ORGANISATION, APPLICATION)
+
+
+def last_dir(kind: str) -> str:
+    """The folder last used for ``kind`` (network, data, session, export), else home."""
+    value = settings().value(f"last_dir/{kind}", "")
+    return str(value) if value and Path(str(value)).is_dir() else str(Path.home())
+
+
+def remember_dir(kind: str, path: str | Path) -> None:
+    p = Path(path)
+    settings().setValue(f"last_dir/{kind}", str(p if p.is_dir() else p.parent))
+
+
+def recent_files(kind: str = "sessions") -> list[str]:
+    value = settings().value(f"recent/{kind}", [])
+    if isinstance(value, str):
+        value = [value]
+    return [str(v) for v in (value or []) if v]
+
+
+def add_recent(path: str | Path, kind: str = "sessions") -> list[str]:
+    p = str(Path(path).resolve())
+    items = [p] + [r for r in recent_files(kind) if r != p]
+    settings().setValue(f"recent/{kind}", items[:MAX_RECENT])
+    return items[:MAX_RECENT]
+
+
+def clear_recent(kind: str = "sessions") -> None:
+    settings().setValue(f"recent/{kind}", [])

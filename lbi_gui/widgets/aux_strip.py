@@ -1,0 +1,64 @@
+"""A strip of the auxiliary variables x_1 … x_{L−1} of multi-layer methods.
+
+Feature maps arrive tiled from the engine (``PreparedRun.aux_images``); each gets its own
+view with per-image levels, since activations of different layers live on different scales.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtWidgets
+
+from lbi_gui.imaging import to_view
+
+
+class AuxStrip(QtWidgets.QWidget):
+    """One small view per auxiliary variable; views are created when the count changes."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.glw = pg.GraphicsLayoutWidget()
+        self.glw.setBackground("w")
+        self.placeholder = QtWidgets.QLabel(
+            "Auxiliary variables x₁ … x_{L−1} appear here for multi-layer methods.")
+        self.placeholder.setStyleSheet("color: #777; padding: 6px;")
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.placeholder)
+        lay.addWidget(self.glw, 1)
+        self.items: list[pg.ImageItem] = []
+        self.plots: list[pg.PlotItem] = []
+        self._cmap = pg.colormap.get("viridis").getLookupTable(nPts=256)
+
+    def set_aux(self, images: list[np.ndarray]) -> None:
+        if len(images) != len(self.items):
+            self._rebuild(len(images))
+        for i, (item, img) in enumerate(zip(self.items, images, strict=True)):
+            view = to_view(img)
+            finite = view[np.isfinite(view)]
+            lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+            item.setImage(view, levels=(lo, hi if hi > lo else lo + 1.0), autoLevels=False)
+            self.plots[i].setTitle(f"x_{i + 1}  [{lo:.2g}, {hi:.2g}]", size="8pt")
+        self.placeholder.setVisible(not images)
+        self.glw.setVisible(bool(images))
+
+    def _rebuild(self, n: int) -> None:
+        self.glw.clear()
+        self.items, self.plots = [], []
+        for i in range(n):
+            plot = self.glw.addPlot(row=0, col=i)
+            for axis in ("left", "bottom"):
+                plot.hideAxis(axis)
+            plot.setAspectLocked(True)
+            plot.invertY(True)
+            plot.hideButtons()
+            plot.setMenuEnabled(False)
+            item = pg.ImageItem(axisOrder="row-major")
+            item.setLookupTable(self._cmap)
+            plot.addItem(item)
+            self.items.append(item)
+            self.plots.append(plot)
+
+    def clear(self) -> None:
+        self.set_aux([])

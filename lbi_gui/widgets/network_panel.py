@@ -1,0 +1,175 @@
+"""Network panel: zoo list, Open…, the lifted layers, and why a network cannot be lifted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6 import QtCore, QtWidgets
+
+from lbi_gui.widgets.panel import ParamPanel, form, info_label
+
+LAYER_COLUMNS = ["#", "kind", "input", "output", "activation", "‖W‖", "from"]
+
+
+def _shape(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return "×".join(str(int(s)) for s in v)
+    return "" if v is None else str(v)
+
+
+def parse_shape(text: str) -> tuple[int, ...] | None:
+    """"1,28,28" or "1x28x28" → (1, 28, 28); blank → None; raises ValueError otherwise."""
+    t = text.strip().replace("×", ",").replace("x", ",").replace(" ", ",")
+    parts = [p for p in t.split(",") if p]
+    if not parts:
+        return None
+    shape = tuple(int(p) for p in parts)
+    if any(s < 1 for s in shape):
+        raise ValueError("every dimension must be a positive integer")
+    return shape
+
+
+class NetworkPanel(ParamPanel):
+    """Choose the network; shows its lifted layers or the reason it cannot be lifted."""
+
+    open_requested = QtCore.Signal()
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.combo = QtWidgets.QComboBox()
+        self.combo.setToolTip("Bundled networks (the zoo) and files you opened")
+        self.combo.setMinimumContentsLength(14)
+        self.open_button = QtWidgets.QPushButton("Open…")
+        self.open_button.setToolTip("Open a TorchScript (.pt), ONNX (.onnx) or state dict + "
+                                    "model card file (you can also drop it on the window)")
+        self.shape_edit = QtWidgets.QLineEdit()
+        self.shape_edit.setPlaceholderText("from the file (e.g. 1,28,28)")
+        self.shape_edit.setToolTip("Input shape without the batch dimension; needed only when "
+                                   "the file does not say")
+        self.allow_pickle = False
+        self.summary = info_label()
+        self.table = QtWidgets.QTableWidget(0, len(LAYER_COLUMNS))
+        self.table.setHorizontalHeaderLabels(LAYER_COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setAlternatingRowColors(True)
+        self.problem = info_label()
+        self.problem.setObjectName("networkProblem")
+        self.problem.setStyleSheet("QLabel#networkProblem { background: #fff3f0; color: #8a1f11;"
+                                   " border: 1px solid #e0a49a; border-radius: 3px;"
+                                   " padding: 4px; }")
+        self.problem.hide()
+
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(self.combo, 1)
+        row.addWidget(self.open_button)
+        lay = form()
+        lay.addRow("Network", row)
+        lay.addRow("Input shape", self.shape_edit)
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addLayout(lay)
+        outer.addWidget(self.summary)
+        outer.addWidget(self.problem)
+        outer.addWidget(self.table, 1)
+
+        self.combo.activated.connect(lambda _i: self._emit("network"))
+        self.shape_edit.editingFinished.connect(self._shape_edited)
+        self.open_button.clicked.connect(self.open_requested)
+        self._last_shape_text = ""
+
+    # ---- request fields ------------------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        try:
+            shape = parse_shape(self.shape_edit.text())
+        except ValueError:
+            shape = None
+        return {"network": self.combo.currentData() or "", "input_shape": shape,
+                "allow_pickle": self.allow_pickle}
+
+    def set_values(self, values: dict[str, Any]) -> None:
+        with self.quiet():
+            if "network" in values:
+                self.select_network(str(values["network"]))
+            if "input_shape" in values:
+                shape = values["input_shape"]
+                self.shape_edit.setText(",".join(str(s) for s in shape) if shape else "")
+                self._last_shape_text = self.shape_edit.text()
+            if "allow_pickle" in values:
+                self.allow_pickle = bool(values["allow_pickle"])
+
+    def set_zoo(self, names: list[str]) -> None:
+        """Fill the zoo entries (keeps opened files and the current choice)."""
+        with self.quiet():
+            current = self.combo.currentData()
+            files = [(self.combo.itemText(i), self.combo.itemData(i))
+                     for i in range(self.combo.count()) if self._is_file(self.combo.itemData(i))]
+            self.combo.clear()
+            for name in names:
+                self.combo.addItem(name, name)
+            for text, data in files:
+                self.combo.addItem(text, data)
+            if current:
+                self.select_network(current)
+
+    def select_network(self, ref: str) -> None:
+        """Select a zoo name or a file path (added to the list if new)."""
+        with self.quiet():
+            if self.combo.findData(ref) < 0:
+                label = f"{Path(ref).name}  (file)" if self._is_file(ref) else ref
+                self.combo.addItem(label, ref)
+                self.combo.setItemData(self.combo.count() - 1, ref,
+                                       QtCore.Qt.ItemDataRole.ToolTipRole)
+            self.combo.setCurrentIndex(self.combo.findData(ref))
+
+    @staticmethod
+    def _is_file(ref: Any) -> bool:
+        return isinstance(ref, str) and ("/" in ref or "\\" in ref or "." in Path(ref).name)
+
+    def _shape_edited(self) -> None:
+        text = self.shape_edit.text()
+        if text == self._last_shape_text:
+            return
+        try:
+            parse_shape(text)
+        except ValueError as exc:
+            self.show_problem(f"Input shape {text!r} is not valid: {exc}. Write the shape "
+                              "without the batch dimension, e.g. 1,28,28.")
+            return
+        self._last_shape_text = text
+        self._emit("input_shape")
+
+    # ---- display -------------------------------------------------------------------------
+    def show_network(self, name: str, layers: list[dict[str, Any]], card: dict[str, Any],
+                     input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> None:
+        """Fill the layer table for a network that lifted without problems."""
+        self.problem.hide()
+        self.table.setRowCount(len(layers))
+        for r, layer in enumerate(layers):
+            norm = layer.get("norm")
+            cells = [str(r + 1), str(layer.get("kind", "")), _shape(layer.get("in_shape")),
+                     _shape(layer.get("out_shape")), str(layer.get("activation", "")),
+                     "" if norm is None else f"{float(norm):.4g}",
+                     str(layer.get("source", ""))]
+            for c, text in enumerate(cells):
+                item = QtWidgets.QTableWidgetItem(text)
+                if c in (0, 5):
+                    item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight
+                                          | QtCore.Qt.AlignmentFlag.AlignVCenter)
+                self.table.setItem(r, c, item)
+        self.table.resizeColumnsToContents()
+        desc = card.get("description") or card.get("summary") or ""
+        facts = (f"<b>{name}</b>: {len(layers)} lifted layers, input {_shape(input_shape)}, "
+                 f"output {_shape(output_shape)}")
+        self.summary.setText(facts + (f"<br>{desc}" if desc else ""))
+
+    def show_problem(self, message: str) -> None:
+        """Explain, in the panel itself, why the network could not be used."""
+        self.problem.setText(message)
+        self.problem.show()
+
+    def clear_problem(self) -> None:
+        self.problem.hide()

@@ -1,0 +1,136 @@
+"""Regularisation panel: R, α (log slider), the a-priori rule α = C·δ, per-layer α."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6 import QtCore, QtWidgets
+
+from lbi_gui.params import REGULARISERS
+from lbi_gui.widgets.number_inputs import LogSlider, ScientificSpinBox
+from lbi_gui.widgets.panel import ParamPanel, form, set_combo_data
+
+
+class RegularisationPanel(ParamPanel):
+    """Edits ``regulariser``, ``alpha`` and ``layer_alphas``."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.regulariser = QtWidgets.QComboBox()
+        for name, label in REGULARISERS:
+            self.regulariser.addItem(label, name)
+        self.alpha = LogSlider(1e-6, 10.0, 9e-3)
+        self.alpha.setToolTip("Regularisation weight α: larger = smoother, less data fit")
+        self.c_factor = ScientificSpinBox(1e-4, 1e4, 0.1)
+        self.c_factor.setToolTip("C of the a-priori parameter choice α = C·δ (paper §8: the "
+                                 "rate O(δ) holds for α proportional to δ; tune C once)")
+        self.from_delta = QtWidgets.QPushButton("α = C·δ")
+        self.from_delta.setToolTip("Set α from the current noise level δ")
+        self.from_delta.setEnabled(False)
+        self.per_layer = QtWidgets.QCheckBox("Per-layer α (layer-wise method)")
+        self.per_layer.setToolTip("One α for each layer's sub-problem of the layer-wise "
+                                  "inversion; unchecked: every layer uses α")
+        self.layer_table = QtWidgets.QTableWidget(0, 1)
+        self.layer_table.setHorizontalHeaderLabels(["α"])
+        self.layer_table.horizontalHeader().setStretchLastSection(True)
+        self.layer_table.setMaximumHeight(110)
+        self.layer_table.setEnabled(False)
+        self._delta: float | None = None
+
+        row = QtWidgets.QHBoxLayout()
+        row.addWidget(QtWidgets.QLabel("C"))
+        row.addWidget(self.c_factor, 1)
+        row.addWidget(self.from_delta)
+        lay = form()
+        lay.addRow("Regulariser", self.regulariser)
+        lay.addRow("α", self.alpha)
+        lay.addRow("α from δ", row)
+        lay.addRow(self.per_layer)
+        lay.addRow(self.layer_table)
+        self.setLayout(lay)
+
+        self.regulariser.activated.connect(lambda _i: self._emit("regulariser"))
+        self.alpha.valueChanged.connect(lambda _v: self._emit("alpha"))
+        self.from_delta.clicked.connect(self.apply_alpha_from_delta)
+        self.per_layer.toggled.connect(self._per_layer_toggled)
+        self.layer_table.itemChanged.connect(lambda _it: self._emit("layer_alphas"))
+
+    # ---- request fields ------------------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        return {"regulariser": self.regulariser.currentData(), "alpha": self.alpha.value(),
+                "layer_alphas": self._layer_alphas()}
+
+    def set_values(self, values: dict[str, Any]) -> None:
+        with self.quiet():
+            if "regulariser" in values:
+                set_combo_data(self.regulariser, values["regulariser"])
+            if "alpha" in values:
+                self.alpha.setValue(float(values["alpha"]))
+            if "layer_alphas" in values:
+                la = values["layer_alphas"]
+                if la:
+                    self.set_layer_count(len(la))
+                    for r, a in enumerate(la):
+                        self.layer_table.item(r, 0).setText(f"{float(a):.4g}")
+                self.per_layer.setChecked(bool(la))
+
+    def gui_state(self) -> dict[str, Any]:
+        """Settings that are not request fields (saved in sessions)."""
+        return {"alpha_c": self.c_factor.value()}
+
+    def set_gui_state(self, state: dict[str, Any]) -> None:
+        if "alpha_c" in state:
+            self.c_factor.setValue(float(state["alpha_c"]))
+
+    # ---- α from δ ------------------------------------------------------------------------
+    def set_delta(self, delta: float | None) -> None:
+        self._delta = delta
+        self.from_delta.setEnabled(delta is not None and delta > 0)
+        self.from_delta.setToolTip("Set α from the current noise level δ" if delta else
+                                   "Needs a known noise level δ > 0 (add noise first)")
+
+    def apply_alpha_from_delta(self) -> None:
+        """α := C·δ (clamped to the slider range); emits ``changed("alpha")``."""
+        if not self._delta:
+            return
+        self.alpha.setValue(float(f"{self.c_factor.value() * self._delta:.4g}"))
+        self._emit("alpha")
+
+    # ---- per-layer α ---------------------------------------------------------------------
+    def set_layer_count(self, n: int) -> None:
+        """One row per lifted layer, pre-filled with the global α."""
+        if n == self.layer_table.rowCount():
+            return
+        with QtCore.QSignalBlocker(self.layer_table):
+            self.layer_table.setRowCount(n)
+            self.layer_table.setVerticalHeaderLabels([f"layer {i + 1}" for i in range(n)])
+            for r in range(n):
+                if self.layer_table.item(r, 0) is None:
+                    self.layer_table.setItem(r, 0,
+                                             QtWidgets.QTableWidgetItem(f"{self.alpha.value():.4g}"))
+
+    def set_method(self, method: str) -> None:
+        """Per-layer α only applies to the layer-wise method."""
+        self.per_layer.setEnabled(method == "layerwise")
+        self.layer_table.setEnabled(method == "layerwise" and self.per_layer.isChecked())
+
+    def _per_layer_toggled(self, on: bool) -> None:
+        self.layer_table.setEnabled(on and self.per_layer.isEnabled())
+        if on:
+            with QtCore.QSignalBlocker(self.layer_table):
+                for r in range(self.layer_table.rowCount()):
+                    if not self.layer_table.item(r, 0).text():
+                        self.layer_table.item(r, 0).setText(f"{self.alpha.value():.4g}")
+        self._emit("layer_alphas")
+
+    def _layer_alphas(self) -> list[float] | None:
+        if not self.per_layer.isChecked() or self.layer_table.rowCount() == 0:
+            return None
+        out = []
+        for r in range(self.layer_table.rowCount()):
+            item = self.layer_table.item(r, 0)
+            try:
+                out.append(float(item.text()) if item else self.alpha.value())
+            except ValueError:
+                out.append(self.alpha.value())
+        return out

@@ -1,0 +1,190 @@
+"""The run table (parameters and final metrics of every finished run) and side-by-side compare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6 import QtCore, QtWidgets
+
+from lbi_gui.imaging import error_map, to_view
+from lbi_gui.runs import RunResult
+
+COLUMNS = ["run", "method", "regulariser", "alpha", "noise", "sample", "iterations", "time [s]",
+           "stop", "restarts", "PSNR", "SSIM", "decoder PSNR", "discrepancy", "objective"]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class _SortItem(QtWidgets.QTableWidgetItem):
+    """Sorts numbers as numbers."""
+
+    def __lt__(self, other: QtWidgets.QTableWidgetItem) -> bool:
+        a = self.data(QtCore.Qt.ItemDataRole.UserRole)
+        b = other.data(QtCore.Qt.ItemDataRole.UserRole)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return a < b
+        return self.text() < other.text()
+
+
+class CompareView(QtWidgets.QWidget):
+    """Two runs side by side (same levels) and their difference."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.glw = pg.GraphicsLayoutWidget()
+        self.glw.setBackground("w")
+        self.plots, self.items = [], []
+        for col in range(3):
+            plot = self.glw.addPlot(row=0, col=col)
+            for axis in ("left", "bottom"):
+                plot.hideAxis(axis)
+            plot.setAspectLocked(True)
+            plot.invertY(True)
+            plot.hideButtons()
+            item = pg.ImageItem(axisOrder="row-major")
+            plot.addItem(item)
+            if col:
+                plot.setXLink(self.plots[0])
+                plot.setYLink(self.plots[0])
+            self.plots.append(plot)
+            self.items.append(item)
+        self.items[2].setLookupTable(pg.colormap.get("CET-D1").getLookupTable(nPts=256))
+        self.text = QtWidgets.QLabel("Select two runs in the table to compare them.")
+        self.text.setWordWrap(True)
+        self.text.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.glw, 1)
+        lay.addWidget(self.text)
+        self.shown: tuple[int, int] | None = None
+
+    def compare(self, a: RunResult, b: RunResult, levels: tuple[float, float]) -> None:
+        for item, run in zip(self.items, (a, b), strict=False):
+            item.setImage(to_view(run.x_display), levels=levels, autoLevels=False)
+        diff = error_map(b.x_display, a.x_display)
+        if diff is not None:
+            m = float(np.max(np.abs(diff))) or 1e-3
+            self.items[2].setImage(diff, levels=(-m, m), autoLevels=False)
+        else:
+            self.items[2].clear()
+        self.plots[0].setTitle(a.label)
+        self.plots[1].setTitle(b.label)
+        self.plots[2].setTitle(f"#{b.run_id} − #{a.run_id}")
+        rows = []
+        for key in ("PSNR", "SSIM", "discrepancy", "objective", "iterations", "time [s]"):
+            va, vb = a.table_row()[key], b.table_row()[key]
+            rows.append(f"<tr><td>{key}</td><td align=right>{_cell(va)}</td>"
+                        f"<td align=right>{_cell(vb)}</td></tr>")
+        self.text.setText(f"<table cellspacing=6><tr><th></th><th>#{a.run_id}</th>"
+                          f"<th>#{b.run_id}</th></tr>{''.join(rows)}</table>")
+        self.plots[0].autoRange(padding=0.02)
+        self.shown = (a.run_id, b.run_id)
+
+
+class RunTable(QtWidgets.QWidget):
+    """Every finished run; select one to show it, two to compare."""
+
+    show_requested = QtCore.Signal(object)  # RunResult
+    run_all_requested = QtCore.Signal()
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.runs: list[RunResult] = []
+        self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setSortingEnabled(True)
+        self.table.setAlternatingRowColors(True)
+        self.compare_view = CompareView()
+        self.run_all = QtWidgets.QPushButton("Run all methods")
+        self.run_all.setToolTip("Run every method on the current sample, one after another")
+        self.remove = QtWidgets.QPushButton("Remove")
+        self.remove.setToolTip("Remove the selected runs from the table")
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.addWidget(self.run_all)
+        buttons.addWidget(self.remove)
+        buttons.addStretch(1)
+        top = QtWidgets.QWidget()
+        top_lay = QtWidgets.QVBoxLayout(top)
+        top_lay.setContentsMargins(0, 0, 0, 0)
+        top_lay.addLayout(buttons)
+        top_lay.addWidget(self.table)
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        split.addWidget(top)
+        split.addWidget(self.compare_view)
+        split.setSizes([700, 500])
+        lay = QtWidgets.QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(split)
+        self.levels: tuple[float, float] = (0.0, 1.0)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.table.itemDoubleClicked.connect(self._double_clicked)
+        self.run_all.clicked.connect(self.run_all_requested)
+        self.remove.clicked.connect(self.remove_selected)
+
+    def add(self, run: RunResult) -> None:
+        self.runs.append(run)
+        self._append_row(run)
+
+    def _append_row(self, run: RunResult) -> None:
+        sorting = self.table.isSortingEnabled()
+        self.table.setSortingEnabled(False)
+        r = self.table.rowCount()
+        self.table.insertRow(r)
+        for c, (key, value) in enumerate(run.table_row().items()):
+            item = _SortItem(_cell(value))
+            item.setData(QtCore.Qt.ItemDataRole.UserRole,
+                         value if isinstance(value, (int, float)) else str(value))
+            if c == 0:
+                item.setData(QtCore.Qt.ItemDataRole.UserRole + 1, run.run_id)
+            item.setToolTip(f"{key}: {_cell(value)}")
+            self.table.setItem(r, c, item)
+        self.table.setSortingEnabled(sorting)
+        self.table.resizeColumnsToContents()
+
+    def set_runs(self, runs: list[RunResult]) -> None:
+        self.runs = []
+        self.table.setRowCount(0)
+        for run in runs:
+            self.add(run)
+
+    def selected(self) -> list[RunResult]:
+        ids = []
+        for index in self.table.selectionModel().selectedRows(0):
+            ids.append(self.table.item(index.row(), 0).data(QtCore.Qt.ItemDataRole.UserRole + 1))
+        by_id = {r.run_id: r for r in self.runs}
+        return [by_id[i] for i in sorted(ids) if i in by_id]
+
+    def select_ids(self, ids: list[int]) -> None:
+        self.table.clearSelection()
+        mode = QtCore.QItemSelectionModel.SelectionFlag.Select | \
+            QtCore.QItemSelectionModel.SelectionFlag.Rows
+        for r in range(self.table.rowCount()):
+            if self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole + 1) in ids:
+                self.table.selectionModel().select(self.table.model().index(r, 0), mode)
+
+    def _selection_changed(self) -> None:
+        sel = self.selected()
+        if len(sel) == 2:
+            self.compare_view.compare(sel[0], sel[1], self.levels)
+
+    def _double_clicked(self, item: QtWidgets.QTableWidgetItem) -> None:
+        run_id = self.table.item(item.row(), 0).data(QtCore.Qt.ItemDataRole.UserRole + 1)
+        for run in self.runs:
+            if run.run_id == run_id:
+                self.show_requested.emit(run)
+
+    def remove_selected(self) -> None:
+        gone = {r.run_id for r in self.selected()}
+        self.set_runs([r for r in self.runs if r.run_id not in gone])

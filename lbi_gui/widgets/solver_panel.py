@@ -1,0 +1,124 @@
+"""Solver panel: method, the joint ↔ layer-wise switch, stopping and execution settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6 import QtWidgets
+
+from lbi_gui.params import METHODS, STEP_MODES
+from lbi_gui.widgets.number_inputs import ScientificSpinBox
+from lbi_gui.widgets.panel import ParamPanel, form, set_combo_data
+
+
+class SolverPanel(ParamPanel):
+    """Edits method, steps, max_iter, tol, tol_mode, report_every, device, dtype, threads."""
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.method = QtWidgets.QComboBox()
+        for name, label in METHODS:
+            self.method.addItem(label, name)
+        self.switch = QtWidgets.QPushButton("⇄ Layer-wise")
+        self.switch.setToolTip("Switch between the joint and the layer-wise inversion in one "
+                               "click (restarts a running solve warm)")
+        self.steps = QtWidgets.QComboBox()
+        for name, label in STEP_MODES:
+            self.steps.addItem(label, name)
+        self.max_iter = QtWidgets.QSpinBox()
+        self.max_iter.setRange(1, 10_000_000)
+        self.max_iter.setSingleStep(100)
+        self.max_iter.setKeyboardTracking(False)
+        self.tol = ScientificSpinBox(0.0, 1.0, 1e-5, allow_zero=True)
+        self.tol.setToolTip("Stop when the relative change of x and of the dual/auxiliary "
+                            "variables falls below this (0: never)")
+        self.tol_mode = QtWidgets.QComboBox()
+        self.tol_mode.addItem("relative", "relative")
+        self.tol_mode.addItem("absolute (paper)", "absolute")
+        self.report_every = QtWidgets.QSpinBox()
+        self.report_every.setRange(1, 100_000)
+        self.report_every.setToolTip("Report (curve point, image) every N iterations; the window "
+                                     "redraws at most 30 times per second regardless")
+        self.device = QtWidgets.QComboBox()
+        self.device.addItem("CPU", "cpu")
+        self.device.setToolTip("CUDA appears when torch finds a GPU")
+        self.dtype = QtWidgets.QComboBox()
+        self.dtype.addItem("float32", "float32")
+        self.dtype.addItem("float64", "float64")
+        self.threads = QtWidgets.QSpinBox()
+        self.threads.setRange(1, 256)
+        self.threads.setToolTip("CPU threads for the solver (1 keeps the window responsive; "
+                                "more can help on large networks)")
+
+        method_row = QtWidgets.QHBoxLayout()
+        method_row.addWidget(self.method, 1)
+        method_row.addWidget(self.switch)
+        tol_row = QtWidgets.QHBoxLayout()
+        tol_row.addWidget(self.tol, 1)
+        tol_row.addWidget(self.tol_mode)
+        exec_row = QtWidgets.QHBoxLayout()
+        exec_row.addWidget(self.device, 1)
+        exec_row.addWidget(self.dtype)
+        exec_row.addWidget(QtWidgets.QLabel("threads"))
+        exec_row.addWidget(self.threads)
+        lay = form()
+        lay.addRow("Method", method_row)
+        lay.addRow("Step sizes", self.steps)
+        lay.addRow("Max iterations", self.max_iter)
+        lay.addRow("Tolerance", tol_row)
+        lay.addRow("Update every", self.report_every)
+        lay.addRow("Device", exec_row)
+        self.setLayout(lay)
+
+        self.method.activated.connect(lambda _i: self._method_changed())
+        self.switch.clicked.connect(self.toggle_joint_layerwise)
+        for key, w in (("steps", self.steps), ("tol_mode", self.tol_mode),
+                       ("device", self.device), ("dtype", self.dtype)):
+            w.activated.connect(lambda _i, k=key: self._emit(k))
+        for key, w in (("max_iter", self.max_iter), ("tol", self.tol),
+                       ("report_every", self.report_every), ("threads", self.threads)):
+            w.valueChanged.connect(lambda _v, k=key: self._emit(k))
+        self._update_switch()
+
+    def values(self) -> dict[str, Any]:
+        return {"method": self.method.currentData(), "steps": self.steps.currentData(),
+                "max_iter": int(self.max_iter.value()), "tol": float(self.tol.value()),
+                "tol_mode": self.tol_mode.currentData(),
+                "report_every": int(self.report_every.value()),
+                "device": self.device.currentData(), "dtype": self.dtype.currentData(),
+                "threads": int(self.threads.value())}
+
+    def set_values(self, values: dict[str, Any]) -> None:
+        with self.quiet():
+            for key in ("method", "steps", "tol_mode", "dtype"):
+                if key in values:
+                    set_combo_data(getattr(self, key), values[key])
+            if "device" in values and not set_combo_data(self.device, values["device"]):
+                self.device.addItem(str(values["device"]), values["device"])
+                set_combo_data(self.device, values["device"])
+            for key in ("max_iter", "report_every"):
+                if key in values:
+                    getattr(self, key).setValue(int(values[key]))
+            if "threads" in values:
+                self.threads.setValue(int(values["threads"] or 1))
+            if "tol" in values:
+                self.tol.setValue(float(values["tol"]))
+        self._update_switch()
+
+    def set_cuda_available(self, available: bool) -> None:
+        if available and self.device.findData("cuda") < 0:
+            self.device.addItem("CUDA (GPU)", "cuda")
+
+    def toggle_joint_layerwise(self) -> None:
+        """Joint → layer-wise, anything else → joint; emits ``changed("method")``."""
+        target = "joint" if self.method.currentData() == "layerwise" else "layerwise"
+        set_combo_data(self.method, target)
+        self._method_changed()
+
+    def _method_changed(self) -> None:
+        self._update_switch()
+        self._emit("method")
+
+    def _update_switch(self) -> None:
+        to_joint = self.method.currentData() == "layerwise"
+        self.switch.setText("⇄ Joint" if to_joint else "⇄ Layer-wise")

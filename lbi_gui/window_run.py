@@ -1,0 +1,207 @@
+"""Run control and live display for the main window (a mixin of MainWindow)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from lbi_gui.dialogs.messages import show_error
+from lbi_gui.params import METHODS
+from lbi_gui.runs import RunResult
+
+STATE_TEXT = {"booting": "Loading the engine…", "idle": "Ready", "preparing": "Preparing…",
+              "running": "Running", "paused": "Paused"}
+
+
+class RunMixin:
+    """Run, Pause/Resume, Stop, Finish now, Reset, Run all; draws what the worker sends."""
+
+    # ---- commands -------------------------------------------------------------------------
+    def run(self) -> None:
+        """Start a fresh run with the current parameters (Ctrl+R)."""
+        self.flush_changes()
+        if self.controller.engine_info is None:
+            self._autorun = True  # run as soon as the engine and problem are ready
+            self.statusBar().showMessage("Will run once the engine has loaded…", 3000)
+            return
+        self.curves.clear()
+        self.aux_strip.clear()
+        self.shown_result = None
+        self.controller.start(self.current_request())
+        self.progress.setMaximum(max(1, int(self.current_request()["max_iter"])))
+        self._update_actions()
+
+    def toggle_pause(self) -> None:
+        self.controller.toggle_pause()
+        self._update_actions()
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+    def finish_now(self) -> None:
+        self.controller.finish_now()
+
+    def reset(self) -> None:
+        """Stop and clear the iterate, auxiliary variables and curves."""
+        self.controller.reset()
+        self.curves.clear()
+        self.aux_strip.clear()
+        self.image_grid.set_iterate(None)
+        self.shown_result = None
+        self.status_iter.setText("k = —")
+        self.status_speed.setText("— it/s")
+        self.status_time.setText("0.0 s")
+        self.status_reason.setText("")
+        self.progress.setValue(0)
+
+    def run_all_methods(self) -> None:
+        """Run every method on the current sample; each finished run lands in the table."""
+        self.flush_changes()
+        if self.controller.engine_info is None:
+            return
+        self.curves.clear()
+        self.aux_strip.clear()
+        methods = [m for m, _label in METHODS]
+        if self.info is not None and len(self.info.layers) > 1:
+            methods.remove("pdhg")  # PDHG inverts one layer; the others cover deep networks
+        self.controller.run_all(self.current_request(), methods)
+        self.docks["runs"].raise_()
+
+    # ---- display of a run -----------------------------------------------------------------
+    def _on_view_update(self, prog: Any) -> None:
+        curves = self.controller.curves
+        psnr = None
+        if len(curves):
+            psnr = curves.arrays()["psnr"][-1]
+            psnr = None if math.isnan(psnr) else float(psnr)
+        self.image_grid.set_iterate(prog.x_display, prog.iteration, psnr)
+        self.aux_strip.set_aux(prog.aux_display)
+        self.curves.update_curves(curves)
+        self._update_status(prog.iteration, prog.stage)
+
+    def _update_status(self, iteration: int, stage: str = "") -> None:
+        c = self.controller
+        self.status_iter.setText(f"k = {iteration}" + (f" ({stage})" if stage else ""))
+        self.status_speed.setText(f"{c.iterations_per_second:,.0f} it/s")
+        elapsed = c.curves.arrays()["elapsed"][-1] if len(c.curves) else 0.0
+        self.status_time.setText(f"{elapsed:.1f} s")
+        req = c.run_request or {}
+        restarts = c.curves.restarts
+        base = restarts[-1][0] if restarts else 0
+        max_iter = max(1, int(req.get("max_iter", 1)))
+        self.progress.setMaximum(max_iter)
+        self.progress.setValue(min(max_iter, iteration - base))
+
+    def _on_restart_marked(self, iteration: int, what: str) -> None:
+        self.curves.mark_restart(iteration, what)
+        self.statusBar().showMessage(f"Warm restart at k = {iteration}: {what}", 4000)
+
+    def _on_run_finished(self, result: RunResult) -> None:
+        self.image_grid.set_iterate(result.x_display, result.iterations,
+                                    _num(result.metrics.get("psnr")))
+        self.curves.update_curves(result.curves)
+        self._update_status(result.iterations)
+        self.status_reason.setText(f"stopped: {result.stop_reason}")
+        if result.user_action != "stop":
+            self.run_table.add(result)
+            self.shown_result = result
+        self._update_actions()
+
+    def _on_run_failed(self, err: Any) -> None:
+        self._update_actions()
+        self.status_reason.setText("run failed")
+        show_error(self, "The run failed", err.message, detail=err.detail,
+                   fix=None if err.is_user_error else
+                   "Try the safe step sizes, a smaller α or another method.")
+
+    def _on_queue_done(self, errors: list[Any]) -> None:
+        self._update_actions()
+        if errors:
+            lines = "\n".join(f"• {e.request.get('method') if e.request else '?'}: {e.message}"
+                              for e in errors)
+            show_error(self, "Some methods could not run", lines,
+                       detail="\n\n".join(e.detail for e in errors))
+        else:
+            self.statusBar().showMessage("All methods finished; see the Runs table", 5000)
+
+    def show_result(self, result: RunResult) -> None:
+        """Show a finished run from the table (image and curves)."""
+        if self.controller.running:
+            return
+        self.shown_result = result
+        self.image_grid.set_iterate(result.x_display, result.iterations,
+                                    _num(result.metrics.get("psnr")))
+        self.curves.set_run(result.curves)
+        self.status_reason.setText(f"run #{result.run_id}: {result.stop_reason}")
+
+    # ---- problem display ------------------------------------------------------------------
+    def _on_prepared(self, info: Any, from_run: bool) -> None:
+        """A problem is ready: show truth, decoder output, layers, δ; clear stale results."""
+        changed_problem = self.info is None or not from_run and self._problem_differs(info)
+        self.info = info
+        self.good_request = dict(info.request) if info.request else self.current_request()
+        self.network_panel.clear_problem()
+        self.network_panel.show_network(info.network_name, info.layers, info.card,
+                                        info.input_shape, info.output_shape)
+        self.image_grid.set_truth(info.truth)
+        self.image_grid.set_decoder(info.decoder, info.decoder_psnr)
+        self.noise_panel.show_delta(info.delta, info.delta_squared, info.noise_norm)
+        self.reg_panel.set_delta(info.delta)
+        self.reg_panel.set_layer_count(len(info.layers))
+        self.curves.set_references(info.decoder_psnr, info.noise_norm)
+        self.data_panel.show_preprocessing(_preprocessing_text(info))
+        if changed_problem and not from_run and not self.controller.running:
+            self.image_grid.set_iterate(None)
+            self.aux_strip.clear()
+        self.status_state.setText(STATE_TEXT.get(self.controller.state, ""))
+        if self._autorun and not from_run:
+            self._autorun = False
+            self.run()
+        self._update_actions()
+
+    def _problem_differs(self, info: Any) -> bool:
+        old = self.info.request if self.info is not None else {}
+        keys = ("network", "dataset", "split", "index", "image", "data", "truth")
+        return any(old.get(k) != info.request.get(k) for k in keys)
+
+    def _update_actions(self) -> None:
+        c = self.controller
+        ready = c.engine_info is not None and self.info is not None
+        a = self.actions_
+        a.run.setEnabled(ready)
+        a.run_all.setEnabled(ready and not c.running)
+        a.pause.setEnabled(c.running)
+        a.pause.setText("Resume" if c.paused else "Pause")
+        a.stop.setEnabled(c.running)
+        a.finish.setEnabled(c.running)
+        a.export.setEnabled(bool(self.run_table.runs) or self.shown_result is not None)
+        self.status_state.setText(STATE_TEXT.get(c.state, c.state))
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _preprocessing_text(info: Any) -> str:
+    """What was done to the data before inversion, in one or two lines."""
+    shape = "×".join(str(s) for s in info.input_shape)
+    parts = [f"network input {shape}"]
+    if info.truth is not None:
+        t = np.asarray(info.truth)
+        parts.append(f"ground truth {t.shape[-2]}×{t.shape[-1]}, values "
+                     f"[{float(t.min()):.3g}, {float(t.max()):.3g}]")
+    note = info.card.get("preprocessing") if isinstance(info.card, dict) else None
+    if note:
+        parts.append(str(note))
+    req = info.request or {}
+    if req.get("data"):
+        parts.append("measured y used as is (no noise added)")
+    elif req.get("noise_std"):
+        parts.append(f"y^δ = output + N(0, {float(req['noise_std']):.3g}²), clipped to dom Ψ")
+    return "; ".join(parts)

@@ -1,0 +1,79 @@
+"""GUI test set-up: offscreen Qt, throw-away QSettings, window fixtures.
+
+QT_QPA_PLATFORM must be set before Qt loads, so it is set at import of this conftest
+(pytest imports it before any test module imports PySide6).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from collections.abc import Callable, Iterator  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from PySide6 import QtCore  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_qsettings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every QSettings in the tests lives in a temporary folder, never the user's."""
+    folder = tmp_path_factory.mktemp("qsettings")
+    for fmt in (QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Format.NativeFormat):
+        QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, str(folder))
+    yield
+
+
+@pytest.fixture
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Switch the GUI to the numpy fake engine (optionally slowed down)."""
+    from lbi_gui import engine
+    from tests.gui.fake_engine import make_fake_engine
+
+    def use(delay: float = 0.0) -> None:
+        fake = make_fake_engine(delay)
+        monkeypatch.setattr(engine, "ENGINE_FACTORY", lambda: fake)
+
+    return use
+
+
+@pytest.fixture
+def make_window(qtbot: Any) -> Iterator[Callable[..., Any]]:
+    """Create MainWindows that are booted and prepared; all are closed (threads joined)."""
+    from lbi_gui.main_window import MainWindow
+
+    windows: list[MainWindow] = []
+
+    def make(request: dict | None = None, *, wait: bool = True, **kw: Any) -> MainWindow:
+        kw.setdefault("restore_layout", False)
+        win = MainWindow(request, **kw)
+        qtbot.addWidget(win)
+        win.show()
+        windows.append(win)
+        if wait:
+            wait_ready(qtbot, win)
+        return win
+
+    yield make
+    for win in windows:
+        win.close()
+        assert win.controller.thread.wait(10000)
+        assert win.controller.thread.isFinished()
+
+
+def wait_ready(qtbot: Any, win: Any, timeout: int = 60000) -> None:
+    """Until the engine is loaded and the problem on screen is prepared."""
+    qtbot.waitUntil(lambda: win.info is not None and win.controller.state == "idle",
+                    timeout=timeout)
+
+
+def wait_idle(qtbot: Any, win: Any, timeout: int = 60000) -> None:
+    """Until no run is going."""
+    qtbot.waitUntil(lambda: not win.controller.running, timeout=timeout)
+
+
+def wait_iterations(qtbot: Any, win: Any, k: int, timeout: int = 60000) -> None:
+    """Until the running solve has reported iteration ``k`` or later."""
+    qtbot.waitUntil(lambda: win.controller.curves.last_iteration >= k, timeout=timeout)
