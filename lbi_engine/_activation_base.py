@@ -19,7 +19,7 @@ from lbi_engine.errors import InputError, ShapeMismatchError
 # Points a little outside a *closed* domain bound still count as inside (and are projected
 # before evaluation): data saved in float32 or a softmax that sums to 1 - 3e-8 must not give an
 # infinite loss. The slack is max(1e-6, 64 eps(dtype)) * max(1, |bound|); the simplex sum gets
-# n times that. Open bounds (softsign's +-1, where psi is infinite) get none.
+# sqrt(n) times that. Open bounds (softsign's +-1, where psi is infinite) get none.
 DOMAIN_ATOL_FLOOR = 1e-6
 DOMAIN_ATOL_ULPS = 64
 
@@ -111,7 +111,7 @@ def check_step(t: Step, v: Tensor) -> Step:
 
 
 def solve_increasing(
-    g_and_dg: Callable[[Tensor], tuple[Tensor, Tensor]],
+    g_and_dg: Callable[[Tensor], tuple[Tensor, Tensor, Tensor]],
     x0: Tensor,
     lo: Tensor,
     hi: Tensor,
@@ -119,25 +119,34 @@ def solve_increasing(
 ) -> Tensor:
     """Elementwise root of a strictly increasing g with g(lo) <= 0 <= g(hi) (rtsafe).
 
-    Newton steps that leave the current bracket are replaced by bisection, so every element
-    converges; the bracket shrinks at every step. Stops when all steps are below 4 ulps or
-    after ``max_iter`` steps. Vectorised: one Python iteration updates every element.
+    ``g_and_dg(x)`` returns g, g' and the size of the terms g is summed from (its rounding
+    scale). Newton steps that leave the current bracket are replaced by bisection, so every
+    element converges. An element is finished when its step is below 4 ulps of x, or after
+    one more Newton step once |g| is at round-off level (8 eps * scale): with a small slope g'
+    the round-off of g moves Newton by several ulps of x, so a step test alone would oscillate
+    until ``max_iter``. Vectorised: one Python iteration updates every element.
     """
     eps = torch.finfo(x0.dtype).eps
     x = x0
+    done = torch.zeros_like(x0, dtype=torch.bool)
     for it in range(max_iter):
-        g, dg = g_and_dg(x)
+        g, dg, scale = g_and_dg(x)
+        # |g| at round-off level: take this last Newton step (quadratic convergence makes
+        # it exact to round-off even if |g| was a little above the noise), then freeze.
+        last = g.abs() <= 8 * eps * scale
         above = g > 0
         hi = torch.where(above, x, hi)
         lo = torch.where(above, lo, x)
         newton = x - g / dg
-        inside = (newton >= lo) & (newton <= hi)
-        x_new = torch.where(inside, newton, 0.5 * (lo + hi))
-        x_new = torch.where(g == 0, x, x_new)
-        step = (x_new - x).abs()
+        # A root on the bracket's edge (e.g. sigma saturated, where the a-priori bracket is
+        # tight) must not make Newton land one ulp outside and fall back to bisection.
+        slack = 4 * eps * (1 + newton.abs())
+        inside = (newton >= lo - slack) & (newton <= hi + slack)
+        x_new = torch.where(done, x, torch.where(inside, newton, 0.5 * (lo + hi)))
+        done = done | last | ((x_new - x).abs() <= 4 * eps * (1 + x_new.abs()))
         x = x_new
         # Checking every other step halves the host syncs on GPUs.
-        if it % 2 == 1 and bool((step <= 4 * eps * (1 + x.abs())).all()):
+        if it % 2 == 1 and bool(done.all()):
             break
     return x
 
@@ -230,16 +239,18 @@ class ProximalActivation(ABC):
         return x.clamp(min=lo, max=hi)
 
     def in_domain(self, x: Tensor, atol: float = 0.0) -> Tensor:
-        """(B,) bool: every element finite and within [lower - atol, upper + atol].
+        """(B,) bool: every element finite and within [lower - tol_lo, upper + tol_hi].
 
-        ``atol`` widens closed bounds only; an open bound (psi = +inf there) is strict.
+        The slack of a bound b is atol * max(1, |b|); it widens closed bounds only, an open
+        bound (psi = +inf there) is strict.
         """
         x = check_batched(x, "x")
         ok = torch.isfinite(x)
-        if not math.isinf(self.lower):
-            ok &= (x > self.lower) if self.lower_open else (x >= self.lower - atol)
-        if not math.isinf(self.upper):
-            ok &= (x < self.upper) if self.upper_open else (x <= self.upper + atol)
+        lo, hi = self.lower, self.upper
+        if not math.isinf(lo):
+            ok &= (x > lo) if self.lower_open else (x >= lo - atol * max(1.0, abs(lo)))
+        if not math.isinf(hi):
+            ok &= (x < hi) if self.upper_open else (x <= hi + atol * max(1.0, abs(hi)))
         return per_sample_all(ok)
 
     def spec(self) -> dict[str, Any]:
@@ -248,9 +259,8 @@ class ProximalActivation(ABC):
 
     # ----- helpers --------------------------------------------------------------------------
     def _atol(self, dtype: torch.dtype) -> float:
-        """Domain slack used by psi and bregman, scaled by the size of the finite bounds."""
-        scale = max([1.0] + [abs(b) for b in (self.lower, self.upper) if math.isfinite(b)])
-        return domain_atol(dtype) * scale
+        """Domain slack used by psi and bregman (in_domain scales it by each bound's size)."""
+        return domain_atol(dtype)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.spec() == self.spec()
@@ -280,8 +290,9 @@ class RootProxActivation(ProximalActivation):
             return self.sigma(v)
         m = min(t, 1.0) if isinstance(t, float) else t.clamp(max=1.0)
 
-        def g_and_dg(zeta: Tensor) -> tuple[Tensor, Tensor]:
-            return t * zeta + (1 - t) * self.sigma(zeta) - v, t + (1 - t) * self._dsigma(zeta)
+        def g_and_dg(zeta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            tz, rest = t * zeta, (1 - t) * self.sigma(zeta)
+            return tz + rest - v, t + (1 - t) * self._dsigma(zeta), tz.abs() + rest.abs() + v.abs()
 
         with torch.no_grad():
             radius = ((1 - t) * (self.sigma(v) - v)).abs() / m

@@ -77,12 +77,12 @@ class Softmax(ProximalActivation):
         return xlogx(x) - x * torch.log_softmax(z, dim=self._axis(z))
 
     def in_domain(self, x: Tensor, atol: float = 0.0) -> Tensor:
-        """(B,) bool: finite, every x_i >= -atol, and |sum_i x_i - 1| <= n * atol along dim."""
+        """(B,) bool: finite, every x_i >= -atol, and |sum_i x_i - 1| <= sqrt(n) atol along dim."""
         x = check_batched(x, "x")
         d = self._axis(x)
         n = x.shape[d]
         ok = torch.isfinite(x) & (x >= -atol)
-        sums_ok = (x.sum(dim=d, keepdim=True) - 1).abs() <= atol * max(1, n)
+        sums_ok = (x.sum(dim=d, keepdim=True) - 1).abs() <= atol * math.sqrt(n)
         return per_sample_all(ok) & per_sample_all(sums_ok)
 
     def project(self, x: Tensor) -> Tensor:
@@ -117,20 +117,24 @@ class Softmax(ProximalActivation):
                 # the slope t + (1 - t) e^w lies in [min(t, 1), max(t, 1)].
                 c1 = v - mu - t
 
-                def g_and_dg(w: Tensor) -> tuple[Tensor, Tensor]:
-                    e = torch.exp(w)
-                    return t * w + (1 - t) * e - c1, t + (1 - t) * e
+                def g_and_dg(w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+                    tw, rest = t * w, (1 - t) * torch.exp(w)
+                    return tw + rest - c1, t + rest, tw.abs() + rest.abs() + c1.abs()
 
                 lo = -(1 - t - c1).clamp_min(0) / m
                 w0 = (c1 / t).clamp_max(0)
                 return solve_increasing(g_and_dg, w0, lo, torch.zeros_like(c1))
 
-            def s_and_ds(mu: Tensor) -> tuple[Tensor, Tensor]:
+            def s_and_ds(mu: Tensor) -> tuple[Tensor, Tensor, Tensor]:
                 # S is decreasing in mu; negate it so the solver sees an increasing function.
-                u = torch.exp(log_u(mu))
+                w = log_u(mu)
+                u = torch.exp(w)
                 s = u.sum(dim=d, keepdim=True) - 1
                 du = u / (t + (1 - t) * u)
-                return -s, du.sum(dim=d, keepdim=True)
+                # rounding scale of S: 1 + sum u_i + the inner solves' round-off in each u_i
+                c1 = (v - mu - t).abs()
+                inner = (du * ((t * w).abs() + abs(1 - t) * u + c1)).sum(dim=d, keepdim=True)
+                return -s, du.sum(dim=d, keepdim=True), 2 + inner
 
             mu = solve_increasing(s_and_ds, mu_lo, mu_lo, mu_hi)
             u = torch.exp(log_u(mu))

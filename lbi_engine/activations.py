@@ -12,7 +12,6 @@ Implementation rooms: ``_activation_base`` (base class, domain and root-solver n
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from torch import nn
@@ -129,10 +128,14 @@ def make_activation(spec: str | dict[str, Any] | ProximalActivation) -> Proximal
     return cls(**params)
 
 
-def _clip_or_simpler(lo: float | None, hi: float | None) -> ProximalActivation:
+# Exporters write "no bound" as +-float32 max (torch.onnx, Keras); treat those as unbounded.
+_NO_BOUND = 3.4e38
+
+
+def _clip_or_simpler(lo: Any, hi: Any) -> ProximalActivation:
     """clip(lo, hi), or identity / relu when that is what the bounds describe."""
-    lo = None if lo is None or lo == -math.inf else float(lo)
-    hi = None if hi is None or hi == math.inf else float(hi)
+    lo = None if lo is None or float(lo) <= -_NO_BOUND else float(lo)
+    hi = None if hi is None or float(hi) >= _NO_BOUND else float(hi)
     if lo is None and hi is None:
         return Identity()
     if lo == 0.0 and hi is None:

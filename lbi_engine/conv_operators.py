@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lbi_engine._affine_base import AffineMap, exact_norm_of_matrix
 from lbi_engine.errors import ShapeMismatchError
-from lbi_engine.operators import AffineMap, LinearMap, ScaleShiftMap, exact_norm_of_matrix
+from lbi_engine.operators import LinearMap, PadMap, ScaleShiftMap
 
 
 def _pair(v: int | Sequence[int]) -> tuple[int, int]:
@@ -62,7 +63,8 @@ class Conv2dMap(AffineMap):
                                      f"{h + pt + pb}x{w + pl + pr}; use a larger input.")
         super().__init__((c, h, w), (cout, ho, wo), bias)
         # output_padding that makes conv_transpose2d return the padded input size exactly
-        self._out_pad = ((h + pt + pb - dh * (kh - 1) - 1) % sh, (w + pl + pr - dw * (kw - 1) - 1) % sw)
+        self._out_pad = ((h + pt + pb - dh * (kh - 1) - 1) % sh,
+                         (w + pl + pr - dw * (kw - 1) - 1) % sw)
         self._symmetric = pt == pb and pl == pr
 
     def _tensors(self) -> dict[str, Tensor | None]:
@@ -293,3 +295,15 @@ def fold_channel_affine(prev: AffineMap, ss: ScaleShiftMap) -> AffineMap | None:
                                   prev.stride, prev.padding, prev.output_padding,
                                   prev.dilation, prev.groups)
     return None
+
+
+def fold_pad_into_conv(pad: AffineMap, conv: AffineMap) -> AffineMap | None:
+    """Zero padding followed by a convolution is one convolution with larger (possibly
+    asymmetric) pads: ONNX exports of padding='same' arrive as Pad + Conv."""
+    if not (isinstance(pad, PadMap) and isinstance(conv, Conv2dMap)) or len(pad.pads) != 4 \
+            or min(pad.pads) < 0:
+        return None
+    left, right, top, bottom = pad.pads
+    pt, pb, pl, pr = conv.pads
+    return Conv2dMap(conv.weight, conv.bias, pad.in_shape, conv.stride,
+                     (pt + top, pb + bottom, pl + left, pr + right), conv.dilation, conv.groups)

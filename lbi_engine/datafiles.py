@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = ["load_image", "load_array", "load_idx", "load_torchvision_folder"]
 
+#: Largest image (pixels) and array (bytes) lbi reads: far above any network input, far below
+#: what exhausts memory. Both are checked from the file's header, before anything is allocated.
+MAX_IMAGE_PIXELS = 2**26
+MAX_ARRAY_BYTES = 2**31
+
 
 def _require_file(path: str | os.PathLike[str], what: str) -> Path:
     p = Path(path).expanduser()
@@ -30,7 +35,67 @@ def _require_file(path: str | os.PathLike[str], what: str) -> Path:
         raise DataFileError(f"{p} is a directory; give the {what} itself")
     if p.stat().st_size == 0:
         raise DataFileError(f"{what} {p} is empty (0 bytes); save or copy it again")
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as exc:  # e.g. permission denied: say so, not "truncated or corrupt" later
+        raise DataFileError(f"{what} {p} cannot be read ({exc.strerror or exc}); check its "
+                            "permissions (e.g. chmod u+r)") from exc
     return p
+
+
+def _check_pixels(p: Path, size: tuple[int, int]) -> None:
+    """Refuse an image whose header claims more pixels than lbi reads (before decoding)."""
+    width, height = size
+    if width * height > MAX_IMAGE_PIXELS:
+        raise DataFileError(f"image file {p} claims {width} x {height} = {width * height:,} "
+                            f"pixels; lbi reads images of at most {MAX_IMAGE_PIXELS:,} pixels "
+                            "(a larger header is usually a corrupt file): downscale it first")
+
+
+def _check_npy_header(p: Path) -> None:
+    """Read only the .npy header and refuse what np.load would choke on or over-allocate.
+
+    Why: np.load allocates the array its header describes before reading the data, so a
+    damaged or malicious header (shape (100000, 100000, 100000)) would exhaust memory.
+    """
+    import numpy as np
+
+    fmt = np.lib.format
+    size = p.stat().st_size
+    with open(p, "rb") as fh:
+        magic = fh.read(len(fmt.MAGIC_PREFIX))
+        if magic[:2] == b"PK":
+            raise DataFileError(f"{p} is an .npz archive; give a single .npy array")
+        if magic != fmt.MAGIC_PREFIX:
+            raise DataFileError(f"{p} is not a .npy file (it does not start with the NumPy "
+                                "magic bytes); save the array with np.save(path, array)")
+        fh.seek(0)
+        readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+        try:
+            version = fmt.read_magic(fh)
+            if version not in readers:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, _fortran, dtype = readers[version](fh)
+        except (ValueError, EOFError, SyntaxError) as exc:
+            raise DataFileError(f"{p} has a damaged .npy header ({exc}); save the array again "
+                                "with np.save(path, array)") from exc
+        data_bytes = size - fh.tell()
+    if dtype.hasobject:
+        raise DataFileError(f"{p}: it holds Python objects (a pickle), which lbi does not load; "
+                            "save a numeric array with np.save(path, array)")
+    if dtype.kind == "c":
+        raise DataFileError(f"{p} holds complex ({dtype}) data; lbi needs real numbers: save "
+                            "the real part or the magnitude (np.abs(a)) instead")
+    need = math.prod(shape) * dtype.itemsize
+    if need > data_bytes:
+        raise DataFileError(f"{p}: its header says shape {tuple(shape)} of {dtype} ({need:,} "
+                            f"bytes) but the file holds only {data_bytes:,} bytes of data; it is "
+                            "truncated or its header is damaged: save it again with np.save")
+    if need > MAX_ARRAY_BYTES:
+        raise DataFileError(f"{p} holds {need / 2**30:.1f} GiB (shape {tuple(shape)}); lbi reads "
+                            f"arrays of at most {MAX_ARRAY_BYTES / 2**30:g} GiB: give one sample "
+                            "or a smaller batch")
 
 
 def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None = None,
@@ -50,8 +115,12 @@ def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     p = _require_file(path, "image file")
     try:
         with Image.open(p) as im:
+            _check_pixels(p, im.size)  # from the header, before decoding allocates anything
             im.load()
             arr = _pil_to_float(im)
+    except Image.DecompressionBombError as exc:
+        raise DataFileError(f"image file {p} is too large to read ({exc}); lbi reads images of "
+                            f"at most {MAX_IMAGE_PIXELS:,} pixels: downscale it first") from exc
     except UnidentifiedImageError as exc:
         raise DataFileError(f"{p} is not an image Pillow can read; use PNG, JPEG, TIFF or BMP, "
                             "or a .npy array") from exc
@@ -107,6 +176,7 @@ def load_array(path: str | os.PathLike[str]) -> Tensor:
     import torch
 
     p = _require_file(path, "array file")
+    _check_npy_header(p)
     try:
         arr = np.load(p, allow_pickle=False)
     except ValueError as exc:

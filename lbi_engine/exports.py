@@ -85,7 +85,7 @@ def json_safe(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):  # Enum members
+    if hasattr(value, "value") and isinstance(value.value, str):  # Enum members
         return value.value
     return str(value)
 
@@ -110,21 +110,24 @@ def to_uint8_image(
 ) -> np.ndarray:
     """A display image as uint8: (H, W) grey, or (H, W, 3|4) colour.
 
-    Accepts (H, W), (1, H, W), (3, H, W), (H, W, 3) and a leading batch dim of 1. Values are
+    Accepts (H, W), (1, H, W), (3, H, W), (H, W, 3), flat squares and leading dims of 1. Values are
     clipped to [vmin, vmax] (None: the array's own min/max), NaN shows as black. Other
     channel counts are tiled side by side, because a PNG has no 8-channel mode.
     """
     a = np.asarray(_to_numpy(array), dtype=np.float64)
-    while a.ndim > 2 and a.shape[0] == 1 and not (a.ndim == 3 and a.shape[-1] in (3, 4)):
+    while a.ndim > 3 and a.shape[0] == 1:  # batch dims of one sample
         a = a[0]
-    if a.ndim == 3 and a.shape[0] in (3, 4) and a.shape[-1] not in (3, 4):
-        a = np.moveaxis(a, 0, -1)
-    elif a.ndim == 3 and a.shape[-1] not in (3, 4):
-        a = np.concatenate(list(a), axis=1)  # C feature maps side by side
+    if a.ndim == 3:  # the engine's convention is channel-first (C, H, W)
+        if a.shape[0] == 1:
+            a = a[0]
+        elif a.shape[0] in (3, 4):
+            a = np.moveaxis(a, 0, -1)
+        elif a.shape[-1] not in (3, 4):
+            a = np.concatenate(list(a), axis=1)  # C feature maps side by side
     elif a.ndim == 1:
         side = math.isqrt(a.size)
         a = a.reshape(side, side) if side * side == a.size else a[None, :]
-    elif a.ndim > 3:
+    if a.ndim > 3:
         raise ValueError(f"cannot show an array of shape {a.shape} as an image")
     finite = a[np.isfinite(a)]
     lo = float(finite.min()) if vmin is None and finite.size else (vmin or 0.0)
@@ -326,14 +329,17 @@ def export_run(
     names = [
         n
         for n in RUN_FILES
-        if (has_decoder or not n.startswith("decoder")) and (records is not None or n != "curves.csv")
+        if (has_decoder or not n.startswith("decoder"))
+        and (records is not None or n != "curves.csv")
     ]
     check_outputs_free(out, names, overwrite)
     problem = prepared.problem
     x = np.asarray(_to_numpy(_field(final_record, "x")), dtype=np.float32)[sample]
     reconstruction = np.asarray(prepared.bundle.preprocessing.undo(x), dtype=np.float32)
     reconstruction = reconstruction.reshape(tuple(problem.input_shape))
-    written = {"reconstruction.npy": save_npy(out / "reconstruction.npy", reconstruction, overwrite)}
+    written = {
+        "reconstruction.npy": save_npy(out / "reconstruction.npy", reconstruction, overwrite)
+    }
     written["reconstruction.png"] = save_png(
         out / "reconstruction.png", prepared.to_display(x), overwrite
     )

@@ -10,7 +10,7 @@ combines two tensors (residual additions, concatenations) or reuses an earlier o
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.nn.functional as F
@@ -69,7 +69,8 @@ def _name(node: fx.Node) -> str:
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
-def _refuse(node: fx.Node, where: str, position: int, why: str, alternative: str) -> None:
+def _refuse(node: fx.Node, where: str, position: int, why: str,
+            alternative: str) -> NoReturn:
     raise UnsupportedLayerError(f"Node '{node.name}' ({node.op} {_name(node)}, position "
                                 f"{position}) in '{where}' cannot be lifted: {why}. {alternative}")
 
@@ -89,6 +90,9 @@ def _arith_module(node: fx.Node, env: dict[fx.Node, Any], chain: fx.Node, exampl
                   where: str, position: int) -> nn.Module:
     """x + c, x - c, c - x, x * c, x / c, -x with c a number or a constant tensor."""
     kind = _ARITH[node.target]
+    if node.kwargs.get("rounding_mode") is not None:
+        _refuse(node, where, position, "rounded division is not affine",
+                "Use true division x / c.")
     if kind == "neg":
         return ScaleShift(-1.0, 0.0)
     a, b = node.args[0], node.args[1] if len(node.args) > 1 else node.kwargs.get("other")
@@ -168,7 +172,6 @@ def _module_for(node: fx.Node, gm: fx.GraphModule, env: dict[fx.Node, Any], chai
     _refuse(node, where, position, "this operation is neither a known affine map nor a proximal "
             "activation", "Use the modules of torch.nn listed in the documentation of "
             "LiftedNetwork.from_module, in an nn.Sequential.")
-    raise AssertionError("unreachable")
 
 
 def _is_helper(node: fx.Node, env: dict[fx.Node, Any]) -> bool:
@@ -186,11 +189,22 @@ def _is_helper(node: fx.Node, env: dict[fx.Node, Any]) -> bool:
     return False
 
 
+class _LeafTracer(fx.Tracer):
+    """Stops at the same leaves as the Sequential walk (so a user subclass of nn.Conv2d that
+    keeps torch's forward stays one layer instead of an untranslatable F.conv2d call)."""
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        from lbi_engine.layer_lifting import is_leaf
+
+        return is_leaf(m)
+
+
 def walk_fx(walker: Any, module: nn.Module, name: str) -> None:
     """Append the layers of a traced, chain-shaped ``module`` to ``walker`` (a ModuleWalker)."""
     where = name or type(module).__name__
     try:
-        gm = fx.symbolic_trace(module)
+        tracer = _LeafTracer()
+        gm = fx.GraphModule(module, tracer.trace(module))
     except Exception as exc:  # noqa: BLE001 - fx raises many types for untraceable code
         raise UnsupportedLayerError(
             f"Module '{where}' ({type(module).__name__}) is not an nn.Sequential and torch.fx "

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from lbi_engine.errors import InputError, ModelFileError, UnsupportedLayerError
+from lbi_engine.errors import InputError, LbiError, ModelFileError, UnsupportedLayerError
 
 
 def check_model_file(path: str | Path, fmt: str) -> Path:
@@ -31,7 +31,27 @@ def check_model_file(path: str | Path, fmt: str) -> Path:
     if p.stat().st_size == 0:
         raise ModelFileError(f"{fmt} model file {str(p)!r} is empty (0 bytes); it was not saved "
                              "completely. Save or copy it again.")
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as exc:  # e.g. permission denied: say so, not "corrupt" later on
+        raise ModelFileError(f"{fmt} model file {str(p)!r} cannot be read ({exc.strerror or exc}); "
+                             "check its permissions (e.g. chmod u+r).") from exc
     return p
+
+
+def jit_load(path: Path) -> Any:
+    """``torch.jit.load`` of a file, from an open file object and without torch's notice.
+
+    A file object, because torch's C++ loader only takes UTF-8 path strings (Linux names are
+    bytes). The FutureWarning ("torch.jit.load is deprecated") is about torch's roadmap, not
+    the user's file; the CLI would print it as "lbi: warning: ..." on every TorchScript load.
+    """
+    import warnings
+
+    with open(path, "rb") as fh, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, message=".*torch.jit")
+        return torch.jit.load(fh, map_location="cpu")
 
 
 def first_shape_hint(module: nn.Module) -> tuple[int, ...] | None:
@@ -190,25 +210,26 @@ _BUILDERS: dict[str, Callable[[_Leaf], nn.Module]] = {
 
 
 def _refuse_unknown(sm: Any, qual: str, position: int) -> None:
-    from lbi_engine.layer_lifting import lift_module
+    """Refuse a module type the importer does not rebuild, with the lifting room's reason."""
+    from lbi_engine.layer_lifting import lift_module, refusal_for_type
 
     kind = sm.original_name
+    label = f"Layer '{qual}' ({kind}, position {position}) cannot be lifted"
     cls = getattr(nn, kind, None)
-    instance = None
     if isinstance(cls, type) and issubclass(cls, nn.Module):
-        for args in ((), (2,), (2, 2)):  # enough for MaxPool2d(k), GELU(), LSTM(2, 2), ...
-            try:
-                instance = cls(*args)
-                break
-            except Exception:  # noqa: BLE001, S112 - try the next constructor signature
-                continue
-    if instance is not None:
-        lift_module(instance.eval(), (1, 4, 4), qual, position)  # raises with why + alternative
+        found = refusal_for_type(cls)
+        if found is not None:
+            raise UnsupportedLayerError(f"{label}: {found[0]}. {found[1]}")
+        try:  # activations (GELU, SiLU, ...) build without arguments; their refusal says why
+            instance = cls()
+        except Exception:  # noqa: BLE001 - needs constructor arguments: not an activation
+            instance = None
+        if instance is not None:
+            lift_module(instance.eval(), (1, 4, 4), qual, position)
     raise UnsupportedLayerError(
-        f"Layer '{qual}' ({kind}, position {position}) cannot be lifted: "
-        "the TorchScript importer does not know this module type. Save an nn.Sequential of "
-        "supported layers (Linear, Conv2d, ConvTranspose2d, AvgPool2d, BatchNorm (eval), "
-        "Flatten, activations) or export to ONNX.")
+        f"{label}: the TorchScript importer does not know this module type. Save an "
+        "nn.Sequential of supported layers (Linear, Conv2d, ConvTranspose2d, AvgPool2d, "
+        "BatchNorm (eval), Flatten, activations) or export to ONNX.")
 
 
 def rebuild_torchscript(sm: Any, qual: str = "", counter: list[int] | None = None) -> nn.Module:
@@ -246,13 +267,20 @@ def load_torchscript(path: str | Path, input_shape: Sequence[int] | None = None,
                              f"torch.jit.save; this file starts with {head!r}). For ONNX files "
                              "use LiftedNetwork.from_onnx.")
     try:
-        sm = torch.jit.load(str(p), map_location="cpu")
+        sm = jit_load(p)
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... here
         msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ModelFileError(f"TorchScript file {str(p)!r} could not be loaded ({msg}); it is "
                              "truncated or corrupt, or was not written by torch.jit.save. "
                              "Save it again.") from exc
-    module = rebuild_torchscript(sm)
+    try:
+        module = rebuild_torchscript(sm)
+    except LbiError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - inconsistent archive contents
+        raise ModelFileError(f"TorchScript file {str(p)!r} holds modules that could not be "
+                             f"rebuilt ({type(exc).__name__}: {exc}); save it again with "
+                             "torch.jit.script, or export to ONNX.") from exc
     if input_shape is None:
         input_shape = first_shape_hint(module)
         if input_shape is None:

@@ -20,6 +20,7 @@ import io
 import os
 import pickle
 import secrets
+import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,8 @@ def safe_output_path(path: str | os.PathLike[str], overwrite: bool) -> Path:
 # builtins.open, os.system, ...) means the file is a pickled program.
 _TENSOR_GLOBALS = ("torch._utils._rebuild", "torch._tensor._rebuild", "torch.storage.",
                    "torch.Size", "torch.device", "collections.OrderedDict", "_codecs.encode")
+_DTYPE_NAMES = {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
+                "uint8", "bool", "complex64", "complex128", "half", "float", "double", "long"}
 
 
 def _is_tensor_global(name: str) -> bool:
@@ -146,9 +149,6 @@ def _is_tensor_global(name: str) -> bool:
         name.startswith("torch.") and name.count(".") == 1
         and (name.endswith("Storage") or name.split(".")[1] in _DTYPE_NAMES))
 
-
-_DTYPE_NAMES = {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
-                "uint8", "bool", "complex64", "complex128", "half", "float", "double", "long"}
 
 _CONVERT_HINT = (
     "Convert it once, somewhere you trust the file: save the weights with "
@@ -173,8 +173,12 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
     if size == 0:
         raise ModelFileError(f"model file {p} is empty (0 bytes); it was probably not saved "
                              "completely, so save or download it again")
-    with open(p, "rb") as fh:
-        head = fh.read(16)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:  # permissions, a vanished network share, an I/O error
+        raise ModelFileError(f"model file {p} cannot be read ({exc.strerror or exc}); check its "
+                             "permissions (e.g. chmod u+r) or copy it somewhere readable") from exc
     suffix = p.suffix.lower()
     if head[:4] == b"PK\x03\x04":
         try:
@@ -289,7 +293,9 @@ def _torch_load_weights(p: Path, fmt: str) -> Any:
     import torch
 
     try:
-        return torch.load(p, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about pickle protocols it then rejects
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         _refuse_pickle(p, fmt, exc)
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:

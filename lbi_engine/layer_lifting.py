@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import Tensor, nn
@@ -85,7 +85,8 @@ def layer_label(name: str, module: nn.Module, position: int) -> str:
     return f"Layer '{name}' ({type(module).__name__}, position {position})"
 
 
-def refuse(name: str, module: nn.Module, position: int, why: str, alternative: str) -> None:
+def refuse(name: str, module: nn.Module, position: int, why: str,
+           alternative: str) -> NoReturn:
     raise UnsupportedLayerError(f"{layer_label(name, module, position)} cannot be lifted: "
                                 f"{why}. {alternative}")
 
@@ -97,6 +98,13 @@ def _detach(t: Tensor | None) -> Tensor | None:
 def _meta_shape(in_shape: tuple[int, ...], fn: Any) -> tuple[int, ...]:
     """Shape of fn(batch of 2) computed on the meta device (no data touched)."""
     return tuple(fn(torch.empty((2, *in_shape), device="meta")).shape)
+
+
+def _broadcasts_to(small: Sequence[int], shape: tuple[int, ...]) -> bool:
+    """Whether a tensor of shape ``small`` broadcasts to ``shape`` without changing it
+    (torch.broadcast_shapes costs 0.5 s on its first call: it imports the symbolic-shape code)."""
+    return len(small) <= len(shape) and all(
+        a in (1, b) for a, b in zip(reversed(tuple(small)), reversed(shape), strict=False))
 
 
 def _batchnorm_map(m: nn.modules.batchnorm._BatchNorm, in_shape: tuple[int, ...], name: str,
@@ -200,7 +208,7 @@ def affine_map_of_module(m: nn.Module, in_shape: Sequence[int], name: str = "",
         return PadMap(shape, m.padding)
     if isinstance(m, ScaleShift):
         scale, shift = m.scale.detach().clone(), m.shift.detach().clone()
-        if torch.broadcast_shapes(scale.shape, shift.shape, shape) != shape:
+        if not (_broadcasts_to(scale.shape, shape) and _broadcasts_to(shift.shape, shape)):
             raise ShapeMismatchError(f"{layer_label(name, m, position)}: scale {tuple(scale.shape)}"
                                      f" / shift {tuple(shift.shape)} do not broadcast to the "
                                      f"sample shape {shape}.")
@@ -209,6 +217,14 @@ def affine_map_of_module(m: nn.Module, in_shape: Sequence[int], name: str = "",
         refuse(name, m, position, "it is not an affine layer", "Affine layers are Linear, Conv2d, "
                "ConvTranspose2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm (eval), Flatten, "
                "Unflatten, ZeroPad2d, Dropout (eval) and Identity.")
+    return None
+
+
+def refusal_for_type(cls: type) -> tuple[str, str] | None:
+    """(why, alternative) when modules of this class are refused outright, else None."""
+    for types, why, alternative in _REFUSALS:
+        if issubclass(cls, types):
+            return why, alternative
     return None
 
 
@@ -221,9 +237,9 @@ def lift_module(m: nn.Module, in_shape: Sequence[int], name: str, position: int)
     amap = affine_map_of_module(m, in_shape, name, position)
     if amap is not None:
         return amap
-    for types, why, alternative in _REFUSALS:
-        if isinstance(m, types):
-            refuse(name, m, position, why, alternative)
+    found = refusal_for_type(type(m))
+    if found is not None:
+        refuse(name, m, position, *found)
     try:
         act = activation_from_module(m)
     except UnsupportedLayerError as exc:
@@ -266,12 +282,14 @@ class LayerEntry:
 
 
 def is_leaf(m: nn.Module) -> bool:
-    """torch.nn's own layers and lbi's small modules are leaves; Sequential and user modules
-    are walked into."""
+    """Layers whose forward is torch.nn's own (incl. user subclasses that only change
+    __init__) and lbi's small modules are leaves; Sequential and user forwards are walked."""
+    if isinstance(m, (Reshape, ScaleShift, LiftedActivation)):
+        return True
     if isinstance(m, nn.Sequential):
         return False
-    return type(m).__module__.startswith("torch.nn") or \
-        isinstance(m, (Reshape, ScaleShift, LiftedActivation))
+    forward = getattr(type(m), "forward", None)
+    return getattr(forward, "__module__", "").startswith("torch.nn")
 
 
 class ModuleWalker:
@@ -288,7 +306,12 @@ class ModuleWalker:
     def add(self, name: str, module: nn.Module) -> Tensor:
         pos = len(self.entries)
         in_shape = tuple(self.x.shape[1:])
-        lifted = lift_module(module, in_shape, name, pos)
+        try:
+            lifted = lift_module(module, in_shape, name, pos)
+        except ShapeMismatchError as exc:
+            if str(exc).startswith("Layer '"):
+                raise
+            raise ShapeMismatchError(f"{layer_label(name, module, pos)}: {exc}") from exc
         try:
             with torch.no_grad():
                 y = module(self.x)
@@ -298,6 +321,8 @@ class ModuleWalker:
         if not isinstance(y, Tensor) or y.shape[0] != self.x.shape[0]:
             refuse(name, module, pos, "its output is not one tensor with the batch dimension "
                    "first", "Use layers that map (B, ...) to (B, ...).")
+        if isinstance(lifted, AffineMap) and lifted.dtype not in (None, self.x.dtype):
+            lifted = lifted.to(dtype=self.x.dtype)  # e.g. ScaleShift(2.0) in a float64 network
         expected = lifted.out_shape if isinstance(lifted, AffineMap) else in_shape
         if tuple(y.shape[1:]) != tuple(expected):
             refuse(name, module, pos, f"its output shape {tuple(y.shape[1:])} differs from the "
@@ -307,7 +332,8 @@ class ModuleWalker:
         return y
 
     def walk(self, module: nn.Module, name: str = "") -> None:
-        if isinstance(module, nn.Sequential):
+        # a Sequential subclass with its own forward is traced like any user module
+        if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
             for cname, child in module.named_children():
                 self.walk(child, f"{name}.{cname}" if name else cname)
         elif is_leaf(module):

@@ -11,6 +11,7 @@ treat as unknowns x_1, ..., x_L.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,11 @@ from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerEr
 from lbi_engine.operators import AffineMap, IdentityMap, compose
 
 # The lifted forward is checked against the module's own forward at build time (cheap, one
-# batch of 2); a larger relative deviation means the module does something its layers hide.
+# batch of 3); a larger relative deviation means the module does something its layers hide.
 _VERIFY_RTOL = {torch.float64: 1e-10, torch.float32: 1e-4}
+#: Largest input one sample may have (16.7 M values, e.g. 4 x 2048 x 2048): the solvers keep
+#: several copies of it, so a larger (usually mistyped) shape would exhaust memory.
+MAX_INPUT_VALUES = 2**24
 
 
 @dataclass
@@ -37,6 +41,8 @@ class LiftedLayer:
 
 
 def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
+    if isinstance(input_shape, int):
+        input_shape = (input_shape,)
     try:
         shape = tuple(int(s) for s in input_shape)
     except (TypeError, ValueError) as exc:
@@ -45,7 +51,24 @@ def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]
     if not shape or min(shape) < 1:
         raise InputError(f"{what}={input_shape!r}: give the shape of one sample as a tuple of "
                          "positive ints, e.g. (1, 28, 28) or (784,).")
+    if math.prod(shape) > MAX_INPUT_VALUES:  # refused before any tensor of that size exists
+        raise InputError(f"{what}={shape} is too large: {math.prod(shape):,} values per sample; "
+                         f"lbi inverts inputs of at most {MAX_INPUT_VALUES:,} values. Check the "
+                         "shape (one sample, no batch dimension, e.g. 1,28,28).")
     return shape
+
+
+def _check_finite_weights(module: nn.Module, name: str) -> None:
+    """Refuse NaN/Inf weights by name (else the forward check reports a vague mismatch)."""
+    for kind, items in (("parameter", module.named_parameters()),
+                        ("buffer", module.named_buffers())):
+        for pname, t in items:
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                bad = int((~torch.isfinite(t)).sum())
+                raise InputError(f"network '{name}': {kind} '{pname}' {tuple(t.shape)} contains "
+                                 f"{bad} NaN or infinite value(s); the weights are damaged (e.g. "
+                                 "training diverged or the file was corrupted). Use weights "
+                                 "without NaN/Inf.")
 
 
 def group_layers(entries: Sequence[Any]) -> list[LiftedLayer]:
@@ -164,7 +187,8 @@ class LiftedNetwork:
         return out
 
     def __repr__(self) -> str:
-        body = "\n".join(f"  [{i}] {lay.affine.describe()} -> {getattr(lay.activation, 'name', '?')}"
+        body = "\n".join(f"  [{i}] {lay.affine.describe()} -> "
+                         f"{getattr(lay.activation, 'name', '?')}"
                          for i, lay in enumerate(self.layers))
         return f"LiftedNetwork '{self.name}' {self.input_shape} -> {self.output_shape}\n{body}"
 
@@ -185,6 +209,7 @@ class LiftedNetwork:
         if not isinstance(module, nn.Module):
             raise InputError(f"from_module needs a torch.nn.Module, got {type(module).__name__}.")
         shape = _check_shape(input_shape)
+        _check_finite_weights(module, name or type(module).__name__)
         ref = next(iter(module.parameters()), None)
         if ref is None:
             ref = next(iter(module.buffers()), None)
@@ -225,18 +250,27 @@ def _identity() -> Any:
 
 
 def verify_against(net: LiftedNetwork, reference: Any, what: str, seed: int = 0) -> float:
-    """Max |net(x) - reference(x)| / max(1, max |reference(x)|) on a seeded random batch of 2.
+    """Max |net(x) - reference(x)| / max(1, max |reference(x)|) on a seeded random batch of 3.
+
+    (Three, because shapes were traced with a batch of 2: a hard-coded batch size in a
+    view/reshape shows up here.)
 
     Raises UnsupportedLayerError when it exceeds the dtype's tolerance: the reference does
     something in its forward that the lifted layers do not represent.
     """
     gen = torch.Generator().manual_seed(seed)
     dtype, device = net.dtype, net.device
-    x = torch.randn(2, *net.input_shape, generator=gen, dtype=torch.float64)
+    x = torch.randn(3, *net.input_shape, generator=gen, dtype=torch.float64)
     x = x.to(device=device, dtype=dtype)
     with torch.no_grad():
-        want = reference(x)
         got = net.forward(x)
+        try:
+            want = reference(x)
+        except Exception as exc:  # noqa: BLE001 - whatever the reference raises
+            raise UnsupportedLayerError(
+                f"The original {what} fails on a batch of 3 samples of shape {net.input_shape} "
+                f"({type(exc).__name__}: {exc}); its forward depends on the batch size (e.g. a "
+                "hard-coded view(2, -1)). Use x.reshape(x.size(0), ...) or nn.Flatten().") from exc
     if not isinstance(want, Tensor) or want.shape != got.shape:
         raise UnsupportedLayerError(
             f"The lifted {what} returns shape {tuple(got.shape)} but the original returns "

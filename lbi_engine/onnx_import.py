@@ -12,14 +12,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
 from torch import nn
 
-from lbi_engine.errors import ModelFileError, ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.errors import (
+    LbiError,
+    ModelFileError,
+    ShapeMismatchError,
+    UnsupportedLayerError,
+)
 from lbi_engine.importers import check_model_file
+from lbi_engine.network import _check_shape
 from lbi_engine.operators import Reshape, ScaleShift
 
 _ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus", "Softsign",
@@ -76,18 +82,22 @@ class _Builder:
                 raise ShapeMismatchError(f"input_shape {shape} does not match the ONNX input "
                                          f"'{inp.name}' of {self.path.name!r}, which is (batch, "
                                          f"{', '.join(str(d or '?') for d in dims)}).")
-            return shape
+            return _check_shape(shape)
         if not dims or any(d is None or d < 1 for d in dims):
             raise ShapeMismatchError(f"ONNX input '{inp.name}' of {self.path.name!r} has dynamic "
-                                     "sample dims; pass input_shape (one sample, e.g. (1, 28, 28)).")
-        return tuple(int(d) for d in dims)
+                                     "sample dims; pass input_shape (one sample, e.g. "
+                                     "(1, 28, 28)).")
+        # the file's own dims are checked too: a damaged header must not allocate petabytes
+        return _check_shape(tuple(int(d) for d in dims), f"ONNX input shape of {self.path.name!r}")
 
     # --- helpers ---------------------------------------------------------------------------
-    def refuse(self, why: str) -> None:
+    def label(self) -> str:
         n = self.node
-        raise UnsupportedLayerError(f"ONNX node '{n.name or '(unnamed)'}' ({n.op_type}, index "
-                                    f"{self.index}) in {self.path.name!r} cannot be lifted: "
-                                    f"{why}.")
+        return (f"ONNX node '{n.name or '(unnamed)'}' ({n.op_type}, index {self.index}) in "
+                f"{self.path.name!r}")
+
+    def refuse(self, why: str) -> NoReturn:
+        raise UnsupportedLayerError(f"{self.label()} cannot be lifted: {why}.")
 
     def attrs(self) -> dict[str, Any]:
         from onnx import helper
@@ -121,8 +131,8 @@ class _Builder:
         from onnx import numpy_helper
 
         start_shape = self.shape
-        for self.index, self.node in enumerate(self.graph.node):
-            n = self.node
+        for index, n in enumerate(self.graph.node):
+            self.index, self.node = index, n
             if n.op_type == "Constant":
                 a = self.attrs()
                 value = a.get("value", a.get("value_float", a.get("value_floats",
@@ -133,10 +143,11 @@ class _Builder:
             data = [i for i in n.input if i and i not in self.consts]
             if len(data) > 1:
                 self.refuse(f"it combines the tensors {data}: a residual addition or branch, "
-                            "which a lifted chain cannot represent")
+                            "which a lifted chain cannot represent; remove the skip "
+                            "connection, or export only the chain part of the network")
             if not data or data[0] != self.current:
                 self.refuse(f"it does not take the previous node's output '{self.current}' (a "
-                            "branch or skip connection)")
+                            "branch or skip connection); only plain chains can be lifted")
             self._translate(n.op_type)
             self.current = n.output[0]
         outs = [o.name for o in self.graph.output]
@@ -166,7 +177,7 @@ class _Builder:
             try:
                 act = activation_from_onnx(op, a, opset=self.opset, input_rank=len(self.shape) + 1)
             except UnsupportedLayerError as exc:
-                self.refuse(str(exc).rstrip("."))
+                raise UnsupportedLayerError(f"{self.label()}: {exc}") from exc
             return self.add(LiftedActivation(act))
         handler = getattr(self, f"_op_{op}", None)
         if handler is None:
@@ -379,7 +390,7 @@ def load_onnx(path: str | Path, input_shape: Sequence[int] | None = None,
 
     p = check_model_file(path, "ONNX")
     try:
-        model = onnx.load(str(p), load_external_data=False)
+        model = onnx.load(str(p))  # external weights, if any, next to the file
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
         raise ModelFileError(f"ONNX file {str(p)!r} could not be parsed ({type(exc).__name__}: "
                              f"{exc}); it is truncated or corrupt, or not an ONNX model. Export "
@@ -392,5 +403,11 @@ def load_onnx(path: str | Path, input_shape: Sequence[int] | None = None,
     except Exception as exc:  # noqa: BLE001 - ValidationError and C++ errors
         raise ModelFileError(f"ONNX file {str(p)!r} is not a valid model: "
                              f"{str(exc).strip().splitlines()[0][:300]}. Export it again.") from exc
-    seq, shape = _Builder(model, p, input_shape).build()
+    try:
+        seq, shape = _Builder(model, p, input_shape).build()
+    except LbiError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - malformed attributes, tensors, external data
+        raise ModelFileError(f"ONNX file {str(p)!r} is inconsistent ({type(exc).__name__}: "
+                             f"{exc}); export it again.") from exc
     return LiftedNetwork.from_module(seq, shape, name=name or p.stem)

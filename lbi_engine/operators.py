@@ -5,204 +5,36 @@ Every solver needs three things from a layer's affine part: ``apply`` (the forwa
 step sizes such as tau = 1.99/||W||^2, §5.3). The classes here give all three for the layer
 kinds a feed-forward network is made of, batched over a leading dimension B.
 
-This room holds the base class, composition and the shape-only/elementwise maps; the
-convolution and pooling maps live in :mod:`lbi_engine.conv_operators`, and the translation of
+This room holds composition, the dense (Linear) map and the shape-only/elementwise maps; the
+base class and norm numerics are in :mod:`lbi_engine._affine_base` (re-exported here), the
+convolution and pooling maps in :mod:`lbi_engine.conv_operators`, and the translation of
 ``nn.Module`` objects into maps in :mod:`lbi_engine.layer_lifting`.
 """
 
 from __future__ import annotations
 
 import copy
-import math
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lbi_engine._affine_base import (
+    ITER_SAFETY,
+    AffineMap,
+    _shape,
+    exact_norm_of_matrix,
+    lanczos_norm,
+    use_exact_norm,
+)
 from lbi_engine.errors import ShapeMismatchError
 
-# norm(): an exact value (eigenvalues of the Gram matrix of the smaller side, float64) is
-# affordable up to these sizes (0.1-1 s for a 1024-sided Gram matrix on 2 busy cores); above
-# them power iteration is used and its result is multiplied by POWER_SAFETY so that it is an
-# upper bound (power iteration converges from below), which is what step-size rules need.
-EXACT_MAX_SIDE = 1024
-EXACT_MAX_ENTRIES = 2**22
-POWER_SAFETY = 1.01
-POWER_RTOL = 1e-6
-POWER_MAX_ITER = 5000
-POWER_SEED = 0
-
-
-def _shape(shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(int(s) for s in shape)
-
-
-def _numel(shape: Sequence[int]) -> int:
-    return int(math.prod(shape))
-
-
-class AffineMap(ABC):
-    """x -> W x + b on samples of shape ``in_shape`` (leading batch dim B on all tensors).
-
-    Subclasses implement :meth:`linear` and :meth:`adjoint`; ``bias`` is None for b = 0.
-    ``norm()`` is cached: the weights of a map never change after construction (``to``
-    returns a new map).
-    """
-
-    kind: str = "Affine"
-
-    def __init__(self, in_shape: Sequence[int], out_shape: Sequence[int],
-                 bias: Tensor | None = None) -> None:
-        self.in_shape = _shape(in_shape)
-        self.out_shape = _shape(out_shape)
-        self.bias = bias
-        self._norm: float | None = None
-        self.norm_method: str | None = None  # "exact" or "power" once norm() has run
-
-    # --- the operator ---------------------------------------------------------------------
-    @abstractmethod
-    def linear(self, x: Tensor) -> Tensor:
-        """W x: (B, *in_shape) -> (B, *out_shape)."""
-
-    @abstractmethod
-    def adjoint(self, r: Tensor) -> Tensor:
-        """W^T r: (B, *out_shape) -> (B, *in_shape). The bias plays no part."""
-
-    def apply(self, x: Tensor) -> Tensor:
-        """W x + b, the layer's forward pass."""
-        y = self.linear(x)
-        return y if self.bias is None else y + self.bias
-
-    # --- bookkeeping ----------------------------------------------------------------------
-    def _tensors(self) -> dict[str, Tensor | None]:
-        """Named tensor attributes that ``to`` must move; subclasses add their weights."""
-        return {"bias": self.bias}
-
-    @property
-    def in_numel(self) -> int:
-        return _numel(self.in_shape)
-
-    @property
-    def out_numel(self) -> int:
-        return _numel(self.out_shape)
-
-    @property
-    def dtype(self) -> torch.dtype | None:
-        """dtype of the map's own tensors; None for maps without tensors (reshape, pad)."""
-        for t in self._tensors().values():
-            if t is not None:
-                return t.dtype
-        return None
-
-    @property
-    def device(self) -> torch.device | None:
-        for t in self._tensors().values():
-            if t is not None:
-                return t.device
-        return None
-
-    def to(self, device: torch.device | str | None = None,
-           dtype: torch.dtype | None = None) -> AffineMap:
-        """A new map with every tensor moved/cast; the cached norm is kept (same operator)."""
-        new = copy.copy(self)
-        for name, t in self._tensors().items():
-            if t is not None:
-                setattr(new, name, t.to(device=device, dtype=dtype))
-        return new
-
-    def describe(self) -> str:
-        """One line for people, e.g. ``"Conv2d 1->8, k=4, s=2, p=1"``."""
-        return f"{self.kind} {self.in_shape}->{self.out_shape}"
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.describe()}>"
-
-    def _check_in(self, x: Tensor, what: str = "input") -> None:
-        if tuple(x.shape[1:]) != self.in_shape:
-            raise ShapeMismatchError(
-                f"{self.describe()}: {what} has shape {tuple(x.shape)}, expected "
-                f"(B, {', '.join(map(str, self.in_shape))}). Pass a batch of samples of "
-                f"shape {self.in_shape}.")
-
-    # --- explicit matrix and operator norm -------------------------------------------------
-    def _work(self) -> tuple[AffineMap, torch.device]:
-        device = self.device or torch.device("cpu")
-        return self.to(dtype=torch.float64), device
-
-    def dense(self, dtype: torch.dtype | None = None, chunk: int = 1024) -> Tensor:
-        """The explicit matrix W (out_numel x in_numel), built column- or row-wise.
-
-        Meant for tests and small maps; memory is out_numel * in_numel entries.
-        """
-        work = self if dtype is None else self.to(dtype=dtype)
-        dt = dtype or self.dtype or torch.float64
-        dev = self.device or torch.device("cpu")
-        n, m = self.in_numel, self.out_numel
-        if n <= m:  # columns W e_j
-            cols = []
-            for s in range(0, n, chunk):
-                k = min(chunk, n - s)
-                eye = torch.zeros(k, n, dtype=dt, device=dev)
-                eye[torch.arange(k), torch.arange(s, s + k)] = 1
-                cols.append(work.linear(eye.reshape(k, *self.in_shape)).reshape(k, m))
-            return torch.cat(cols).T.contiguous()
-        rows = []  # rows W^T e_i
-        for s in range(0, m, chunk):
-            k = min(chunk, m - s)
-            eye = torch.zeros(k, m, dtype=dt, device=dev)
-            eye[torch.arange(k), torch.arange(s, s + k)] = 1
-            rows.append(work.adjoint(eye.reshape(k, *self.out_shape)).reshape(k, n))
-        return torch.cat(rows)
-
-    def norm(self) -> float:
-        """||W||_2 as a python float, computed once.
-
-        Exact (float64 eigenvalues of the smaller Gram matrix) when min(in, out) <=
-        EXACT_MAX_SIDE and in*out <= EXACT_MAX_ENTRIES; otherwise power iteration on W^T W
-        (seed POWER_SEED, relative tolerance POWER_RTOL) times POWER_SAFETY = 1.01, an upper
-        bound. ``norm_method`` says which.
-        """
-        if self._norm is None:
-            self._norm, self.norm_method = self._compute_norm()
-        return self._norm
-
-    def _compute_norm(self) -> tuple[float, str]:
-        n, m = self.in_numel, self.out_numel
-        if min(n, m) <= EXACT_MAX_SIDE and n * m <= EXACT_MAX_ENTRIES:
-            return exact_norm_of_matrix(self.dense(dtype=torch.float64)), "exact"
-        return power_norm(self) * POWER_SAFETY, "power"
-
-
-def exact_norm_of_matrix(w: Tensor) -> float:
-    """Largest singular value via eigvalsh of the smaller Gram matrix (float64, ~1e-15 rel)."""
-    w = w.to(torch.float64)
-    if w.numel() == 0:
-        return 0.0
-    g = w.T @ w if w.shape[1] <= w.shape[0] else w @ w.T
-    return float(torch.linalg.eigvalsh(g)[-1].clamp_min(0).sqrt())
-
-
-def power_norm(op: AffineMap, rtol: float = POWER_RTOL, max_iter: int = POWER_MAX_ITER) -> float:
-    """Power iteration on W^T W in float64 from a seeded start; returns sqrt(Rayleigh quotient)."""
-    work, device = op._work()
-    gen = torch.Generator().manual_seed(POWER_SEED)
-    v = torch.randn(1, *op.in_shape, generator=gen, dtype=torch.float64).to(device)
-    v = v / v.norm()
-    lam_old = 0.0
-    for _ in range(max_iter):
-        u = work.linear(v)
-        lam = float(u.pow(2).sum())  # v^T W^T W v with ||v|| = 1: a lower bound of ||W||^2
-        if lam == 0.0:
-            return 0.0
-        if abs(lam - lam_old) <= rtol * lam:
-            break
-        lam_old = lam
-        w = work.adjoint(u)
-        v = w / w.norm()
-    return math.sqrt(lam)
-
+__all__ = [
+    "AffineMap", "ComposedMap", "IdentityMap", "LinearMap", "PadMap", "Reshape", "ReshapeMap",
+    "ScaleShift", "ScaleShiftMap", "affine_from_modules", "compose", "exact_norm_of_matrix",
+    "lanczos_norm",
+]
 
 # --- simple maps -----------------------------------------------------------------------------
 class IdentityMap(AffineMap):
@@ -329,7 +161,8 @@ class LinearMap(AffineMap):
     def __init__(self, weight: Tensor, bias: Tensor | None,
                  in_shape: Sequence[int] | None = None) -> None:
         if weight.dim() != 2:
-            raise ShapeMismatchError(f"Linear weight must be 2-D (out, in); got {tuple(weight.shape)}.")
+            raise ShapeMismatchError(f"Linear weight must be 2-D (out, in); got "
+                                     f"{tuple(weight.shape)}.")
         in_shape = _shape(in_shape) if in_shape is not None else (weight.shape[1],)
         if not in_shape or in_shape[-1] != weight.shape[1]:
             raise ShapeMismatchError(
@@ -353,10 +186,10 @@ class LinearMap(AffineMap):
     def _compute_norm(self) -> tuple[float, str]:
         # I (x) W on (..., n) has the norm of W itself.
         m, n = self.weight.shape
-        if min(n, m) <= EXACT_MAX_SIDE and n * m <= EXACT_MAX_ENTRIES:
+        if use_exact_norm(n, m):
             return exact_norm_of_matrix(self.weight.detach()), "exact"
         flat = LinearMap(self.weight.detach(), None)
-        return power_norm(flat) * POWER_SAFETY, "power"
+        return lanczos_norm(flat) * ITER_SAFETY, "lanczos"
 
     def describe(self) -> str:
         return f"Linear {self.weight.shape[1]}->{self.weight.shape[0]}"
@@ -433,9 +266,10 @@ def compose(maps: Sequence[AffineMap], fold: bool = True) -> AffineMap:
 
     Nested compositions are flattened, identities dropped, consecutive reshapes merged and,
     with ``fold``, a per-channel ScaleShift (eval BatchNorm) right after a Linear/Conv2d/
-    ConvTranspose2d is folded into that layer's weights (one kernel call fewer per apply).
+    ConvTranspose2d is folded into that layer's weights, and a zero padding right before a
+    Conv2d into its pads (one kernel call fewer per apply).
     """
-    from lbi_engine.conv_operators import fold_channel_affine
+    from lbi_engine.conv_operators import fold_channel_affine, fold_pad_into_conv
 
     if not maps:
         raise ValueError("compose() needs at least one map.")
@@ -450,8 +284,9 @@ def compose(maps: Sequence[AffineMap], fold: bool = True) -> AffineMap:
         if isinstance(m, ReshapeMap) and isinstance(prev, ReshapeMap):
             out[-1] = ReshapeMap(prev.in_shape, m.out_shape, kind=prev.kind)
             continue
-        if fold and prev is not None and isinstance(m, ScaleShiftMap):
-            folded = fold_channel_affine(prev, m)
+        if fold and prev is not None:
+            folded = fold_channel_affine(prev, m) if isinstance(m, ScaleShiftMap) else \
+                fold_pad_into_conv(prev, m)
             if folded is not None:
                 out[-1] = folded
                 continue
@@ -477,13 +312,20 @@ class Reshape(nn.Module):
         return f"shape={self.shape}"
 
 
+def _as_float_tensor(v: Tensor | float) -> Tensor:
+    """Floating tensors keep their dtype (float64 stays exact); numbers get the default."""
+    if isinstance(v, Tensor) and v.is_floating_point():
+        return v.detach().clone()
+    return torch.as_tensor(v, dtype=torch.get_default_dtype())
+
+
 class ScaleShift(nn.Module):
     """Elementwise ``x * scale + shift`` (scalars or tensors broadcastable to a sample)."""
 
     def __init__(self, scale: Tensor | float = 1.0, shift: Tensor | float = 0.0) -> None:
         super().__init__()
-        self.register_buffer("scale", torch.as_tensor(scale, dtype=torch.get_default_dtype()))
-        self.register_buffer("shift", torch.as_tensor(shift, dtype=torch.get_default_dtype()))
+        self.register_buffer("scale", _as_float_tensor(scale))
+        self.register_buffer("shift", _as_float_tensor(shift))
 
     def forward(self, x: Tensor) -> Tensor:
         return x * self.scale + self.shift

@@ -68,8 +68,11 @@ def line_plot(
         if logy:
             y = np.where(y > 0, y, np.nan)  # log axes cannot show 0 or negative values
         axes.plot(x, y, s.style, label=s.label or None, **s.extra)
+    from matplotlib.ticker import NullFormatter
+
     if logx:
         axes.set_xscale("log")
+        axes.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short axes
     if logy:
         axes.set_yscale("log")
     axes.set_title(title)

@@ -157,9 +157,20 @@ class RunController(QtCore.QObject):
         if self.running:
             self.worker.request_stop("finish")
 
+    def abandon(self) -> None:
+        """Stop the run and ignore everything it still sends (reset, session loading)."""
+        self._queue.clear()
+        self._queue_active = False
+        if self.running:
+            self.worker.request_stop("stop")
+        self._active_run = None
+        self._paused = False
+        self._redraw.stop()
+        self._set_state("idle" if self.engine_info is not None else "booting")
+
     def reset(self) -> None:
         """Stop and forget the current run's curves and iterate."""
-        self.stop()
+        self.abandon()
         self.curves = CurveStore()
         self.latest = None
         self.iterations_per_second = 0.0

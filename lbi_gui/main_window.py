@@ -30,7 +30,7 @@ from lbi_gui.widgets.solver_panel import SolverPanel
 from lbi_gui.window_files import FilesMixin
 from lbi_gui.window_run import RunMixin
 
-pg.setConfigOptions(imageAxisOrder="row-major", antialias=True)
+pg.setConfigOptions(imageAxisOrder="row-major", antialias=True, foreground="#333333")
 
 #: Milliseconds a parameter must stay unchanged before it restarts a run (slider drags).
 CHANGE_DEBOUNCE_MS = 150
@@ -61,6 +61,10 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.run_table = RunTable()
         self._build_layout()
         self.actions_ = build_actions(self)
+        for dock in self.docks.values():
+            self.actions_.view_menu.addAction(dock.toggleViewAction())
+        self.actions_.view_menu.addSeparator()
+        self.actions_.view_menu.addAction(self.actions_.reset_layout)
         self._build_status()
         self.info: Any = None  # PreparedInfo of the problem on screen
         self.good_request: dict[str, Any] | None = None  # last request that prepared fine
@@ -78,8 +82,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             panel.changed.connect(self._panel_changed)
         self._wire()
         self._default_state = self.saveState()
-        if restore_layout:
-            self._restore_layout()
+        self._restored = restore_layout and self._restore_layout()
         self.update_recent_menu()
         self._update_actions()
         QtCore.QTimer.singleShot(0, self.controller.boot)  # torch loads after the window shows
@@ -93,11 +96,30 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             sa = QtWidgets.QScrollArea()
             sa.setWidgetResizable(True)
             sa.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+            sa.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             sa.setWidget(widget)
+            # Scroll vertically only: the dock is never narrower than its content.
+            sa.setMinimumWidth(widget.minimumSizeHint().width()
+                               + sa.verticalScrollBar().sizeHint().width() + 2)
             widget = sa
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         return dock
+
+    def _parameters_widget(self) -> QtWidgets.QWidget:
+        """Noise, regularisation and solver settings as titled sections of one column."""
+        box = QtWidgets.QWidget()
+        lay = QtWidgets.QVBoxLayout(box)
+        lay.setContentsMargins(4, 4, 4, 4)
+        for title, panel in (("Noise", self.noise_panel), ("Regularisation", self.reg_panel),
+                             ("Solver", self.solver_panel)):
+            group = QtWidgets.QGroupBox(title)
+            g = QtWidgets.QVBoxLayout(group)
+            g.setContentsMargins(2, 2, 2, 2)
+            g.addWidget(panel)
+            lay.addWidget(group)
+        lay.addStretch(1)
+        return box
 
     def _build_layout(self) -> None:
         centre = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
@@ -105,6 +127,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         centre.addWidget(self.aux_strip)
         centre.setStretchFactor(0, 3)
         centre.setStretchFactor(1, 1)
+        centre.setSizes([300, 130])
         self.setCentralWidget(centre)
         left, right = QtCore.Qt.DockWidgetArea.LeftDockWidgetArea, \
             QtCore.Qt.DockWidgetArea.RightDockWidgetArea
@@ -112,9 +135,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.docks = {
             "network": self._dock("Network", self.network_panel, left),
             "data": self._dock("Data", self.data_panel, left, scroll=True),
-            "noise": self._dock("Noise", self.noise_panel, right),
-            "regularisation": self._dock("Regularisation", self.reg_panel, right),
-            "solver": self._dock("Solver", self.solver_panel, right),
+            "parameters": self._dock("Parameters", self._parameters_widget(), right, scroll=True),
             "curves": self._dock("Curves", self.curves, bottom),
             "runs": self._dock("Runs", self.run_table, bottom),
         }
@@ -124,10 +145,21 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.docks["curves"].raise_()
         self.setCorner(QtCore.Qt.Corner.BottomLeftCorner, left)
         self.setCorner(QtCore.Qt.Corner.BottomRightCorner, right)
-        self.resizeDocks([self.docks["data"], self.docks["noise"]], [380, 360],
-                         QtCore.Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["curves"]], [400], QtCore.Qt.Orientation.Vertical)
         self.resize(1600, 1000)
+        self._sized = False
+
+    def _default_dock_sizes(self) -> None:
+        """Dock proportions that fit the content (only meaningful once the window is shown)."""
+        self.resizeDocks([self.docks["data"], self.docks["parameters"]], [380, 370],
+                         QtCore.Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["curves"]], [420], QtCore.Qt.Orientation.Vertical)
+
+    def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802
+        super().showEvent(event)
+        if not self._sized:
+            self._sized = True
+            if not self._restored:
+                QtCore.QTimer.singleShot(0, self._default_dock_sizes)
 
     def _build_status(self) -> None:
         bar = self.statusBar()
@@ -137,21 +169,22 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.status_time = QtWidgets.QLabel("0.0 s")
         self.status_reason = QtWidgets.QLabel("")
         self.progress = QtWidgets.QProgressBar()
-        self.progress.setMaximumWidth(160)
+        self.progress.setMaximumWidth(120)
         self.progress.setTextVisible(False)
         for w in (self.status_state, self.status_iter, self.status_speed, self.status_time,
                   self.progress, self.status_reason):
             bar.addPermanentWidget(w)
         self.status_iter.setMinimumWidth(90)
         self.status_speed.setMinimumWidth(80)
+        self.status_reason.setMinimumWidth(220)
 
-    def _restore_layout(self) -> None:
+    def _restore_layout(self) -> bool:
+        """The remembered geometry and dock layout; False when there is none."""
         s = settings()
         geometry, state = s.value("window/geometry"), s.value("window/state")
         if geometry is not None:
             self.restoreGeometry(geometry)
-        if state is not None:
-            self.restoreState(state)
+        return state is not None and bool(self.restoreState(state))
 
     def save_layout(self) -> None:
         s = settings()
@@ -162,6 +195,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.restoreState(self._default_state)
         for dock in self.docks.values():
             dock.show()
+        self._default_dock_sizes()
 
     # ---- parameters -----------------------------------------------------------------------
     def current_request(self) -> dict[str, Any]:

@@ -162,7 +162,7 @@ class FilesMixin:
         except LbiError as exc:
             show_error(self, "Could not open the session", str(exc))
             return False
-        self.controller.stop()
+        self.controller.abandon()
         self.set_request(state.request)
         self.reg_panel.set_gui_state(state.gui)
         if state.gui.get("levels"):

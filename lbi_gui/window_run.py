@@ -26,8 +26,7 @@ class RunMixin:
             self._autorun = True  # run as soon as the engine and problem are ready
             self.statusBar().showMessage("Will run once the engine has loaded…", 3000)
             return
-        self.curves.clear()
-        self.aux_strip.clear()
+        self._fresh_run = True  # old curves stay until the new run reports (it may fail)
         self.shown_result = None
         self.controller.start(self.current_request())
         self.progress.setMaximum(max(1, int(self.current_request()["max_iter"])))
@@ -61,8 +60,7 @@ class RunMixin:
         self.flush_changes()
         if self.controller.engine_info is None:
             return
-        self.curves.clear()
-        self.aux_strip.clear()
+        self._fresh_run = True
         methods = [m for m, _label in METHODS]
         if self.info is not None and len(self.info.layers) > 1:
             methods.remove("pdhg")  # PDHG inverts one layer; the others cover deep networks
@@ -71,6 +69,9 @@ class RunMixin:
 
     # ---- display of a run -----------------------------------------------------------------
     def _on_view_update(self, prog: Any) -> None:
+        if getattr(self, "_fresh_run", False):
+            self._fresh_run = False
+            self.curves.clear()
         curves = self.controller.curves
         psnr = None
         if len(curves):
@@ -150,6 +151,7 @@ class RunMixin:
         self.noise_panel.show_delta(info.delta, info.delta_squared, info.noise_norm)
         self.reg_panel.set_delta(info.delta)
         self.reg_panel.set_layer_count(len(info.layers))
+        self.solver_panel.set_layer_count(len(info.layers))
         self.curves.set_references(info.decoder_psnr, info.noise_norm)
         self.data_panel.show_preprocessing(_preprocessing_text(info))
         if changed_problem and not from_run and not self.controller.running:

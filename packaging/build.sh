@@ -7,8 +7,11 @@
 # reused by later builds from any checkout. Environment:
 #   LBI_PYTHON=python3.11      interpreter for the venv (default python3)
 #   LBI_PKG_VENV=/path         use this venv instead (created if missing)
-#   LBI_TORCH_INDEX=URL        install torch from this index first, e.g. the CPU-only
-#                              https://download.pytorch.org/whl/cpu (see packaging/README.md)
+#   LBI_TORCH_INDEX=URL        install torch and torchvision from this index first, e.g.
+#                              the CPU-only https://download.pytorch.org/whl/cpu
+#   LBI_TORCH_REQ=REQ          install this torch first, e.g. "torch==2.13.0+cpu"
+#   (with either, the rest of the install is constrained to that torch; see README.md)
+#   LBI_BUNDLE_NO_TORCHVISION=1  leave torchvision out of the bundle
 #   LBI_BUNDLE_KEEP_TRITON=1   keep triton in the bundle (+~0.9 GB; torch.compile only)
 # Then run packaging/smoke_test.sh.
 set -euo pipefail
@@ -19,13 +22,13 @@ export PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 START=$SECONDS
 step() { printf '\n==> [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
 
-for f in lbi_gui/app.py lbi_engine/cli.py; do
-  [ -f "$f" ] || { echo "ERROR: $f is missing; the bundle's entry points need it." >&2; exit 1; }
-done
+[ -f lbi_gui/app.py ] || { echo "ERROR: lbi_gui/app.py is missing (entry of lbi-gui)" >&2; exit 1; }
+[ -f lbi_engine/cli.py ] || [ -f lbi_engine/cli/__init__.py ] \
+  || { echo "ERROR: lbi_engine/cli is missing (entry of lbi)" >&2; exit 1; }
 
 PYTHON=${LBI_PYTHON:-python3}
 pyver=$("$PYTHON" -c 'import sys; print(f"py{sys.version_info[0]}{sys.version_info[1]}")')
-key="$(cat pyproject.toml <(echo "${LBI_TORCH_INDEX:-}") | sha256sum | cut -c1-16)-$pyver"
+key="$(cat pyproject.toml <(echo "${LBI_TORCH_INDEX:-}|${LBI_TORCH_REQ:-}") | sha256sum | cut -c1-16)-$pyver"
 root=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/lbi-pkg-venvs
 VENV=${LBI_PKG_VENV:-$root/$key}
 
@@ -42,12 +45,21 @@ else
   log=$VENV/pip.log
   {
     "$VENV/bin/python" -m pip install --upgrade pip
-    if [ -n "${LBI_TORCH_INDEX:-}" ]; then
-      # Torch (and a matching torchvision) from the given index first; the project install
-      # below then finds them satisfied and does not replace them.
-      "$VENV/bin/python" -m pip install --index-url "$LBI_TORCH_INDEX" torch torchvision
+    constraint=()
+    if [ -n "${LBI_TORCH_INDEX:-}${LBI_TORCH_REQ:-}" ]; then
+      # A chosen torch build first (e.g. CPU-only), then the project with torch pinned to
+      # exactly that build so the resolver cannot swap it for the default CUDA one.
+      if [ -n "${LBI_TORCH_INDEX:-}" ]; then
+        "$VENV/bin/python" -m pip install --index-url "$LBI_TORCH_INDEX" \
+          "${LBI_TORCH_REQ:-torch}" torchvision
+      else
+        "$VENV/bin/python" -m pip install "$LBI_TORCH_REQ"
+      fi
+      tv=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))')
+      echo "torch==$tv" > "$VENV/torch-constraint.txt"
+      constraint=(-c "$VENV/torch-constraint.txt")
     fi
-    "$VENV/bin/python" -m pip install -e ".[packaging]"
+    "$VENV/bin/python" -m pip install "${constraint[@]}" -e ".[packaging]"
   } >"$log" 2>&1 || { cat "$log"; echo "ERROR: venv install failed (log above)" >&2; exit 1; }
   touch "$VENV/.complete"
 fi

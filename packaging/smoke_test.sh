@@ -3,7 +3,8 @@
 #   1. dist/lbi/lbi-gui --smoke-test   (offscreen Qt; the app runs one short inversion on its
 #      bundled default problem and exits 0)
 #   2. the same under Xvfb with the real xcb platform plugin, when xvfb-run is installed
-#   3. dist/lbi/lbi --help             (the command line starts)
+#   3. dist/lbi/lbi --version and `lbi list` (the command line starts and finds the bundled
+#      zoo networks and data sets)
 # Usage: packaging/smoke_test.sh [BUNDLE_DIR]   (default dist/lbi)
 set -euo pipefail
 
@@ -33,6 +34,11 @@ run() {  # name, command...
   tail -3 "$work/$name.log" | sed 's/^/      /'
 }
 
+if ! "${clean_env[@]}" QT_QPA_PLATFORM=offscreen "$GUI" --help 2>&1 | grep -q -- --smoke-test; then
+  echo "FAIL: $GUI --help lists no --smoke-test option; lbi_gui/app.py must provide it" \
+       "(run one short inversion on the bundled default problem, exit 0)" >&2
+  exit 1
+fi
 run "gui offscreen --smoke-test" "${clean_env[@]}" QT_QPA_PLATFORM=offscreen "$GUI" --smoke-test
 if command -v xvfb-run >/dev/null; then
   # xvfb-run exports DISPLAY and XAUTHORITY to its child: pass those two through env -i.
@@ -43,5 +49,6 @@ if command -v xvfb-run >/dev/null; then
 else
   echo "skip: xvfb-run not installed (apt-get install xvfb xauth libxcb-icccm4 libxcb-keysyms1)"
 fi
-run "cli --help" "${clean_env[@]}" "$CLI" --help
+run "cli --version" "${clean_env[@]}" "$CLI" --version
+run "cli list" "${clean_env[@]}" "$CLI" list
 echo "smoke test passed: $BUNDLE"

@@ -99,7 +99,7 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
             info = zipfile.ZipInfo(f"{name}.npy", date_time=ZIP_DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
-            zf.writestr(info, member.getvalue(), compresslevel=9)
+            zf.writestr(info, member.getvalue(), compresslevel=6)
     return buf.getvalue()
 
 

@@ -176,10 +176,28 @@ def test_shell_scripts_parse(script: str) -> None:
     assert res.returncode == 0, res.stderr
 
 
-def test_pyinstaller_spec_parses_and_names_the_entry() -> None:
+def test_pyinstaller_spec_parses_and_bundles_resources() -> None:
     text = (ROOT / "packaging" / "lbi.spec").read_text(encoding="utf-8")
     ast.parse(text)
-    assert "lbi_gui" in text and "app.py" in text and "resources" in text
+    assert '"resources"' in text, "the bundle must carry resources/ (models, data, icons)"
+    for launcher in ("lbi_gui_launcher.py", "lbi_cli_launcher.py"):
+        assert launcher in text, f"lbi.spec does not build {launcher}"
+
+
+@pytest.mark.parametrize(
+    "launcher, table, script",
+    [("lbi_gui_launcher.py", "gui-scripts", "lbi-gui"), ("lbi_cli_launcher.py", "scripts", "lbi")],
+)
+def test_bundle_launchers_call_the_pip_entry_points(launcher: str, table: str, script: str) -> None:
+    """The frozen programs start exactly where the pip-installed scripts start."""
+    tree = ast.parse((ROOT / "packaging" / launcher).read_text(encoding="utf-8"))
+    imported = {
+        f"{node.module}:{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert _pyproject()["project"][table][script] in imported
 
 
 def test_bundle_outputs_are_ignored_by_git() -> None:

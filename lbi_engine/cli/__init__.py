@@ -25,11 +25,11 @@ where B_Psi is the lifted Bregman loss of each layer's activation and R a prior 
 EPILOG = """\
 reproduce every figure of the paper (each writes PNG figures and a Markdown report with the
 numbers it computed; add --quick for a seconds-long smoke run):
-  lbi reproduce circle            Sec. 5.1 / Fig. 1-2: disc, Landweber vs TV, l2 and TV table
-  lbi reproduce mnist-perceptron  Sec. 5.2 / Fig. 3: perceptron autoencoder, 5 train + 5 val
-  lbi reproduce mnist-cnn         Sec. 5.3 / Fig. 4: convolutional autoencoder, joint method
-  lbi reproduce noise             Sec. 5.3 / Fig. 5: PSNR of decoder and inversion vs noise
-  lbi reproduce convergence       Sec. 4 (error estimate): Bregman distance = O(delta)
+  lbi reproduce circle            Sec. 5.1, Fig. 1: disc, Landweber vs TV, l2/TV table
+  lbi reproduce mnist-perceptron  Sec. 5.1, Fig. 2: perceptron autoencoder, 5+5 digits
+  lbi reproduce mnist-cnn         Sec. 5.2, Fig. 3: CNN autoencoder, joint method
+  lbi reproduce noise             Sec. 5.2, Fig. 4-5: decoder vs inversion against noise
+  lbi reproduce convergence       Sec. 3.2 (error estimate): Bregman distance = O(delta)
   lbi reproduce all --out DIR     all of the above
 
 single runs and parameter studies:

@@ -20,6 +20,13 @@ EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
+# Copies of engine registries, so that building the parser (and `lbi --help`) does not import
+# torch; tests/cli/test_help.py checks that they equal the engine's.
+METHOD_NAMES = ("pdhg", "joint", "layerwise", "landweber", "backprop")
+REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
+                     "none")
+STEP_RULES = ("safe", "conservative", "paper")
+
 
 class UsageError(Exception):
     """Bad command-line usage; main() prints it on one line and exits with code 2."""

@@ -1,4 +1,4 @@
-"""``lbi invert``: one regularised inversion, written to a folder (a thin layer over lbi_engine.api).
+"""``lbi invert``: one regularised inversion written to a folder (thin layer over lbi_engine.api).
 
 Flow: flags (and optionally a run record) -> InversionRequest -> api.prepare -> api.iterate
 (with a progress bar) -> exports.export_run. No numerics here.
@@ -38,7 +38,7 @@ Files written into --out DIR:
 
 EPILOG = """\
 examples:
-  # a validation digit through the bundled CNN autoencoder (paper Sec. 5.3)
+  # a validation digit through the bundled CNN autoencoder (paper Sec. 5.2)
   lbi invert --network mnist-cnn-ae --sample 3 --noise-std 0.05 --alpha 9e-3 \\
              --method joint --max-iter 1500 --out runs/cnn3
   # the paper's circle experiment (TV, PDHG, paper step sizes and stopping rule)
@@ -80,9 +80,6 @@ _SOURCES = ("image", "truth", "data")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from lbi_engine.regularisers import REGULARISER_NAMES
-    from lbi_engine.solvers.options import STEP_RULES
-
     p = subparsers.add_parser(
         "invert",
         help="invert a network on one sample or measurement and write the results to a folder",
@@ -124,15 +121,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     prob = p.add_argument_group("problem and method")
     prob.add_argument("--alpha", type=c.any_float, metavar="A",
                       help="regularisation weight alpha > 0 (request default: 9e-3)")
-    prob.add_argument("--regulariser", choices=REGULARISER_NAMES, metavar="R",
-                      help="prior R: " + ", ".join(REGULARISER_NAMES) + " (request default: tv "
-                           "= isotropic total variation)")
-    prob.add_argument("--method", choices=("pdhg", "joint", "layerwise", "landweber", "backprop"),
+    prob.add_argument("--regulariser", metavar="R",
+                      help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
+                           "added, e.g. tv+nonneg (request default: tv = isotropic TV)")
+    prob.add_argument("--method", choices=c.METHOD_NAMES,
                       help="pdhg: one-layer networks (paper eq. 12); joint: all layers by "
                            "coordinate descent (eqs. 13-15); layerwise: layer by layer; "
                            "landweber: baseline with the discrepancy principle; backprop: "
                            "gradient descent through the network (request default: joint)")
-    prob.add_argument("--steps", choices=STEP_RULES,
+    prob.add_argument("--steps", choices=c.STEP_RULES,
                       help="step-size rule: safe (provably convergent, fastest measured), "
                            "conservative, or paper (tau_x = 1.99/||W||^2, tau_z = 1/(8 alpha)) "
                            "(request default: safe)")
@@ -162,7 +159,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--report-every", type=c.positive_int, metavar="K",
                      help="record an iterate (a row of curves.csv) every K iterations "
                           "(request default: 10)")
-    run.add_argument("--out", required=True, metavar="DIR", help="output folder (created if needed)")
+    run.add_argument("--out", required=True, metavar="DIR",
+                     help="output folder (created if needed)")
     run.add_argument("--overwrite", action="store_true",
                      help="replace files of an earlier run in DIR (refused otherwise)")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")

@@ -45,7 +45,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="reduced sizes and iterations: finishes in seconds")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the files of an earlier reproduction in DIR")
-    p.add_argument("--threads", type=c.positive_int, metavar="N", help="torch CPU threads")
+    p.add_argument("--threads", type=c.positive_int, default=1, metavar="N",
+                   help="torch CPU threads; the problems are small, and on a busy 2-core "
+                        "machine 2 threads were measured up to 10x slower than 1")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
     p.set_defaults(handler=run)
     return p

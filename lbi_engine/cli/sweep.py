@@ -25,7 +25,7 @@ runs only the new cells.
 
 EPILOG = """\
 examples:
-  # the paper's noise study (Sec. 5.3) on 5 validation digits
+  # the paper's noise study (Sec. 5.2, Fig. 4-5) on 5 validation digits
   lbi sweep --network mnist-cnn-ae --methods joint --alphas log:1e-4:1e-2:5 \\
             --noise-stds 0.33,0.25,0.2,0.15,0.1,0.05,0.02,0.01,0 --samples 0-4 --out noise
   # compare methods on the perceptron autoencoder
@@ -38,9 +38,6 @@ an index range 0-4 (samples).
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from lbi_engine.regularisers import REGULARISER_NAMES
-    from lbi_engine.solvers.options import STEP_RULES
-
     p = subparsers.add_parser("sweep", help="a resumable grid over alpha x noise x method x "
                               "samples, with a CSV and PSNR plots",
                               description=DESCRIPTION, epilog=EPILOG,
@@ -63,14 +60,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--split", default="val", help="mnist: train|val|all; cartoon: a family")
     p.add_argument("--seed", type=c.nonnegative_int, default=0,
                    help="base noise seed (sample INDEX uses SEED + INDEX)")
-    p.add_argument("--regulariser", choices=REGULARISER_NAMES, default="tv")
-    p.add_argument("--steps", choices=STEP_RULES, default="safe", help="step-size rule")
+    p.add_argument("--regulariser", default="tv", metavar="R",
+                   help="prior: " + ", ".join(c.REGULARISER_NAMES))
+    p.add_argument("--steps", choices=c.STEP_RULES, default="safe", help="step-size rule")
     p.add_argument("--max-iter", type=c.positive_int, default=1500, metavar="N")
     p.add_argument("--tol", type=c.nonnegative_float, default=1e-5, metavar="T")
     p.add_argument("--tol-mode", choices=("relative", "absolute"), default="relative")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    p.add_argument("--threads", type=c.positive_int, metavar="N", help="torch CPU threads")
+    p.add_argument("--threads", type=c.positive_int, default=1, metavar="N",
+                   help="torch CPU threads (1 is fastest for these sizes on a busy machine)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (resumed if it "
                    "holds a results.csv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
@@ -79,12 +78,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _methods(text: str) -> list[str]:
-    from lbi_engine.solvers import METHODS
-
     names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in METHODS]
+    bad = [m for m in names if m not in c.METHOD_NAMES]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"{text!r}: methods are {', '.join(METHODS)}")
+        raise argparse.ArgumentTypeError(f"{text!r}: methods are {', '.join(c.METHOD_NAMES)}")
     return list(dict.fromkeys(names))
 
 

@@ -14,15 +14,15 @@ from typing import Any
 #: name -> (module, function, one-line description); the order of `lbi reproduce all`.
 EXPERIMENTS: dict[str, tuple[str, str, str]] = {
     "circle": ("lbi_engine.experiments.circle", "run",
-               "disc through a random ReLU perceptron: Landweber vs TV (paper Sec. 5.1)"),
+               "disc through a random ReLU perceptron: Landweber vs TV (paper Sec. 5.1, Fig. 1)"),
     "mnist-perceptron": ("lbi_engine.experiments.mnist", "run_perceptron",
-                         "perceptron autoencoder: 5 train + 5 val digits (paper Sec. 5.2)"),
+                         "perceptron autoencoder: 5 train + 5 val digits (Sec. 5.1, Fig. 2)"),
     "mnist-cnn": ("lbi_engine.experiments.mnist", "run_cnn",
-                  "convolutional autoencoder, joint method (paper Sec. 5.3)"),
+                  "convolutional autoencoder, joint method (paper Sec. 5.2, Fig. 3)"),
     "noise": ("lbi_engine.experiments.noise_levels", "run",
-              "PSNR of decoder and inversion against the noise on the code (paper Sec. 5.3)"),
+              "PSNR of decoder and inversion against the noise on the code (Sec. 5.2, Fig. 4-5)"),
     "convergence": ("lbi_engine.experiments.convergence", "run",
-                    "a-priori alpha(delta): symmetric Bregman distance = O(delta) (paper Sec. 4)"),
+                    "a-priori alpha(delta): symmetric Bregman distance = O(delta) (Sec. 3.2)"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Paper Sec. 5.2 and 5.3 (MATH.md §9.2, §9.3): inverting MNIST autoencoders' encoders.
+"""Paper Sec. 5.1 (MNIST) and 5.2 (MATH.md §9.2, §9.3): inverting autoencoders' encoders.
 
 Five training and five validation digits (the first five of each bundled split); for each:
 the ground truth, the decoder output D(y) and the TV-regularised inversion of the encoder,
@@ -35,7 +35,7 @@ class AutoencoderSetup:
 
 PERCEPTRON = AutoencoderSetup(
     key="mnist-perceptron",
-    title="MNIST perceptron autoencoder (paper Sec. 5.2, Fig. 3)",
+    title="MNIST perceptron autoencoder (paper Sec. 5.1, Fig. 2)",
     network="mnist-perceptron-ae",
     method="pdhg",
     alpha_train=5e-3,
@@ -46,7 +46,7 @@ PERCEPTRON = AutoencoderSetup(
 )
 CNN = AutoencoderSetup(
     key="mnist-cnn",
-    title="MNIST convolutional autoencoder (paper Sec. 5.3, Fig. 4)",
+    title="MNIST convolutional autoencoder (paper Sec. 5.2, Fig. 3)",
     network="mnist-cnn-ae",
     method="joint",
     alpha_train=9e-3,

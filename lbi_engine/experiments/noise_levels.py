@@ -1,4 +1,4 @@
-"""Paper Sec. 5.3, noise study (MATH.md §9.3): PSNR of decoder and inversion against noise.
+"""Paper Sec. 5.2, Fig. 4-5 (MATH.md §9.3): PSNR of decoder and inversion against noise.
 
 Gaussian noise of std s is added to the CNN encoder's code; for every s the inversion's
 alpha is picked from a log grid in [1e-4, 1e-2] by the best mean PSNR (the paper picks it
@@ -37,8 +37,8 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     from lbi_engine.plotting import Series, image_grid, line_plot
     from lbi_engine.zoo import load_network
 
-    report = Report("Noise study: decoder vs inversion of the CNN encoder (paper Sec. 5.3)",
-                    out_dir, quick=quick, overwrite=overwrite)
+    report = Report("Noise study: decoder vs inversion of the CNN encoder "
+                    "(paper Sec. 5.2, Fig. 4-5)", out_dir, quick=quick, overwrite=overwrite)
     stds = QUICK["stds"] if quick else STDS
     alphas = QUICK["alphas"] if quick else ALPHAS
     count = QUICK["samples"] if quick else SAMPLES

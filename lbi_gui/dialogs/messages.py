@@ -88,16 +88,17 @@ def install_excepthook(window_getter: object) -> None:
     def hook(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         try:
             previous(etype, value, tb)
-        finally:
-            if issubclass(etype, KeyboardInterrupt):
-                app = QtWidgets.QApplication.instance()
-                if app is not None:
-                    app.quit()
-                return
-            parent = window_getter() if callable(window_getter) else None
-            detail = "".join(traceback.format_exception(etype, value, tb))
-            show_error(parent, "Unexpected error", f"{etype.__name__}: {value}", detail=detail,
-                       fix="The window is still usable. If this keeps happening, please report "
-                           "it with the details below.")
+        except Exception:  # noqa: BLE001 - a broken previous hook must not hide the dialog
+            pass
+        if issubclass(etype, KeyboardInterrupt):
+            app = QtWidgets.QApplication.instance()
+            if app is not None:
+                app.quit()
+            return
+        parent = window_getter() if callable(window_getter) else None
+        detail = "".join(traceback.format_exception(etype, value, tb))
+        show_error(parent, "Unexpected error", f"{etype.__name__}: {value}", detail=detail,
+                   fix="The window is still usable. If this keeps happening, please report "
+                       "it with the details below.")
 
     sys.excepthook = hook

@@ -36,7 +36,8 @@ class CurvesPanel(QtWidgets.QWidget):
                  ("residuals", "Residuals", True), ("ssim", "SSIM", False)]
         self.plots: dict[str, pg.PlotItem] = {}
         for i, (key, title, log) in enumerate(specs):
-            plot = self.glw.addPlot(row=i // 3, col=i % 3, title=title)
+            plot = self.glw.addPlot(row=i // 3, col=i % 3)
+            plot.setTitle(title, size="10pt")
             plot.setLogMode(x=False, y=log)
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setLabel("bottom", "iteration")
@@ -105,8 +106,9 @@ class CurvesPanel(QtWidgets.QWidget):
         for key, plot in self.plots.items():
             line = pg.InfiniteLine(pos=iteration, angle=90, pen=RESTART_PEN, movable=False,
                                    label=what if key == "objective" else None,
-                                   labelOpts={"position": 0.9, "color": "#b35900",
-                                              "rotateAxis": (1, 0), "anchors": [(0, 0), (0, 0)]})
+                                   labelOpts={"position": 0.92, "color": "#b35900",
+                                              "fill": (255, 255, 255, 200),
+                                              "anchors": [(0, 0.5), (0, 0.5)]})
             line.setToolTip(f"warm restart at iteration {iteration}: {what}")
             plot.addItem(line)
             self.restart_lines.append((plot, line))
@@ -120,7 +122,8 @@ class CurvesPanel(QtWidgets.QWidget):
         if decoder_psnr is not None and np.isfinite(decoder_psnr):
             ref = pg.InfiniteLine(pos=decoder_psnr, angle=0, pen=pen,
                                   label=f"decoder {decoder_psnr:.1f} dB",
-                                  labelOpts={"position": 0.15, "color": "#555"})
+                                  labelOpts={"position": 0.75, "color": "#555",
+                                             "anchors": [(0.5, 1), (0.5, 1)]})
             self.plots["psnr"].addItem(ref)
             self._refs.append((self.plots["psnr"], ref))
         if noise_norm is not None and noise_norm > 0:

@@ -81,7 +81,7 @@ class DataPanel(ParamPanel):
         lay.addRow(self.resize_box)
         lay.addRow(self.use_dataset)
         lay.addRow("Preprocessing", self.preprocessing)
-        self.setLayout(lay)
+        self.set_form(lay)
 
         self._image: str | None = None
         self._data: str | None = None

@@ -13,8 +13,9 @@ from PySide6 import QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
 
-TITLES = {"truth": "Ground truth x†", "decoder": "Decoder output D(y^δ)",
-          "iterate": "Current iterate x", "error": "Error x − x†"}
+TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
+          "iterate": "Iterate x", "error": "Error x − x†"}
+TITLE_SIZE = "10pt"
 
 
 class ImageGrid(QtWidgets.QWidget):
@@ -28,7 +29,10 @@ class ImageGrid(QtWidgets.QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         self.items: dict[str, pg.ImageItem] = {}
         for col, key in enumerate(("truth", "decoder", "iterate", "error")):
-            plot = self.glw.addPlot(row=0, col=col if col < 3 else col + 1, title=TITLES[key])
+            plot = self.glw.addPlot(row=0, col=col if col < 3 else col + 1)
+            plot.setTitle(TITLES[key] + "<br>", size=TITLE_SIZE)
+            plot.setMinimumWidth(60)
+            plot.setPreferredWidth(220)
             for axis in ("left", "bottom"):
                 plot.hideAxis(axis)
             plot.setAspectLocked(True)
@@ -74,8 +78,8 @@ class ImageGrid(QtWidgets.QWidget):
     def set_truth(self, img: np.ndarray | None) -> None:
         self.truth = None if img is None else np.asarray(img)
         self._set("truth", img)
-        self.plots["truth"].setTitle(TITLES["truth"] if img is not None
-                                     else "Ground truth (unknown)")
+        self.plots["truth"].setTitle((TITLES["truth"] if img is not None
+                                      else "Ground truth (unknown)") + "<br>", size=TITLE_SIZE)
         self._update_error()
         if img is not None:
             self.plots["truth"].autoRange(padding=0.02)
@@ -83,21 +87,18 @@ class ImageGrid(QtWidgets.QWidget):
     def set_decoder(self, img: np.ndarray | None, psnr: float | None = None) -> None:
         self._set("decoder", img)
         if img is None:
-            title = "Decoder output (no decoder)"
+            title = "Decoder (none)<br>"
         else:
-            title = TITLES["decoder"] + (f" — {psnr:.2f} dB" if psnr is not None else "")
-        self.plots["decoder"].setTitle(title)
+            title = TITLES["decoder"] + (f"<br>{psnr:.2f} dB" if psnr is not None else "<br>")
+        self.plots["decoder"].setTitle(title, size=TITLE_SIZE)
 
     def set_iterate(self, img: np.ndarray | None, iteration: int | None = None,
                     psnr: float | None = None) -> None:
         self.iterate = None if img is None else np.asarray(img)
         self._set("iterate", img)
-        title = TITLES["iterate"]
-        if iteration is not None:
-            title = f"Iterate x (k = {iteration})"
-        if psnr is not None and np.isfinite(psnr):
-            title += f" — {psnr:.2f} dB"
-        self.plots["iterate"].setTitle(title)
+        title = TITLES["iterate"] + (f" (k = {iteration})" if iteration is not None else "")
+        title += f"<br>{psnr:.2f} dB" if psnr is not None and np.isfinite(psnr) else "<br>"
+        self.plots["iterate"].setTitle(title, size=TITLE_SIZE)
         self._update_error()
         if img is not None and self.truth is None:
             self.plots["truth"].autoRange(padding=0.02)
@@ -112,7 +113,8 @@ class ImageGrid(QtWidgets.QWidget):
             self.error_bar.setLevels((-m, m))
         self._set("error", err)
         rms = float(np.sqrt(np.mean(err ** 2))) if err is not None else None
-        self.plots["error"].setTitle(TITLES["error"] + (f" — RMS {rms:.3g}" if rms else ""))
+        self.plots["error"].setTitle(TITLES["error"] + (f"<br>RMS {rms:.2g}" if rms else "<br>"),
+                                     size=TITLE_SIZE)
 
     def _error_levels_touched(self) -> None:
         self._error_auto = False  # the user dragged the error bar: keep their levels

@@ -34,7 +34,7 @@ class NoisePanel(ParamPanel):
         lay.addRow("Noise std", self.std)
         lay.addRow("Seed", row)
         lay.addRow("Noise level", self.delta)
-        self.setLayout(lay)
+        self.set_form(lay)
         self.std.valueChanged.connect(lambda _v: self._emit("noise_std"))
         self.seed.valueChanged.connect(lambda _v: self._emit("seed"))
         self.resample.clicked.connect(lambda: self.seed.setValue(self.seed.value() + 1))

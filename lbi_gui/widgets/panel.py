@@ -34,6 +34,13 @@ class ParamPanel(QtWidgets.QWidget):
         if not self._quiet:
             self.changed.emit(key)
 
+    def set_form(self, lay: QtWidgets.QFormLayout) -> None:
+        """Use ``lay`` as the panel's content, top-aligned (spare height stays below)."""
+        outer = QtWidgets.QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addLayout(lay)
+        outer.addStretch(1)
+
     def values(self) -> dict[str, Any]:
         """The request fields this panel owns."""
         return {}

@@ -47,7 +47,7 @@ class RegularisationPanel(ParamPanel):
         lay.addRow("α from δ", row)
         lay.addRow(self.per_layer)
         lay.addRow(self.layer_table)
-        self.setLayout(lay)
+        self.set_form(lay)
 
         self.regulariser.activated.connect(lambda _i: self._emit("regulariser"))
         self.alpha.valueChanged.connect(lambda _v: self._emit("alpha"))

@@ -68,7 +68,7 @@ class SolverPanel(ParamPanel):
         lay.addRow("Tolerance", tol_row)
         lay.addRow("Update every", self.report_every)
         lay.addRow("Device", exec_row)
-        self.setLayout(lay)
+        self.set_form(lay)
 
         self.method.activated.connect(lambda _i: self._method_changed())
         self.switch.clicked.connect(self.toggle_joint_layerwise)
@@ -108,6 +108,14 @@ class SolverPanel(ParamPanel):
     def set_cuda_available(self, available: bool) -> None:
         if available and self.device.findData("cuda") < 0:
             self.device.addItem("CUDA (GPU)", "cuda")
+
+    def set_layer_count(self, n: int) -> None:
+        """PDHG inverts one layer: offer it only for one-layer networks (others explain why)."""
+        idx = self.method.findData("pdhg")
+        item = self.method.model().item(idx)
+        item.setEnabled(n == 1)
+        item.setToolTip("" if n == 1 else f"PDHG inverts a single layer; this network has {n}. "
+                        "Use joint or layer-wise.")
 
     def toggle_joint_layerwise(self) -> None:
         """Joint → layer-wise, anything else → joint; emits ``changed("method")``."""

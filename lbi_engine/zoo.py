@@ -1,0 +1,407 @@
+"""Named pre-trained networks (``resources/models``) and model cards -> :class:`ModelBundle`.
+
+A zoo entry is ``NAME.json`` (the card) plus usually ``NAME.safetensors`` (the weights). The
+card holds everything needed to rebuild the ``nn.Module`` without running code from a file:
+``architecture.layers`` is a list of layer specs (``{"type": "Conv2d", "in_channels": 1,
+...}``) built from an allow-list of ``torch.nn`` classes, and ``architecture.encoder_layers``
+says how many of them form the encoder (the network to invert); the rest is the decoder.
+A card may instead say ``"weights": {"source": "seeded-init", "seed": S}``: the weights are
+PyTorch's default initialisation after ``torch.manual_seed(S)`` (the paper's random circle
+perceptron; 8 MB that need not be committed). The regenerated tensors are checked against
+the card's ``tensor_sha256``.
+
+The same card format describes a user's own state dict or safetensors file
+(:func:`lbi_engine.io.load_model_file`).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lbi_engine.data import Preprocessing, resources_dir
+from lbi_engine.errors import ModelFileError, UnsupportedLayerError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor, nn
+
+    from lbi_engine.network import LiftedNetwork
+
+__all__ = ["ModelBundle", "list_zoo", "zoo_card", "zoo_dir", "load_zoo", "load_network",
+           "build_module", "describe_module", "tensor_sha256", "file_sha256", "bundle_from_card",
+           "CARD_FORMAT_VERSION"]
+
+CARD_FORMAT_VERSION = 1
+
+# torch.nn classes a card may name, with the constructor arguments describe_module records.
+# Non-liftable layers (MaxPool2d, GELU, ...) are buildable on purpose: lifting them then gives
+# the network room's UnsupportedLayerError, which explains why and what to use instead.
+LAYER_PARAMS: dict[str, tuple[str, ...]] = {
+    "Linear": ("in_features", "out_features", "bias"),
+    "Conv2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
+               "groups", "bias"),
+    "ConvTranspose2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding",
+                        "output_padding", "groups", "bias", "dilation"),
+    "Flatten": ("start_dim", "end_dim"), "Unflatten": ("dim", "unflattened_size"),
+    "AvgPool2d": ("kernel_size", "stride", "padding"),
+    "BatchNorm1d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
+    "BatchNorm2d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
+    "Identity": (), "ReLU": (), "Sigmoid": (), "Tanh": (), "Softsign": (), "Hardsigmoid": (),
+    "ReLU6": (), "LeakyReLU": ("negative_slope",), "ELU": ("alpha",),
+    "Hardtanh": ("min_val", "max_val"), "Softplus": ("beta", "threshold"),
+    "Softshrink": ("lambd",), "Softmax": ("dim",), "Dropout": ("p",),
+    "MaxPool2d": ("kernel_size", "stride", "padding"), "GELU": (), "SiLU": (),
+}
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tensor_sha256(state: dict[str, Tensor]) -> str:
+    """sha256 over (name, dtype, shape, raw bytes) of each tensor, in sorted name order.
+
+    Independent of any file format, so regenerated weights can be compared with a card.
+    """
+    h = hashlib.sha256()
+    for k in sorted(state):
+        t = state[k].detach().to("cpu").contiguous()
+        h.update(f"{k}|{str(t.dtype)}|{tuple(t.shape)}|".encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def describe_module(module: nn.Module) -> list[dict[str, Any]]:
+    """Layer specs of a flat ``nn.Sequential`` (inverse of :func:`build_module`)."""
+    from torch import nn
+
+    specs = []
+    for i, m in enumerate(module.children() if isinstance(module, nn.Sequential) else [module]):
+        kind = type(m).__name__
+        if kind not in LAYER_PARAMS or type(m) is not getattr(nn, kind):
+            raise UnsupportedLayerError(f"layer {i} ({kind}) cannot be described in a card; "
+                                        f"use one of {sorted(LAYER_PARAMS)}")
+        spec: dict[str, Any] = {"type": kind}
+        for name in LAYER_PARAMS[kind]:
+            value = getattr(m, name)
+            if name == "bias":
+                value = value is not None if not isinstance(value, bool) else value
+            elif name == "affine" or name == "track_running_stats":
+                value = bool(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            spec[name] = value
+        specs.append(spec)
+    return specs
+
+
+def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequential:
+    """``nn.Sequential`` from layer specs; only allow-listed ``torch.nn`` classes are built."""
+    from torch import nn
+
+    if not isinstance(layers, list) or not layers:
+        raise ModelFileError(f"{where}: 'architecture.layers' must be a non-empty list of layer "
+                             "specs like {\"type\": \"Linear\", \"in_features\": 784, ...}")
+    mods = []
+    for i, spec in enumerate(layers):
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        if kind not in LAYER_PARAMS:
+            raise ModelFileError(f"{where}: layer {i} has unknown type {kind!r}; supported: "
+                                 f"{', '.join(sorted(LAYER_PARAMS))}")
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()
+                  if k != "type"}
+        try:
+            mods.append(getattr(nn, kind)(**kwargs))
+        except (TypeError, ValueError) as exc:
+            raise ModelFileError(f"{where}: layer {i} ({kind}) has bad parameters {kwargs} "
+                                 f"({exc})") from exc
+    return nn.Sequential(*mods)
+
+
+@dataclass
+class ModelBundle:
+    """A loaded network: the encoder to invert, plus what is needed to show results.
+
+    ``encoder`` maps network inputs (after ``preprocessing.apply``) to codes; ``decoder``
+    (autoencoders only) maps codes back; ``module`` is the whole original ``nn.Module`` (or
+    the loaded TorchScript/pickled module), ``None`` for ONNX. ``sha256`` identifies the
+    weights (file hash, or the tensor hash for seed-generated weights).
+    """
+
+    name: str
+    card: dict[str, Any]
+    encoder: LiftedNetwork
+    decoder: nn.Module | None = None
+    module: nn.Module | None = None
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+    sha256: str = ""
+    source_path: str | None = None
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one network input (no batch dimension)."""
+        return tuple(self.encoder.input_shape)
+
+    def encode(self, x01: Tensor) -> Tensor:
+        """Code of display-space images ``(B, *input_shape)`` in [0, 1]."""
+        return self.encoder.forward(self.preprocessing.apply(x01))
+
+    def decode(self, code: Tensor, clamp: bool = False) -> Tensor:
+        """Decoder output in display space (``preprocessing.undo`` applied).
+
+        Not clamped by default, so errors against the ground truth are the decoder's own;
+        ``clamp=True`` clips to [0, 1] for display.
+        """
+        import torch
+
+        if self.decoder is None:
+            from lbi_engine.errors import InputError
+
+            raise InputError(f"network {self.name!r} has no decoder; only autoencoders from a "
+                             "card with a decoder part can decode codes")
+        with torch.no_grad():
+            out = self.preprocessing.undo(self.decoder(code))
+        return out.clamp(0.0, 1.0) if clamp else out
+
+    def to(self, device: torch.device | str | None = None,
+           dtype: torch.dtype | None = None) -> ModelBundle:
+        """A bundle whose encoder and decoder live on ``device`` with ``dtype``."""
+        dec = self.decoder.to(device=device, dtype=dtype) if self.decoder is not None else None
+        mod = self.module
+        if mod is not None and not hasattr(mod, "_c"):  # ScriptModules keep their own dtype
+            mod = mod.to(device=device, dtype=dtype)
+        return ModelBundle(self.name, self.card, self.encoder.to(device=device, dtype=dtype),
+                           dec, mod, self.preprocessing, self.sha256, self.source_path)
+
+
+def zoo_dir() -> Path:
+    """``resources/models`` (see :func:`lbi_engine.data.resources_dir`)."""
+    return resources_dir() / "models"
+
+
+def list_zoo() -> list[str]:
+    """Names of the bundled networks (one ``NAME.json`` card each), sorted."""
+    d = zoo_dir()
+    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+
+
+def _read_card(path: Path) -> dict[str, Any]:
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelFileError(f"model card {path} does not exist; check the path") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFileError(f"model card {path} is not valid JSON ({exc}); fix or "
+                             "regenerate it") from exc
+    if not isinstance(card, dict) or not isinstance(card.get("architecture"), dict):
+        raise ModelFileError(f"model card {path} has no 'architecture' object; see "
+                             "resources/models/*.json for the format")
+    if int(card.get("format_version", 1)) > CARD_FORMAT_VERSION:
+        from lbi_engine.errors import FormatVersionError
+
+        raise FormatVersionError(f"model card {path} has format_version "
+                                 f"{card['format_version']}, newer than this lbi understands "
+                                 f"({CARD_FORMAT_VERSION}); update lbi")
+    return card
+
+
+def zoo_card(name: str) -> dict[str, Any]:
+    """A deep copy of the bundled card ``name`` (editing it changes nothing on disk)."""
+    names = list_zoo()
+    if name not in names:
+        raise ModelFileError(f"{name!r} is not a bundled network; choose one of {names}")
+    return copy.deepcopy(_read_card(zoo_dir() / f"{name}.json"))
+
+
+def load_zoo(name: str, device: torch.device | str = "cpu",
+             dtype: torch.dtype | None = None) -> ModelBundle:
+    """Load the bundled network ``name`` (weights checked against the card's sha256)."""
+    import torch
+
+    zoo_card(name)  # a clear error for unknown names
+    bundle = bundle_from_card(zoo_dir() / f"{name}.json")
+    return bundle.to(device=device, dtype=dtype or torch.float32)
+
+
+def load_network(name_or_path: str | os.PathLike[str], *,
+                 input_shape: tuple[int, ...] | None = None, allow_pickle: bool = False,
+                 card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
+    """A zoo name or a model file path -> :class:`ModelBundle` (see ``io.load_model_file``)."""
+    from lbi_engine.io import load_model_file
+
+    text = os.fspath(name_or_path)
+    if text in list_zoo() and not Path(text).exists():
+        bundle = load_zoo(text)
+        if input_shape is not None and tuple(input_shape) != bundle.input_shape:
+            from lbi_engine.errors import ShapeMismatchError
+
+            raise ShapeMismatchError(f"network {text!r} takes inputs of shape "
+                                     f"{bundle.input_shape}, not {tuple(input_shape)}")
+        return bundle
+    if not Path(text).expanduser().exists():
+        raise ModelFileError(f"{text!r} is neither a bundled network ({', '.join(list_zoo())}) "
+                             "nor an existing model file; check the name or path")
+    return load_model_file(Path(text).expanduser(), input_shape=input_shape,
+                           allow_pickle=allow_pickle, card_path=card_path)
+
+
+# ---------------------------------------------------------------------------------------------
+# builders used by io.load_model_file
+
+
+def _load_weights_file(path: Path) -> dict[str, Tensor]:
+    from lbi_engine.io import _extract_state_dict, _torch_load_weights, sniff_model_format
+
+    fmt = sniff_model_format(path)
+    if fmt == "safetensors":
+        from safetensors import SafetensorError
+        from safetensors.torch import load as load_safetensors
+
+        try:  # from bytes: the Rust reader refuses paths that are not valid UTF-8
+            return load_safetensors(Path(path).read_bytes())
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ModelFileError(f"safetensors file {path} is truncated or corrupt ({exc}); "
+                                 "save or download it again") from exc
+    if fmt in ("torch-zip", "torch-legacy"):
+        return _extract_state_dict(_torch_load_weights(path, fmt), path)
+    raise ModelFileError(f"{path} is a {fmt} file; a card's weights must be safetensors or a "
+                         "state dict")
+
+
+def _check_state(module: nn.Module, state: dict[str, Tensor], weights: str, card: Path) -> None:
+    """Name every missing, unexpected or mis-shaped tensor before load_state_dict does."""
+    want = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    problems = [f"missing {k} {s}" for k, s in want.items() if k not in got]
+    problems += [f"unexpected {k} {s}" for k, s in got.items() if k not in want]
+    problems += [f"{k}: file has {got[k]}, card needs {s}" for k, s in want.items()
+                 if k in got and got[k] != s]
+    if problems:
+        shown = "; ".join(problems[:8]) + ("; ..." if len(problems) > 8 else "")
+        raise ModelFileError(f"weights {weights} do not match the architecture in card {card}: "
+                             f"{shown}. Use the card written for these weights.")
+
+
+def bundle_from_card(card_path: Path, weights_path: Path | None = None,
+                     input_shape: tuple[int, ...] | None = None,
+                     state_dict: dict[str, Tensor] | None = None) -> ModelBundle:
+    """Rebuild a network from a card and its weights (given, named in the card, or seeded)."""
+    import torch
+
+    from lbi_engine.importers import first_shape_hint
+    from lbi_engine.network import LiftedNetwork
+
+    card_path = Path(card_path)
+    card = _read_card(card_path)
+    arch = card["architecture"]
+    layers = arch.get("layers")
+    module = build_module(layers, where=f"model card {card_path}")
+    n_enc = int(arch.get("encoder_layers", len(layers)))
+    if not 1 <= n_enc <= len(layers):
+        raise ModelFileError(f"model card {card_path}: encoder_layers={n_enc} must be between 1 "
+                             f"and the number of layers ({len(layers)})")
+    wspec = card.get("weights") or {}
+    expected_file_sha = None
+    if state_dict is None and weights_path is None and wspec.get("source") == "seeded-init":
+        with torch.random.fork_rng(devices=[]):  # leave the caller's RNG stream untouched
+            torch.manual_seed(int(wspec["seed"]))
+            module = build_module(layers, where=f"model card {card_path}")
+        state = module.state_dict()
+        sha = tensor_sha256(state)
+        if wspec.get("tensor_sha256") and sha != wspec["tensor_sha256"]:
+            raise ModelFileError(
+                f"model card {card_path}: weights regenerated from seed {wspec['seed']} have "
+                f"sha256 {sha[:12]}..., the card expects {wspec['tensor_sha256'][:12]}...; this "
+                f"torch ({torch.__version__}) initialises layers differently from the one "
+                f"that wrote the card ({card.get('torch_version', '?')})")
+        source = None
+    else:
+        if state_dict is None:
+            if weights_path is None:
+                if not wspec.get("file"):
+                    raise ModelFileError(f"model card {card_path} names no weights file; give "
+                                         "the weights file (safetensors or state dict) too")
+                weights_path = card_path.parent / wspec["file"]
+                expected_file_sha = wspec.get("sha256")
+            state_dict = _load_weights_file(Path(weights_path))
+        _check_state(module, state_dict, str(weights_path), card_path)
+        if weights_path is not None:
+            sha = file_sha256(weights_path)
+            if expected_file_sha and sha != expected_file_sha:
+                raise ModelFileError(f"weights file {weights_path} has sha256 {sha[:12]}..., "
+                                     f"but card {card_path} expects {expected_file_sha[:12]}...; "
+                                     "the file was changed or damaged: restore it")
+        else:
+            sha = tensor_sha256(state_dict)
+        module.load_state_dict(state_dict)
+        source = str(weights_path) if weights_path is not None else str(card_path)
+    module.eval().requires_grad_(False)
+    shape = input_shape or tuple(card.get("input_shape") or ()) or first_shape_hint(module)
+    if not shape:
+        raise ModelFileError(f"model card {card_path} has no 'input_shape'; add it (one sample, "
+                             "e.g. [1, 28, 28]) or pass input_shape")
+    name = str(card.get("name") or card_path.stem)
+    encoder_module = module[:n_enc]
+    try:
+        encoder = LiftedNetwork.from_module(encoder_module, tuple(shape), name=name)
+    except UnsupportedLayerError as exc:
+        raise _with_path(exc, card_path) from exc
+    decoder = module[n_enc:] if n_enc < len(module) else None
+    return ModelBundle(name=name, card=card, encoder=encoder, decoder=decoder, module=module,
+                       preprocessing=Preprocessing.from_dict(card.get("preprocessing")),
+                       sha256=sha, source_path=source or str(card_path))
+
+
+def _with_path(exc: UnsupportedLayerError, path: Path) -> UnsupportedLayerError:
+    """The same error with the file named first, unless the message already names it."""
+    msg = str(exc)
+    return exc if str(path) in msg else UnsupportedLayerError(f"network from {path}: {msg}")
+
+
+def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None) -> ModelBundle:
+    """TorchScript or ONNX file -> bundle (encoder only; identity preprocessing)."""
+    from lbi_engine.network import LiftedNetwork
+
+    module = None
+    if fmt == "torchscript":
+        from lbi_engine.importers import jit_load
+
+        encoder = LiftedNetwork.from_torchscript(path, input_shape, name=path.stem)
+        module = jit_load(path)
+    else:
+        encoder = LiftedNetwork.from_onnx(path, input_shape, name=path.stem)
+    card = {"name": path.stem, "format": fmt, "input_shape": list(encoder.input_shape)}
+    return ModelBundle(path.stem, card, encoder, None, module, Preprocessing(),
+                       file_sha256(path), str(path))
+
+
+def bundle_from_module(module: nn.Module, path: Path,
+                       input_shape: tuple[int, ...] | None) -> ModelBundle:
+    """An unpickled ``nn.Module`` (only after ``allow_pickle=True``) -> bundle."""
+    from lbi_engine.errors import InputError
+    from lbi_engine.importers import first_shape_hint
+    from lbi_engine.network import LiftedNetwork
+
+    module.eval()
+    shape = input_shape or first_shape_hint(module)
+    if shape is None:
+        raise InputError(f"{path} does not say its input shape; pass input_shape (one sample, "
+                         "e.g. (1, 28, 28); CLI: --input-shape 1,28,28)")
+    try:
+        encoder = LiftedNetwork.from_module(module, tuple(shape), name=path.stem)
+    except UnsupportedLayerError as exc:
+        raise _with_path(exc, path) from exc
+    card = {"name": path.stem, "format": "pickled-module", "input_shape": list(shape)}
+    return ModelBundle(path.stem, card, encoder, None, module, Preprocessing(),
+                       file_sha256(path), str(path))

@@ -1,0 +1,189 @@
+"""`lbi invert` end to end: files, numbers against direct engine calls, records, bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from lbi_engine.api import InversionRequest, final_metrics, run_to_end
+
+NET = "mnist-perceptron-ae"  # the smallest bundled network with a decoder (784 -> 100)
+RUN_FILES = {"result.json", "reconstruction.npy", "reconstruction.png", "curves.csv",
+             "decoder.npy", "decoder.png"}
+BASE = ["invert", "--network", NET, "--split", "val", "--sample", "2", "--noise-std", "0.05",
+        "--seed", "3", "--alpha", "5e-3", "--method", "pdhg", "--max-iter", "20",
+        "--report-every", "5", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lbi_engine.cli import main
+
+    out = tmp_path_factory.mktemp("invert") / "run"
+    assert main([*BASE, "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def _result(folder: Path) -> dict:
+    return json.loads((folder / "result.json").read_text())
+
+
+def test_writes_every_file_and_matches_a_direct_engine_call(first_run: Path) -> None:
+    assert {p.name for p in first_run.iterdir()} == RUN_FILES
+    result = _result(first_run)
+    request = InversionRequest.from_dict(result["request"])
+    assert (request.network, request.index, request.seed, request.alpha) == (NET, 2, 3, 5e-3)
+    prepared, final, records = run_to_end(request)
+    direct = final_metrics(prepared, final)
+    metrics = result["metrics"]
+    for key in ("objective", "reg_term", "psnr", "ssim", "l2_norm", "tv_iso", "tv_aniso",
+                "discrepancy", "delta", "delta_squared", "decoder_psnr"):
+        assert metrics[key] == pytest.approx(direct[key], rel=1e-6, abs=1e-9), key
+    assert metrics["iterations"] == direct["iterations"] == 20
+    assert metrics["stop_reason"] == "max_iterations"
+    assert metrics["delta_squared"] > 0 and metrics["psnr"] > 5
+    assert result["network"]["sha256"] == prepared.bundle.sha256
+    assert result["seed"] == 3
+    assert set(result["versions"]) == {"lbi", "torch", "numpy", "python"}
+    # the reconstruction: float32, the network's input shape, preprocessing undone
+    recon = np.load(first_run / "reconstruction.npy", allow_pickle=False)
+    assert recon.dtype == np.float32 and recon.shape == tuple(prepared.problem.input_shape)
+    expected = prepared.bundle.preprocessing.undo(final.x[0].numpy())
+    np.testing.assert_allclose(recon.reshape(-1), np.asarray(expected).reshape(-1), atol=1e-6)
+    png = np.asarray(Image.open(first_run / "reconstruction.png"))
+    assert png.shape == (28, 28)
+    np.testing.assert_array_equal(
+        png, np.round(np.clip(recon.reshape(28, 28), 0, 1) * 255).astype(np.uint8))
+    decoder = np.load(first_run / "decoder.npy")
+    np.testing.assert_allclose(decoder.reshape(28, 28), prepared.decoder_image.reshape(28, 28),
+                               atol=1e-6)
+
+
+def test_curves_have_one_row_per_reported_iterate(first_run: Path) -> None:
+    with open(first_run / "curves.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["iteration"]) for r in rows] == [0, 5, 10, 15, 20]
+    assert "bregman_1" in rows[0] and "bregman_2" not in rows[0]  # one layer
+    last = rows[-1]
+    metrics = _result(first_run)["metrics"]
+    assert float(last["objective"]) == pytest.approx(metrics["objective"], rel=1e-12)
+    assert float(last["psnr"]) == pytest.approx(metrics["psnr"], rel=1e-6)
+    # objective = bregman + reg on every row
+    for row in rows:
+        assert float(row["objective"]) == pytest.approx(
+            float(row["bregman_1"]) + float(row["reg"]), rel=1e-5)
+
+
+def test_record_repeats_the_run_exactly_and_flags_override(first_run: Path, cli,
+                                                           tmp_path: Path) -> None:
+    code, _, err = cli("invert", "--record", first_run / "result.json", "--out", tmp_path / "a",
+                       "--quiet")
+    assert code == 0, err
+    again, first = _result(tmp_path / "a"), _result(first_run)
+    for key in ("objective", "psnr", "ssim", "iterations", "delta_squared", "bregman_terms"):
+        assert again["metrics"][key] == first["metrics"][key], key
+    assert (tmp_path / "a" / "reconstruction.npy").read_bytes() == \
+        (first_run / "reconstruction.npy").read_bytes()
+    assert again["request"] == first["request"]
+    code, _, err = cli("invert", "--record", first_run / "result.json", "--alpha", "5e-2",
+                       "--out", tmp_path / "b", "--quiet")
+    assert code == 0, err
+    changed = _result(tmp_path / "b")
+    assert changed["request"]["alpha"] == 5e-2
+    assert {k: v for k, v in changed["request"].items() if k != "alpha"} == \
+        {k: v for k, v in first["request"].items() if k != "alpha"}
+    assert changed["metrics"]["objective"] != first["metrics"]["objective"]
+
+
+def test_existing_results_are_kept_unless_overwrite(first_run: Path, cli) -> None:
+    before = (first_run / "result.json").read_bytes()
+    code, out, err = cli(*BASE, "--out", first_run)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "--overwrite" in err
+    assert (first_run / "result.json").read_bytes() == before
+
+
+def test_overwrite_replaces_and_summary_is_printed(tmp_path: Path, cli) -> None:
+    out = tmp_path / "o"
+    assert cli(*BASE, "--max-iter", "2", "--out", out)[0] == 0
+    code, stdout, err = cli(*BASE, "--max-iter", "3", "--out", out, "--overwrite")
+    assert code == 0, err
+    assert _result(out)["metrics"]["iterations"] == 3
+    assert "psnr" in stdout and "decoder psnr" in stdout and str(out) in stdout
+
+
+def test_user_torchscript_network_with_measured_data(tmp_path: Path, cli) -> None:
+    """A network file the zoo does not know, and y^delta given directly (no ground truth)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.ReLU()).double()
+    torch.jit.script(model).save(str(tmp_path / "model.pt"))
+    x = torch.zeros(1, 16, dtype=torch.float64)
+    x[0, 5:7] = 1.0
+    x[0, 9:11] = 1.0
+    y = model(x).detach().numpy()[0]
+    np.save(tmp_path / "y.npy", y)
+    code, _, err = cli("invert", "--network", tmp_path / "model.pt", "--input-shape", "16",
+                       "--data", tmp_path / "y.npy", "--alpha", "1e-3", "--method", "pdhg",
+                       "--dtype", "float64", "--max-iter", "300", "--out", tmp_path / "r",
+                       "--quiet")
+    assert code == 0, err
+    assert {p.name for p in (tmp_path / "r").iterdir()} == RUN_FILES - {"decoder.npy",
+                                                                         "decoder.png"}
+    result = _result(tmp_path / "r")
+    m = result["metrics"]
+    for key in ("psnr", "ssim", "delta", "delta_squared", "decoder_psnr"):
+        assert m[key] is None, key
+    recon = np.load(tmp_path / "r" / "reconstruction.npy")
+    assert recon.shape == (16,)
+    # the objective, recomputed independently: B_ReLU(y, z) = ½||y - z+||² + <y, z->, TV iso
+    w = model[0].weight.detach().numpy()
+    b = model[0].bias.detach().numpy()
+    z = w @ recon.astype(np.float64) + b
+    bregman = 0.5 * np.sum((y - np.maximum(z, 0)) ** 2) + np.sum(y * np.maximum(-z, 0))
+    img = recon.astype(np.float64).reshape(4, 4)
+    gx = np.zeros_like(img)
+    gy = np.zeros_like(img)
+    gx[:-1] = img[1:] - img[:-1]
+    gy[:, :-1] = img[:, 1:] - img[:, :-1]
+    tv = np.sqrt(gx**2 + gy**2).sum()
+    assert m["tv_iso"] == pytest.approx(tv, rel=1e-5)
+    assert m["objective"] == pytest.approx(bregman + 1e-3 * tv, rel=1e-5)
+    assert m["discrepancy"] == pytest.approx(np.linalg.norm(np.maximum(z, 0) - y), rel=1e-5)
+    assert m["discrepancy"] < 0.5 * np.linalg.norm(y - np.maximum(b, 0))  # it did fit the data
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--network", "no-such-network", "--sample", "0"], "no-such-network"),
+        (["--network", NET, "--truth", "missing.npy"], "missing.npy"),
+        (["--network", NET, "--truth", "{small}"], "shape"),
+        (["--network", NET, "--sample", "0", "--alpha", "0"], "alpha"),
+        (["--network", NET, "--sample", "0", "--alpha", "-1e-3"], "alpha"),
+        (["--network", NET, "--sample", "99999"], "99999"),
+        (["--network", NET, "--sample", "0", "--image", "x.png"], "not allowed with"),
+        (["--network", NET], "--sample"),
+        (["--sample", "0"], "--network"),
+        (["--network", NET, "--sample", "0", "--max-iter", "0"], "--max-iter"),
+        (["--network", NET, "--sample", "0", "--regulariser", "tvv"], "tvv"),
+        (["--network", NET, "--sample", "0", "--bogus"], "--bogus"),
+        (["--record", "missing.json"], "missing.json"),
+        (["--network", NET, "--sample", "0", "--input-shape", "1,x"], "shape"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], needle: str, tmp_path: Path,
+                                         cli) -> None:
+    np.save(tmp_path / "small.npy", np.zeros((5, 5), np.float32))
+    args = [a.replace("{small}", str(tmp_path / "small.npy")) for a in args]
+    code, out, err = cli("invert", *args, "--out", tmp_path / "out")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("lbi"), err
+    assert needle in err
+    assert not (tmp_path / "out" / "result.json").exists()

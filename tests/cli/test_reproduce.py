@@ -1,0 +1,65 @@
+"""`lbi reproduce`: quick runs in the suite, full reproductions behind @pytest.mark.slow."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from lbi_engine.experiments import EXPERIMENTS
+
+NUMBER = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+def _table_row(report: str, label: str) -> list[str]:
+    line = next(line for line in report.splitlines() if line.startswith(f"| {label} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_circle_quick_writes_report_with_computed_numbers(tmp_path: Path, cli) -> None:
+    code, stdout, err = cli("reproduce", "circle", "--quick", "--threads", "1", "--out", tmp_path)
+    assert code == 0, err
+    assert "report.md" in stdout
+    report = (tmp_path / "report.md").read_text()
+    truth = _table_row(report, "ground truth")
+    # the disc of MATH.md §9.1: 788 pixels, l2 = sqrt(788), aniso TV 128, iso TV 116.87
+    assert truth[1:] == ["28.07", "28.07", "116.87", "128.00", "128.0"]
+    for label in ("Landweber", "TV"):
+        row = _table_row(report, label)
+        assert all(re.fullmatch(NUMBER, cell) for cell in (row[1], row[3], row[4])), row
+    landweber, tv = _table_row(report, "Landweber"), _table_row(report, "TV")
+    assert float(landweber[1]) < float(tv[1])  # Landweber: minimum-norm-like, small l2
+    assert float(landweber[3]) > float(tv[3])  # ... and a much larger TV
+    assert re.search(r"Run time: \*\*\d+\.\d s\*\*", report)
+    for png in tmp_path.glob("*.png"):
+        assert Image.open(png).size[0] > 100
+    assert len(list(tmp_path.glob("*.png"))) == 3
+
+
+def test_convergence_quick_reports_a_slope_and_the_bound(tmp_path: Path, cli) -> None:
+    code, _, err = cli("reproduce", "convergence", "--quick", "--out", tmp_path)
+    assert code == 0, err
+    report = (tmp_path / "report.md").read_text()
+    slope = float(re.search(r"Fitted slope .*?\*\*(" + NUMBER + r")\*\*", report).group(1))
+    assert 0.5 < slope < 2.5
+    assert "below the bound: **True**" in report
+    assert "componentwise source condition holds at every level" in report
+
+
+def test_existing_report_is_not_overwritten(tmp_path: Path, cli) -> None:
+    (tmp_path / "report.md").write_text("keep me")
+    code, _, err = cli("reproduce", "convergence", "--quick", "--out", tmp_path)
+    assert code == 2 and "--overwrite" in err
+    assert (tmp_path / "report.md").read_text() == "keep me"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_full_reproduction(name: str, tmp_path: Path, cli) -> None:
+    code, _, err = cli("reproduce", name, "--out", tmp_path)
+    assert code == 0, err
+    report = (tmp_path / "report.md").read_text()
+    assert "full run" in report and "quick" not in report.split("Run time:")[1]
+    assert list(tmp_path.glob("*.png"))

@@ -1,0 +1,12 @@
+"""Suite-wide settings, applied before any test module imports torch or Qt."""
+
+from __future__ import annotations
+
+import os
+
+# One OpenMP thread per process: the test problems are small, and on a 2-core machine shared
+# with other processes two threads made small convolutions up to 1000x slower (measured).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+# Qt without a screen (CI, headless machines); a developer can override it.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -1,0 +1,167 @@
+"""Small inversion problems and independent reference computations for the solver tests.
+
+Everything here is test-only: seeded networks small enough that a run takes well under a
+second, the images they invert, and the same objectives written out in cvxpy (a different
+code path from lbi_engine, solved by an interior-point method) so that a solver's answer
+can be checked against a solution nobody in this project computed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from torch import Tensor, nn
+
+from lbi_engine.activations import make_activation
+from lbi_engine.network import LiftedLayer, LiftedNetwork
+from lbi_engine.operators import affine_from_modules
+from lbi_engine.problem import InversionProblem
+from lbi_engine.regularisers import make_regulariser
+from lbi_engine.solvers import IterateRecord, solve
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    """Tiny problems run ~10x slower with two intra-op threads on a busy 2-core machine
+    (thread hand-off costs more than the arithmetic), so solver tests use one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# -- images -------------------------------------------------------------------------------------
+def disc(side: int, radius: float, dtype: torch.dtype = torch.float64) -> Tensor:
+    """A centred binary disc, ``(side, side)``."""
+    yy, xx = np.mgrid[:side, :side]
+    c = (side - 1) / 2
+    return torch.tensor(((yy - c) ** 2 + (xx - c) ** 2 <= radius**2).astype(float), dtype=dtype)
+
+
+# -- networks -----------------------------------------------------------------------------------
+def gaussian_init(module: nn.Module, seed: int, gain: float = 1.0, bias: float = 0.1) -> nn.Module:
+    """Re-draw every Linear/Conv weight as N(0, gain^2/fan_in) and bias as N(0, bias^2),
+    from a private generator (independent of torch's global seed), in float64."""
+    g = torch.Generator().manual_seed(seed)
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            fan_in = m.weight[0].numel()
+            with torch.no_grad():
+                m.weight.copy_(gain * torch.randn(m.weight.shape, generator=g) / math.sqrt(fan_in))
+                if m.bias is not None:
+                    m.bias.copy_(bias * torch.randn(m.bias.shape, generator=g))
+    return module.double()
+
+
+def lift(module: nn.Module, input_shape: tuple[int, ...],
+         dtype: torch.dtype = torch.float64) -> LiftedNetwork:
+    return LiftedNetwork.from_module(module.to(dtype), input_shape)
+
+
+def chain(specs: list[tuple[nn.Module, str]], input_shape: tuple[int, ...], seed: int = 0,
+          gain: float = 1.0) -> LiftedNetwork:
+    """A lifted network from (affine module, activation name) pairs, built layer by layer so
+    that activations nn.Sequential cannot express between two affine maps (identity) are
+    possible: from_module would merge Linear, Linear into one layer."""
+    layers, shape = [], tuple(input_shape)
+    for i, (module, act) in enumerate(specs):
+        gaussian_init(module, seed + i, gain=gain)
+        mods = [nn.Flatten(), module] if isinstance(module, nn.Linear) and len(shape) > 1 \
+            else [module]
+        affine = affine_from_modules(mods, shape)
+        layers.append(LiftedLayer(affine, make_activation(act), f"{i}:{type(module).__name__}"))
+        shape = affine.out_shape
+    return LiftedNetwork(layers, input_shape)
+
+
+def relu_perceptron(side: int, m: int, seed: int, gain: float = 1.0) -> LiftedNetwork:
+    """Linear(side^2, m) + ReLU with Gaussian weights (flat input, square image)."""
+    return lift(gaussian_init(nn.Sequential(nn.Linear(side * side, m), nn.ReLU()), seed, gain),
+                (side * side,))
+
+
+def noisy(net: LiftedNetwork, x_true: Tensor, std: float, seed: int) -> tuple[Tensor, Tensor]:
+    """(y_delta, ||y_delta - y||): Gaussian noise projected onto dom Psi_L (MATH.md §7)."""
+    y = net.forward(x_true)
+    g = torch.Generator().manual_seed(seed)
+    noise = torch.randn(y.shape, generator=g, dtype=torch.float64).to(y.dtype)
+    y_delta = net.layers[-1].activation.project(y + std * noise)
+    return y_delta, (y_delta - y).flatten(1).norm(dim=1)
+
+
+def problem_for(net: LiftedNetwork, x_true: Tensor, alpha: float, std: float = 0.0,
+                seed: int = 0, reg: str = "tv", **kw: object) -> InversionProblem:
+    y_delta, delta = noisy(net, x_true, std, seed)
+    return InversionProblem(net, y_delta, make_regulariser(reg), alpha, x_true=x_true,
+                            delta=delta, **kw)
+
+
+def run(problem: InversionProblem, method: str, **kw: object) -> list[IterateRecord]:
+    return list(solve(problem, method, **kw))
+
+
+def objectives(records: list[IterateRecord], sample: int = 0) -> np.ndarray:
+    """The objective per distinct iteration (the final record repeats the last report)."""
+    seen: dict[int, float] = {}
+    for r in records:
+        seen[r.iteration] = float(r.objective[sample])
+    return np.array([seen[k] for k in sorted(seen)])
+
+
+# -- independent references --------------------------------------------------------------------
+def dense(affine: object) -> tuple[np.ndarray, np.ndarray]:
+    """(A, b) with affine.apply(x) = A x + b on flattened samples."""
+    a = affine.dense().to(torch.float64).numpy()
+    zero = torch.zeros((1, *affine.in_shape), dtype=torch.float64)
+    b = affine.to(dtype=torch.float64).apply(zero).reshape(-1).numpy()
+    return a, b
+
+
+def diff_matrices(h: int, w: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Forward differences with Neumann boundary (MATH.md §4.1) on row-major (h, w) images,
+    written independently of lbi_engine.finite_differences."""
+    def d1(n: int) -> sp.csr_matrix:
+        d = sp.diags([-np.ones(n), np.ones(n - 1)], [0, 1], shape=(n, n)).tolil()
+        d[n - 1, :] = 0
+        return d.tocsr()
+    return sp.kron(d1(h), sp.eye(w)).tocsr(), sp.kron(sp.eye(h), d1(w)).tocsr()
+
+
+def tv_numpy(x: np.ndarray, h: int, w: int, isotropic: bool = True) -> float:
+    dh, dw = diff_matrices(h, w)
+    gh, gw = dh @ x.reshape(-1), dw @ x.reshape(-1)
+    return float(np.sqrt(gh**2 + gw**2).sum() if isotropic else (abs(gh) + abs(gw)).sum())
+
+
+def cvx_tv(x: object, h: int, w: int, isotropic: bool = True) -> object:
+    import cvxpy as cp
+
+    dh, dw = diff_matrices(h, w)
+    if isotropic:
+        return cp.sum(cp.norm(cp.vstack([dh @ x, dw @ x]), 2, axis=0))
+    return cp.norm1(dh @ x) + cp.norm1(dw @ x)
+
+
+def cvx_bregman(activation: str, y: np.ndarray, z: object) -> object:
+    """B_Psi(y, z) in cvxpy for y in dom Psi (closed forms of MATH.md §2.3), incl. constants."""
+    import cvxpy as cp
+
+    if activation == "identity":
+        return 0.5 * cp.sum_squares(y - z)
+    if activation == "relu":  # ½ y^2 + ½ z_+^2 - y z
+        return cp.sum(0.5 * cp.square(cp.pos(z)) - cp.multiply(y, z)) + 0.5 * float(y @ y)
+    raise ValueError(activation)
+
+
+def cvx_solve(objective: object) -> float:
+    import cvxpy as cp
+
+    problem = cp.Problem(cp.Minimize(objective))
+    problem.solve(solver="CLARABEL")
+    assert problem.status == "optimal", problem.status
+    return float(problem.value)

@@ -1,0 +1,70 @@
+"""Start the application for real: bundled CNN autoencoder, a noisy validation digit, Run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lbi_gui.app import build_parser, request_from_args
+from lbi_gui.params import DEFAULT_REQUEST
+from tests.gui.conftest import wait_idle
+
+
+def test_gui_defaults_mirror_the_engine_request() -> None:
+    """params.DEFAULT_REQUEST is a copy (the window shows it before torch loads)."""
+    from lbi_engine.api import InversionRequest
+
+    engine = InversionRequest().to_dict()
+    engine.pop("format_version")
+    engine.pop("kind")
+    gui = dict(DEFAULT_REQUEST)
+    assert gui.pop("threads") == 1 and engine.pop("threads") is None  # GUI: one solver thread
+    assert gui == engine
+
+
+def test_command_line_preconfigures_the_window(qtbot, make_window, tmp_path) -> None:
+    args = build_parser().parse_args(
+        ["--network", "mnist-cnn-ae", "--sample", "7", "--split", "val", "--noise-std", "0.1",
+         "--seed", "3", "--alpha", "0.02", "--regulariser", "tv-aniso", "--method", "layerwise",
+         "--steps", "paper", "--max-iter", "77", "--tol", "1e-4", "--device", "cpu",
+         "--dtype", "float64"])
+    req = request_from_args(args)
+    win = make_window(req)
+    shown = win.current_request()
+    for key, value in {"index": 7, "noise_std": 0.1, "seed": 3, "alpha": 0.02,
+                       "regulariser": "tv-aniso", "method": "layerwise", "steps": "paper",
+                       "max_iter": 77, "tol": 1e-4, "dtype": "float64"}.items():
+        assert shown[key] == pytest.approx(value) if isinstance(value, float) else \
+            shown[key] == value, key
+    assert win.info.request["index"] == 7
+
+
+def test_run_joint_on_noisy_digit_beats_the_decoder(qtbot, make_window) -> None:
+    win = make_window({"max_iter": 300, "noise_std": 0.1, "index": 3})
+    assert win.info.network_name == "mnist-cnn-ae"
+    assert win.network_panel.table.rowCount() == len(win.info.layers) == 3
+    assert win.info.decoder is not None and win.info.truth.shape == (28, 28)
+    assert win.info.delta > 0
+    win.run()
+    wait_idle(qtbot, win, timeout=120000)
+    run = win.run_table.runs[-1]
+    assert run.request["method"] == "joint"
+    assert run.metrics["psnr"] > win.info.decoder_psnr + 1.0, (run.metrics, win.info)
+    # the curves hold exactly the points the solver reports: repeat the run with the engine
+    from lbi_engine import api
+
+    torch.set_num_threads(1)
+    req = api.InversionRequest.from_dict({"format_version": 1, **win.current_request()})
+    records = list(api.iterate(api.prepare(req)))
+    arr = run.curves.arrays()
+    np.testing.assert_array_equal(arr["iteration"], [r.iteration for r in records])
+    for key in ("objective", "psnr", "discrepancy", "reg_term"):
+        np.testing.assert_allclose(arr[key], [float(getattr(r, key)[0]) for r in records],
+                                   rtol=1e-4, err_msg=key)
+    np.testing.assert_allclose(arr["bregman"], np.stack([r.bregman_terms[0].numpy()
+                                                         for r in records]), rtol=1e-4)
+    np.testing.assert_allclose(run.x_raw, records[-1].x[0].numpy(), rtol=1e-4, atol=1e-5)
+    # what is on screen is the result
+    np.testing.assert_array_equal(win.image_grid.iterate, run.x_display)
+    assert win.status_reason.text().startswith("stopped:")

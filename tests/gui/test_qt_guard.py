@@ -1,0 +1,37 @@
+"""Guards against known-bad Qt bindings (ENVIRONMENT.md) before any GUI test runs."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6 import QtCore
+
+
+def test_signal_emit_keeps_bool_refcount(qtbot) -> None:
+    """PySide6 6.12.0 drops a reference to True on every emit and later aborts the process."""
+
+    class S(QtCore.QObject):
+        sig = QtCore.Signal(object)
+
+    s = S()
+    s.sig.connect(lambda v: None)
+    before = sys.getrefcount(True)
+    for _ in range(100):
+        s.sig.emit(1)
+    assert sys.getrefcount(True) - before > -50
+
+
+def test_gui_modules_import_without_torch() -> None:
+    """The window must appear before torch loads: no lbi_gui module may import it."""
+    import subprocess
+
+    code = ("import sys\n"
+            "import lbi_gui.app, lbi_gui.main_window, lbi_gui.worker, lbi_gui.controller\n"
+            "import lbi_gui.session, lbi_gui.export\n"
+            "bad = [m for m in ('torch', 'lbi_engine.api') if m in sys.modules]\n"
+            "print(bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    env = {**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,126 @@
+"""Thread mechanics against the numpy fake engine: throttling, pause, restart, queue, errors.
+
+The fake's numbers are known in closed form (x_k = (1 - 0.99^k) x†, objective 0.99^k), so
+these tests check exactly what reached the window.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from PySide6 import QtCore
+
+from tests.gui.conftest import wait_idle, wait_iterations
+from tests.gui.fake_engine import RATE
+
+
+class Counter(QtCore.QObject):
+    """A GUI-thread receiver (pytest-qt pitfall: never count in a worker-thread lambda)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    @QtCore.Slot(object)
+    def hit(self, _obj: object) -> None:
+        self.n += 1
+
+
+def test_fast_solver_keeps_every_point_but_redraws_at_most_30_hz(qtbot, fake_engine,
+                                                                 make_window) -> None:
+    fake_engine(delay=0.0)
+    win = make_window({"max_iter": 30000, "report_every": 1})
+    counter = Counter()
+    win.controller.view_update.connect(counter.hit)
+    t0 = time.perf_counter()
+    win.run()
+    wait_idle(qtbot, win)
+    seconds = time.perf_counter() - t0
+    arr = win.controller.curves.arrays()
+    # every reported record: iteration 0, 1, ..., 29999 and the final 30000
+    np.testing.assert_array_equal(arr["iteration"], np.arange(30001))
+    np.testing.assert_allclose(arr["objective"], RATE ** np.arange(30001), rtol=1e-12)
+    assert counter.n <= 30 * seconds + 3, (counter.n, seconds)
+    assert len(win.run_table.runs) == 1
+
+
+def test_pause_stops_pulling_and_resume_continues(qtbot, fake_engine, make_window) -> None:
+    fake_engine(delay=0.0005)
+    win = make_window({"max_iter": 100000, "report_every": 10})
+    win.run()
+    wait_iterations(qtbot, win, 50)
+    win.toggle_pause()
+    assert win.controller.paused and win.actions_.pause.text() == "Resume"
+    qtbot.wait(150)
+    k = win.controller.curves.last_iteration
+    qtbot.wait(300)
+    assert win.controller.curves.last_iteration == k  # nothing pulled while paused
+    win.toggle_pause()
+    wait_iterations(qtbot, win, k + 100)
+    win.stop()
+    wait_idle(qtbot, win)
+    assert win.run_table.runs == []  # Stop discards
+    assert win.status_reason.text() == "stopped: stopped by user"
+
+
+def test_hot_alpha_change_restarts_warm_and_marks_it(qtbot, fake_engine, make_window) -> None:
+    fake_engine(delay=0.0005)
+    win = make_window({"max_iter": 600, "report_every": 10})
+    win.run()
+    wait_iterations(qtbot, win, 100)
+    win.reg_panel.alpha.setValue(0.02)
+    win.reg_panel._emit("alpha")
+    wait_idle(qtbot, win)
+    store = win.controller.curves
+    assert len(store.restarts) == 1
+    k0, what = store.restarts[0]
+    assert k0 >= 100 and "α" in what
+    it = store.arrays()["iteration"]
+    assert np.all(np.diff(it) >= 0)  # the count continues through the restart
+    assert it[-1] == k0 + 600  # the new segment ran its own max_iter
+    reg = store.arrays()["reg_term"]
+    assert reg[0] == pytest.approx(9e-3) and reg[-1] == pytest.approx(0.02)
+    assert len(win.curves.restart_lines) == len(win.curves.plots)  # one line per plot
+    run = win.run_table.runs[-1]
+    assert run.request["alpha"] == pytest.approx(0.02) and run.table_row()["restarts"] == 1
+
+
+def test_finish_now_keeps_the_current_iterate(qtbot, fake_engine, make_window) -> None:
+    fake_engine(delay=0.001)
+    win = make_window({"max_iter": 100000})
+    win.run()
+    wait_iterations(qtbot, win, 30)
+    win.finish_now()
+    wait_idle(qtbot, win)
+    run = win.run_table.runs[-1]
+    assert run.stop_reason == "finished by user"
+    k = run.iterations
+    np.testing.assert_allclose(run.x_display, (1 - RATE ** k) * win.info.truth, rtol=1e-6)
+
+
+def test_run_all_collects_errors_in_one_dialog(qtbot, fake_engine, make_window,
+                                                monkeypatch) -> None:
+    fake_engine()
+    win = make_window({"max_iter": 50})
+    from tests.gui import fake_engine as fe
+
+    original = fe.FakeRequest.from_dict
+
+    def picky(d):  # "landweber" fails in this fake
+        if d.get("method") == "landweber":
+            raise fe.InputError("landweber: not for this network (fake)")
+        return original(d)
+
+    monkeypatch.setattr(fe.FakeRequest, "from_dict", staticmethod(picky))
+    shown = []
+    monkeypatch.setattr("lbi_gui.window_run.show_error",
+                        lambda parent, title, msg, **kw: shown.append((title, msg)))
+    win.run_all_methods()
+    qtbot.waitUntil(lambda: not win.controller.running and bool(shown) or
+                    len(win.run_table.runs) == 4, timeout=20000)
+    qtbot.waitUntil(lambda: bool(shown), timeout=20000)
+    methods = [r.request["method"] for r in win.run_table.runs]
+    assert methods == ["joint", "layerwise", "backprop"]  # pdhg skipped: 2-layer network
+    assert "landweber" in shown[0][1]

@@ -1,0 +1,1 @@
+"""Reliability and security tests: bad inputs, properties, faults, cancellation, atomic files."""

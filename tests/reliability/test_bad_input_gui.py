@@ -1,0 +1,85 @@
+"""The bad-input corpus through the GUI: a dialog with the reason, and the window keeps working.
+
+Files go through the window's own Open paths (``open_network``, ``open_data_file``).
+Parameter cases the widgets cannot produce (NaN alpha, unknown options, ...) arrive as a run
+request, as they would from a session file or the command line, and must end in a dialog
+too. Dialogs are captured by monkeypatching QMessageBox (see the ``dialogs`` fixture).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lbi_engine.errors import UnsafeFileError
+from tests.reliability import corpus
+from tests.reliability.conftest import wait_idle
+from tests.reliability.kit import Kit
+
+GUI_CASES = [c for c in corpus.CASES if c.gui and c.error is not None]
+
+
+def _apply(win: Any, case: corpus.Case, request: dict[str, Any], base: dict[str, Any]) -> None:
+    """Feed the bad input to the window the way a user (or a session/command line) would."""
+    if case.gui == "param":
+        changed = {k: v for k, v in request.items() if base.get(k) != v}
+        win.controller.start({**win.current_request(), **changed})
+        return
+    if request["network"] != base["network"]:
+        win.network_panel.set_values({"input_shape": request.get("input_shape")})
+        win.open_network(request["network"])
+        return
+    for key in ("image", "truth", "data"):
+        if request.get(key):
+            win.open_data_file(key, request[key])
+            return
+    raise AssertionError(f"{case.id}: no GUI route")
+
+
+def test_every_bad_input_gives_a_dialog_and_the_window_keeps_working(
+        qtbot: Any, window: Any, dialogs: list[dict[str, str]], kit: Kit, tmp_path: Path) -> None:
+    base = kit.base_request(max_iter=20)
+    win = window(base)
+    assert not dialogs
+    problems = []
+    for case in GUI_CASES:
+        n = len(dialogs)
+        patch = pytest.MonkeyPatch()  # the case's own patches (e.g. an unreadable file)
+        try:
+            request = corpus.build(case, tmp_path / case.id, kit, patch)
+            _apply(win, case, request, base)
+            qtbot.waitUntil(lambda n=n: len(dialogs) > n, timeout=30000)
+            wait_idle(qtbot, win)
+        finally:
+            patch.undo()
+        shown = dialogs[n:]
+        kind = "question" if case.error is UnsafeFileError else "error"
+        text = " ".join(d["text"] for d in shown)
+        if len(shown) != 1 or shown[0]["kind"] != kind:
+            problems.append(f"{case.id}: expected one {kind} dialog, got {shown}")
+        missing = corpus.message_ok(text, case.words)
+        if case.error is UnsafeFileError:
+            missing += corpus.message_ok(text, ("pickle", "code"))
+        if missing:
+            problems.append(f"{case.id}: dialog lacks {missing}: {text[:300]}")
+        if "Traceback" in text:
+            problems.append(f"{case.id}: traceback in the dialog text")
+        if (tmp_path / case.id / corpus.MARKER).exists():
+            problems.append(f"{case.id}: a pickle ran code without consent")
+        if win.current_request()["network"] != base["network"]:
+            problems.append(f"{case.id}: the window did not go back to the working network")
+            win.set_request(base)
+    assert not problems, "\n".join(problems)
+    # the window still runs an inversion on the good problem
+    runs = len(win.run_table.runs)
+    win.set_request(base)
+    win.run()
+    qtbot.waitUntil(lambda: len(win.run_table.runs) > runs, timeout=60000)
+    result = win.run_table.runs[-1]
+    assert result.iterations == 20
+    assert math.isfinite(float(result.metrics["objective"]))
+    assert result.request["network"] == base["network"]
+    assert len(dialogs) == len(GUI_CASES)  # and nothing else went wrong on the way
