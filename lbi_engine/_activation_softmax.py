@@ -42,7 +42,7 @@ class Softmax(ProximalActivation):
         if isinstance(dim, bool) or not isinstance(dim, int):
             try:
                 ok = float(dim) == int(dim)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: dim=inf
                 ok = False
             if not ok:
                 raise InputError(f"softmax: dim={dim!r} must be an integer (1 = features).")

@@ -8,6 +8,7 @@ run with ``lbi invert --record FILE``. ``prepare`` turns it into an ``InversionP
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lbi_engine._record_types import hint_name, json_type_ok
 from lbi_engine.errors import FormatVersionError, InputError, ShapeMismatchError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.solvers import METHODS, SolverOptions, StopRule, solve, warm_start
@@ -118,7 +120,12 @@ class InversionRequest:
             raise FormatVersionError(
                 "the run record has no 'format_version'; it is not an lbi record."
             )
-        if not isinstance(version, int) or version > FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise FormatVersionError(
+                f"the run record has format_version {version!r}, which no lbi ever wrote (1 is "
+                "the first); the file is damaged: export the run again."
+            )
+        if version > FORMAT_VERSION:
             raise FormatVersionError(
                 f"the run record has format_version {version!r}, newer than this lbi understands "
                 f"({FORMAT_VERSION}); update lbi to open it."
@@ -129,6 +136,12 @@ class InversionRequest:
             raise InputError(
                 f"the run record has unknown field(s) {unknown}; valid: {sorted(known)}."
             )
+        hints = typing.get_type_hints(cls)
+        wrong = [f"{k}={v!r} (expected {hint_name(hints[k])})" for k, v in data.items()
+                 if not json_type_ok(v, hints[k])]
+        if wrong:  # checked here so a damaged record never reaches a TypeError deeper down
+            raise InputError(f"the run record has value(s) of the wrong type: {'; '.join(wrong)}; "
+                             "fix the file or export the run again.")
         if data.get("input_shape") is not None:
             data["input_shape"] = tuple(int(v) for v in data["input_shape"])
         return cls(**data).validate()
@@ -243,7 +256,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         bundle = load_network(
             request.network, input_shape=request.input_shape, allow_pickle=request.allow_pickle
         )
-    encoder = bundle.encoder.to(device=device, dtype=dtype)
+    encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)
     regulariser = make_regulariser(request.regulariser)
     truth_display = _load_truth(request, bundle)
@@ -321,6 +334,40 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     )
 
 
+def _warm_up(network: Any, method: str, device: torch.device, dtype: torch.dtype) -> Any:
+    """The network on ``device``/``dtype``, with the slow one-time work of a run done now.
+
+    Why: a run is cancellable only between iterations, so anything slow before or in its
+    first iterations delays Stop (the GUI promises < 200 ms). Done here instead: operator
+    norms (step sizes; ~0.2 s for the circle perceptron, ~1 s for the CNN's convolutions),
+    cached on the bundle's layers so they survive ``.to()`` and later runs; the first call of
+    each convolution kernel and of autograd through the network (~0.1-0.8 s per process:
+    torch imports sympy on the first ``autograd.grad`` with ``grad_outputs``);
+    scikit-image (SSIM) and torch.optim's import of torch._dynamo (~3 s per process).
+    """
+    for layer in network.layers:
+        layer.affine.norm()
+    encoder = network.to(device=device, dtype=dtype)
+    x = torch.zeros((1, *encoder.input_shape), device=device, dtype=dtype)
+    with torch.no_grad():
+        h = x
+        for layer in encoder.layers:
+            z = layer.affine.apply(h)
+            layer.affine.adjoint(z)
+            h = layer.activation.sigma(z)
+    if method in ("landweber", "backprop"):
+        with torch.enable_grad():  # with grad_outputs, as Landweber does: that imports sympy
+            out = encoder.forward(x.requires_grad_(True))
+            torch.autograd.grad(out, x, grad_outputs=torch.ones_like(out))
+    if method == "backprop":
+        torch.optim.Adam([torch.zeros(1, requires_grad=True)])
+    try:  # skimage loads lazily: only touching the function imports it
+        from skimage.metrics import structural_similarity  # noqa: F401
+    except ImportError:  # SSIM then reports its own error where it is used
+        pass
+    return encoder
+
+
 def _squeeze_display(array: np.ndarray) -> np.ndarray:
     while array.ndim > 2 and array.shape[0] == 1:
         array = array[0]
@@ -384,15 +431,21 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "seconds": record.elapsed,
         "psnr": scalar(record.psnr),
         "ssim": scalar(record.ssim),
-        "l2_norm": scalar(metrics.l2_norm(x)),
-        "tv_iso": scalar(metrics.tv_iso(image)) if has_image else None,
-        "tv_aniso": scalar(metrics.tv_aniso(image)) if has_image else None,
+        # x and image hold only this sample, so their (1,) metrics are read at index 0
+        "l2_norm": _first(metrics.l2_norm(x)),
+        "tv_iso": _first(metrics.tv_iso(image)) if has_image else None,
+        "tv_aniso": _first(metrics.tv_aniso(image)) if has_image else None,
         "discrepancy": scalar(record.discrepancy),
         "delta": prepared.delta,
         "delta_squared": prepared.delta_squared,
         "noise_norm": prepared.noise_norm,
         "decoder_psnr": prepared.decoder_psnr,
     }
+
+
+def _first(t: Tensor) -> float | None:
+    value = float(t[0])
+    return value if math.isfinite(value) else None
 
 
 def run_to_end(

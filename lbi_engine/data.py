@@ -128,7 +128,7 @@ def dataset_size(dataset: str, split: str) -> int | None:
         raise InputError(f"split {split!r} of {dataset!r} is unknown; choose one of "
                          f"{list_splits(dataset)}")
     if dataset == "mnist":
-        return int(_mnist_arrays()[f"{split}_idx"].size) if split != "all" else 5000
+        return int(_mnist_arrays()[f"{split}_idx"].size)
     return 1 if split == "disc" else None
 
 

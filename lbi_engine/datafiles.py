@@ -44,11 +44,11 @@ def _require_file(path: str | os.PathLike[str], what: str) -> Path:
     return p
 
 
-def _check_pixels(p: Path, size: tuple[int, int]) -> None:
+def _check_pixels(size: tuple[int, int]) -> None:
     """Refuse an image whose header claims more pixels than lbi reads (before decoding)."""
     width, height = size
     if width * height > MAX_IMAGE_PIXELS:
-        raise DataFileError(f"image file {p} claims {width} x {height} = {width * height:,} "
+        raise DataFileError(f"its header claims {width} x {height} = {width * height:,} "
                             f"pixels; lbi reads images of at most {MAX_IMAGE_PIXELS:,} pixels "
                             "(a larger header is usually a corrupt file): downscale it first")
 
@@ -115,7 +115,7 @@ def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     p = _require_file(path, "image file")
     try:
         with Image.open(p) as im:
-            _check_pixels(p, im.size)  # from the header, before decoding allocates anything
+            _check_pixels(im.size)  # from the header, before decoding allocates anything
             im.load()
             arr = _pil_to_float(im)
     except Image.DecompressionBombError as exc:
@@ -124,6 +124,8 @@ def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     except UnidentifiedImageError as exc:
         raise DataFileError(f"{p} is not an image Pillow can read; use PNG, JPEG, TIFF or BMP, "
                             "or a .npy array") from exc
+    except DataFileError as exc:  # the pixels were read but are unusable: say which file
+        raise DataFileError(f"image file {p}: {exc}") from exc
     except (OSError, ValueError, SyntaxError) as exc:
         raise DataFileError(f"image file {p} is truncated or corrupt ({exc}); save it "
                             "again") from exc
@@ -158,7 +160,8 @@ def _pil_to_float(im: Any) -> np.ndarray:
         return arr.astype(np.float64) / float(np.iinfo(arr.dtype).max)
     arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():
-        raise ValueError("the float image contains NaN or infinity")
+        raise DataFileError("the float image contains NaN or infinite pixel values; replace "
+                            "them (e.g. np.nan_to_num) and save it again")
     lo, hi = float(arr.min()), float(arr.max())
     if lo >= 0.0 and hi <= 1.0:
         return arr

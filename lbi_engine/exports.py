@@ -191,8 +191,18 @@ def _sample_value(value: Any, sample: int) -> float | None:
 
 
 def curve_rows(records: Iterable[Any], sample: int = 0) -> tuple[list[str], list[list[Any]]]:
-    """The header and rows of curves.csv: one row per reported iterate of one sample."""
+    """The header and rows of curves.csv: one row per reported iterate of one sample.
+
+    A solver reports the last iterate twice when the end falls on a report (once as a
+    regular and once as the final record); only the later (final) one is kept.
+    """
     records = list(records)
+    records = [
+        r for i, r in enumerate(records)
+        if i + 1 == len(records)
+        or (_field(records[i + 1], "iteration"), _field(records[i + 1], "stage"))
+        != (_field(r, "iteration"), _field(r, "stage"))
+    ]
     layers = 0
     for record in records:
         terms = _to_numpy(_field(record, "bregman_terms"))

@@ -131,7 +131,7 @@ class GradInto:
     """
 
     def __init__(self, x: Tensor, out: Tensor, image_shape: tuple[int, ...]) -> None:
-        h, w = int(image_shape[-2]), int(image_shape[-1])
+        w = int(image_shape[-1])
         xf, pf = flat_image(x, image_shape), flat_field(out, image_shape)
         self._rows = (xf[..., w:], xf[..., :-w], pf[:, 0, :, :-w])
         self._cols = (xf[..., 1:], xf[..., :-1], pf[:, 1, :, :-1])

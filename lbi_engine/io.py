@@ -326,7 +326,7 @@ def _card_for(p: Path, card_path: str | os.PathLike[str] | None) -> Path:
         raise ModelFileError(
             f"{p} holds only weights; lbi needs a card JSON with the architecture to rebuild "
             f"the network, but {card} does not exist. Put NAME.json next to the weights or "
-            "pass card_path (CLI: --card); see resources/models/*.json for the format")
+            "pass card_path=... (Python API); see resources/models/README.md for the format")
     return card
 
 

@@ -17,15 +17,22 @@ The same card format describes a user's own state dict or safetensors file
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lbi_engine.cards import (
+    CARD_FORMAT_VERSION,
+    build_module,
+    check_state,
+    describe_module,
+    file_sha256,
+    read_card,
+    tensor_sha256,
+)
 from lbi_engine.data import Preprocessing, resources_dir
-from lbi_engine.errors import ModelFileError, UnsupportedLayerError
+from lbi_engine.errors import InputError, LbiError, ModelFileError, UnsupportedLayerError
 
 if TYPE_CHECKING:
     import torch
@@ -36,98 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["ModelBundle", "list_zoo", "zoo_card", "zoo_dir", "load_zoo", "load_network",
            "build_module", "describe_module", "tensor_sha256", "file_sha256", "bundle_from_card",
            "CARD_FORMAT_VERSION"]
-
-CARD_FORMAT_VERSION = 1
-
-# torch.nn classes a card may name, with the constructor arguments describe_module records.
-# Non-liftable layers (MaxPool2d, GELU, ...) are buildable on purpose: lifting them then gives
-# the network room's UnsupportedLayerError, which explains why and what to use instead.
-LAYER_PARAMS: dict[str, tuple[str, ...]] = {
-    "Linear": ("in_features", "out_features", "bias"),
-    "Conv2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
-               "groups", "bias"),
-    "ConvTranspose2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding",
-                        "output_padding", "groups", "bias", "dilation"),
-    "Flatten": ("start_dim", "end_dim"), "Unflatten": ("dim", "unflattened_size"),
-    "AvgPool2d": ("kernel_size", "stride", "padding"),
-    "BatchNorm1d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
-    "BatchNorm2d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
-    "Identity": (), "ReLU": (), "Sigmoid": (), "Tanh": (), "Softsign": (), "Hardsigmoid": (),
-    "ReLU6": (), "LeakyReLU": ("negative_slope",), "ELU": ("alpha",),
-    "Hardtanh": ("min_val", "max_val"), "Softplus": ("beta", "threshold"),
-    "Softshrink": ("lambd",), "Softmax": ("dim",), "Dropout": ("p",),
-    "MaxPool2d": ("kernel_size", "stride", "padding"), "GELU": (), "SiLU": (),
-}
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def tensor_sha256(state: dict[str, Tensor]) -> str:
-    """sha256 over (name, dtype, shape, raw bytes) of each tensor, in sorted name order.
-
-    Independent of any file format, so regenerated weights can be compared with a card.
-    """
-    h = hashlib.sha256()
-    for k in sorted(state):
-        t = state[k].detach().to("cpu").contiguous()
-        h.update(f"{k}|{str(t.dtype)}|{tuple(t.shape)}|".encode())
-        h.update(t.numpy().tobytes())
-    return h.hexdigest()
-
-
-def describe_module(module: nn.Module) -> list[dict[str, Any]]:
-    """Layer specs of a flat ``nn.Sequential`` (inverse of :func:`build_module`)."""
-    from torch import nn
-
-    specs = []
-    for i, m in enumerate(module.children() if isinstance(module, nn.Sequential) else [module]):
-        kind = type(m).__name__
-        if kind not in LAYER_PARAMS or type(m) is not getattr(nn, kind):
-            raise UnsupportedLayerError(f"layer {i} ({kind}) cannot be described in a card; "
-                                        f"use one of {sorted(LAYER_PARAMS)}")
-        spec: dict[str, Any] = {"type": kind}
-        for name in LAYER_PARAMS[kind]:
-            value = getattr(m, name)
-            if name == "bias":
-                value = value is not None if not isinstance(value, bool) else value
-            elif name == "affine" or name == "track_running_stats":
-                value = bool(value)
-            elif isinstance(value, tuple):
-                value = list(value)
-            spec[name] = value
-        specs.append(spec)
-    return specs
-
-
-def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequential:
-    """``nn.Sequential`` from layer specs; only allow-listed ``torch.nn`` classes are built."""
-    from torch import nn
-
-    if not isinstance(layers, list) or not layers:
-        raise ModelFileError(f"{where}: 'architecture.layers' must be a non-empty list of layer "
-                             "specs like {\"type\": \"Linear\", \"in_features\": 784, ...}")
-    mods = []
-    for i, spec in enumerate(layers):
-        kind = spec.get("type") if isinstance(spec, dict) else None
-        if kind not in LAYER_PARAMS:
-            raise ModelFileError(f"{where}: layer {i} has unknown type {kind!r}; supported: "
-                                 f"{', '.join(sorted(LAYER_PARAMS))}")
-        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()
-                  if k != "type"}
-        try:
-            mods.append(getattr(nn, kind)(**kwargs))
-        except (TypeError, ValueError) as exc:
-            raise ModelFileError(f"{where}: layer {i} ({kind}) has bad parameters {kwargs} "
-                                 f"({exc})") from exc
-    return nn.Sequential(*mods)
-
 
 @dataclass
 class ModelBundle:
@@ -196,32 +111,12 @@ def list_zoo() -> list[str]:
     return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
 
 
-def _read_card(path: Path) -> dict[str, Any]:
-    try:
-        card = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ModelFileError(f"model card {path} does not exist; check the path") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFileError(f"model card {path} is not valid JSON ({exc}); fix or "
-                             "regenerate it") from exc
-    if not isinstance(card, dict) or not isinstance(card.get("architecture"), dict):
-        raise ModelFileError(f"model card {path} has no 'architecture' object; see "
-                             "resources/models/*.json for the format")
-    if int(card.get("format_version", 1)) > CARD_FORMAT_VERSION:
-        from lbi_engine.errors import FormatVersionError
-
-        raise FormatVersionError(f"model card {path} has format_version "
-                                 f"{card['format_version']}, newer than this lbi understands "
-                                 f"({CARD_FORMAT_VERSION}); update lbi")
-    return card
-
-
 def zoo_card(name: str) -> dict[str, Any]:
     """A deep copy of the bundled card ``name`` (editing it changes nothing on disk)."""
     names = list_zoo()
     if name not in names:
         raise ModelFileError(f"{name!r} is not a bundled network; choose one of {names}")
-    return copy.deepcopy(_read_card(zoo_dir() / f"{name}.json"))
+    return copy.deepcopy(read_card(zoo_dir() / f"{name}.json"))
 
 
 def load_zoo(name: str, device: torch.device | str = "cpu",
@@ -279,20 +174,6 @@ def _load_weights_file(path: Path) -> dict[str, Tensor]:
                          "state dict")
 
 
-def _check_state(module: nn.Module, state: dict[str, Tensor], weights: str, card: Path) -> None:
-    """Name every missing, unexpected or mis-shaped tensor before load_state_dict does."""
-    want = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-    got = {k: tuple(v.shape) for k, v in state.items()}
-    problems = [f"missing {k} {s}" for k, s in want.items() if k not in got]
-    problems += [f"unexpected {k} {s}" for k, s in got.items() if k not in want]
-    problems += [f"{k}: file has {got[k]}, card needs {s}" for k, s in want.items()
-                 if k in got and got[k] != s]
-    if problems:
-        shown = "; ".join(problems[:8]) + ("; ..." if len(problems) > 8 else "")
-        raise ModelFileError(f"weights {weights} do not match the architecture in card {card}: "
-                             f"{shown}. Use the card written for these weights.")
-
-
 def bundle_from_card(card_path: Path, weights_path: Path | None = None,
                      input_shape: tuple[int, ...] | None = None,
                      state_dict: dict[str, Tensor] | None = None) -> ModelBundle:
@@ -303,20 +184,23 @@ def bundle_from_card(card_path: Path, weights_path: Path | None = None,
     from lbi_engine.network import LiftedNetwork
 
     card_path = Path(card_path)
-    card = _read_card(card_path)
+    card = read_card(card_path)
     arch = card["architecture"]
     layers = arch.get("layers")
-    module = build_module(layers, where=f"model card {card_path}")
+    wspec = card.get("weights") or {}
+    seeded = state_dict is None and weights_path is None and wspec.get("source") == "seeded-init"
+    # Layer construction draws random initial weights: fork the RNG so loading a network never
+    # shifts the caller's random stream (noise seeds, experiments).
+    with torch.random.fork_rng(devices=[]):
+        if seeded:
+            torch.manual_seed(int(wspec["seed"]))
+        module = build_module(layers, where=f"model card {card_path}")
     n_enc = int(arch.get("encoder_layers", len(layers)))
     if not 1 <= n_enc <= len(layers):
         raise ModelFileError(f"model card {card_path}: encoder_layers={n_enc} must be between 1 "
                              f"and the number of layers ({len(layers)})")
-    wspec = card.get("weights") or {}
     expected_file_sha = None
-    if state_dict is None and weights_path is None and wspec.get("source") == "seeded-init":
-        with torch.random.fork_rng(devices=[]):  # leave the caller's RNG stream untouched
-            torch.manual_seed(int(wspec["seed"]))
-            module = build_module(layers, where=f"model card {card_path}")
+    if seeded:
         state = module.state_dict()
         sha = tensor_sha256(state)
         if wspec.get("tensor_sha256") and sha != wspec["tensor_sha256"]:
@@ -335,7 +219,7 @@ def bundle_from_card(card_path: Path, weights_path: Path | None = None,
                 weights_path = card_path.parent / wspec["file"]
                 expected_file_sha = wspec.get("sha256")
             state_dict = _load_weights_file(Path(weights_path))
-        _check_state(module, state_dict, str(weights_path), card_path)
+        check_state(module, state_dict, str(weights_path), card_path)
         if weights_path is not None:
             sha = file_sha256(weights_path)
             if expected_file_sha and sha != expected_file_sha:
@@ -355,18 +239,22 @@ def bundle_from_card(card_path: Path, weights_path: Path | None = None,
     encoder_module = module[:n_enc]
     try:
         encoder = LiftedNetwork.from_module(encoder_module, tuple(shape), name=name)
-    except UnsupportedLayerError as exc:
-        raise _with_path(exc, card_path) from exc
+    except (UnsupportedLayerError, InputError) as exc:  # name the file
+        raise _with_path(exc, card_path)  # noqa: B904 - cause set inside
     decoder = module[n_enc:] if n_enc < len(module) else None
     return ModelBundle(name=name, card=card, encoder=encoder, decoder=decoder, module=module,
                        preprocessing=Preprocessing.from_dict(card.get("preprocessing")),
                        sha256=sha, source_path=source or str(card_path))
 
 
-def _with_path(exc: UnsupportedLayerError, path: Path) -> UnsupportedLayerError:
-    """The same error with the file named first, unless the message already names it."""
+def _with_path(exc: LbiError, path: Path) -> LbiError:
+    """The error (same class) with the file named first (a no-op if the message names it)."""
     msg = str(exc)
-    return exc if str(path) in msg else UnsupportedLayerError(f"network from {path}: {msg}")
+    if str(path) in msg:
+        return exc
+    new = type(exc)(f"network from {path}: {msg}")
+    new.__cause__ = exc
+    return new
 
 
 def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None) -> ModelBundle:
@@ -374,13 +262,16 @@ def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None)
     from lbi_engine.network import LiftedNetwork
 
     module = None
-    if fmt == "torchscript":
-        from lbi_engine.importers import jit_load
+    try:
+        if fmt == "torchscript":
+            from lbi_engine.importers import jit_load
 
-        encoder = LiftedNetwork.from_torchscript(path, input_shape, name=path.stem)
-        module = jit_load(path)
-    else:
-        encoder = LiftedNetwork.from_onnx(path, input_shape, name=path.stem)
+            encoder = LiftedNetwork.from_torchscript(path, input_shape, name=path.stem)
+            module = jit_load(path)
+        else:
+            encoder = LiftedNetwork.from_onnx(path, input_shape, name=path.stem)
+    except (UnsupportedLayerError, InputError) as exc:  # name the file
+        raise _with_path(exc, path)  # noqa: B904 - cause set inside
     card = {"name": path.stem, "format": fmt, "input_shape": list(encoder.input_shape)}
     return ModelBundle(path.stem, card, encoder, None, module, Preprocessing(),
                        file_sha256(path), str(path))
@@ -400,8 +291,8 @@ def bundle_from_module(module: nn.Module, path: Path,
                          "e.g. (1, 28, 28); CLI: --input-shape 1,28,28)")
     try:
         encoder = LiftedNetwork.from_module(module, tuple(shape), name=path.stem)
-    except UnsupportedLayerError as exc:
-        raise _with_path(exc, path) from exc
+    except (UnsupportedLayerError, InputError) as exc:  # name the file
+        raise _with_path(exc, path)  # noqa: B904 - cause set inside
     card = {"name": path.stem, "format": "pickled-module", "input_shape": list(shape)}
     return ModelBundle(path.stem, card, encoder, None, module, Preprocessing(),
                        file_sha256(path), str(path))

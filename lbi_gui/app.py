@@ -27,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", help="ground-truth image file (PNG, JPEG, TIFF, NPY)")
     p.add_argument("--truth", help="ground truth for a measured y (--data)")
     p.add_argument("--data", help="measured network output y (NPY)")
+    p.add_argument("--resize", action="store_true", default=None,
+                   help="resize --image to the network's input size")
+    p.add_argument("--allow-pickle", action="store_true", default=None,
+                   help="allow a pickled whole model (runs code from the file; trusted files "
+                        "only)")
     p.add_argument("--noise-std", type=float, help="Gaussian noise standard deviation")
     p.add_argument("--seed", type=int, help="noise seed")
     p.add_argument("--alpha", type=float, help="regularisation weight α")
@@ -35,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", choices=["safe", "paper"])
     p.add_argument("--max-iter", type=int)
     p.add_argument("--tol", type=float)
+    p.add_argument("--tol-mode", choices=["relative", "absolute"])
+    p.add_argument("--time-budget", type=float, help="stop after this many solver seconds")
+    p.add_argument("--layer-alphas", help="per-layer α of the layer-wise method, e.g. 0.01,0.02")
     p.add_argument("--device", help="cpu or cuda")
     p.add_argument("--dtype", choices=["float32", "float64"])
     p.add_argument("--threads", type=int, help="solver threads (default 1)")
@@ -54,7 +62,9 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
                "seed": "seed", "alpha": "alpha", "regulariser": "regulariser",
                "method": "method", "steps": "steps", "max_iter": "max_iter", "tol": "tol",
                "device": "device", "dtype": "dtype", "threads": "threads",
-               "report_every": "report_every"}
+               "report_every": "report_every", "resize": "resize",
+               "allow_pickle": "allow_pickle", "tol_mode": "tol_mode",
+               "time_budget": "time_budget"}
     req = default_request()
     for opt, key in mapping.items():
         value = getattr(args, opt)
@@ -62,6 +72,8 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
             req[key] = value
     if args.input_shape:
         req["input_shape"] = parse_shape(args.input_shape)
+    if args.layer_alphas:
+        req["layer_alphas"] = [float(v) for v in args.layer_alphas.split(",") if v.strip()]
     for key in ("image", "truth", "data"):
         if req[key]:
             req[key] = str(Path(req[key]).expanduser().resolve())
@@ -75,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         request = request_from_args(args)
     except ValueError as exc:
-        print(f"lbi-gui: --input-shape {args.input_shape!r}: {exc}", file=sys.stderr)
+        print(f"lbi-gui: --input-shape or --layer-alphas: {exc}; give comma-separated numbers",
+              file=sys.stderr)
         return 2
     from PySide6 import QtGui, QtWidgets
 

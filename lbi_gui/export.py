@@ -30,7 +30,7 @@ FORMATS: dict[str, tuple[str, str]] = {
     "npy": (".npy", "Reconstruction, NPY (raw network-space values)"),
     "csv": ("_curves.csv", "Curves, CSV"),
     "plots_png": ("_curves.png", "Plots, PNG"),
-    "plots_svg": ("_curves.svg", "Plots, SVG"),
+    "plots_svg": ("_curves.svg", "Plots, SVG (vector)"),
     "record": ("_run.json", "Run record, JSON (repeat with `lbi invert`)"),
 }
 RECORD_FORMAT_VERSION = 1
@@ -74,8 +74,9 @@ def write_tiff(path: Path, img: np.ndarray) -> None:
     import tifffile
 
     view = to_view(img).astype(np.float32)
-    with atomic_writer(path, "wb") as fh:
-        tifffile.imwrite(fh, view, photometric="rgb" if view.ndim == 3 else "minisblack")
+    buf = io.BytesIO()  # tifffile wants a named file or a buffer, not a bare descriptor
+    tifffile.imwrite(buf, view, photometric="rgb" if view.ndim == 3 else "minisblack")
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def write_npy(path: Path, raw: np.ndarray) -> None:
@@ -100,9 +101,33 @@ def write_plot_png(path: Path, item: Any, width: int = 1800) -> None:
 
 
 def write_plot_svg(path: Path, item: Any) -> None:
-    from pyqtgraph.exporters import SVGExporter
+    """Vector SVG of the plots via QSvgGenerator.
 
-    atomic_write_bytes(path, SVGExporter(item).export(toBytes=True))
+    Why not pyqtgraph's SVGExporter: with Qt 6.11 it fails on closed paths ("... Z") that
+    Qt now writes for view-box backgrounds ("not enough values to unpack").
+    """
+    from PySide6 import QtCore, QtGui, QtSvg
+
+    rect = item.sceneBoundingRect()
+    width, height = max(1, round(rect.width())), max(1, round(rect.height()))
+    data = QtCore.QByteArray()
+    buf = QtCore.QBuffer(data)
+    buf.open(QtCore.QIODevice.OpenModeFlag.WriteOnly)
+    gen = QtSvg.QSvgGenerator()
+    gen.setOutputDevice(buf)
+    gen.setSize(QtCore.QSize(width, height))
+    gen.setViewBox(QtCore.QRect(0, 0, width, height))
+    gen.setTitle("lbi convergence curves")
+    painter = QtGui.QPainter(gen)
+    try:
+        painter.setRenderHint(QtGui.QPainter.RenderHint.Antialiasing)
+        item.scene().render(painter, QtCore.QRectF(0, 0, width, height), rect)
+    finally:
+        painter.end()
+    buf.close()
+    if data.isEmpty():
+        raise OSError(f"could not render the plots as SVG for {path}")
+    atomic_write_bytes(path, bytes(data.data()))
 
 
 def run_record(result: RunResult) -> dict[str, Any]:

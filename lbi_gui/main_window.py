@@ -15,7 +15,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from lbi_gui.actions import build_actions
 from lbi_gui.controller import RunController
 from lbi_gui.dialogs.messages import show_error
-from lbi_gui.params import PROBLEM_KEYS, default_request, describe_change
+from lbi_gui.params import DEFAULT_REQUEST, PROBLEM_KEYS, default_request, describe_change
 from lbi_gui.runs import RunResult
 from lbi_gui.settings import settings
 from lbi_gui.widgets.aux_strip import AuxStrip
@@ -209,16 +209,18 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         """Show ``request`` in every panel without triggering runs."""
         for panel in self.panels:
             panel.set_values(request)
+        self.reg_panel.set_method(self.solver_panel.values()["method"])
+        merged = dict(self._request)
+        merged.update({k: v for k, v in request.items() if k in DEFAULT_REQUEST})
+        self._request = merged  # fields without a widget (time_budget, options) come from here
         self._request = self.current_request()
-        self._request.update({k: v for k, v in request.items() if k not in self._request})
-        self.reg_panel.set_method(self._request["method"])
 
     def _panel_changed(self, key: str) -> None:
         if self._pending_old is None:
             self._pending_old = dict(self._request)
-        self._request = self.current_request()
         if key == "method":
-            self.reg_panel.set_method(self._request["method"])
+            self.reg_panel.set_method(self.solver_panel.values()["method"])
+        self._request = self.current_request()
         if key in ("network", "input_shape"):
             self.network_panel.allow_pickle = False
             self._request["allow_pickle"] = False

@@ -91,7 +91,7 @@ class CurveStore:
         for key in SCALARS:
             store._cols[key] = [float(v) for v in np.asarray(arrays[key]).reshape(n)]
         breg = np.asarray(arrays["bregman"]).reshape(n, -1)
-        store._bregman = [[float(v) for v in row if not math.isnan(v)] for row in breg]
+        store._bregman = [[float(v) for v in row] for row in breg]  # NaN = not reported
         its = [int(v) for v in np.asarray(arrays.get("restart_iterations", []))]
         notes = list(restart_notes) + [""] * max(0, len(its) - len(restart_notes))
         store.restarts = list(zip(its, notes[: len(its)], strict=True))

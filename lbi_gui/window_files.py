@@ -175,7 +175,7 @@ class FilesMixin:
             self.curves.clear()
         self.image_grid.set_iterate(state.shown)
         self.shown_result = state.runs[-1] if state.runs else None
-        self.info = None  # the problem is prepared again from the session's request
+        self._restoring = True  # the next prepare must not clear the restored iterate
         self.session_path = path
         remember_dir("session", path)
         add_recent(path)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,25 @@ from lbi_gui.params import describe_change
 
 #: Minimum seconds between two progress signals (the window redraws at most this often).
 EMIT_INTERVAL = 1.0 / 30.0
+
+# Loaded networks, shared by all windows of the process (loading the CNN takes ~1–3 s for
+# its exact operator norms; reusing a bundle takes milliseconds). Bundles are only read
+# by the solvers. Keyed by the network reference and, for files, their size and mtime, so
+# an edited file is loaded again.
+_BUNDLES: OrderedDict[tuple, Any] = OrderedDict()
+_BUNDLES_LOCK = threading.Lock()
+_BUNDLES_MAX = 4
+
+
+def _bundle_key(request: dict[str, Any]) -> tuple:
+    ref = str(request.get("network"))
+    stamp: tuple = ()
+    path = Path(ref).expanduser()
+    if path.is_file():
+        st = path.stat()
+        stamp = (st.st_size, st.st_mtime_ns)
+    return (ref, stamp, str(request.get("input_shape")), bool(request.get("allow_pickle")),
+            request.get("device"), request.get("dtype"))
 
 
 @dataclass
@@ -128,8 +149,6 @@ class EngineWorker(QtCore.QObject):
         self._pending: dict[str, Any] | None = None
         self._in_run = False
         self._closing = False
-        self._bundle: Any = None
-        self._bundle_key: tuple | None = None
 
     # ---- control, called from the GUI thread -------------------------------------------
     def pause(self) -> None:
@@ -285,15 +304,19 @@ class EngineWorker(QtCore.QObject):
                 return
 
     def _prepare(self, request: dict[str, Any]) -> Any:
-        """prepare() the request, reusing the loaded network when it did not change."""
+        """prepare() the request, reusing a loaded network when it did not change."""
         eng = self._eng
-        key = (request.get("network"), str(request.get("input_shape")),
-               bool(request.get("allow_pickle")), request.get("device"), request.get("dtype"))
-        bundle = self._bundle if key == self._bundle_key else None
+        key = _bundle_key(request)
+        with _BUNDLES_LOCK:
+            bundle = _BUNDLES.get(key)
         record = {"format_version": eng.FORMAT_VERSION, **request}
         record.pop("kind", None)
         prepared = eng.prepare(eng.InversionRequest.from_dict(record), bundle=bundle)
-        self._bundle, self._bundle_key = prepared.bundle, key
+        with _BUNDLES_LOCK:
+            _BUNDLES[key] = prepared.bundle
+            _BUNDLES.move_to_end(key)
+            while len(_BUNDLES) > _BUNDLES_MAX:
+                _BUNDLES.popitem(last=False)
         return prepared
 
     def _info(self, prepared: Any) -> PreparedInfo:

@@ -72,7 +72,9 @@ rm -f "$log"
 step "pyinstaller: packaging/lbi.spec -> dist/lbi"
 t0=$SECONDS
 rm -rf dist/lbi build/pyinstaller
-"$VENV/bin/python" -m PyInstaller --noconfirm --clean --log-level WARN \
+# PyInstaller imports every torch submodule to list them; silence their deprecation notices.
+PYTHONWARNINGS=ignore::DeprecationWarning \
+  "$VENV/bin/python" -m PyInstaller --noconfirm --clean --log-level WARN \
   --distpath dist --workpath build/pyinstaller packaging/lbi.spec
 build_s=$((SECONDS - t0))
 

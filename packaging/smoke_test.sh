@@ -34,7 +34,8 @@ run() {  # name, command...
   tail -3 "$work/$name.log" | sed 's/^/      /'
 }
 
-if ! "${clean_env[@]}" QT_QPA_PLATFORM=offscreen "$GUI" --help 2>&1 | grep -q -- --smoke-test; then
+if ! timeout 120 "${clean_env[@]}" QT_QPA_PLATFORM=offscreen "$GUI" --help 2>&1 \
+    | grep -q -- --smoke-test; then
   echo "FAIL: $GUI --help lists no --smoke-test option; lbi_gui/app.py must provide it" \
        "(run one short inversion on the bundled default problem, exit 0)" >&2
   exit 1

@@ -35,10 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "docs" / "screenshot.png"))
     p.add_argument("--max-iter", type=int, default=300)
-    p.add_argument("--sample", type=int, default=3)
-    p.add_argument("--noise-std", type=float, default=0.1)
+    p.add_argument("--sample", type=int, default=7)
+    p.add_argument("--noise-std", type=float, default=0.33)
+    p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--size", default="1600x1000", help="window size WxH in pixels")
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--tab", choices=["curves", "runs", "network"], default="curves",
+                   help="which tabbed panel to show in front")
     args = p.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split("x"))
 
@@ -50,19 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     from lbi_gui.main_window import MainWindow
 
-    win = MainWindow({"max_iter": args.max_iter, "index": args.sample,
+    win = MainWindow({"max_iter": args.max_iter, "index": args.sample, "alpha": args.alpha,
                       "noise_std": args.noise_std}, restore_layout=False)
     win.resize(width, height)
     win.show()
     if not wait_until(app, lambda: win.info is not None, args.timeout):
         print("screenshot: the engine did not become ready", file=sys.stderr)
         return 1
-    # a layer-wise run first, so the run table has two rows to compare
-    win.solver_panel.set_values({"method": "layerwise"})
+    # a first run at a smaller α, so the run table has two rows to compare
+    win.reg_panel.set_values({"alpha": args.alpha / 3})
     win.set_request(win.current_request())
     win.run()
     wait_until(app, lambda: not win.controller.running, args.timeout)
-    win.solver_panel.set_values({"method": "joint"})
+    win.reg_panel.set_values({"alpha": args.alpha})
     win.set_request(win.current_request())
     win.run()
     ok = wait_until(app, lambda: not win.controller.running, args.timeout)
@@ -70,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         print("screenshot: the run did not finish", file=sys.stderr)
         return 1
     win.docks["curves"].raise_()
+    if args.tab == "runs":
+        win.docks["runs"].raise_()
+        win.run_table.select_ids([r.run_id for r in win.run_table.runs[:2]])
+    elif args.tab == "network":
+        win.docks["network"].raise_()
     wait_until(app, lambda: False, 0.5)  # let the last redraws land
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

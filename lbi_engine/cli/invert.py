@@ -100,7 +100,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     src = p.add_argument_group("data (exactly one source; optional with --record)")
     one = src.add_mutually_exclusive_group()
     one.add_argument("--sample", type=c.nonnegative_int, metavar="INDEX",
-                     help="index of a bundled ground truth in --dataset/--split")
+                     help="index of a bundled ground truth in --dataset/--split (the MNIST "
+                          "splits are sorted by label: val 0-99 are zeros, 100-199 ones, ...)")
     one.add_argument("--image", metavar="PATH", help="ground-truth image file")
     one.add_argument("--truth", metavar="X.npy", help="ground-truth array in display range [0, 1]")
     one.add_argument("--data", metavar="Y.npy",
@@ -130,9 +131,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "landweber: baseline with the discrepancy principle; backprop: "
                            "gradient descent through the network (request default: joint)")
     prob.add_argument("--steps", choices=c.STEP_RULES,
-                      help="step-size rule: safe (provably convergent, fastest measured), "
-                           "conservative, or paper (tau_x = 1.99/||W||^2, tau_z = 1/(8 alpha)) "
-                           "(request default: safe)")
+                      help="step-size rule; all but paper are provably convergent: auto "
+                           "(balanced for pdhg, safe for the joint method's x_0 block), "
+                           "balanced, safe, conservative, or paper (tau_x = 1.99/||W||^2, "
+                           "tau_z = 1/(8 alpha)) (request default: safe)")
     prob.add_argument("--layer-alphas", type=c.float_list, metavar="A1,A2,..",
                       help="per-layer weights of the auxiliary priors (layerwise method)")
     prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
@@ -264,8 +266,11 @@ def run_invert(args: argparse.Namespace) -> int:
     if request.allow_pickle:
         c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded; "
                "use it only for files you trust")
+    from lbi_engine.experiments.batch import torch_threads
+
     messages: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
+    # torch_threads restores the caller's thread count (api.iterate sets the request's)
+    with torch_threads(request.threads), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         prepared = api.prepare(request)
         records: list[dict[str, Any]] = []

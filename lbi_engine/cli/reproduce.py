@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lbi_engine.cli import _common as c
+from lbi_engine.io import atomic_write_text, safe_output_path
 
 DESCRIPTION = """\
 Recompute an experiment of the paper. Each writes a folder with PNG figures and report.md:
@@ -26,7 +27,7 @@ experiments (MATH.md Sec. 9 has the exact specifications and the paper's ambigui
                     (alpha picked per level from a log grid in [1e-4, 1e-2]), delta^2 per level
   convergence       a-priori rule alpha(delta) with an exact source condition: symmetric
                     Bregman distance against delta (log-log, O(delta)), fitted slope
-  all               every experiment, each in its own subfolder of --out
+  all               every experiment, each in its own subfolder of --out, plus index.md
 """
 
 
@@ -54,26 +55,41 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lbi_engine.experiments import EXPERIMENTS, get_experiment
+    from lbi_engine.experiments import EXPERIMENTS
+    from lbi_engine.experiments.batch import torch_threads
 
     names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
     base = Path(args.out or f"reproduce-{args.experiment}")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    for name in names:
-        out = base / name if args.experiment == "all" else base
-        experiment = get_experiment(name)
-        started = time.perf_counter()
-        with c.progress_bar(None, name, unit="step") as bar:
-            def progress(text: str) -> None:
-                bar.set_postfix_str(text, refresh=False)
-                bar.update(1)
-
-            report = experiment(out, quick=args.quick, overwrite=args.overwrite,
-                                progress=progress)
-        if not args.quiet:
-            print(f"{name}: {time.perf_counter() - started:.1f} s -> {out / 'report.md'} "
-                  f"({len(report.figures)} figure(s))")
+    if args.experiment == "all":  # refuse an existing index before hours of work
+        safe_output_path(base / "index.md", args.overwrite)
+    lines = []
+    with torch_threads(args.threads):
+        for name in names:
+            out = base / name if args.experiment == "all" else base
+            seconds = _run_one(name, out, args)
+            lines.append(f"| [{name}]({name}/report.md) | {EXPERIMENTS[name][2]} | "
+                         f"{seconds:.1f} s |")
+    if args.experiment == "all":
+        mode = " (--quick)" if args.quick else ""
+        atomic_write_text(base / "index.md", f"# lbi reproduce all{mode}\n\n"
+                          "| experiment | what | run time |\n|---|---|---|\n"
+                          + "\n".join(lines) + "\n")
     return c.EXIT_OK
+
+
+def _run_one(name: str, out: Path, args: argparse.Namespace) -> float:
+    from lbi_engine.experiments import get_experiment
+
+    experiment = get_experiment(name)
+    started = time.perf_counter()
+    with c.progress_bar(None, name, unit="step") as bar:
+        def progress(text: str) -> None:
+            bar.set_postfix_str(text, refresh=False)
+            bar.update(1)
+
+        report = experiment(out, quick=args.quick, overwrite=args.overwrite, progress=progress)
+    seconds = time.perf_counter() - started
+    if not args.quiet:
+        print(f"{name}: {seconds:.1f} s -> {out / 'report.md'} "
+              f"({len(report.figures)} figure(s))")
+    return seconds

@@ -74,6 +74,18 @@ class BatchRun:
         return dataclasses.replace(self, prepared=prepared)
 
 
+def spread_indices(dataset: str, split: str, count: int) -> list[int]:
+    """``count`` indices spread evenly over a split.
+
+    Why: the bundled MNIST splits are sorted by label, so indices 0..4 are five zeros;
+    evenly spaced indices give different digits (val, 5: the classes 0, 2, 4, 6, 8).
+    """
+    from lbi_engine import data
+
+    size = data.dataset_size(dataset, split) or count
+    return [i * size // count for i in range(count)]
+
+
 def dataset_truths(dataset: str, split: str, indices: Sequence[int]) -> np.ndarray:
     """Bundled ground truths (B, C, H, W) in [0, 1]."""
     from lbi_engine import data

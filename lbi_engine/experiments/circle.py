@@ -47,7 +47,9 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     runs: dict[str, tuple[Any, list[Any]]] = {}
     for label, method, cap in (("Landweber", "landweber", LANDWEBER_MAX_ITER),
                                ("TV", "pdhg", max_iter)):
-        req = dataclasses.replace(request, method=method, max_iter=cap)
+        # Landweber stops after a handful of steps: record every one for its residual plot.
+        req = dataclasses.replace(request, method=method, max_iter=cap,
+                                  report_every=1 if method == "landweber" else 10)
         view = dataclasses.replace(prepared, request=req)
         records = []
         for record in iterate(view):

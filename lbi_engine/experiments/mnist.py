@@ -68,6 +68,7 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
         prepare_batch,
         sample_metrics,
         solve_batch,
+        spread_indices,
     )
     from lbi_engine.plotting import image_grid
     from lbi_engine.zoo import load_network
@@ -76,14 +77,14 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
     count = setup.quick_samples if quick else setup.samples
     max_iter = setup.quick_max_iter if quick else setup.max_iter
     bundle = load_network(setup.network)
-    indices = list(range(count))
     grid_rows: list[list[Any]] = []
     captions: list[list[str]] = []
     labels: list[str] = []
     rows = []
     for split, alpha in (("train", setup.alpha_train), ("val", setup.alpha_val)):
+        indices = spread_indices("mnist", split, count)
         request = InversionRequest(
-            network=setup.network, dataset="mnist", split=split, index=0,
+            network=setup.network, dataset="mnist", split=split, index=indices[0],
             noise_std=setup.noise_std, seed=0, alpha=alpha, regulariser="tv",
             method=setup.method, steps="safe", max_iter=max_iter, tol=1e-5, report_every=50,
         )
@@ -117,7 +118,8 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
     sha = str(bundle.sha256)[:16]
     report.add(f"""
 Network `{setup.network}` (sha256 `{sha}…`). {setup.note}
-Data: the first {count} digits of the bundled training and validation splits, noise-free
+Data: {count} digits of each bundled split, evenly spaced (the splits are sorted by label),
+noise-free
 code y = E(x†) (noise std {setup.noise_std:g}; the paper does not state a noise level here).
 α = {setup.alpha_train:g} for training digits and {setup.alpha_val:g} for validation digits.
 Each split's digits are solved together in one batch.""")
@@ -126,8 +128,8 @@ Each split's digits are solved together in one batch.""")
     report.add("## Mean PSNR\n\n" + table(["split", "α", "decoder PSNR (dB)",
                                            "inversion PSNR (dB)"], summary))
     report.add("## Per digit\n\n" + table(
-        ["split", "index", "α", "decoder PSNR", "inversion PSNR", "SSIM", "iterations",
-         "stop reason", "solver s (batch)"], rows))
+        ["split", "index", "α", "decoder PSNR", "inversion PSNR", "SSIM", "batch iterations",
+         "stop reason", "batch solver s"], rows))
     report.figure(figure, "Rows: ground truth, decoder output D(y), inversion; PSNR in dB")
     report.add("Repeat one digit (same numbers up to batching round-off):\n\n" + command_line([
         "lbi invert --network", setup.network, "--dataset mnist --split val --sample 0",

@@ -33,6 +33,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         prepare_batch,
         sample_metrics,
         solve_batch,
+        spread_indices,
     )
     from lbi_engine.plotting import Series, image_grid, line_plot
     from lbi_engine.zoo import load_network
@@ -44,7 +45,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     count = QUICK["samples"] if quick else SAMPLES
     max_iter = QUICK["max_iter"] if quick else MAX_ITER
     bundle = load_network(NETWORK)
-    indices = list(range(count))
+    indices = spread_indices("mnist", "val", count)
     truths = dataset_truths("mnist", "val", indices)
     levels: list[dict[str, Any]] = []
     grid_rows: list[list[Any]] = [[truths[0]], [], []]
@@ -106,8 +107,9 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
                         row_labels=["truth", "decoder", "inversion"], captions=captions)
     report.add(f"""
 Network `{NETWORK}` (sha256 `{str(bundle.sha256)[:16]}…`), method `{METHOD}` (TV, safe
-steps, at most {max_iter} sweeps, relative tolerance 1e-5). Data: the first {count}
-validation digits; sample i's noise uses seed i. For each noise std, α is the value of the
+steps, at most {max_iter} sweeps, relative tolerance 1e-5). Data: validation digits
+{", ".join(map(str, indices))} (evenly spaced: the split is sorted by label); sample i's
+noise uses seed i. For each noise std, α is the value of the
 grid {", ".join(f"{a:g}" for a in alphas)} with the best mean PSNR over the digits.""")
     report.add("## PSNR per noise level\n\n" + table(
         ["noise std", "mean δ²", "δ² range", "decoder PSNR (dB)", "inversion PSNR (dB)",
@@ -115,17 +117,24 @@ grid {", ".join(f"{a:g}" for a in alphas)} with the best mean PSNR over the digi
         [[lv["std"], lv["delta_squared"],
           f"{num(lv['delta_squared_range'][0])} – {num(lv['delta_squared_range'][1])}",
           lv["decoder_psnr"], lv["psnr"], lv["best_alpha"], lv["ssim"]] for lv in levels]))
+    at_edge = [lv["std"] for lv in levels if lv["best_alpha"] in (min(alphas), max(alphas))]
+    if at_edge:
+        report.add("Note: for noise std " + ", ".join(f"{s:g}" for s in at_edge) + " the best "
+                   "α lies at an end of the grid, so the PSNR-optimal α is probably outside "
+                   f"[{min(alphas):g}, {max(alphas):g}]; widen the grid with "
+                   "`lbi sweep` to find it.")
     report.add("## Mean inversion PSNR (dB) for every α\n\n" + table(
         ["noise std", *[f"α={a:g}" for a in alphas]],
         [[lv["std"], *lv["per_alpha"]] for lv in levels]))
     report.figure(psnr_plot, "PSNR of the decoder and of the inversion against the noise std")
     report.figure(delta_plot, "Mean noise level δ² per std")
-    report.figure(digits, "Validation digit 0: decoder output and best inversion per noise std")
+    report.figure(digits, f"Validation digit {indices[0]}: decoder output and best inversion "
+                          "per noise std")
     report.add("The same grid as a resumable sweep (CSV + plots):\n\n" + command_line([
         "lbi sweep --network", NETWORK, f"--method {METHOD}",
         "--alphas " + ",".join(f"{a:g}" for a in alphas),
         "--noise-stds " + ",".join(f"{s:g}" for s in stds),
-        f"--samples 0-{count - 1} --split val --max-iter {max_iter}",
+        f"--samples {','.join(map(str, indices))} --split val --max-iter {max_iter}",
         "--out noise-sweep"]))
     report.write()
     return report

@@ -265,7 +265,8 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
                       "mean δ²"], best_rows))
     text.write("\n\n## Every cell (means over the samples)\n\n")
     text.write(table(["method", "noise std", "α", "samples", "PSNR", "SSIM", "iterations"],
-                     [[k[0], k[1], k[2], v["samples"], v["psnr"], v["ssim"], v["iterations"]]
+                     [[k[0], k[1], k[2], v["samples"], v["psnr"], v["ssim"],
+                       None if v["iterations"] is None else round(v["iterations"])]
                       for k, v in stats.items()]))
     text.write("\n\n![PSNR against alpha](psnr_vs_alpha.png)\n\n"
                "![PSNR against noise](psnr_vs_noise.png)\n")

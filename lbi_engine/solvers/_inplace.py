@@ -89,7 +89,20 @@ def primal_prox_plan(reg: object, x: Tensor) -> Plan | None:
     return generic
 
 
-# -- activation ------------------------------------------------------------------------------------
+def box_plan(reg: object, x: Tensor) -> Plan | None:
+    """``x <- clip(x, lo, hi)`` in place for the regulariser's interval constraint, or None."""
+    if not getattr(reg, "constrained", False):
+        return None
+    lo = reg.lo if reg.lo > -math.inf else None
+    hi = reg.hi if reg.hi < math.inf else None
+
+    def clip(step: float, alpha: float) -> None:
+        x.clamp_(min=lo, max=hi)
+
+    return clip
+
+
+# -- activation ----------------------------------------------------------------------------------
 def sigma_inplace(activation: object) -> Callable[[Tensor], object]:
     """``a <- sigma(a)`` in place for the common activations, else sigma plus a copy."""
     name = getattr(activation, "name", "")
@@ -103,7 +116,7 @@ def sigma_inplace(activation: object) -> Callable[[Tensor], object]:
     return lambda a: a.copy_(activation.sigma(a))
 
 
-# -- affine map ---------------------------------------------------------------------------------------
+# -- affine map ----------------------------------------------------------------------------------
 def dense_matrix(affine: object) -> tuple[Tensor, Tensor | None] | None:
     """(W, b) when the map is one matrix on flattened samples: a Linear on flat input, possibly
     between reshapes. Then W x + b and W^T r are one GEMM each (addmm fuses the bias and,

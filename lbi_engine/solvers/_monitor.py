@@ -47,23 +47,36 @@ class RunMonitor:
         self.start_iteration = int(start_iteration)
         batch = problem.batch
         self.active = torch.ones(batch, dtype=torch.bool, device=problem.device)
+        self._all_active = True  # cache of active.all(): checked every iteration
+        self._resume = False  # a record was handed out; restart the watch on the next step
         self.reasons: list[str | None] = [None] * batch
         self.watch = Stopwatch()
         self.first_objective: Tensor | None = None
         self.stage = ""
         self.extras: dict = {}
-        self._last_dx = torch.full((batch,), math.inf, device=problem.device)
-        self._last_dz = torch.full((batch,), math.inf, device=problem.device)
+        # The problem's dtype, so that every record's residuals share one dtype.
+        inf = dict(device=problem.device, dtype=problem.dtype)
+        self._last_dx = torch.full((batch,), math.inf, **inf)
+        self._last_dz = torch.full((batch,), math.inf, **inf)
 
     # -- stopping ----------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return bool(self.active.any())
+        return self._all_active or bool(self.active.any())
+
+    @property
+    def all_active(self) -> bool:
+        """No sample has stopped (cached: finish() is the only way to stop a sample; code that
+        reactivates samples by writing ``active`` only makes the cache re-check)."""
+        if not self._all_active:
+            self._all_active = bool(self.active.all())
+        return self._all_active
 
     def finish(self, mask: Tensor, reason: StopReason) -> None:
         mask = mask & self.active
         if not bool(mask.any()):
             return
+        self._all_active = False
         for index in torch.nonzero(mask).flatten().tolist():
             if self.reasons[index] is None:
                 self.reasons[index] = reason.value
@@ -71,6 +84,10 @@ class RunMonitor:
 
     def before_iteration(self) -> bool:
         """Cancel, time budget and iteration cap; returns whether to iterate again."""
+        if self._resume:  # the caller is back from a record: solver time runs again
+            self._resume = False
+            if getattr(self.watch, "_start", None) is None:
+                self.watch.start()
         if self.cancel is not None and self.cancel.cancelled:
             self.finish(self.active.clone(), StopReason.CANCELLED)
         elif self.stop.time_budget is not None and self.watch.elapsed >= self.stop.time_budget:
@@ -86,10 +103,11 @@ class RunMonitor:
             self._last_dz = dz
         if self.stop.tol <= 0 or self.iteration - self.start_iteration < self.stop.min_iter:
             return
-        small = dx < self.stop.tol
-        if dz is not None:
-            small &= dz < self.stop.tol
-        self.finish(small, StopReason.TOLERANCE)
+        worst = dx if dz is None else torch.maximum(dx, dz)
+        # one scalar decides the common case (nobody converged) without building a mask
+        if self._all_active and not float(worst.min()) < self.stop.tol:
+            return
+        self.finish(worst < self.stop.tol, StopReason.TOLERANCE)
 
     def guard_finite(self, new: list[Tensor], old: list[Tensor]) -> list[Tensor]:
         """Stops samples with non-finite values, keeping their last finite iterate."""
@@ -103,9 +121,27 @@ class RunMonitor:
             kept.append(torch.where(view, o, n))
         return kept
 
+    def accept(self, new: Tensor, old: Tensor) -> tuple[Tensor, Tensor]:
+        """guard_finite + freeze + relative_change for one variable, from two norms.
+
+        ||new - old|| and ||new|| are finite iff new is (old is): one scalar decides the
+        common case, instead of a per-element isfinite pass. Returns (new, change).
+        """
+        batch = new.shape[0]
+        diff = torch.linalg.vector_norm((new - old).reshape(batch, -1), dim=1)
+        size = torch.linalg.vector_norm(new.reshape(batch, -1), dim=1)
+        if not math.isfinite(float(diff.sum() + size.sum())):
+            finite = torch.isfinite(diff) & torch.isfinite(size)
+            self.finish(~finite, StopReason.DIVERGED)
+        change = diff if self.stop.tol_mode == "absolute" else diff / size.clamp_min(1e-12)
+        if not self.all_active:
+            new = self.freeze(new, old)
+            change = torch.where(self.active, change, torch.zeros_like(change))
+        return new, change
+
     def freeze(self, new: Tensor, old: Tensor) -> Tensor:
         """Samples that stopped keep their value while the others go on."""
-        if bool(self.active.all()):
+        if self.all_active:
             return new
         view = self.active.reshape(-1, *([1] * (new.dim() - 1)))
         return torch.where(view, new, old)
@@ -148,8 +184,9 @@ class RunMonitor:
         rec = IterateRecord(
             method=self.method,
             iteration=self.iteration,
-            x=x.detach(),
-            aux=[a.detach() for a in aux],
+            # copies: solvers update their state in place (PrimalDualBlock reuses two slots)
+            x=x.detach().clone(),
+            aux=[a.detach().clone() for a in aux],
             objective=objective.detach(),
             bregman_terms=parts["bregman"].detach(),
             reg_term=parts["reg"].detach(),
@@ -163,10 +200,13 @@ class RunMonitor:
             final=final,
             stop_reasons=[r or StopReason.FINISHED.value for r in self.reasons] if final else None,
             stage=self.stage,
-            extras=dict(self.extras),
+            extras={k: v.detach().clone() if isinstance(v, Tensor) else v
+                    for k, v in self.extras.items()},
         )
         if not final:
-            self.watch.start()
+            # restarted by the next before_iteration(), i.e. once the caller has the record
+            # and asks for more: the caller's time between records is not solver time
+            self._resume = True
         return rec
 
 
@@ -176,10 +216,15 @@ def _ssim(problem: object, x: Tensor) -> Tensor | None:
     shape = problem.image_shape
     if shape is None:
         return None
+    import numpy as np
+
     batch = x.shape[0]
     offset = problem.display_offset
-    return metrics.ssim(
-        x.reshape(batch, *shape) + offset,
-        problem.x_true.reshape(batch, *shape) + offset,
-        data_range=problem.data_range,
-    )
+    # A diverged sample keeps its last finite iterate, which can be ~1e300: its SSIM is
+    # NaN, and squaring it inside scikit-image must not flood the log with overflow warnings.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return metrics.ssim(
+            x.reshape(batch, *shape) + offset,
+            problem.x_true.reshape(batch, *shape) + offset,
+            data_range=problem.data_range,
+        )

@@ -47,12 +47,14 @@ def run_backprop(
         start_iteration=int(init.get("iteration", 0)),
     )
     x = init.get("x", problem.zeros_input()).detach().clone().requires_grad_(True)
+    lr = options.lr * options.step_scale  # step_scale multiplies every method's primal step
     if options.optimizer == "adam":
-        optimiser = torch.optim.Adam([x], lr=options.lr)
+        optimiser = torch.optim.Adam([x], lr=lr)
     else:
-        optimiser = torch.optim.SGD([x], lr=options.lr)
-    monitor.extras.update(optimizer=options.optimizer, lr=options.lr)
-    yield monitor.record(x.detach(), [])
+        optimiser = torch.optim.SGD([x], lr=lr)
+    monitor.extras.update(optimizer=options.optimizer, lr=lr)
+    # A copy: x is updated in place by the optimiser, and a record must be a snapshot.
+    yield monitor.record(x.detach().clone(), [])
     monitor.watch.start()
     while monitor.before_iteration():
         old = x.detach().clone()
@@ -64,7 +66,7 @@ def run_backprop(
             grad = grad + smoothed_reg_gradient(reg, x.detach(), alpha, options.tv_smoothing)
             x.grad = grad * problem_active_mask(monitor, grad)
             optimiser.step()
-            x.copy_(reg.prox_primal(x, options.lr, alpha))
+            x.copy_(reg.prox_primal(x, lr, alpha))
             (fixed,) = monitor.guard_finite([x.detach()], [old])
             x.copy_(monitor.freeze(fixed, old))
         dx = relative_change(x.detach(), old, stop.tol_mode)

@@ -27,17 +27,22 @@ def aux_step(
     below: Tensor,
     above: Tensor,
     tau: float,
-) -> Tensor:
-    """The x_l update of MATH.md §5.3 (l = index + 1).
+    pre_next: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The x_l update of MATH.md §5.3 (l = index + 1); returns (new x_l, u).
 
     ``below`` is the new x_{l-1}, ``above`` the old x_{l+1} (y_delta for the last one).
+    ``u = W_l x_{l-1} + b_l`` at the new x_{l-1} is also the pre-activation the next sweep
+    needs for layer l, so the caller caches it; ``pre_next`` is W_{l+1} x_l + b_{l+1} at
+    the current x_l when already known (computed as ``u`` by the previous sweep).
     """
     own, nxt = layers[index], layers[index + 1]
     x_l = aux[index]
     u = own.affine.apply(below)  # W_l x_{l-1} + b_l
-    g = nxt.affine.adjoint(nxt.activation.sigma(nxt.affine.apply(x_l)) - above)
+    z_next = nxt.affine.apply(x_l) if pre_next is None else pre_next
+    g = nxt.affine.adjoint(nxt.activation.sigma(z_next) - above)
     v = (x_l - tau * (g - u)) / (1.0 + tau)
-    return own.activation.prox(v, tau / (1.0 + tau))
+    return own.activation.prox(v, tau / (1.0 + tau)), u
 
 
 def run_joint(
@@ -58,7 +63,8 @@ def run_joint(
         x0 = init.get("x", problem.zeros_input())
         aux = list(init["aux"]) if init.get("aux") else problem.forward_aux(x0)
         aux = [layers[i].activation.project(a) for i, a in enumerate(aux)]
-    block = PrimalDualBlock(layers[0], problem, options, x0, init.get("dual"))
+    block = PrimalDualBlock(layers[0], problem, options, x0, init.get("dual"),
+                            fixed_data=depth == 1)
     factor = PAPER_PRIMAL if options.steps == "paper" else AUX_SAFE
     taus = [
         options.step_scale * factor / max(float(layers[i + 1].affine.norm()) ** 2, 1e-30)
@@ -74,30 +80,37 @@ def run_joint(
 
     yield record()
     monitor.watch.start()
+    # pre[i] = W_i x_{i-1} + b_i at the current x_{i-1}, or None: each sweep then needs one
+    # forward and one adjoint per layer (the floor), not two forwards
+    pre: list[Tensor | None] = [None] * depth
     with torch.no_grad():
         while monitor.before_iteration():
-            x_before = block.x
-            z_before = block.z
             data = aux[0] if depth > 1 else problem.y_delta
-            for _ in range(options.n_inner):
-                block.step(data, monitor)
-            changes = []
+            if options.n_inner == 1:
+                dx, dz = block.step(data, monitor, pre=pre[0])
+            else:  # the block's slots are reused: keep the state before the sweep
+                x_before = block.x.clone()
+                z_before = block.z.clone() if block.z is not None else None
+                for k in range(options.n_inner):
+                    block.step(data, monitor, pre=pre[0] if k == 0 else None)
+                dx = relative_change(block.x, x_before, stop.tol_mode)
+                dz = relative_change(block.z, z_before, stop.tol_mode) \
+                    if z_before is not None else None
             below = block.x
             new_aux = list(aux)
             for index in range(depth - 1):
                 above = aux[index + 1] if index + 1 < depth - 1 else problem.y_delta
-                candidate = aux_step(layers, index, new_aux, below, above, taus[index])
-                (candidate,) = monitor.guard_finite([candidate], [aux[index]])
-                candidate = monitor.freeze(candidate, aux[index])
-                changes.append(relative_change(candidate, aux[index], stop.tol_mode))
+                candidate, pre[index] = aux_step(layers, index, new_aux, below, above,
+                                                 taus[index], pre[index + 1])
+                candidate, change = monitor.accept(candidate, aux[index])
+                dz = change if dz is None else torch.maximum(dz, change)
                 new_aux[index] = candidate
                 below = candidate
+            pre[depth - 1] = None  # the last layer's input x_{L-1} just changed
+            if depth > 1 and not monitor.all_active:
+                pre[0] = None  # frozen samples: recompute rather than trust the cache
             aux = new_aux
             monitor.iteration += 1
-            dx = relative_change(block.x, x_before, stop.tol_mode)
-            dz = relative_change(block.z, z_before, stop.tol_mode) if block.z is not None else None
-            for change in changes:
-                dz = change if dz is None else torch.maximum(dz, change)
             monitor.converged(dx, dz)
             if monitor.running and monitor.due():
                 yield record()

@@ -87,7 +87,7 @@ def run_layerwise(
         layer, prior = layers[index], layers[index - 1].activation
         weight = problem.layer_alpha(index)
         beta = options.layer_tikhonov
-        tau = 1.0 / max(float(layer.affine.norm()) ** 2, 1e-30)
+        tau = options.step_scale / max(float(layer.affine.norm()) ** 2, 1e-30)
         _start_stage(monitor, f"layer {index + 1}/{depth}", stage_stop)
         x = aux[index - 1]
         y, t_prev = x, 1.0

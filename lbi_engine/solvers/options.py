@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from lbi_engine.errors import InputError
 
-STEP_RULES = ("safe", "conservative", "paper")
+STEP_RULES = ("auto", "balanced", "safe", "conservative", "paper")
 
 
 @dataclass(frozen=True)
@@ -15,20 +15,28 @@ class SolverOptions:
     """Method options; each method reads the ones it needs and ignores the rest.
 
     steps:
-        ``"safe"`` (default): the fastest provably convergent rule we measured — balanced
-        Condat–Vũ steps tau_x = 1/L, tau_z = 0.99 L / (2 alpha^2 ||K||^2) (MATH.md §3.3).
+        ``"auto"`` (default): ``"balanced"`` for a PDHG run (methods pdhg, and the input stage
+        of layerwise), ``"safe"`` for the x_0 block of the joint method.
+        ``"balanced"``: tau_z = 0.99 L / (alpha^2 ||K||^2) (twice "safe"'s), tau_x =
+        0.99 / (L/2 + tau_z alpha^2 ||K||^2); measured 2.2x fewer iterations than "safe" on
+        the circle problem (benchmarks/RESULTS.md).
+        ``"safe"``: balanced Condat–Vũ steps tau_x = 1/L, tau_z = 0.99 L / (2 alpha^2 ||K||^2)
+        (MATH.md §3.3).
         ``"conservative"``: tau_z = 1/(8 alpha), tau_x = 0.99 / (L/2 + tau_z alpha^2 ||K||^2).
         ``"paper"``: tau_x = 1.99/||W||^2, tau_z = 1/(8 alpha) (may not converge when
         ||W||^2 < 398 alpha; a warning is recorded in the first record's extras).
+        All but "paper" satisfy 1/tau_x - tau_z ||alpha K||^2 > L/2 (Condat–Vũ).
     n_inner: PDHG steps on the x_0 block per coordinate-descent sweep (joint method).
     step_scale: multiplies every primal step (for experiments; > 1 can diverge).
     eta: discrepancy-principle factor for Landweber (stop when ||residual|| <= eta * delta).
     optimizer / lr / tv_smoothing: the backpropagation baseline (Adam or gradient descent).
     layer_tikhonov: optional beta/2 ||x_l||^2 added to the layer-wise priors (MATH.md A4).
     inner_max_iter: iteration cap of each intermediate stage of the layer-wise method.
+    anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the
+        input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
     """
 
-    steps: str = "safe"
+    steps: str = "auto"
     n_inner: int = 1
     step_scale: float = 1.0
     eta: float = 1.05
@@ -37,6 +45,7 @@ class SolverOptions:
     tv_smoothing: float = 1e-3
     layer_tikhonov: float = 0.0
     inner_max_iter: int | None = None
+    anderson: int = 0
 
     def __post_init__(self) -> None:
         if self.steps not in STEP_RULES:
@@ -53,6 +62,8 @@ class SolverOptions:
             raise InputError(f"lr={self.lr}: the learning rate must be a finite number > 0.")
         if not self.tv_smoothing > 0:
             raise InputError(f"tv_smoothing={self.tv_smoothing}: must be > 0 (e.g. 1e-3).")
+        if not (isinstance(self.anderson, int) and 0 <= self.anderson <= 50):
+            raise InputError(f"anderson={self.anderson!r}: give a memory between 0 (off) and 50.")
         if not self.layer_tikhonov >= 0:
             raise InputError(f"layer_tikhonov={self.layer_tikhonov}: must be >= 0.")
 

@@ -29,6 +29,7 @@ class AuxStrip(QtWidgets.QWidget):
         lay.addWidget(self.glw, 1)
         self.items: list[pg.ImageItem] = []
         self.plots: list[pg.PlotItem] = []
+        self._titles: list[str] = []
         self._cmap = pg.colormap.get("viridis").getLookupTable(nPts=256)
 
     def set_aux(self, images: list[np.ndarray]) -> None:
@@ -39,13 +40,17 @@ class AuxStrip(QtWidgets.QWidget):
             finite = view[np.isfinite(view)]
             lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
             item.setImage(view, levels=(lo, hi if hi > lo else lo + 1.0), autoLevels=False)
-            self.plots[i].setTitle(f"x_{i + 1}  [{lo:.2g}, {hi:.2g}]", size="8pt")
+            title = f"x_{i + 1}  [{lo:.2g}, {hi:.2g}]"
+            if self._titles[i] != title:  # setTitle re-lays out the scene: only on change
+                self._titles[i] = title
+                self.plots[i].setTitle(title, size="8pt")
         self.placeholder.setVisible(not images)
         self.glw.setVisible(bool(images))
 
     def _rebuild(self, n: int) -> None:
         self.glw.clear()
         self.items, self.plots = [], []
+        self._titles = [""] * n
         for i in range(n):
             plot = self.glw.addPlot(row=0, col=i)
             for axis in ("left", "bottom"):

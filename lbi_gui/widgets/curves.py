@@ -17,6 +17,31 @@ LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
 
 
+class LogAxis(pg.AxisItem):
+    """A log axis that labels decades only (plus 2 and 5 when less than two decades show).
+
+    pyqtgraph labels every minor tick of a log axis, which overprints on small plots.
+    """
+
+    def logTickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph override
+        decades = [v for v in values if abs(v - round(v)) < 1e-6]
+        out = []
+        for v in values:
+            mantissa = 10 ** (v - np.floor(v + 1e-9))
+            keep = abs(v - round(v)) < 1e-6 or (len(decades) < 2 and
+                                                 round(mantissa) in (2, 5))
+            out.append(_tick(10 ** v) if keep else "")
+        return out
+
+
+def _tick(x: float) -> str:
+    if 1e-3 <= x < 1e4:
+        return f"{x:g}"
+    exponent = int(np.floor(np.log10(x) + 1e-9))
+    mantissa = x / 10 ** exponent
+    return (f"1e{exponent}" if abs(mantissa - 1) < 1e-6 else f"{mantissa:.0f}e{exponent}")
+
+
 def _positive(y: np.ndarray) -> np.ndarray:
     y = np.array(y, dtype=np.float64, copy=True)
     y[~(y > 0)] = np.nan
@@ -36,7 +61,8 @@ class CurvesPanel(QtWidgets.QWidget):
                  ("residuals", "Residuals", True), ("ssim", "SSIM", False)]
         self.plots: dict[str, pg.PlotItem] = {}
         for i, (key, title, log) in enumerate(specs):
-            plot = self.glw.addPlot(row=i // 3, col=i % 3)
+            axes = {"left": LogAxis("left")} if log else None
+            plot = self.glw.addPlot(row=i // 3, col=i % 3, axisItems=axes)
             plot.setTitle(title, size="10pt")
             plot.setLogMode(x=False, y=log)
             plot.showGrid(x=True, y=True, alpha=0.25)
@@ -122,8 +148,8 @@ class CurvesPanel(QtWidgets.QWidget):
         if decoder_psnr is not None and np.isfinite(decoder_psnr):
             ref = pg.InfiniteLine(pos=decoder_psnr, angle=0, pen=pen,
                                   label=f"decoder {decoder_psnr:.1f} dB",
-                                  labelOpts={"position": 0.75, "color": "#555",
-                                             "anchors": [(0.5, 1), (0.5, 1)]})
+                                  labelOpts={"position": 0.7, "color": "#555",
+                                             "anchors": [(0.5, 0), (0.5, 0)]})
             self.plots["psnr"].addItem(ref)
             self._refs.append((self.plots["psnr"], ref))
         if noise_norm is not None and noise_norm > 0:

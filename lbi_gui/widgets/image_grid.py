@@ -58,10 +58,17 @@ class ImageGrid(QtWidgets.QWidget):
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.glw)
+        self._titles: dict[str, str] = {}
         self.truth: np.ndarray | None = None
         self.iterate: np.ndarray | None = None
         self._error_auto = True
         self.error_bar.sigLevelsChangeFinished.connect(self._error_levels_touched)
+
+    def _title(self, key: str, text: str) -> None:
+        """Set a title only when it changed (setTitle re-lays out the whole scene)."""
+        if self._titles.get(key) != text:
+            self._titles[key] = text
+            self.plots[key].setTitle(text, size=TITLE_SIZE)
 
     # ---- data ----------------------------------------------------------------------------
     def _set(self, key: str, img: np.ndarray | None) -> None:
@@ -78,8 +85,8 @@ class ImageGrid(QtWidgets.QWidget):
     def set_truth(self, img: np.ndarray | None) -> None:
         self.truth = None if img is None else np.asarray(img)
         self._set("truth", img)
-        self.plots["truth"].setTitle((TITLES["truth"] if img is not None
-                                      else "Ground truth (unknown)") + "<br>", size=TITLE_SIZE)
+        self._title("truth", (TITLES["truth"] if img is not None
+                                      else "Ground truth (unknown)") + "<br>")
         self._update_error()
         if img is not None:
             self.plots["truth"].autoRange(padding=0.02)
@@ -90,7 +97,7 @@ class ImageGrid(QtWidgets.QWidget):
             title = "Decoder (none)<br>"
         else:
             title = TITLES["decoder"] + (f"<br>{psnr:.2f} dB" if psnr is not None else "<br>")
-        self.plots["decoder"].setTitle(title, size=TITLE_SIZE)
+        self._title("decoder", title)
 
     def set_iterate(self, img: np.ndarray | None, iteration: int | None = None,
                     psnr: float | None = None) -> None:
@@ -98,7 +105,7 @@ class ImageGrid(QtWidgets.QWidget):
         self._set("iterate", img)
         title = TITLES["iterate"] + (f" (k = {iteration})" if iteration is not None else "")
         title += f"<br>{psnr:.2f} dB" if psnr is not None and np.isfinite(psnr) else "<br>"
-        self.plots["iterate"].setTitle(title, size=TITLE_SIZE)
+        self._title("iterate", title)
         self._update_error()
         if img is not None and self.truth is None:
             self.plots["truth"].autoRange(padding=0.02)
@@ -113,8 +120,7 @@ class ImageGrid(QtWidgets.QWidget):
             self.error_bar.setLevels((-m, m))
         self._set("error", err)
         rms = float(np.sqrt(np.mean(err ** 2))) if err is not None else None
-        self.plots["error"].setTitle(TITLES["error"] + (f"<br>RMS {rms:.2g}" if rms else "<br>"),
-                                     size=TITLE_SIZE)
+        self._title("error", TITLES["error"] + (f"<br>RMS {rms:.2g}" if rms else "<br>"))
 
     def _error_levels_touched(self) -> None:
         self._error_auto = False  # the user dragged the error bar: keep their levels

@@ -49,6 +49,7 @@ class NetworkPanel(ParamPanel):
                                    "the file does not say")
         self.allow_pickle = False
         self.summary = info_label()
+        self.summary.setContentsMargins(6, 0, 6, 0)
         self.table = QtWidgets.QTableWidget(0, len(LAYER_COLUMNS))
         self.table.setHorizontalHeaderLabels(LAYER_COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -159,6 +160,8 @@ class NetworkPanel(ParamPanel):
                 if c in (0, 5):
                     item.setTextAlignment(QtCore.Qt.AlignmentFlag.AlignRight
                                           | QtCore.Qt.AlignmentFlag.AlignVCenter)
+                if c == 1 and layer.get("description"):
+                    item.setToolTip(str(layer["description"]))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
         desc = card.get("description") or card.get("summary") or ""

@@ -28,12 +28,14 @@ class RegularisationPanel(ParamPanel):
         self.from_delta.setToolTip("Set α from the current noise level δ")
         self.from_delta.setEnabled(False)
         self.per_layer = QtWidgets.QCheckBox("Per-layer α (layer-wise method)")
-        self.per_layer.setToolTip("One α for each layer's sub-problem of the layer-wise "
-                                  "inversion; unchecked: every layer uses α")
+        self.per_layer.setToolTip("Weights of the priors on the auxiliary variables x₁ … "
+                                  "x_{L−1} in the layer-wise inversion; unchecked: the "
+                                  "method's default")
         self.layer_table = QtWidgets.QTableWidget(0, 1)
         self.layer_table.setHorizontalHeaderLabels(["α"])
         self.layer_table.horizontalHeader().setStretchLastSection(True)
-        self.layer_table.setMaximumHeight(110)
+        self.layer_table.verticalHeader().setDefaultSectionSize(22)
+        self.layer_table.setMaximumHeight(100)
         self.layer_table.setEnabled(False)
         self._delta: float | None = None
 
@@ -98,12 +100,13 @@ class RegularisationPanel(ParamPanel):
 
     # ---- per-layer α ---------------------------------------------------------------------
     def set_layer_count(self, n: int) -> None:
-        """One row per lifted layer, pre-filled with the global α."""
+        """One row per auxiliary variable x_1 … x_n (n = layers − 1), pre-filled with α."""
         if n == self.layer_table.rowCount():
             return
         with QtCore.QSignalBlocker(self.layer_table):
             self.layer_table.setRowCount(n)
-            self.layer_table.setVerticalHeaderLabels([f"layer {i + 1}" for i in range(n)])
+            self.layer_table.setVerticalHeaderLabels([f"x_{i + 1}" for i in range(n)])
+            self.layer_table.setFixedHeight(min(100, 26 + 22 * n))
             for r in range(n):
                 if self.layer_table.item(r, 0) is None:
                     self.layer_table.setItem(r, 0,
@@ -124,8 +127,9 @@ class RegularisationPanel(ParamPanel):
         self._emit("layer_alphas")
 
     def _layer_alphas(self) -> list[float] | None:
-        if not self.per_layer.isChecked() or self.layer_table.rowCount() == 0:
-            return None
+        if not (self.per_layer.isChecked() and self.per_layer.isEnabled()) \
+                or self.layer_table.rowCount() == 0:
+            return None  # only the layer-wise method takes per-layer weights
         out = []
         for r in range(self.layer_table.rowCount()):
             item = self.layer_table.item(r, 0)

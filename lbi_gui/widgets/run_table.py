@@ -60,7 +60,8 @@ class CompareView(QtWidgets.QWidget):
         self.text = QtWidgets.QLabel("Select two runs in the table to compare them.")
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay = QtWidgets.QVBoxLayout(self)
+        self.text.setMinimumWidth(170)
+        lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.glw, 1)
         lay.addWidget(self.text)
@@ -75,10 +76,13 @@ class CompareView(QtWidgets.QWidget):
             self.items[2].setImage(diff, levels=(-m, m), autoLevels=False)
         else:
             self.items[2].clear()
-        self.plots[0].setTitle(a.label)
-        self.plots[1].setTitle(b.label)
-        self.plots[2].setTitle(f"#{b.run_id} − #{a.run_id}")
-        rows = []
+        self.plots[0].setTitle(f"#{a.run_id}", size="9pt")
+        self.plots[1].setTitle(f"#{b.run_id}", size="9pt")
+        self.plots[2].setTitle(f"#{b.run_id} − #{a.run_id}", size="9pt")
+        rows = [f"<tr><td>method</td><td align=right>{a.request.get('method')}</td>"
+                f"<td align=right>{b.request.get('method')}</td></tr>",
+                f"<tr><td>α</td><td align=right>{_cell(a.request.get('alpha'))}</td>"
+                f"<td align=right>{_cell(b.request.get('alpha'))}</td></tr>"]
         for key in ("PSNR", "SSIM", "discrepancy", "objective", "iterations", "time [s]"):
             va, vb = a.table_row()[key], b.table_row()[key]
             rows.append(f"<tr><td>{key}</td><td align=right>{_cell(va)}</td>"
@@ -105,6 +109,7 @@ class RunTable(QtWidgets.QWidget):
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)  # oldest run first
         self.table.setAlternatingRowColors(True)
         self.compare_view = CompareView()
         self.run_all = QtWidgets.QPushButton("Run all methods")
@@ -120,10 +125,13 @@ class RunTable(QtWidgets.QWidget):
         top_lay.setContentsMargins(0, 0, 0, 0)
         top_lay.addLayout(buttons)
         top_lay.addWidget(self.table)
-        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Horizontal)
+        split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         split.addWidget(top)
         split.addWidget(self.compare_view)
-        split.setSizes([700, 500])
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        self.table.setMinimumHeight(110)
+        self.table.verticalHeader().setDefaultSectionSize(22)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(split)

@@ -76,3 +76,14 @@ def test_curves_csv_rows_and_undefined_cells(tmp_path) -> None:
     with open(tmp_path / "c1.csv", newline="") as fh:
         second = list(csv.DictReader(fh))
     assert float(second[0]["objective"]) == 7.0 and float(second[0]["bregman_1"]) == 0.0
+
+
+def test_curves_keep_one_row_when_the_final_record_repeats_an_iterate() -> None:
+    def rec(k: int, objective: float, stage: str = "") -> dict:
+        return {"iteration": k, "elapsed": 0.0, "objective": np.array([objective]),
+                "bregman_terms": np.array([[objective]]), "stage": stage}
+
+    _, rows = exports.curve_rows([rec(0, 3.0), rec(5, 2.0), rec(5, 1.5)])
+    assert [(r[0], r[2]) for r in rows] == [(0, 3.0), (5, 1.5)]  # the final one wins
+    _, staged = exports.curve_rows([rec(5, 2.0, "layer 1/2"), rec(5, 1.0, "layer 2/2")])
+    assert len(staged) == 2  # same count, different stage: two iterates

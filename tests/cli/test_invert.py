@@ -101,6 +101,17 @@ def test_record_repeats_the_run_exactly_and_flags_override(first_run: Path, cli,
     assert changed["metrics"]["objective"] != first["metrics"]["objective"]
 
 
+def test_a_bare_run_record_from_the_gui_is_accepted(first_run: Path, cli,
+                                                   tmp_path: Path) -> None:
+    request = InversionRequest.from_dict(_result(first_run)["request"])
+    (tmp_path / "run.json").write_text(json.dumps(request.to_dict()))  # what the GUI saves
+    code, _, err = cli("invert", "--record", tmp_path / "run.json", "--out", tmp_path / "g",
+                       "--quiet")
+    assert code == 0, err
+    assert _result(tmp_path / "g")["metrics"]["objective"] == \
+        _result(first_run)["metrics"]["objective"]
+
+
 def test_existing_results_are_kept_unless_overwrite(first_run: Path, cli) -> None:
     before = (first_run / "result.json").read_bytes()
     code, out, err = cli(*BASE, "--out", first_run)
@@ -118,15 +129,16 @@ def test_overwrite_replaces_and_summary_is_printed(tmp_path: Path, cli) -> None:
     assert "psnr" in stdout and "decoder psnr" in stdout and str(out) in stdout
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
 def test_user_torchscript_network_with_measured_data(tmp_path: Path, cli) -> None:
     """A network file the zoo does not know, and y^delta given directly (no ground truth)."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.ReLU()).double()
+    model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.ReLU())
     torch.jit.script(model).save(str(tmp_path / "model.pt"))
-    x = torch.zeros(1, 16, dtype=torch.float64)
+    x = torch.zeros(1, 16)
     x[0, 5:7] = 1.0
     x[0, 9:11] = 1.0
-    y = model(x).detach().numpy()[0]
+    y = model(x).detach().double().numpy()[0]
     np.save(tmp_path / "y.npy", y)
     code, _, err = cli("invert", "--network", tmp_path / "model.pt", "--input-shape", "16",
                        "--data", tmp_path / "y.npy", "--alpha", "1e-3", "--method", "pdhg",
@@ -142,8 +154,8 @@ def test_user_torchscript_network_with_measured_data(tmp_path: Path, cli) -> Non
     recon = np.load(tmp_path / "r" / "reconstruction.npy")
     assert recon.shape == (16,)
     # the objective, recomputed independently: B_ReLU(y, z) = ½||y - z+||² + <y, z->, TV iso
-    w = model[0].weight.detach().numpy()
-    b = model[0].bias.detach().numpy()
+    w = model[0].weight.detach().double().numpy()
+    b = model[0].bias.detach().double().numpy()
     z = w @ recon.astype(np.float64) + b
     bregman = 0.5 * np.sum((y - np.maximum(z, 0)) ** 2) + np.sum(y * np.maximum(-z, 0))
     img = recon.astype(np.float64).reshape(4, 4)

@@ -48,6 +48,19 @@ def test_convergence_quick_reports_a_slope_and_the_bound(tmp_path: Path, cli) ->
     assert "componentwise source condition holds at every level" in report
 
 
+def test_mnist_perceptron_quick_uses_batches_of_distinct_digits(tmp_path: Path, cli) -> None:
+    code, _, err = cli("reproduce", "mnist-perceptron", "--quick", "--out", tmp_path)
+    assert code == 0, err
+    report = (tmp_path / "report.md").read_text()
+    rows = [line for line in report.splitlines() if line.startswith(("| train |", "| val |"))]
+    per_digit = [r for r in rows if len(r.split("|")) > 8]
+    assert [r.split("|")[2].strip() for r in per_digit] == ["0", "2000", "0", "500"]
+    for row in per_digit:
+        decoder, inversion = (float(row.split("|")[k]) for k in (4, 5))
+        assert 5 < decoder < 60 and 5 < inversion < 60
+    assert (tmp_path / "mnist-perceptron_digits.png").exists()
+
+
 def test_existing_report_is_not_overwritten(tmp_path: Path, cli) -> None:
     (tmp_path / "report.md").write_text("keep me")
     code, _, err = cli("reproduce", "convergence", "--quick", "--out", tmp_path)

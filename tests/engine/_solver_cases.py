@@ -9,10 +9,8 @@ can be checked against a solution nobody in this project computed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 import torch
 from torch import Tensor, nn
@@ -23,16 +21,6 @@ from lbi_engine.operators import affine_from_modules
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import IterateRecord, solve
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    """Tiny problems run ~10x slower with two intra-op threads on a busy 2-core machine
-    (thread hand-off costs more than the arithmetic), so solver tests use one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # -- images -------------------------------------------------------------------------------------
@@ -63,7 +51,7 @@ def lift(module: nn.Module, input_shape: tuple[int, ...],
     return LiftedNetwork.from_module(module.to(dtype), input_shape)
 
 
-def chain(specs: list[tuple[nn.Module, str]], input_shape: tuple[int, ...], seed: int = 0,
+def chain(specs: list[tuple[nn.Module, str | dict]], input_shape: tuple[int, ...], seed: int = 0,
           gain: float = 1.0) -> LiftedNetwork:
     """A lifted network from (affine module, activation name) pairs, built layer by layer so
     that activations nn.Sequential cannot express between two affine maps (identity) are

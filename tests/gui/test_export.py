@@ -53,6 +53,8 @@ def test_export_every_format_and_read_it_back(finished, tmp_path, monkeypatch) -
         assert im.size[0] >= 1000 and im.size[1] > 200
     svg = ET.parse(paths["plots_svg"]).getroot()
     assert svg.tag.endswith("svg")
+    assert len(list(svg.iter("{http://www.w3.org/2000/svg}path"))) + \
+        len(list(svg.iter("{http://www.w3.org/2000/svg}polyline"))) > 6  # vector curves
     record = json.loads(paths["record"].read_text())
     assert record["results"]["metrics"]["psnr"] == pytest.approx(run.metrics["psnr"])
     # `lbi invert --record` reads this file and rebuilds the same request

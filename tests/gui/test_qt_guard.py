@@ -35,3 +35,26 @@ def test_gui_modules_import_without_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_window_shows_before_torch_loads() -> None:
+    """In a fresh process: the window is on screen before torch; the engine loads after."""
+    import os
+    import subprocess
+
+    code = ("import sys, time\n"
+            "from PySide6 import QtWidgets\n"
+            "app = QtWidgets.QApplication([])\n"
+            "from lbi_gui.main_window import MainWindow\n"
+            "w = MainWindow(restore_layout=False); w.show()\n"
+            "shown_without_torch = w.isVisible() and 'torch' not in sys.modules\n"
+            "end = time.time() + 120\n"
+            "while w.info is None and time.time() < end:\n"
+            "    app.processEvents(); time.sleep(0.01)\n"
+            "ready = w.info is not None and 'torch' in sys.modules\n"
+            "w.close()\n"
+            "print('ok' if shown_without_torch and ready else 'bad', shown_without_torch)\n")
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=180)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stdout + out.stderr

@@ -267,6 +267,43 @@ def inf_weights_torchscript(ctx: Ctx) -> dict[str, Any]:
     return {"network": str(ctx.tmp / "inf_ts.pt"), "input_shape": (1, 28, 28)}
 
 
+def card_is_binary(ctx: Ctx) -> dict[str, Any]:
+    (ctx.tmp / "binary_card.json").write_bytes(_png_bytes())
+    return {"network": str(ctx.tmp / "binary_card.json")}
+
+
+def card_absurd_layer(ctx: Ctx) -> dict[str, Any]:
+    layers = [{"type": "Flatten"}, {"type": "Linear", "in_features": 784, "out_features": 10**9}]
+    return {"network": str(write_card(ctx.tmp / "huge_card.json", layers=layers,
+                                      weights={"source": "seeded-init", "seed": 0}))}
+
+
+def card_absurd_input_shape(ctx: Ctx) -> dict[str, Any]:
+    return {"network": str(write_card(ctx.tmp / "wide_card.json", input_shape=[10**5] * 3,
+                                      weights={"source": "seeded-init", "seed": 0}))}
+
+
+def onnx_absurd_input_dims(ctx: Ctx) -> dict[str, Any]:
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="act")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 100000, 100000])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, 100000, 100000])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(ctx.tmp / "vast.onnx"))
+    return {"network": str(ctx.tmp / "vast.onnx")}
+
+
+def float_tiff(ctx: Ctx, name: str, value: float) -> dict[str, Any]:
+    a = np.full((28, 28), 0.5, np.float32)
+    a[2, 3] = value
+    Image.fromarray(a, mode="F").save(ctx.tmp / name)
+    return {"image": str(ctx.tmp / name)}
+
+
 def absurd_input_shape(ctx: Ctx) -> dict[str, Any]:
     return {"network": str(ctx.kit.torchscript), "input_shape": (100000, 100000, 100000)}
 
@@ -325,6 +362,11 @@ CASES: list[Case] = [
          ("future_card.json", "format_version", "update")),
     Case("card-weights-mismatch", card_weights_mismatch, ModelFileError,
          ("other.pt", "do not match")),
+    Case("card-is-binary", card_is_binary, ModelFileError, ("binary_card.json", "json")),
+    Case("card-absurd-layer", card_absurd_layer, ModelFileError, ("huge_card.json", "weights")),
+    Case("card-absurd-input-shape", card_absurd_input_shape, InputError,
+         ("100000", "too large")),
+    Case("onnx-absurd-input-dims", onnx_absurd_input_dims, InputError, ("vast.onnx", "too large")),
     Case("missing-network", missing_network, ModelFileError, ("missing_model.pt",)),
     Case("network-is-directory", network_is_directory, ModelFileError,
          ("model_dir.pt", "directory")),
@@ -357,6 +399,11 @@ CASES: list[Case] = [
     Case("truth-object", lambda c: truth(c, "t_obj.npy", np.array([{"a": 1}], dtype=object),
                                          allow_pickle=True),
          DataFileError, ("t_obj.npy", "pickle")),
+    Case("truth-zero-size", lambda c: truth(c, "t_void.npy", np.zeros((0, 28), np.float32)),
+         ShapeMismatchError, ("t_void.npy", "(0, 28)")),
+    Case("truth-structured",
+         lambda c: truth(c, "t_rec.npy", np.zeros(784, dtype=[("a", "<f4"), ("b", "<i4")])),
+         DataFileError, ("t_rec.npy", "numeric")),
     Case("truth-int64", lambda c: truth(c, "t_int.npy", (_DIGIT > 0.5).astype(np.int64)),
          None, ()),
     Case("truth-empty-npy", lambda c: {"truth": str(_touch(c.tmp / "t_empty.npy"))},
@@ -381,6 +428,8 @@ CASES: list[Case] = [
     Case("image-decompression-bomb",
          lambda c: png_file(c, "bomb.png", _png_header_only(100000, 100000)),
          DataFileError, ("bomb.png", "pixels")),
+    Case("image-float-nan", lambda c: float_tiff(c, "nan_float.tif", np.nan), DataFileError,
+         ("nan_float.tif", "nan")),
     Case("image-missing", lambda c: {"image": str(c.tmp / "nowhere.png")}, DataFileError,
          ("nowhere.png", "does not exist")),
     Case("image-unreadable", unreadable_image, DataFileError, ("locked.png", "permission")),

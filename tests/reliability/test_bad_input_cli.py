@@ -89,3 +89,14 @@ def test_real_process_refuses_a_pickle_that_runs_code(kit: Kit, tmp_path: Path,
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "--allow-pickle" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / corpus.MARKER).exists()
+
+
+def test_allow_pickle_loads_a_trusted_whole_module_with_a_warning(kit: Kit, tmp_path: Path,
+                                                                  monkeypatch, cli) -> None:
+    request = corpus.build(corpus.BY_ID["pickled-whole-module"], tmp_path, kit, monkeypatch)
+    argv = [*corpus.to_argv(request, tmp_path / "out"), "--allow-pickle", "--input-shape",
+            "1,28,28"]
+    code, _, err = cli(*argv)
+    assert code == 0, err
+    assert "allow-pickle" in err and "arbitrary code" in err  # the one warning, on stderr
+    assert (tmp_path / "out" / "result.json").is_file()

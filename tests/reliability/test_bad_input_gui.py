@@ -83,3 +83,22 @@ def test_every_bad_input_gives_a_dialog_and_the_window_keeps_working(
     assert math.isfinite(float(result.metrics["objective"]))
     assert result.request["network"] == base["network"]
     assert len(dialogs) == len(GUI_CASES)  # and nothing else went wrong on the way
+
+
+def test_window_reads_data_files_whose_names_are_not_utf8(qtbot, window, dialogs, kit: Kit,
+                                                          tmp_path: Path) -> None:
+    import os
+
+    import numpy as np
+
+    win = window(kit.base_request(max_iter=10))
+    path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/v\xe9rit\xe9.npy")
+    np.save(path, np.linspace(0, 1, 784, dtype=np.float32).reshape(28, 28))
+    win.open_data_file("image", path)  # an .npy "image" is a ground-truth array
+    qtbot.waitUntil(lambda: win.info is not None and win.info.request.get("truth") == path,
+                    timeout=30000)
+    win.run()
+    qtbot.waitUntil(lambda: len(win.run_table.runs) == 1, timeout=60000)
+    assert win.run_table.runs[0].request["truth"] == path
+    assert win.save_session_to(str(tmp_path / "s.lbisession"), confirmed=True)
+    assert not dialogs

@@ -1,0 +1,130 @@
+"""Runs inside a subprocess for bench_gui: the real window, timed. Prints one JSON line.
+
+``python -m benchmarks._gui_probe startup``: prints the wall-clock time (time.time()) at which
+the main window has been shown and its first events processed, then exits.
+``python -m benchmarks._gui_probe run ITERATIONS``: opens the window with the app's default
+problem (CNN autoencoder, joint method), runs ITERATIONS iterations while a 10 ms timer on the
+GUI thread measures how late the event loop serves it, then runs the same request headless in
+the same process (same threads), and prints both throughputs and the latencies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+
+def _startup() -> None:
+    from PySide6 import QtCore
+
+    import lbi_gui.main_window as mw
+
+    original = mw.MainWindow.showEvent
+
+    def shown(self: Any, event: Any) -> None:
+        original(self, event)
+
+        def report() -> None:
+            print(json.dumps({"shown": time.time()}), flush=True)
+            os._exit(0)  # the engine may still be loading on its thread: no clean-up needed
+
+        QtCore.QTimer.singleShot(0, report)
+
+    mw.MainWindow.showEvent = shown
+    from lbi_gui.app import main
+
+    main(["--no-restore"])
+
+
+def _run(iterations: int) -> None:
+    from PySide6 import QtCore, QtWidgets
+
+    from lbi_gui.main_window import MainWindow
+    from lbi_gui.params import default_request
+
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
+    request = default_request(max_iter=iterations, tol=0.0,
+                              threads=int(os.environ.get("LBI_PROBE_THREADS", "1")))
+    if os.environ.get("LBI_PROBE_SWITCH"):  # experiment: the interpreter's GIL switch interval
+        sys.setswitchinterval(float(os.environ["LBI_PROBE_SWITCH"]))
+    window = MainWindow(request, autorun=True, restore_layout=False)
+    if os.environ.get("LBI_PROBE_NODRAW"):  # experiment: no drawing of iterates and curves
+        window.controller.view_update.disconnect()
+    draw: list[float] = []  # seconds the GUI thread spends per view update (images, curves)
+    timed = {"view": window._on_view_update, "curves": window.curves.update_curves}
+
+    def view_update(prog: Any) -> None:
+        start = time.perf_counter()
+        timed["view"](prog)
+        draw.append(time.perf_counter() - start)
+
+    curve_draw: list[float] = []
+
+    def update_curves(*a: Any, **k: Any) -> Any:
+        start = time.perf_counter()
+        out = timed["curves"](*a, **k)
+        curve_draw.append(time.perf_counter() - start)
+        return out
+
+    window.curves.update_curves = update_curves
+    if not os.environ.get("LBI_PROBE_NODRAW"):
+        window.controller.view_update.disconnect()
+        window.controller.view_update.connect(view_update)
+    window.show()
+    ticks: list[float] = []
+    marks: dict[str, float] = {}
+    timer = QtCore.QTimer()
+    timer.setTimerType(QtCore.Qt.TimerType.PreciseTimer)
+    timer.setInterval(10)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+
+    def on_state(state: str) -> None:
+        if state == "running" and "start" not in marks:
+            marks["start"] = time.perf_counter()
+            timer.start()
+
+    def on_finished(result: Any) -> None:
+        marks["end"] = time.perf_counter()
+        marks["iterations"] = result.iterations
+        marks["elapsed"] = result.elapsed
+        timer.stop()
+        QtCore.QTimer.singleShot(200, app.quit)
+
+    window.controller.state_changed.connect(on_state)
+    window.controller.run_finished.connect(on_finished)
+    QtCore.QTimer.singleShot(600_000, app.quit)  # a safety net
+    app.exec()
+    gui_wall = marks["end"] - marks["start"]
+    lateness = [max(0.0, (b - a) - 0.010) for a, b in zip(ticks[:-1], ticks[1:], strict=False)]
+    window.controller.shutdown()
+    headless = _headless(request, iterations)
+    print(json.dumps({
+        "iterations": marks["iterations"], "gui_wall": gui_wall, "gui_solver": marks["elapsed"],
+        "headless_wall": headless["wall"], "headless_solver": headless["solver"],
+        "lateness": lateness, "view_updates": len(draw), "view_seconds": sum(draw),
+        "curve_draws": len(curve_draw), "curve_seconds": sum(curve_draw),
+    }), flush=True)
+
+
+def _headless(request: dict[str, Any], iterations: int) -> dict[str, float]:
+    from lbi_engine.api import InversionRequest, iterate, prepare
+
+    req = InversionRequest(**request)
+    prepared = prepare(req)
+    for _ in iterate(prepared):  # warm-up (norms, first-call costs)
+        break
+    start = time.perf_counter()
+    last = None
+    for record in iterate(prepared):
+        last = record
+    return {"wall": time.perf_counter() - start, "solver": float(last.elapsed)}
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "startup":
+        _startup()
+    else:
+        _run(int(sys.argv[2]))

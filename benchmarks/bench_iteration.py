@@ -1,0 +1,136 @@
+"""Item 1: time per iteration against the floor (one W x plus one W^T r, same batch).
+
+The solver is timed through its public generator: ``report_every`` = chunk, and the solver
+time between two records (``IterateRecord.elapsed``, which excludes the time spent building
+records) divided by the chunk. Each round times one chunk of the solver and the same number
+of floor evaluations back to back; the figure is the median over rounds of their ratio.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from benchmarks._baseline import StraightforwardPDHG
+from benchmarks._common import Figure, Section, check, threads
+from benchmarks.problems import Case, circle, mnist_cnn, mnist_perceptron
+
+TARGET = 1.3
+
+
+def _strip_truth(problem: Any) -> Any:
+    """The same problem without ground truth: records then skip PSNR/SSIM (not timed anyway,
+    but SSIM on every record would make the benchmark itself slow)."""
+    from lbi_engine.problem import InversionProblem
+
+    return InversionProblem(problem.network, problem.y_delta, problem.regulariser,
+                            problem.alpha, image_shape=problem.image_shape)
+
+
+def solver_chunks(case: Case, chunk: int, options: dict | None = None) -> Iterator[float]:
+    """Yields the solver seconds per iteration of successive chunks of ``chunk`` iterations."""
+    from lbi_engine.solvers import StopRule, solve
+
+    problem = _strip_truth(case.problem)
+    # tol > 0 so that the stop test runs every iteration as in real runs (it never fires here)
+    records = solve(problem, case.method, stop=StopRule(max_iter=10**9, tol=1e-12),
+                    options=options or {}, report_every=chunk)
+    last = next(records).elapsed
+    for record in records:
+        yield (record.elapsed - last) / chunk
+        last = record.elapsed
+
+
+def per_iteration(case: Case, rounds: int, chunk: int, options: dict | None = None,
+                  baseline: bool = False) -> dict[str, float]:
+    """Median seconds per iteration of the solver and of the floor, and the median ratio
+    (and the same for the straightforward port when ``baseline``)."""
+    solver = solver_chunks(case, chunk, options)
+    next(solver)  # warm-up chunk
+    port = StraightforwardPDHG(_strip_truth(case.problem)) if baseline else None
+    rows: dict[str, list[float]] = {"solver": [], "floor": [], "port": []}
+    with torch.no_grad():
+        for _ in range(rounds):
+            rows["solver"].append(next(solver))
+            start = time.perf_counter()
+            for _ in range(chunk):
+                case.floor()
+            rows["floor"].append((time.perf_counter() - start) / chunk)
+            if port is not None:
+                start = time.perf_counter()
+                for _ in range(chunk):
+                    port.step()
+                rows["port"].append((time.perf_counter() - start) / chunk)
+    out = {
+        "solver": statistics.median(rows["solver"]),
+        "floor": statistics.median(rows["floor"]),
+        "ratio": statistics.median(s / f for s, f in zip(rows["solver"], rows["floor"],
+                                                          strict=True)),
+    }
+    if port is not None:
+        out["port"] = statistics.median(rows["port"])
+        out["port_ratio"] = statistics.median(
+            p / f for p, f in zip(rows["port"], rows["floor"], strict=True))
+    return out
+
+
+def _figure(name: str, m: dict[str, float], target: bool, note: str = "") -> Figure:
+    return Figure(name, m["solver"] * 1e3, "ms", m["floor"] * 1e3, "floor (ms)", m["ratio"],
+                  f"<= {TARGET}" if target else "", check(m["ratio"], TARGET) if target else None,
+                  note)
+
+
+def run(quick: bool = False) -> Section:
+    section = Section("iteration", "1. Per-iteration cost against the floor")
+    rounds, chunk_1, chunk_b = (8, 20, 2) if quick else (30, 25, 3)
+    restore = threads(1)
+    try:
+        cases: list[tuple[str, Callable[[], Case], int, bool, dict | None, bool]] = [
+            ("circle, 1 image", lambda: circle(1, quick=quick), chunk_1, True, None, True),
+            ("circle, batch of 64", lambda: circle(64, quick=quick), chunk_b, True, None, True),
+            ("circle, 1 image, Anderson(5)", lambda: circle(1, quick=quick), chunk_1, False,
+             {"anderson": 5}, False),
+            ("MNIST perceptron, 1 image", lambda: mnist_perceptron(1), chunk_1, False, None,
+             False),
+            ("MNIST CNN (joint), 1 image", lambda: mnist_cnn(1), chunk_1, False, None, False),
+        ]
+        for name, build, chunk, target, options, baseline in cases:
+            case = build()
+            m = per_iteration(case, rounds, chunk, options, baseline)
+            section.add(_figure(name, m, target))
+            if baseline:
+                section.add(Figure(f"{name}: straightforward port (before)", m["port"] * 1e3,
+                                   "ms", m["floor"] * 1e3, "floor (ms)", m["port_ratio"],
+                                   note="same run, same load"))
+            section.data[name] = m
+    finally:
+        restore()
+    _threads(section, quick, rounds, chunk_1, chunk_b)
+    section.note(
+        "Floor: one `W x` plus one `W^T r` (every affine layer, same batch) in float32, "
+        "timed in the same rounds as the solver; ratio = median over rounds of "
+        "(solver time per iteration) / (floor time per iteration). One thread unless stated."
+    )
+    return section
+
+
+def _threads(section: Section, quick: bool, rounds: int, chunk_1: int, chunk_b: int) -> None:
+    """1 vs 2 intra-op threads, solver time per iteration (each measured with its floor)."""
+    for name, build, chunk in (("circle, 1 image", lambda: circle(1, quick=quick), chunk_1),
+                               ("circle, batch of 64", lambda: circle(64, quick=quick), chunk_b)):
+        times = {}
+        for n in (1, 2):
+            restore = threads(n)
+            try:
+                times[n] = per_iteration(build(), max(4, rounds // 2), chunk)
+            finally:
+                restore()
+        section.add(Figure(f"{name}: 2 threads / 1 thread (solver time per iteration)",
+                           times[2]["solver"] * 1e3, "ms", times[1]["solver"] * 1e3,
+                           "1 thread (ms)", note=f"floor ratio with 2 threads: "
+                           f"{times[2]['ratio']:.2f}"))
+        section.data[f"threads {name}"] = times

@@ -1,0 +1,345 @@
+"""The streaming protocol every method speaks (lbi_engine/solvers/base.py): record fields and
+shapes, report cadence, per-sample stopping, warm start, tolerance modes, time budget,
+residual tolerance, cancel, divergence, and the committed objective curves.
+
+Regenerate the curves in tests/engine/curves/ with ``LBI_WRITE_CURVES=1 pytest
+tests/engine/test_solver_protocol.py``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from lbi_engine.errors import InputError
+from lbi_engine.solvers import (
+    CancelToken,
+    IterateRecord,
+    StopReason,
+    StopRule,
+    final,
+    solve,
+    warm_start,
+)
+from tests.engine._solver_cases import (
+    dense,
+    disc,
+    gaussian_init,
+    lift,
+    problem_for,
+    relu_perceptron,
+    run,
+    tv_numpy,
+)
+
+METHODS = ("pdhg", "joint", "layerwise", "landweber", "backprop")
+CURVES = Path(__file__).parent / "curves"
+ALPHA = 0.05
+
+
+def _x_true(batch: int = 2) -> torch.Tensor:
+    return torch.stack([disc(6, 2.0) * 0.2, disc(6, 2.0)])[:batch].reshape(batch, 36)
+
+
+def _problem(method: str, batch: int = 2, std: float = 0.05, truth: bool = True):
+    """A perceptron for PDHG, a two-layer ReLU net (36 -> 72 -> 108) for the others.
+
+    ``truth=False`` drops x_true, so records skip PSNR/SSIM (SSIM per record is the
+    dominant cost of a run that reports every iteration)."""
+    if method == "pdhg":
+        net = relu_perceptron(6, 40, 0)
+    else:
+        module = nn.Sequential(nn.Linear(36, 72), nn.ReLU(), nn.Linear(72, 108), nn.ReLU())
+        net = lift(gaussian_init(module, 0), (36,))
+    problem = problem_for(net, _x_true(batch), ALPHA, std=std)
+    if not truth:
+        problem.x_true = None
+    return problem
+
+
+# -- fields, shapes, cadence ---------------------------------------------------------------------
+@pytest.mark.parametrize("method", METHODS)
+def test_records_have_the_documented_fields_and_shapes(method: str) -> None:
+    problem = _problem(method)
+    depth = problem.depth
+    records = run(problem, method, stop=StopRule(max_iter=12, tol=0), report_every=4)
+    assert isinstance(records[0], IterateRecord) and records[-1].final
+    assert sum(r.final for r in records) == 1
+    elapsed = [r.elapsed for r in records]
+    assert elapsed == sorted(elapsed) and elapsed[0] >= 0
+    for r in records:
+        assert r.method == method
+        assert r.x.shape == (2, 36) and r.x.dtype == torch.float64
+        aux_shapes = [tuple(a.shape) for a in r.aux]
+        assert aux_shapes == ([(2, 72)] if method in ("joint", "layerwise") else [])
+        for name in ("objective", "reg_term", "discrepancy", "primal_residual",
+                     "dual_residual", "psnr", "ssim"):
+            assert getattr(r, name).shape == (2,), name
+            assert getattr(r, name).dtype == torch.float64, name
+        assert r.bregman_terms.shape == (2, depth)
+        assert r.active.dtype == torch.bool and r.active.shape == (2,)
+        assert (r.stop_reasons is None) is (not r.final)
+        assert isinstance(r.extras, dict)
+        data = r.to_numpy()
+        assert isinstance(data["x"], np.ndarray) and data["stop_reason"] == r.stop_reason
+        if method == "layerwise" and r.stage != "layer 1/2":
+            continue  # stage records report the stage's own objective (checked elsewhere)
+        # Full-problem records: objective = sum of Bregman terms + alpha TV(x), and the
+        # discrepancy is ||N(x) - y_delta||, both recomputed here.
+        torch.testing.assert_close(r.objective, r.bregman_terms.sum(dim=1) + r.reg_term)
+        tv = np.array([tv_numpy(v, 6, 6) for v in r.x.numpy()])
+        np.testing.assert_allclose(r.reg_term.numpy(), ALPHA * tv, rtol=1e-12, atol=1e-15)
+        residual = problem.network.forward(r.x) - problem.y_delta
+        torch.testing.assert_close(r.discrepancy, residual.norm(dim=1))
+    last = records[-1]
+    assert len(last.stop_reasons) == 2
+    assert set(last.stop_reasons) <= {reason.value for reason in StopReason}
+    assert not bool(last.active.any())
+
+
+@pytest.mark.parametrize("method", ["pdhg", "joint", "landweber", "backprop"])
+def test_records_come_every_report_every_iterations(method: str) -> None:
+    records = run(_problem(method), method, stop=StopRule(max_iter=30, tol=0), report_every=7)
+    assert [r.iteration for r in records if not r.final] == [0, 7, 14, 21, 28]
+    assert records[-1].iteration == 30 and records[-1].stop_reasons == ["max_iterations"] * 2
+
+
+def test_layerwise_reports_every_report_every_iterations_of_each_stage() -> None:
+    records = run(_problem("layerwise"), "layerwise", stop=StopRule(max_iter=10, tol=0),
+                  report_every=4)
+    seen = [(r.stage, r.iteration) for r in records if not r.final]
+    assert seen == [("layer 2/2", 0), ("layer 2/2", 4), ("layer 2/2", 8),
+                    ("layer 1/2", 10), ("layer 1/2", 14), ("layer 1/2", 18)]
+    assert records[-1].iteration == 20 and records[-1].stage == "layer 1/2"
+
+
+# -- per-sample stopping -------------------------------------------------------------------------
+def _stop_iterations(records: list[IterateRecord]) -> list[int]:
+    """For each sample, the first iteration whose record shows it inactive."""
+    out = []
+    for k in range(records[0].x.shape[0]):
+        out.append(min(r.iteration for r in records if not bool(r.active[k])))
+    return out
+
+
+@pytest.mark.parametrize("method, reason", [("pdhg", "tolerance"), ("joint", "tolerance"),
+                                            ("landweber", "discrepancy")])
+def test_samples_of_a_batch_stop_independently(method: str, reason: str) -> None:
+    """Sample 0 (a faint disc) and sample 1 (a bright one) converge at different speeds."""
+    records = run(_problem(method, truth=False), method,
+                  stop=StopRule(max_iter=3000, tol=1e-6), report_every=1)
+    stops = _stop_iterations(records)
+    assert records[-1].stop_reasons == [reason, reason]
+    assert stops[0] != stops[1]
+    early, late = (0, 1) if stops[0] < stops[1] else (1, 0)
+    assert records[-1].iteration == stops[late]
+    frozen = [r for r in records if r.iteration >= stops[early]]
+    for r in frozen:
+        torch.testing.assert_close(r.x[early], frozen[0].x[early], rtol=0, atol=0)
+        for a, a0 in zip(r.aux, frozen[0].aux, strict=True):
+            torch.testing.assert_close(a[early], a0[early], rtol=0, atol=0)
+    assert not torch.equal(frozen[0].x[late], frozen[-1].x[late])  # the other one went on
+
+
+# -- warm start ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["pdhg", "joint", "landweber"])
+@pytest.mark.parametrize("via_numpy", [False, True])
+def test_warm_start_continues_the_same_iteration(method: str, via_numpy: bool) -> None:
+    problem = _problem(method)
+    stop = StopRule(max_iter=40, tol=0)
+    straight = run(problem, method, stop=StopRule(max_iter=80, tol=0), report_every=10)
+    first = final(solve(problem, method, stop=stop, report_every=10))
+    state = first.to_numpy() if via_numpy else first
+    init = warm_start(state, problem)
+    assert init["iteration"] == 40
+    resumed = run(problem, method, stop=stop, init=init, report_every=10)
+    assert resumed[0].iteration == 40
+    torch.testing.assert_close(resumed[0].objective, first.objective, rtol=1e-14, atol=0)
+    assert [r.iteration for r in resumed if not r.final] == [40, 50, 60, 70, 80]
+    # The state (x, z, aux) is complete: 40 + 40 iterations equal 80 in one go.
+    torch.testing.assert_close(resumed[-1].x, straight[-1].x, rtol=0, atol=1e-12)
+    for a, b in zip(resumed[-1].aux, straight[-1].aux, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_warm_started_backprop_starts_at_the_previous_objective() -> None:
+    problem = _problem("backprop")
+    first = final(solve(problem, "backprop", stop=StopRule(max_iter=30, tol=0)))
+    resumed = run(problem, "backprop", stop=StopRule(max_iter=30, tol=0),
+                  init=warm_start(first, problem), report_every=10)
+    assert resumed[0].iteration == 30 and resumed[-1].iteration == 60
+    torch.testing.assert_close(resumed[0].objective, first.objective, rtol=1e-14, atol=0)
+    assert bool((resumed[-1].objective < first.objective).all())
+
+
+# -- tolerance modes, time budget, residual tolerance --------------------------------------------
+@pytest.mark.parametrize("mode, tol", [("relative", 1e-4), ("absolute", 1e-5)])
+def test_tolerance_modes_measure_and_stop_as_documented(mode: str, tol: float) -> None:
+    """relative: ||dx||/||x|| and ||dz||/||z||; absolute (the paper's): ||dx|| and ||dz||."""
+    problem = _problem("pdhg", batch=1, truth=False)
+    records = run(problem, "pdhg", stop=StopRule(max_iter=5000, tol=tol, tol_mode=mode),
+                  report_every=1)
+    # One record per iteration (the stopping iteration has only the final record).
+    regular = list({r.iteration: r for r in records}.values())
+    assert [r.iteration for r in regular] == list(range(len(regular)))
+    for prev, cur in zip(regular[:-1], regular[1:], strict=True):
+        dx = float((cur.x - prev.x).norm())
+        dz = float((cur.extras["dual"] - prev.extras["dual"]).norm())
+        if mode == "relative":
+            dx, dz = dx / float(cur.x.norm()), dz / float(cur.extras["dual"].norm())
+        assert float(cur.primal_residual[0]) == pytest.approx(dx, rel=1e-9, abs=1e-300)
+        assert float(cur.dual_residual[0]) == pytest.approx(dz, rel=1e-9, abs=1e-300)
+    small = [r.iteration for r in regular[1:]
+             if float(r.primal_residual[0]) < tol and float(r.dual_residual[0]) < tol
+             and r.iteration >= 2]
+    last = records[-1]
+    assert last.stop_reasons == ["tolerance"]
+    assert last.iteration == small[0]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_time_budget_stops_every_method(method: str) -> None:
+    budget = 0.15
+    problem = _problem(method)
+    problem.delta = None  # Landweber would stop by the discrepancy principle first
+    last = final(solve(problem, method,
+                       stop=StopRule(max_iter=10**7, tol=0, time_budget=budget)))
+    assert last.stop_reasons == ["time_budget", "time_budget"]
+    assert budget <= last.elapsed < budget + 2.0
+
+
+def test_residual_tolerance_stops_pdhg_at_a_saddle_point() -> None:
+    problem = _problem("pdhg")
+    records = run(problem, "pdhg", stop=StopRule(max_iter=20000, tol=0, residual_tol=1e-6),
+                  report_every=10)
+    last = records[-1]
+    assert last.stop_reasons == ["tolerance", "tolerance"]
+    assert float(last.extras["optimality"].max()) < 1e-6
+    assert float(records[-3].extras["optimality"].max()) >= 1e-6
+    # optimality = ||W^T(sigma(Wx+b) - y) + alpha K^T z|| / ||W^T(sigma(Wx+b) - y)||.
+    a, b = dense(problem.network.layers[0].affine)
+    p = problem.reg.KT(last.extras["dual"]).reshape(2, -1).numpy()
+    for k in range(2):
+        x = last.x[k].numpy()
+        grad = a.T @ (np.maximum(a @ x + b, 0) - problem.y_delta[k].numpy())
+        expected = np.linalg.norm(grad + ALPHA * p[k]) / np.linalg.norm(grad)
+        assert float(last.extras["optimality"][k]) == pytest.approx(expected, rel=1e-6)
+
+
+# -- cancel and divergence -----------------------------------------------------------------------
+@pytest.mark.parametrize("method", METHODS)
+def test_cancel_stops_before_the_next_iteration(method: str) -> None:
+    token = CancelToken()
+    seen = []
+    for record in solve(_problem(method), method, stop=StopRule(max_iter=1000, tol=0),
+                        cancel=token, report_every=1):
+        seen.append(record)
+        if record.iteration == 3:
+            token.cancel()
+    assert [r.iteration for r in seen] == [0, 1, 2, 3, 3]
+    assert seen[-1].final and seen[-1].stop_reasons == ["cancelled", "cancelled"]
+    torch.testing.assert_close(seen[-1].x, seen[-2].x, rtol=0, atol=0)
+
+
+def test_cancelled_before_the_start_runs_no_iteration() -> None:
+    token = CancelToken()
+    token.cancel()
+    records = run(_problem("joint"), "joint", cancel=token)
+    assert [r.iteration for r in records] == [0, 0]
+    assert records[-1].stop_reason == "cancelled"
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("report_every", [1, 1000])
+def test_forced_divergence_stops_with_the_last_finite_iterate(method: str,
+                                                              report_every: int) -> None:
+    options = {"optimizer": "gd", "lr": 1e8} if method == "backprop" else {"step_scale": 1e6}
+    records = run(_problem(method), method, stop=StopRule(max_iter=3000), options=options,
+                  report_every=report_every)
+    last = records[-1]
+    assert last.stop_reasons == ["diverged", "diverged"]
+    assert last.iteration < 3000
+    assert bool(torch.isfinite(last.x).all())
+    assert all(bool(torch.isfinite(a).all()) for a in last.aux)
+
+
+# -- errors --------------------------------------------------------------------------------------
+def test_bad_calls_raise_input_errors() -> None:
+    problem = _problem("joint")
+    with pytest.raises(InputError, match="unknown method"):
+        solve(problem, "newton")
+    with pytest.raises(InputError, match="single layer"):
+        list(solve(problem, "pdhg"))
+    with pytest.raises(InputError, match="report_every"):
+        solve(problem, "joint", report_every=0)
+    with pytest.raises(InputError, match="n_inner"):
+        solve(problem, "joint", options={"n_inner": 0})
+    with pytest.raises(InputError, match="unknown solver option"):
+        solve(problem, "joint", options={"tau": 1.0})
+    with pytest.raises(InputError, match="tol_mode"):
+        StopRule(tol_mode="percent")
+
+
+# -- objective curves (committed fixtures) -------------------------------------------------------
+def _curve_runs() -> dict[str, list[IterateRecord]]:
+    """One small single-sample run per method: what a reader of curves/*.csv sees."""
+    stop = StopRule(max_iter=300, tol=0)
+
+    def go(method: str, **kw: object) -> list[IterateRecord]:
+        return run(_problem(method, 1, truth=False), method, **kw)
+
+    return {
+        "pdhg": go("pdhg", stop=stop, report_every=5),
+        # The x_0 block solved to convergence (100 PDHG steps per sweep): monotone.
+        "joint": go("joint", stop=StopRule(max_iter=30, tol=0), options={"n_inner": 100},
+                    report_every=1),
+        "layerwise": go("layerwise", stop=StopRule(max_iter=150, tol=0), report_every=5),
+        "landweber": go("landweber", stop=stop, report_every=1),
+        "backprop": go("backprop", stop=stop, report_every=5),
+    }
+
+
+def _rows(records: list[IterateRecord]) -> list[tuple[int, float, str]]:
+    rows: dict[int, tuple[int, float, str]] = {}
+    for r in records:
+        rows.setdefault(r.iteration, (r.iteration, float(r.objective[0]), r.stage))
+        if r.stage != rows[r.iteration][2]:  # a stage boundary: keep both points
+            rows[r.iteration + 0.5] = (r.iteration, float(r.objective[0]), r.stage)
+    return [rows[k] for k in sorted(rows)]
+
+
+def test_objective_curves_are_committed_and_decrease() -> None:
+    fresh = {method: _rows(records) for method, records in _curve_runs().items()}
+    if os.environ.get("LBI_WRITE_CURVES") == "1":
+        CURVES.mkdir(exist_ok=True)
+        for method, rows in fresh.items():
+            with open(CURVES / f"{method}.csv", "w", newline="") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(["iteration", "objective", "stage"])
+                for iteration, value, stage in rows:
+                    writer.writerow([iteration, repr(value), stage])
+    for method, rows in fresh.items():
+        path = CURVES / f"{method}.csv"
+        assert path.exists(), f"{path} missing: run with LBI_WRITE_CURVES=1 to write it"
+        with open(path, newline="") as handle:
+            stored = [(int(r["iteration"]), float(r["objective"]), r["stage"])
+                      for r in csv.DictReader(handle)]
+        assert [r[0] for r in stored] == [r[0] for r in rows], method
+        np.testing.assert_allclose([r[1] for r in stored], [r[1] for r in rows], rtol=1e-6,
+                                   err_msg=f"{path} is stale: rerun with LBI_WRITE_CURVES=1")
+        stages: dict[str, list[float]] = {}
+        for _, value, stage in stored:
+            stages.setdefault(stage, []).append(value)
+        for values in stages.values():  # layer-wise: each stage has its own objective
+            assert all(math.isfinite(v) for v in values)
+            assert values[-1] < values[0], method
+        if method == "joint":
+            values = np.array([r[1] for r in stored])
+            assert np.diff(values).max() <= 1e-12 * values[0]

@@ -1,0 +1,70 @@
+"""The benchmark package imports and its measuring functions run on a trivial size.
+
+No timing is asserted (that is what ``python -m benchmarks`` reports); this only keeps the
+benchmark code from rotting while the engine changes under it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def _tiny_case(batch: int = 2):
+    from benchmarks.problems import Case, floor_of
+    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.problem import InversionProblem
+    from lbi_engine.regularisers import make_regulariser
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Flatten(), nn.Linear(36, 20), nn.ReLU())
+    network = LiftedNetwork.from_module(module, (1, 6, 6))
+    x_true = torch.rand(batch, 1, 6, 6)
+    problem = InversionProblem(network, network.forward(x_true), make_regulariser("tv"), 0.05,
+                               x_true=x_true)
+    return Case("tiny", problem, "pdhg", floor_of(network, batch))
+
+
+def test_registry_names_importable_modules() -> None:
+    import importlib
+
+    import benchmarks
+
+    for module, _title in benchmarks.BENCHMARKS.values():
+        assert callable(importlib.import_module(f"benchmarks.{module}").run)
+
+
+def test_per_iteration_measures_solver_floor_and_port() -> None:
+    from benchmarks.bench_iteration import per_iteration
+
+    m = per_iteration(_tiny_case(), rounds=2, chunk=3, baseline=True)
+    for key in ("solver", "floor", "ratio", "port", "port_ratio"):
+        assert math.isfinite(m[key]) and m[key] > 0
+
+
+def test_iterations_to_gap_finds_the_gap_of_a_known_optimum() -> None:
+    from benchmarks.bench_convergence import iterations_to_gap
+    from benchmarks.problems import as_float64
+    from lbi_engine.solvers import StopRule, final, solve
+
+    case = _tiny_case(batch=1)
+    reference = final(solve(as_float64(case.problem), "pdhg", stop=StopRule(max_iter=4000,
+                                                                            tol=1e-12)))
+    e_star = float(reference.objective[0])
+    out = iterations_to_gap(case.problem, e_star, {"steps": "balanced"}, cap=3000, gap=1e-3)
+    assert out["iterations"] is not None and 0 < out["iterations"] <= 3000
+    assert out["final_gap"] <= 1e-3
+
+
+def test_report_renders_every_section() -> None:
+    from benchmarks._common import Figure, Section
+    from benchmarks.report import render
+
+    section = Section("x", "X")
+    section.add(Figure("a", 1.0, "ms", 0.5, "floor", target="<= 1.3", passed=False))
+    text = render([section], {"cpu": "test"}, quick=True, loads=(1.0, None), seconds=1.0,
+                  command="python -m benchmarks --quick")
+    assert "| a | 1 ms | 0.5 floor | 2 | <= 1.3 | **no** |" in text
+    assert "quick mode" in text
