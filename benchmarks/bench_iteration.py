@@ -90,9 +90,9 @@ def run(quick: bool = False) -> Section:
     restore = threads(1)
     try:
         cases: list[tuple[str, Callable[[], Case], int, bool, dict | None, bool]] = [
-            ("circle, 1 image", lambda: circle(1, quick=quick), chunk_1, True, None, True),
-            ("circle, batch of 64", lambda: circle(64, quick=quick), chunk_b, True, None, True),
-            ("circle, 1 image, Anderson(5)", lambda: circle(1, quick=quick), chunk_1, False,
+            ("circle, 1 image", lambda: circle(1), chunk_1, True, None, True),
+            ("circle, batch of 64", lambda: circle(64), chunk_b, True, None, True),
+            ("circle, 1 image, Anderson(5)", lambda: circle(1), chunk_1, False,
              {"anderson": 5}, False),
             ("MNIST perceptron, 1 image", lambda: mnist_perceptron(1), chunk_1, False, None,
              False),
@@ -120,8 +120,8 @@ def run(quick: bool = False) -> Section:
 
 def _threads(section: Section, quick: bool, rounds: int, chunk_1: int, chunk_b: int) -> None:
     """1 vs 2 intra-op threads, solver time per iteration (each measured with its floor)."""
-    for name, build, chunk in (("circle, 1 image", lambda: circle(1, quick=quick), chunk_1),
-                               ("circle, batch of 64", lambda: circle(64, quick=quick), chunk_b)):
+    for name, build, chunk in (("circle, 1 image", lambda: circle(1), chunk_1),
+                               ("circle, batch of 64", lambda: circle(64), chunk_b)):
         times = {}
         for n in (1, 2):
             restore = threads(n)

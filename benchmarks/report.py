@@ -37,7 +37,8 @@ def render(sections: list[Section], info: dict[str, Any], quick: bool,
         "# Benchmark results",
         "",
         f"Written by `{command}` on {now} in {seconds:.0f} s"
-        + (" — **quick mode: reduced sizes and repetitions; not comparable with a full run**"
+        + (" — **quick mode: fewer repetitions, and sections 3, 4 and 6 use a reduced circle "
+           "problem (32x32, W 128x1024); their targets are indicative only**"
            if quick else "") + ".",
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + ".",

@@ -67,4 +67,4 @@ def test_report_renders_every_section() -> None:
     text = render([section], {"cpu": "test"}, quick=True, loads=(1.0, None), seconds=1.0,
                   command="python -m benchmarks --quick")
     assert "| a | 1 ms | 0.5 floor | 2 | <= 1.3 | **no** |" in text
-    assert "quick mode" in text
+    assert "quick mode" in text and "indicative only" in text

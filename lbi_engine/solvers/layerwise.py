@@ -68,15 +68,16 @@ def run_layerwise(
         report_every,
         start_iteration=int(init.get("iteration", 0)),
     )
-    stage_stop = (
-        stop
-        if options.inner_max_iter is None
-        else StopRule(
-            max_iter=options.inner_max_iter,
-            tol=stop.tol,
-            tol_mode=stop.tol_mode,
-            time_budget=stop.time_budget,
-        )
+    # The stages share the run's iteration budget, so a run never exceeds max_iter in total
+    # (unless inner_max_iter sets each stage's cap explicitly).
+    per_stage = options.inner_max_iter or max(1, -(-stop.max_iter // problem.depth))
+    stage_stop = StopRule(
+        max_iter=per_stage,
+        tol=stop.tol,
+        tol_mode=stop.tol_mode,
+        residual_tol=stop.residual_tol,
+        time_budget=stop.time_budget,
+        min_iter=stop.min_iter,
     )
     with torch.no_grad():
         x0 = init.get("x", problem.zeros_input())

@@ -48,7 +48,8 @@ def _stage_ends(records: list) -> dict[str, object]:
 
 def test_stages_are_named_and_iterations_continue() -> None:
     problem = problem_for(_dense3(), disc(6, 2.0).reshape(1, 36), 0.05, std=0.01)
-    records = run(problem, "layerwise", stop=StopRule(max_iter=80, tol=0), report_every=20)
+    # The stages share max_iter: 240 in total, 80 each.
+    records = run(problem, "layerwise", stop=StopRule(max_iter=240, tol=0), report_every=20)
     stages = [r.stage for r in records]
     assert stages[0] == "layer 3/3" and stages[-1] == "layer 1/3"
     assert list(dict.fromkeys(stages)) == ["layer 3/3", "layer 2/3", "layer 1/3"]
@@ -115,8 +116,8 @@ def test_layer_weights_enter_through_the_prox_of_a_non_indicator_psi() -> None:
                  (nn.Linear(40, 50), "identity")], (25,), seed=4)
     problem = problem_for(net, disc(5, 1.6).reshape(1, 25) - 0.5, 0.05, std=0.05,
                           layer_alphas=[weight])
-    records = run(problem, "layerwise", stop=StopRule(max_iter=3000, tol=1e-11),
-                  report_every=500)
+    records = run(problem, "layerwise", stop=StopRule(max_iter=6000, tol=1e-11),
+                  report_every=500, options={"layer_tikhonov": 0.0})
     (a2, b2) = dense(net.layers[1].affine)
     y = problem.y_delta[0].numpy()
     x = cp.Variable(40)

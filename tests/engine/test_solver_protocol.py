@@ -112,7 +112,7 @@ def test_records_come_every_report_every_iterations(method: str) -> None:
 
 
 def test_layerwise_reports_every_report_every_iterations_of_each_stage() -> None:
-    records = run(_problem("layerwise"), "layerwise", stop=StopRule(max_iter=10, tol=0),
+    records = run(_problem("layerwise"), "layerwise", stop=StopRule(max_iter=20, tol=0),
                   report_every=4)
     seen = [(r.stage, r.iteration) for r in records if not r.final]
     assert seen == [("layer 2/2", 0), ("layer 2/2", 4), ("layer 2/2", 8),
