@@ -45,7 +45,7 @@ class InversionRequest:
     alpha: float = 9e-3
     regulariser: str = "tv"
     method: str = "joint"
-    steps: str = "safe"
+    steps: str = "auto"
     max_iter: int = 1500
     tol: float = 1e-5
     tol_mode: str = "relative"

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, help="regularisation weight α")
     p.add_argument("--regulariser", choices=[r for r, _ in REGULARISERS])
     p.add_argument("--method", choices=[m for m, _ in METHODS])
-    p.add_argument("--steps", choices=["safe", "paper"])
+    p.add_argument("--steps", choices=["auto", "balanced", "safe", "conservative", "paper"])
     p.add_argument("--max-iter", type=int)
     p.add_argument("--tol", type=float)
     p.add_argument("--tol-mode", choices=["relative", "absolute"])
@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", action="store_true", help="start the inversion at once")
     p.add_argument("--no-restore", action="store_true",
                    help="ignore the remembered window layout")
+    p.add_argument("--smoke-test", action="store_true",
+                   help="run one short inversion on the bundled default, print its PSNR and "
+                        "exit 0 on success (checks an installation or a desktop bundle)")
     return p
 
 
@@ -102,12 +105,53 @@ def main(argv: list[str] | None = None) -> int:
     icon = Path(__file__).resolve().parent.parent / "resources" / "icons" / "lbi.png"
     if icon.is_file():
         app.setWindowIcon(QtGui.QIcon(str(icon)))
-    window = MainWindow(request, autorun=args.run, restore_layout=not args.no_restore)
+    if args.smoke_test:
+        request["max_iter"] = min(int(request.get("max_iter") or 200), 200)
+    window = MainWindow(request, autorun=args.run or args.smoke_test,
+                        restore_layout=not args.no_restore and not args.smoke_test)
+    if args.smoke_test:
+        return _smoke_test(app, window)
     install_excepthook(lambda: window)
     window.show()
     if args.file:
         window.open_path(str(Path(args.file).expanduser().resolve()))
     return int(app.exec())
+
+
+def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:
+    """Runs the window's autorun to its end; exit 0 when it finished with a finite PSNR."""
+    import math
+
+    from PySide6 import QtCore
+
+    outcome: dict[str, Any] = {}
+
+    def finished(result: Any) -> None:
+        outcome["result"] = result
+        app.quit()
+
+    def failed(error: Any) -> None:
+        outcome["error"] = error
+        app.quit()
+
+    controller = window.controller
+    controller.run_finished.connect(finished)
+    controller.run_failed.connect(failed)
+    controller.boot_failed.connect(failed)
+    controller.prepare_failed.connect(failed)
+    QtCore.QTimer.singleShot(timeout_ms, app.quit)
+    window.show()
+    app.exec()
+    window.close()
+    result = outcome.get("result")
+    psnr = None if result is None else result.metrics.get("psnr")
+    if result is None or psnr is None or not math.isfinite(psnr):
+        print(f"lbi-gui smoke test FAILED: {outcome.get('error') or 'no finished run'}",
+              file=sys.stderr)
+        return 1
+    print(f"lbi-gui smoke test OK: {result.iterations} iterations, PSNR {psnr:.2f} dB, "
+          f"stop reason {result.stop_reason}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ DEFAULT_REQUEST: dict[str, Any] = {
     "alpha": 9e-3,
     "regulariser": "tv",
     "method": "joint",
-    "steps": "safe",
+    "steps": "auto",
     "max_iter": 1500,
     "tol": 1e-5,
     "tol_mode": "relative",
@@ -63,8 +63,11 @@ REGULARISERS: list[tuple[str, str]] = [
 ]
 
 STEP_MODES: list[tuple[str, str]] = [
-    ("safe", "Safe (provably convergent)"),
-    ("paper", "Paper (τ = 1.99/‖W‖²)"),
+    ("auto", "Auto (fastest provably convergent)"),
+    ("balanced", "Balanced (larger dual step)"),
+    ("safe", "Safe (τₓ = 1/‖W‖²)"),
+    ("conservative", "Conservative (τ_z = 1/(8α))"),
+    ("paper", "Paper (τ = 1.99/‖W‖², may oscillate)"),
 ]
 
 #: Parameters whose change while a run is going restarts it warm from the current iterate.

@@ -65,7 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="base noise seed (sample INDEX uses SEED + INDEX)")
     p.add_argument("--regulariser", default="tv", metavar="R",
                    help="prior: " + ", ".join(c.REGULARISER_NAMES))
-    p.add_argument("--steps", choices=c.STEP_RULES, default="safe", help="step-size rule")
+    p.add_argument("--steps", choices=c.STEP_RULES, default="auto", help="step-size rule")
     p.add_argument("--max-iter", type=c.positive_int, default=1500, metavar="N")
     p.add_argument("--tol", type=c.nonnegative_float, default=1e-5, metavar="T")
     p.add_argument("--tol-mode", choices=("relative", "absolute"), default="relative")
