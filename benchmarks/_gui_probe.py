@@ -6,6 +6,11 @@ the main window has been shown and its first events processed, then exits.
 problem (CNN autoencoder, joint method), runs ITERATIONS iterations while a 10 ms timer on the
 GUI thread measures how late the event loop serves it, then runs the same request headless in
 the same process (same threads), and prints both throughputs and the latencies.
+
+Diagnosis knobs (environment, for experiments; the benchmark sets none):
+``LBI_PROBE_THREADS`` solver threads of the request (default 1), ``LBI_PROBE_SWITCH`` the
+interpreter's GIL switch interval in seconds, ``LBI_PROBE_NODRAW=1`` disconnects the view
+updates (the worker still runs and streams; nothing is drawn).
 """
 
 from __future__ import annotations

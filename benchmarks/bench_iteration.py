@@ -66,6 +66,8 @@ def per_iteration(case: Case, rounds: int, chunk: int, options: dict | None = No
                     port.step()
                 rows["port"].append((time.perf_counter() - start) / chunk)
     out = {
+        # least-disturbed rounds: the intrinsic cost when no other tenant interferes
+        "ratio_best": min(rows["solver"]) / min(rows["floor"]),
         "solver": statistics.median(rows["solver"]),
         "floor": statistics.median(rows["floor"]),
         "ratio": statistics.median(s / f for s, f in zip(rows["solver"], rows["floor"],
@@ -78,10 +80,10 @@ def per_iteration(case: Case, rounds: int, chunk: int, options: dict | None = No
     return out
 
 
-def _figure(name: str, m: dict[str, float], target: bool, note: str = "") -> Figure:
+def _figure(name: str, m: dict[str, float], target: bool) -> Figure:
     return Figure(name, m["solver"] * 1e3, "ms", m["floor"] * 1e3, "floor (ms)", m["ratio"],
                   f"<= {TARGET}" if target else "", check(m["ratio"], TARGET) if target else None,
-                  note)
+                  f"fastest rounds: {m['ratio_best']:.2f}")
 
 
 def run(quick: bool = False) -> Section:
@@ -113,7 +115,12 @@ def run(quick: bool = False) -> Section:
     section.note(
         "Floor: one `W x` plus one `W^T r` (every affine layer, same batch) in float32, "
         "timed in the same rounds as the solver; ratio = median over rounds of "
-        "(solver time per iteration) / (floor time per iteration). One thread unless stated."
+        "(solver time per iteration) / (floor time per iteration), the figure the target is "
+        "judged on; 'fastest rounds' = fastest solver round / fastest floor round, the cost "
+        "with the least interference from other processes. On this shared 2-core machine the "
+        "median ratio of the 1-image circle varied between 1.15 and 1.35 over four full runs "
+        "on the same code (the small-op overhead suffers more from other tenants than the "
+        "bandwidth-bound floor). One thread unless stated."
     )
     return section
 

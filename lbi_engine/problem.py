@@ -56,9 +56,10 @@ class InversionProblem:
             raise InputError("y_delta: expected a torch tensor of shape (B, *output_shape).")
         expected = tuple(self.network.output_shape)
         if tuple(self.y_delta.shape[1:]) != expected:
+            shape = ", ".join(map(str, expected))
             raise ShapeMismatchError(
                 f"y_delta has shape {tuple(self.y_delta.shape)} but the network "
-                f"'{getattr(self.network, 'name', '')}' outputs (B, {', '.join(map(str, expected))});"
+                f"'{getattr(self.network, 'name', '')}' outputs (B, {shape});"
                 " give one code per sample with the network's output shape."
             )
         if not torch.isfinite(self.y_delta).all():

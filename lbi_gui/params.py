@@ -9,7 +9,10 @@ and the test-suite checks that these defaults equal the engine's.
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
+
+from lbi_engine._record_types import hint_name, json_type_ok
 
 #: Field names and defaults of ``InversionRequest`` (the GUI runs one solver thread: threads=1).
 DEFAULT_REQUEST: dict[str, Any] = {
@@ -39,6 +42,18 @@ DEFAULT_REQUEST: dict[str, Any] = {
     "layer_alphas": None,
     "allow_pickle": False,
     "options": {},
+}
+
+#: The annotations of ``InversionRequest`` (a test checks they equal the engine's), so a
+#: session's request can be type-checked on the GUI thread without importing torch.
+REQUEST_TYPES: dict[str, Any] = {
+    "network": str, "input_shape": tuple[int, ...] | None, "dataset": str, "split": str,
+    "index": int, "image": str | None, "truth": str | None, "data": str | None,
+    "resize": bool, "noise_std": float, "seed": int, "alpha": float, "regulariser": str,
+    "method": str, "steps": str, "max_iter": int, "tol": float, "tol_mode": str,
+    "time_budget": float | None, "device": str, "dtype": str, "report_every": int,
+    "threads": int | None, "layer_alphas": list[float] | None, "allow_pickle": bool,
+    "options": dict[str, Any],
 }
 
 #: (engine name, label shown to the user)
@@ -92,6 +107,53 @@ def default_request(**overrides: Any) -> dict[str, Any]:
             raise KeyError(f"unknown request field {key!r}")
         req[key] = value
     return req
+
+
+def request_problems(request: dict[str, Any]) -> list[str]:
+    """What is wrong with a request's values ([] = fine), checked before any widget shows them.
+
+    Why here and not only in the worker: the panels convert values as they display them
+    (``float("abc")`` raises half-way through filling them), so a hand-edited or damaged
+    session must be refused before the window changes anything. The engine's
+    ``InversionRequest.validate`` stays the authority on everything else.
+    """
+    problems = [f"{k}={v!r} (expected {hint_name(REQUEST_TYPES[k])})"
+                for k, v in request.items()
+                if k in REQUEST_TYPES and not json_type_ok(v, REQUEST_TYPES[k])]
+    if problems:
+        return problems
+
+    def finite(key: str) -> bool:
+        v = request.get(key)
+        return v is None or math.isfinite(float(v))
+
+    checks = [
+        ("alpha", finite("alpha") and float(request.get("alpha", 1.0)) >= 0,
+         "a finite number > 0"),
+        ("noise_std", finite("noise_std") and float(request.get("noise_std", 0.0)) >= 0,
+         "a finite number >= 0"),
+        ("tol", finite("tol") and float(request.get("tol", 0.0)) >= 0, "a finite number >= 0"),
+        ("time_budget", finite("time_budget") and (request.get("time_budget") is None
+                                                   or float(request["time_budget"]) > 0),
+         "empty or a number of seconds > 0"),
+        ("index", int(request.get("index", 0)) >= 0, "an integer >= 0"),
+        ("max_iter", 1 <= int(request.get("max_iter", 1)) <= 10_000_000,
+         "between 1 and 10,000,000"),
+        ("report_every", int(request.get("report_every", 1)) >= 1, "at least 1"),
+        ("threads", request.get("threads") is None or 1 <= int(request["threads"]) <= 256,
+         "between 1 and 256"),
+        ("input_shape", request.get("input_shape") is None
+         or (len(request["input_shape"]) > 0 and all(int(s) > 0 for s in request["input_shape"])),
+         "positive sizes such as [1, 28, 28]"),
+        ("layer_alphas", request.get("layer_alphas") is None
+         or all(math.isfinite(float(a)) and float(a) >= 0 for a in request["layer_alphas"]),
+         "finite numbers >= 0"),
+        ("method", request.get("method", "joint") in METHOD_LABELS,
+         f"one of {', '.join(METHOD_LABELS)}"),
+        ("steps", request.get("steps", "auto") in dict(STEP_MODES),
+         f"one of {', '.join(dict(STEP_MODES))}"),
+    ]
+    return [f"{key}={request.get(key)!r} (must be {what})" for key, ok, what in checks if not ok]
 
 
 def describe_change(old: dict[str, Any], new: dict[str, Any]) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 
 from lbi_engine.errors import DataFileError, FormatVersionError
 from lbi_engine.io import atomic_write_bytes
-from lbi_gui.params import DEFAULT_REQUEST
+from lbi_gui.params import DEFAULT_REQUEST, request_problems
 from lbi_gui.runs import CurveStore, RunResult
 
 SESSION_FORMAT_VERSION = 1
@@ -114,6 +114,12 @@ def load_session(path: str | Path) -> SessionState:
             arrays = {k: npz[k] for k in npz.files}
     except Exception as exc:  # noqa: BLE001 - numpy raises many types for damaged data
         raise _bad(path, f"arrays.npz is damaged ({exc})") from exc
+    request = meta.get("request")
+    if not isinstance(request, dict):
+        raise _bad(path, "its request is missing or not an object")
+    problems = request_problems(request)
+    if problems:
+        raise _bad(path, "its request has wrong value(s): " + "; ".join(problems))
     try:
         return _state(meta, arrays)
     except (KeyError, TypeError, ValueError) as exc:

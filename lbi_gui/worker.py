@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,11 @@ class PreparedInfo:
     input_shape: tuple[int, ...]
     output_shape: tuple[int, ...]
     preprocessing: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what the engine warned about
+
+
+#: Warning classes meant for developers (library deprecations), not for the user.
+_DEV_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning)
 
 
 @dataclass
@@ -149,6 +155,7 @@ class EngineWorker(QtCore.QObject):
         self._pending: dict[str, Any] | None = None
         self._in_run = False
         self._closing = False
+        self._notes: dict[int, list[str]] = {}  # id(prepared) -> its warnings, until _info
 
     # ---- control, called from the GUI thread -------------------------------------------
     def pause(self) -> None:
@@ -311,7 +318,15 @@ class EngineWorker(QtCore.QObject):
             bundle = _BUNDLES.get(key)
         record = {"format_version": eng.FORMAT_VERSION, **request}
         record.pop("kind", None)
-        prepared = eng.prepare(eng.InversionRequest.from_dict(record), bundle=bundle)
+        # The engine reports recoverable changes to the user's input (measured data clipped
+        # into the activation's domain, ...) as warnings; they would only reach stderr, so
+        # they are caught here and shown by the window.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            prepared = eng.prepare(eng.InversionRequest.from_dict(record), bundle=bundle)
+        notes = list(dict.fromkeys(str(w.message) for w in caught
+                                   if not issubclass(w.category, _DEV_WARNINGS)))
+        self._notes = {id(prepared): notes}  # only the newest problem's are ever asked for
         with _BUNDLES_LOCK:
             _BUNDLES[key] = prepared.bundle
             _BUNDLES.move_to_end(key)
@@ -339,7 +354,8 @@ class EngineWorker(QtCore.QObject):
             delta_squared=opt(prepared.delta_squared), noise_norm=opt(prepared.noise_norm),
             input_shape=tuple(enc.input_shape), output_shape=tuple(enc.output_shape),
             preprocessing=dict(bundle.preprocessing.to_dict())
-            if hasattr(getattr(bundle, "preprocessing", None), "to_dict") else {})
+            if hasattr(getattr(bundle, "preprocessing", None), "to_dict") else {},
+            warnings=self._notes.pop(id(prepared), []))
 
     @staticmethod
     def _point(rec: Any, it: int, elapsed_offset: float) -> dict[str, Any]:

@@ -33,9 +33,9 @@ class AuxStrip(QtWidgets.QWidget):
         self._cmap = pg.colormap.get("viridis").getLookupTable(nPts=256)
 
     def set_aux(self, images: list[np.ndarray]) -> None:
-        if len(images) != len(self.items):
-            self._rebuild(len(images))
-        for i, (item, img) in enumerate(zip(self.items, images, strict=True)):
+        if len(images) > len(self.items):
+            self.reserve(len(images))
+        for i, (item, img) in enumerate(zip(self.items, images, strict=False)):
             view = to_view(img)
             finite = view[np.isfinite(view)]
             lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -44,14 +44,23 @@ class AuxStrip(QtWidgets.QWidget):
             if self._titles[i] != title:  # setTitle re-lays out the scene: only on change
                 self._titles[i] = title
                 self.plots[i].setTitle(title, size="8pt")
+        for plot in self.plots[len(images):]:
+            if plot.isVisible():
+                plot.hide()
+        for plot in self.plots[:len(images)]:
+            if not plot.isVisible():
+                plot.show()
         self.placeholder.setVisible(not images)
         self.glw.setVisible(bool(images))
 
-    def _rebuild(self, n: int) -> None:
-        self.glw.clear()
-        self.items, self.plots = [], []
-        self._titles = [""] * n
-        for i in range(n):
+    def reserve(self, n: int) -> None:
+        """Have at least ``n`` views ready (hidden until used).
+
+        Why: creating plot items takes tens of milliseconds on the GUI thread; the window
+        reserves them when a problem is prepared, so the first updates of a run never stall
+        the event loop, and views are hidden rather than destroyed between runs.
+        """
+        for i in range(len(self.items), n):
             plot = self.glw.addPlot(row=0, col=i)
             for axis in ("left", "bottom"):
                 plot.hideAxis(axis)
@@ -62,8 +71,12 @@ class AuxStrip(QtWidgets.QWidget):
             item = pg.ImageItem(axisOrder="row-major")
             item.setLookupTable(self._cmap)
             plot.addItem(item)
+            plot.hide()
             self.items.append(item)
             self.plots.append(plot)
+            self._titles.append("")
 
     def clear(self) -> None:
+        for item in self.items:
+            item.clear()
         self.set_aux([])

@@ -48,6 +48,28 @@ def _positive(y: np.ndarray) -> np.ndarray:
     return y
 
 
+def _nice_range(series: list[np.ndarray], log: bool) -> tuple[float, float] | None:
+    """A range holding every finite value, rounded outwards so it rarely changes.
+
+    Log plots (view coordinates are log10): whole decades. Linear plots: multiples of the
+    power of ten below the data's span.
+    """
+    finite = [y[np.isfinite(y)] for y in series if y.size]
+    finite = [y for y in finite if y.size]
+    if not finite:
+        return None
+    lo = min(float(y.min()) for y in finite)
+    hi = max(float(y.max()) for y in finite)
+    if log:
+        lo, hi = float(np.log10(lo)), float(np.log10(hi))
+        lo, hi = float(np.floor(lo)), float(np.ceil(hi))
+        return (lo, hi) if hi > lo else (lo, lo + 1.0)
+    span = hi - lo if hi > lo else max(abs(hi) * 0.1, 1e-3)
+    step = 10.0 ** np.floor(np.log10(span))
+    lo, hi = float(np.floor(lo / step) * step), float(np.ceil(hi / step) * step)
+    return (lo, hi) if hi > lo else (lo, lo + step)
+
+
 class CurvesPanel(QtWidgets.QWidget):
     """Objective, Bregman terms and αR, PSNR/SSIM, discrepancy, residuals."""
 
@@ -68,6 +90,11 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setLabel("bottom", "iteration")
             plot.getAxis("left").setWidth(48)
+            for side in ("left", "bottom"):
+                # Axes (ticks, labels and the grid across the view) are cached as pixmaps:
+                # replaying their pictures on each redraw held the GIL ~2 ms per axis.
+                plot.getAxis(side).setCacheMode(
+                    QtWidgets.QGraphicsItem.CacheMode.DeviceCoordinateCache)
             if i:
                 plot.setXLink(self.plots["objective"])
             self.plots[key] = plot
@@ -87,6 +114,8 @@ class CurvesPanel(QtWidgets.QWidget):
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
         self._refs: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+        self._x_hi: float | None = None  # held x range during a run (see update_curves)
+        self._y_ranges: dict[str, tuple[float, float]] = {}
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.glw)
@@ -108,20 +137,71 @@ class CurvesPanel(QtWidgets.QWidget):
             for i in range(n)]
 
     # ---- updates -------------------------------------------------------------------------
-    def update_curves(self, store: CurveStore) -> None:
-        """Show every point of ``store`` (called at most ~30 times per second)."""
+    def update_curves(self, store: CurveStore, live_until: int | None = None) -> None:
+        """Show every point of ``store``.
+
+        ``live_until``: during a run, the iteration the run is expected to reach. The axes
+        then keep "nice" ranges that change only when the data leaves them, instead of
+        auto-ranging on every update: a changed range makes all twelve axes regenerate their
+        ticks and labels in Python, which held the GIL long enough to slow the solver thread
+        several-fold and stall the event loop for 50–100 ms per redraw. Without it (a
+        finished or stored run) the plots auto-range exactly.
+        """
         arr = store.arrays()
         it = arr["iteration"]
+        shown: dict[str, list[np.ndarray]] = {key: [] for key in self.plots}
         for key, line in self.lines.items():
             y = arr[key]
-            plot_log = self._log[self._plot_of(key)]
-            line.setData(it, _positive(y) if plot_log else y, connect="finite")
+            plot = self._plot_of(key)
+            y = _positive(y) if self._log[plot] else y
+            line.setData(it, y, connect="finite")
+            shown[plot].append(y)
         breg = arr["bregman"]
         self._ensure_layers(breg.shape[1] if breg.ndim == 2 else 0)
         for i, line in enumerate(self.layer_lines):
-            line.setData(it, _positive(breg[:, i]), connect="finite")
+            y = _positive(breg[:, i])
+            line.setData(it, y, connect="finite")
+            shown["terms"].append(y)
+        if live_until is None:
+            self._release_ranges()
+        else:
+            self._hold_ranges(it, shown, live_until)
 
-    def _plot_of(self, key: str) -> str:
+    def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
+                     live_until: int) -> None:
+        """Fixed x range [0, expected end]; y ranges that only change when data leaves them."""
+        if not it.size:
+            return
+        last = float(it[-1])
+        if self._x_hi is None or last > self._x_hi:
+            self._x_hi = float(max(live_until, 1.25 * last, 1.0))
+            for plot in self.plots.values():
+                plot.disableAutoRange()
+            self.plots["objective"].setXRange(0.0, self._x_hi, padding=0.02)  # x is linked
+        for key, plot in self.plots.items():
+            target = _nice_range(shown[key], log=self._log[key])
+            if target is None:
+                continue
+            current = self._y_ranges.get(key)
+            if (current is None or target[0] < current[0] or target[1] > current[1]
+                    or (current[1] - current[0]) > 4.0 * (target[1] - target[0])):
+                if not self._log[key]:  # headroom: a rising PSNR does not move it each time
+                    pad = 0.25 * (target[1] - target[0])
+                    target = _nice_range([np.array([target[0] - pad, target[1] + pad])],
+                                         log=False) or target
+                self._y_ranges[key] = target
+                plot.disableAutoRange()
+                plot.setYRange(*target, padding=0.02)
+
+    def _release_ranges(self) -> None:
+        """Back to pyqtgraph's exact auto-range (after a run, for stored runs)."""
+        if self._x_hi is not None or self._y_ranges:
+            self._x_hi, self._y_ranges = None, {}
+            for plot in self.plots.values():
+                plot.enableAutoRange()
+
+    @staticmethod
+    def _plot_of(key: str) -> str:
         return {"objective": "objective", "reg_term": "terms", "psnr": "psnr",
                 "discrepancy": "discrepancy", "primal_residual": "residuals",
                 "dual_residual": "residuals", "ssim": "ssim"}[key]
@@ -166,6 +246,7 @@ class CurvesPanel(QtWidgets.QWidget):
             self.mark_restart(it, what)
 
     def clear(self) -> None:
+        self._release_ranges()
         for line in self.lines.values():
             line.setData([], [])
         for line in self.layer_lines:

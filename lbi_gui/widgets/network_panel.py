@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,11 @@ def _shape(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "×".join(str(int(s)) for s in v)
     return "" if v is None else str(v)
+
+
+def _shown(text: str) -> str:
+    """``text`` as Qt can display it (undecodable file-name bytes become U+FFFD)."""
+    return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else text
 
 
 def parse_shape(text: str) -> tuple[int, ...] | None:
@@ -37,6 +43,7 @@ class NetworkPanel(ParamPanel):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
+        self._refs: dict[str, str] = {}  # combo key -> a path Qt cannot hold (see _key)
         self.combo = QtWidgets.QComboBox()
         self.combo.setToolTip("Bundled networks (the zoo) and files you opened")
         self.combo.setMinimumContentsLength(14)
@@ -88,7 +95,7 @@ class NetworkPanel(ParamPanel):
             shape = parse_shape(self.shape_edit.text())
         except ValueError:
             shape = None
-        return {"network": self.combo.currentData() or "", "input_shape": shape,
+        return {"network": self._ref(self.combo.currentData()) or "", "input_shape": shape,
                 "allow_pickle": self.allow_pickle}
 
     def set_values(self, values: dict[str, Any]) -> None:
@@ -105,7 +112,7 @@ class NetworkPanel(ParamPanel):
     def set_zoo(self, names: list[str]) -> None:
         """Fill the zoo entries (keeps opened files and the current choice)."""
         with self.quiet():
-            current = self.combo.currentData()
+            current = self._ref(self.combo.currentData())
             files = [(self.combo.itemText(i), self.combo.itemData(i))
                      for i in range(self.combo.count()) if self._is_file(self.combo.itemData(i))]
             self.combo.clear()
@@ -118,16 +125,32 @@ class NetworkPanel(ParamPanel):
 
     def select_network(self, ref: str) -> None:
         """Select a zoo name or a file path (added to the list if new)."""
+        key = self._key(ref)
         with self.quiet():
-            if self.combo.findData(ref) < 0:
-                label = f"{Path(ref).name}  (file)" if self._is_file(ref) else ref
-                self.combo.addItem(label, ref)
-                self.combo.setItemData(self.combo.count() - 1, ref,
+            if self.combo.findData(key) < 0:
+                label = f"{_shown(Path(ref).name)}  (file)" if self._is_file(ref) else _shown(ref)
+                self.combo.addItem(label, key)
+                self.combo.setItemData(self.combo.count() - 1, _shown(ref),
                                        QtCore.Qt.ItemDataRole.ToolTipRole)
-            self.combo.setCurrentIndex(self.combo.findData(ref))
+            self.combo.setCurrentIndex(self.combo.findData(key))
 
-    @staticmethod
-    def _is_file(ref: Any) -> bool:
+    def _key(self, ref: str) -> str:
+        """The combo item data for ``ref``: Qt strings cannot hold the lone surrogates that
+        stand for a file name's non-UTF-8 bytes, so such paths get a plain key and the real
+        path is kept on the Python side."""
+        if _shown(ref) == ref:
+            return ref
+        key = "\x00path:" + os.fsencode(ref).hex()
+        self._refs[key] = ref
+        return key
+
+    def _ref(self, data: Any) -> Any:
+        """The network reference behind an item's data (see :meth:`_key`)."""
+        refs = getattr(self, "_refs", {})
+        return refs.get(data, data) if isinstance(data, str) else data
+
+    def _is_file(self, ref: Any) -> bool:
+        ref = self._ref(ref)
         return isinstance(ref, str) and ("/" in ref or "\\" in ref or "." in Path(ref).name)
 
     def _shape_edited(self) -> None:

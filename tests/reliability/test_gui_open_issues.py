@@ -1,8 +1,5 @@
-"""Reliability gaps found in the GUI, kept as strict expected failures until lbi_gui fixes them.
-
-Each test states the required behaviour; ``strict=True`` turns a fix into a failure here, so
-whoever fixes the GUI removes the marker and the test guards the fix from then on.
-"""
+"""Reliability gaps once found in the GUI (formerly strict expected failures), now fixed:
+each test states the required behaviour and guards the fix."""
 
 from __future__ import annotations
 
@@ -15,8 +12,6 @@ from tests.reliability.conftest import wait_idle
 from tests.reliability.test_format_versions import _good_meta, _session_bytes
 
 
-@pytest.mark.xfail(strict=True, reason="lbi_gui.session accepts any request values; "
-                   "window.set_request raises ValueError/TypeError after abandoning the run")
 @pytest.mark.parametrize("change", [{"alpha": "abc"}, {"index": "x"}, {"noise_std": None}],
                          ids=["alpha-text", "index-text", "noise-null"])
 def test_session_with_mistyped_request_values_is_refused(qtbot, window, dialogs, kit,
@@ -33,8 +28,6 @@ def test_session_with_mistyped_request_values_is_refused(qtbot, window, dialogs,
     assert win.current_request() == before
 
 
-@pytest.mark.xfail(strict=True, reason="the GUI drops engine warnings (e.g. 'values outside "
-                   "the domain ... were clipped'); they only reach stderr")
 def test_window_tells_that_negative_measured_data_was_clipped(qtbot, window, dialogs, kit,
                                                               tmp_path: Path) -> None:
     win = window(kit.base_request(max_iter=10))
@@ -49,9 +42,6 @@ def test_window_tells_that_negative_measured_data_was_clipped(qtbot, window, dia
     assert "clipped" in shown.lower(), shown
 
 
-@pytest.mark.xfail(strict=True, reason="the network combo box stores the path as Qt item data, "
-                   "which drops bytes that are not UTF-8 (surrogates): the file is then "
-                   "'neither a bundled network nor an existing model file'")
 def test_window_opens_a_network_whose_file_name_is_not_utf8(qtbot, window, dialogs, kit,
                                                             tmp_path: Path) -> None:
     import os
