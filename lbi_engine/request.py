@@ -1,0 +1,143 @@
+"""The run record: ``InversionRequest``, everything that defines one inversion.
+
+JSON-serialisable and versioned; ``lbi invert --record FILE`` repeats a run from it and the
+GUI saves it with every export and session. Kept apart from ``api.py`` (which turns it into a
+problem and runs it) so that readers of records need not read the runner.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import torch
+
+from lbi_engine._record_types import hint_name, json_type_ok
+from lbi_engine.errors import FormatVersionError, InputError
+from lbi_engine.solvers import METHODS, SolverOptions, StopRule
+
+FORMAT_VERSION = 1
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass
+class InversionRequest:
+    """Everything that defines a run; the defaults open the bundled CNN on a digit."""
+
+    network: str = "mnist-cnn-ae"
+    input_shape: tuple[int, ...] | None = None
+    dataset: str = "mnist"
+    split: str = "val"
+    index: int = 0
+    image: str | None = None
+    truth: str | None = None
+    data: str | None = None
+    resize: bool = False
+    noise_std: float = 0.05
+    seed: int = 0
+    alpha: float = 9e-3
+    regulariser: str = "tv"
+    method: str = "joint"
+    steps: str = "auto"
+    max_iter: int = 1500
+    tol: float = 1e-5
+    tol_mode: str = "relative"
+    time_budget: float | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    report_every: int = 10
+    threads: int | None = None
+    layer_alphas: list[float] | None = None
+    allow_pickle: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> InversionRequest:
+        """Raises InputError naming the first bad parameter; returns self."""
+        if self.method not in METHODS:
+            raise InputError(f"method={self.method!r}: choose one of {', '.join(METHODS)}.")
+        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha)):
+            raise InputError(f"alpha={self.alpha!r}: must be a finite number > 0.")
+        if self.alpha <= 0 and self.method not in ("landweber",):
+            raise InputError(f"alpha={self.alpha}: must be > 0 (typical 1e-4 .. 1e-1).")
+        if self.alpha > 1e6:
+            raise InputError(
+                f"alpha={self.alpha}: absurdly large; typical values are 1e-4 .. 1e-1."
+            )
+        if not (math.isfinite(self.noise_std) and 0 <= self.noise_std <= 1e6):
+            raise InputError(
+                f"noise_std={self.noise_std}: must be a finite number >= 0 (e.g. 0.05)."
+            )
+        if self.dtype not in DTYPES:
+            raise InputError(f"dtype={self.dtype!r}: use float32 or float64.")
+        if self.device != "cpu" and not self.device.startswith("cuda"):
+            raise InputError(f"device={self.device!r}: use 'cpu' or 'cuda'.")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
+        if self.max_iter < 1 or self.max_iter > 10_000_000:
+            raise InputError(f"max_iter={self.max_iter}: must be between 1 and 10,000,000.")
+        if self.report_every < 1:
+            raise InputError(f"report_every={self.report_every}: must be at least 1.")
+        if self.threads is not None and not 1 <= self.threads <= 256:
+            raise InputError(f"threads={self.threads}: must be between 1 and 256.")
+        sources = [s for s in (self.image, self.truth, self.data) if s]
+        if len(sources) > 1:
+            raise InputError("give at most one of image, truth and data.")
+        self.solver_options()
+        return self
+
+    def solver_options(self) -> SolverOptions:
+        return SolverOptions.from_dict({"steps": self.steps, **self.options})
+
+    def stop_rule(self) -> StopRule:
+        return StopRule(
+            max_iter=self.max_iter,
+            tol=self.tol,
+            tol_mode=self.tol_mode,
+            time_budget=self.time_budget,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if data["input_shape"] is not None:
+            data["input_shape"] = list(data["input_shape"])
+        return {"format_version": FORMAT_VERSION, "kind": "lbi-run-record", **data}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> InversionRequest:
+        if not isinstance(data, dict):
+            raise FormatVersionError("a run record must be a JSON object.")
+        data = dict(data)
+        version = data.pop("format_version", None)
+        data.pop("kind", None)
+        if version is None:
+            raise FormatVersionError(
+                "the run record has no 'format_version'; it is not an lbi record."
+            )
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise FormatVersionError(
+                f"the run record has format_version {version!r}, which no lbi ever wrote (1 is "
+                "the first); the file is damaged: export the run again."
+            )
+        if version > FORMAT_VERSION:
+            raise FormatVersionError(
+                f"the run record has format_version {version!r}, newer than this lbi understands "
+                f"({FORMAT_VERSION}); update lbi to open it."
+            )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InputError(
+                f"the run record has unknown field(s) {unknown}; valid: {sorted(known)}."
+            )
+        hints = typing.get_type_hints(cls)
+        wrong = [f"{k}={v!r} (expected {hint_name(hints[k])})" for k, v in data.items()
+                 if not json_type_ok(v, hints[k])]
+        if wrong:  # checked here so a damaged record never reaches a TypeError deeper down
+            raise InputError(f"the run record has value(s) of the wrong type: {'; '.join(wrong)}; "
+                             "fix the file or export the run again.")
+        if data.get("input_shape") is not None:
+            data["input_shape"] = tuple(int(v) for v in data["input_shape"])
+        return cls(**data).validate()
+
