@@ -1,9 +1,11 @@
 """Writing the results of a run: result.json, reconstruction.npy/.png, curves.csv, decoder.*.
 
 Shared by the CLI (``lbi invert``) and the GUI's export dialog, so both write the same files.
-Every file is written atomically (a crash never leaves half a file) and nothing existing is
-replaced unless the caller passes ``overwrite=True``: an export is a record of an experiment,
-and silently losing the previous one is worse than an error.
+Every file is written atomically (a crash never leaves half a file), a run's folder is
+replaced as a whole (``export_run`` via ``lbi_engine.folder_swap``: never old and new files
+mixed), and nothing existing is replaced unless the caller passes ``overwrite=True``: an
+export is a record of an experiment, and silently losing the previous one is worse than an
+error.
 
 Records may be :class:`~lbi_engine.solvers.base.IterateRecord` objects or their
 ``to_numpy()`` dicts (what the GUI keeps), so the functions accept both.
@@ -23,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from lbi_engine.io import atomic_save_npy, atomic_write_bytes, atomic_write_text, safe_output_path
+from lbi_engine.folder_swap import recover_folder, staged_folder
+from lbi_engine.io import (
+    OutputExistsError,
+    atomic_save_npy,
+    atomic_write_bytes,
+    atomic_write_text,
+    safe_output_path,
+)
 
 RESULT_KIND = "lbi-result"
 RESULT_FORMAT_VERSION = 1
@@ -277,7 +286,12 @@ def write_curves_csv(
 
 
 def check_outputs_free(out_dir: str | Path, names: Iterable[str], overwrite: bool) -> None:
-    """Refuse before any work is done when an output would be replaced without permission."""
+    """Refuse before any work is done when an output would be replaced without permission.
+
+    First repairs what an interrupted folder swap left (``folder_swap.recover_folder``), so
+    that the check sees the previous result even if a crash had moved it aside.
+    """
+    recover_folder(out_dir)
     for name in names:
         safe_output_path(Path(out_dir) / name, overwrite)
 
@@ -331,10 +345,12 @@ def export_run(
 
     ``prepared`` is an :class:`lbi_engine.api.PreparedRun`, ``final_record`` the last record
     (IterateRecord or its ``to_numpy()``), ``records`` the reported iterates for curves.csv
-    (None: no curves). Existing files are refused up front unless ``overwrite``.
+    (None: no curves). Existing files are refused up front unless ``overwrite``. With
+    ``overwrite`` the previous result is replaced as a whole: files of it that this run does
+    not write (a decoder image, curves.csv) are gone afterwards; other entries of the folder
+    are kept.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     has_decoder = prepared.decoder_image is not None
     names = [
         n
@@ -342,23 +358,26 @@ def export_run(
         if (has_decoder or not n.startswith("decoder"))
         and (records is not None or n != "curves.csv")
     ]
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"{out} is a file, not a folder; give a folder for the results")
     check_outputs_free(out, names, overwrite)
     problem = prepared.problem
     x = np.asarray(_to_numpy(_field(final_record, "x")), dtype=np.float32)[sample]
     reconstruction = np.asarray(prepared.bundle.preprocessing.undo(x), dtype=np.float32)
     reconstruction = reconstruction.reshape(tuple(problem.input_shape))
-    written = {
-        "reconstruction.npy": save_npy(out / "reconstruction.npy", reconstruction, overwrite)
-    }
-    written["reconstruction.png"] = save_png(
-        out / "reconstruction.png", prepared.to_display(x), overwrite
-    )
-    if records is not None:
-        written["curves.csv"] = write_curves_csv(records, out / "curves.csv", sample, overwrite)
-    if has_decoder:
-        written["decoder.npy"] = save_npy(out / "decoder.npy", prepared.decoder_image, overwrite)
-        written["decoder.png"] = save_png(out / "decoder.png", prepared.decoder_image, overwrite)
-    document = result_document(prepared, final_record, sample, extra)
-    document["files"] = sorted([*written, "result.json"])
-    written["result.json"] = write_json(out / "result.json", document, overwrite)
-    return written
+    # Everything is written into a fresh sibling folder that then replaces ``out`` in one
+    # step (lbi_engine.folder_swap): an export that dies halfway leaves the previous result
+    # complete, and a finished one leaves no file of the previous result behind.
+    with staged_folder(out, keep=lambda name: name not in RUN_FILES, last="result.json") as new:
+        written = {"reconstruction.npy": save_npy(new / "reconstruction.npy", reconstruction)}
+        written["reconstruction.png"] = save_png(new / "reconstruction.png",
+                                                 prepared.to_display(x))
+        if records is not None:
+            written["curves.csv"] = write_curves_csv(records, new / "curves.csv", sample)
+        if has_decoder:
+            written["decoder.npy"] = save_npy(new / "decoder.npy", prepared.decoder_image)
+            written["decoder.png"] = save_png(new / "decoder.png", prepared.decoder_image)
+        document = result_document(prepared, final_record, sample, extra)
+        document["files"] = sorted([*written, "result.json"])
+        written["result.json"] = write_json(new / "result.json", document)
+    return {name: out / name for name in written}

@@ -1,12 +1,14 @@
 """Entry point of ``lbi-gui``: command-line options, QApplication, the window.
 
 The options mirror ``lbi invert`` so that a command line can open the window pre-configured
-(``--run`` starts at once). Parsing needs no torch; the engine loads after the window shows.
+(``--run`` starts at once). Parsing needs no torch; the engine loads after the window shows,
+by default in a child process (:mod:`lbi_gui.engine_process`) that ends with the app.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, help="regularisation weight α")
     p.add_argument("--regulariser", choices=[r for r, _ in REGULARISERS])
     p.add_argument("--method", choices=[m for m, _ in METHODS])
-    p.add_argument("--steps", choices=["auto", "balanced", "safe", "conservative", "paper"])
+    p.add_argument("--steps", choices=["auto", "accelerated", "balanced", "safe",
+                                       "conservative", "paper"])
     p.add_argument("--max-iter", type=int)
     p.add_argument("--tol", type=float)
     p.add_argument("--tol-mode", choices=["relative", "absolute"])
@@ -86,6 +89,9 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # In a frozen app (PyInstaller) the engine child is this executable started again:
+    # freeze_support() turns that start into the child instead of a second window.
+    multiprocessing.freeze_support()
     args = build_parser().parse_args(argv)
     try:
         request = request_from_args(args)
@@ -109,13 +115,23 @@ def main(argv: list[str] | None = None) -> int:
         request["max_iter"] = min(int(request.get("max_iter") or 200), 200)
     window = MainWindow(request, autorun=args.run or args.smoke_test,
                         restore_layout=not args.no_restore and not args.smoke_test)
-    if args.smoke_test:
-        return _smoke_test(app, window)
-    install_excepthook(lambda: window)
-    window.show()
-    if args.file:
-        window.open_path(str(Path(args.file).expanduser().resolve()))
-    return int(app.exec())
+    try:
+        if args.smoke_test:
+            return _smoke_test(app, window)
+        install_excepthook(lambda: window)
+        window.show()
+        if args.file:
+            window.open_path(str(Path(args.file).expanduser().resolve()))
+        return int(app.exec())
+    finally:
+        _end_engine()
+
+
+def _end_engine() -> None:
+    """End the engine child now (atexit would too, later and after Qt is gone)."""
+    module = sys.modules.get("lbi_gui.engine_host")
+    if module is not None:
+        module.shutdown_host()
 
 
 def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:

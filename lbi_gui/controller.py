@@ -1,33 +1,49 @@
-"""The GUI-thread side of the solver thread: jobs out, throttled view updates in.
+"""The GUI-thread side of the solver: jobs out, throttled view updates in.
 
 Why a separate object: the window should only say "run this request", "pause", "α changed";
-thread ownership, job ids, the 30 Hz redraw throttle, run queues ("run all methods") and a
-clean shutdown live here. Worker signals are connected to slots of this GUI-thread QObject
-(never lambdas), so queued deliveries are never lost when the thread quits.
+job ids, the 30 Hz redraw throttle, run queues ("run all methods") and a clean shutdown live
+here. Where the solver runs is a backend's business (:func:`make_backend`): a child process
+(:mod:`lbi_gui.engine_process`, the default: the window's painting cannot slow it) or a thread
+of this process (:mod:`lbi_gui.worker`). Both offer the same signals and methods; their
+signals are connected to slots of this GUI-thread QObject (never lambdas), so queued
+deliveries are never lost when a thread quits.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from PySide6 import QtCore
 
+from lbi_gui import engine as engine_bridge
 from lbi_gui.params import HOT_KEYS, PROBLEM_KEYS
+from lbi_gui.run_driver import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
 from lbi_gui.runs import CurveStore, RunResult
-from lbi_gui.worker import EngineWorker, ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
 
 #: Milliseconds between two window redraws (at most ~30 per second).
 REDRAW_MS = 33
-#: The interpreter's GIL switch interval in the GUI process (Python's default: 5 ms). The
-#: solver thread releases the GIL inside every torch call and must win it back from the GUI
-#: thread; with 5 ms each hand-over could wait that long while the window paints (measured:
-#: solver throughput with the window streaming 0.23 → 0.52 of headless with 1 ms).
-GIL_SWITCH_S = 0.001
+
+
+def make_backend(name: str | None = None, parent: QtCore.QObject | None = None) -> Any:
+    """The solver backend ``name`` ("process" | "thread"; None: the setting).
+
+    An engine replaced in this process (tests' fake :data:`lbi_gui.engine.ENGINE_FACTORY`)
+    exists only here, so it always gets the thread backend.
+    """
+    from lbi_gui.settings import engine_backend
+
+    name = name or engine_backend()
+    if name == "process" and engine_bridge.ENGINE_FACTORY is engine_bridge.default_factory():
+        from lbi_gui.engine_process import ProcessBackend
+
+        return ProcessBackend(parent)
+    from lbi_gui.worker import ThreadBackend
+
+    return ThreadBackend(parent)
 
 
 class RunController(QtCore.QObject):
-    """Owns the worker thread; every signal here is emitted in the GUI thread."""
+    """Owns the solver backend; every signal here is emitted in the GUI thread."""
 
     booted = QtCore.Signal(object)
     boot_failed = QtCore.Signal(object)
@@ -40,24 +56,15 @@ class RunController(QtCore.QObject):
     state_changed = QtCore.Signal(str)  # booting | idle | preparing | running | paused
     queue_done = QtCore.Signal(list)  # ErrorInfo list of a "run all" batch
 
-    _do_boot = QtCore.Signal()
-    _do_prepare = QtCore.Signal(int, object)
-    _do_run = QtCore.Signal(object)
-
-    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+    def __init__(self, parent: QtCore.QObject | None = None, backend: str | None = None) -> None:
         super().__init__(parent)
-        self._thread = QtCore.QThread()
-        self._thread.setObjectName("lbi-solver")
-        self.worker = EngineWorker()
-        self.worker.moveToThread(self._thread)
-        self._do_boot.connect(self.worker.boot)
-        self._do_prepare.connect(self.worker.prepare)
-        self._do_run.connect(self.worker.run)
-        self.worker.booted.connect(self._on_booted)
-        self.worker.prepared.connect(self._on_prepared)
-        self.worker.progress.connect(self._on_progress)
-        self.worker.run_done.connect(self._on_run_done)
-        self.worker.failed.connect(self._on_failed)
+        self.backend = make_backend(backend, self)
+        self.worker = self.backend  # the name older code and tests use
+        self.backend.booted.connect(self._on_booted)
+        self.backend.prepared.connect(self._on_prepared)
+        self.backend.progress.connect(self._on_progress)
+        self.backend.run_done.connect(self._on_run_done)
+        self.backend.failed.connect(self._on_failed)
         self._redraw = QtCore.QTimer(self)
         self._redraw.setSingleShot(True)
         self._redraw.setInterval(REDRAW_MS)
@@ -80,9 +87,6 @@ class RunController(QtCore.QObject):
         self._queue_active = False
         self._ips_mark: tuple[float, float] | None = None
         self._shut = False
-        if sys.getswitchinterval() > GIL_SWITCH_S:
-            sys.setswitchinterval(GIL_SWITCH_S)
-        self._thread.start()
 
     # ---- state ----------------------------------------------------------------------------
     @property
@@ -104,7 +108,7 @@ class RunController(QtCore.QObject):
 
     # ---- commands ---------------------------------------------------------------------------
     def boot(self) -> None:
-        self._do_boot.emit()
+        self.backend.boot()
 
     def prepare(self, request: dict[str, Any]) -> int:
         """Load/prepare ``request`` for display; a newer prepare makes older results stale."""
@@ -112,13 +116,13 @@ class RunController(QtCore.QObject):
         self._latest_prepare = self._job_id
         if not self.running:
             self._set_state("preparing")
-        self._do_prepare.emit(self._job_id, dict(request))
+        self.backend.prepare(self._job_id, dict(request))
         return self._job_id
 
     def start(self, request: dict[str, Any], *, paused: bool = False) -> int:
         """Start a fresh (cold) run; a running one is stopped first (not kept)."""
         if self.running:
-            self.worker.request_stop("stop")
+            self.backend.request_stop("stop")
         self._run_id += 1
         self._active_run = self._run_id
         self.run_request = dict(request)
@@ -128,7 +132,7 @@ class RunController(QtCore.QObject):
         self.iterations_per_second = 0.0
         self._paused = paused
         self._set_state("paused" if paused else "running")
-        self._do_run.emit(RunJob(self._run_id, dict(request), start_paused=paused))
+        self.backend.run(RunJob(self._run_id, dict(request), start_paused=paused))
         return self._run_id
 
     def run_all(self, request: dict[str, Any], methods: list[str]) -> None:
@@ -141,13 +145,13 @@ class RunController(QtCore.QObject):
     def pause(self) -> None:
         if self.running and not self._paused:
             self._paused = True
-            self.worker.pause()
+            self.backend.pause()
             self._set_state("paused")
 
     def resume(self) -> None:
         if self.running and self._paused:
             self._paused = False
-            self.worker.resume()
+            self.backend.resume()
             self._set_state("running")
 
     def toggle_pause(self) -> None:
@@ -157,20 +161,20 @@ class RunController(QtCore.QObject):
         """End the run and discard it (the last iterate stays on screen)."""
         self._queue.clear()
         if self.running:
-            self.worker.request_stop("stop")
+            self.backend.request_stop("stop")
 
     def finish_now(self) -> None:
         """End the run and keep the current iterate as its result."""
         self._queue.clear()
         if self.running:
-            self.worker.request_stop("finish")
+            self.backend.request_stop("finish")
 
     def abandon(self) -> None:
         """Stop the run and ignore everything it still sends (reset, session loading)."""
         self._queue.clear()
         self._queue_active = False
         if self.running:
-            self.worker.request_stop("stop")
+            self.backend.request_stop("stop")
         self._active_run = None
         self._paused = False
         self._redraw.stop()
@@ -194,7 +198,7 @@ class RunController(QtCore.QObject):
             return "stopped"
         if self.running and changed <= (HOT_KEYS | {"max_iter", "tol", "tol_mode",
                                                     "report_every", "threads", "time_budget"}):
-            if changed & HOT_KEYS and self.worker.request_restart(new):
+            if changed & HOT_KEYS and self.backend.request_restart(new):
                 self.run_request = dict(new)
                 return "restart"
             return "none"
@@ -210,21 +214,21 @@ class RunController(QtCore.QObject):
         self._run_id = max([self._run_id, *run_ids])
 
     def shutdown(self, timeout_ms: int = 10000) -> bool:
-        """Stop everything and join the thread; safe to call twice."""
+        """Stop everything and wait for the solver's job to end; safe to call twice."""
         if self._shut:
             return True
         self._shut = True
         self._queue.clear()
         self._redraw.stop()
-        self.worker.shutdown()
-        self._thread.quit()
-        ok = self._thread.wait(timeout_ms)
+        ok = self.backend.shutdown(timeout_ms)
         self._active_run = None
         return bool(ok)
 
     @property
-    def thread(self) -> QtCore.QThread:
-        return self._thread
+    def thread(self) -> Any:
+        """The solver's QThread (thread backend) or a stand-in with ``wait``/``isFinished``
+        that reports this window's channel in the engine process as ended."""
+        return self.backend.thread
 
     # ---- worker signals (GUI thread) ------------------------------------------------------
     @QtCore.Slot(object)

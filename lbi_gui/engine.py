@@ -1,9 +1,13 @@
 """The one place where the GUI imports the numerical engine (and therefore torch).
 
 Why a bridge: importing ``lbi_engine.api`` pulls in torch (3–4 s). The window must be on
-screen first, so nothing in ``lbi_gui`` imports the engine at module level; the worker thread
-calls :func:`load_engine` once, after the window is shown. Tests may replace
-:data:`ENGINE_FACTORY` with a small fake to exercise the GUI without the real solvers.
+screen first, so nothing in ``lbi_gui`` imports the engine at module level; the solver (a
+thread of the GUI process, or a child process) calls :func:`load_full_engine` once, after the
+window is shown. Tests may replace :data:`ENGINE_FACTORY` with a small fake to exercise the GUI
+without the real solvers (that fake only exists in the test's process, so it forces the thread
+backend). With the process backend the GUI process never needs torch: the GUI thread's few
+engine calls (dataset splits, sizes, thumbnails) are served by :func:`data_view`, which reads
+the bundled datasets with numpy only.
 """
 
 from __future__ import annotations
@@ -41,10 +45,20 @@ def _real_engine() -> SimpleNamespace:
 
 #: Replaced by tests that run the GUI against a fake engine.
 ENGINE_FACTORY: Callable[[], Any] = _real_engine
+
+
+def default_factory() -> Callable[[], Any]:
+    """The real engine's factory (what a child process loads)."""
+    return _real_engine
+
 _cache: dict[Callable[[], Any], Any] = {}
 
 
-def load_engine() -> Any:
+#: Process-backend channels open in this process; while > 0 the GUI thread uses the data view.
+_data_view_users = 0
+
+
+def load_full_engine() -> Any:
     """The engine namespace, imported once per process (cheap after the first call)."""
     factory = ENGINE_FACTORY
     if factory not in _cache:
@@ -52,6 +66,69 @@ def load_engine() -> Any:
     return _cache[factory]
 
 
+def load_engine() -> Any:
+    """What the GUI thread may call: the full engine if this process has it, else (process
+    backend) the torch-free :func:`data_view`; else the full engine is imported now."""
+    if ENGINE_FACTORY in _cache or _data_view_users <= 0:
+        return load_full_engine()
+    return data_view()
+
+
 def engine_loaded() -> bool:
-    """True once :func:`load_engine` has run (the GUI thread may then call the engine)."""
-    return ENGINE_FACTORY in _cache
+    """True once the GUI thread may call :func:`load_engine` without waiting for torch."""
+    return ENGINE_FACTORY in _cache or _data_view_users > 0
+
+
+def hold_data_view(delta: int) -> None:
+    """A process-backend channel opened (+1) or closed (-1) in this process."""
+    global _data_view_users
+    _data_view_users = max(0, _data_view_users + delta)
+
+
+class _Pixels:
+    """A numpy image that answers ``[i]``, ``.detach()``, ``.cpu()``, ``.numpy()`` like the
+    tensor the full engine returns, so GUI code written for either needs no branch."""
+
+    def __init__(self, array: Any) -> None:
+        self._a = array
+
+    def __getitem__(self, index: Any) -> _Pixels:
+        return _Pixels(self._a[index])
+
+    def detach(self) -> _Pixels:
+        return self
+
+    def cpu(self) -> _Pixels:
+        return self
+
+    def numpy(self) -> Any:
+        return self._a
+
+
+def _sample_pixels(dataset: str, split: str, index: int) -> _Pixels:
+    """``lbi_engine.data.get_sample`` without torch: the same checks and the same values."""
+    import numpy as np
+
+    from lbi_engine import data
+
+    if dataset == "mnist":
+        n = data.dataset_size("mnist", split) or 0
+        if not 0 <= int(index) < n:
+            raise IndexError(f"MNIST {split} index {index} is out of range; use 0..{n - 1}")
+        arr = data._mnist_arrays()  # the engine's cached npz read (numpy only)
+        img = arr["images"][arr[f"{split}_idx"][int(index)]]
+        return _Pixels((img.astype("float32") / 255.0)[None, None])
+    if dataset == "cartoon":
+        from lbi_engine.shapes import cartoon
+
+        return _Pixels(np.asarray(cartoon(split, int(index), 64))[None, None])
+    raise KeyError(f"dataset {dataset!r} is unknown; choose one of {data.list_datasets()}")
+
+
+def data_view() -> SimpleNamespace:
+    """The dataset functions of the engine namespace, served by numpy (no torch import)."""
+    from lbi_engine import data, zoo
+
+    return SimpleNamespace(list_zoo=zoo.list_zoo, list_datasets=data.list_datasets,
+                           list_splits=data.list_splits, dataset_size=data.dataset_size,
+                           get_sample=_sample_pixels)

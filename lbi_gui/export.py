@@ -3,7 +3,7 @@
 
 Every write is atomic (``lbi_engine.io.atomic_writer``: temporary file + rename) and
 :func:`export_files` refuses existing targets unless the caller has asked the user: either
-all files are written or, on refusal, none.
+all files are written or, on refusal or on an error in any writer, none.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from lbi_engine.folder_swap import staged_files
 from lbi_engine.io import OutputExistsError, atomic_write_bytes, atomic_write_text, atomic_writer
 from lbi_gui.imaging import to_uint8, to_uint16, to_view
 from lbi_gui.runs import RunResult
@@ -154,7 +155,9 @@ def export_files(paths: dict[str, Path], result: RunResult, *, levels: tuple[flo
     """Write ``paths`` (from :func:`planned_paths`); all-or-nothing on existing files.
 
     Raises ``OutputExistsError`` (writing nothing) when a target exists and ``overwrite`` is
-    False; the window asks the user first and then passes ``overwrite=True``.
+    False; the window asks the user first and then passes ``overwrite=True``. The files are
+    staged and moved in together (``lbi_engine.folder_swap.staged_files``), so an error in
+    any writer leaves every previous file as it was.
     """
     existing = [str(p) for p in paths.values() if p.exists()]
     if existing and not overwrite:
@@ -171,10 +174,12 @@ def export_files(paths: dict[str, Path], result: RunResult, *, levels: tuple[flo
         "record": lambda p: atomic_write_text(p, json.dumps(run_record(result), indent=2,
                                                             allow_nan=False) + "\n"),
     }
-    written = []
-    for fmt, path in paths.items():
-        if fmt.startswith("plots") and plot_item is None:
-            continue
-        writers[fmt](path)
-        written.append(path)
-    return written
+    chosen = {fmt: path for fmt, path in paths.items()
+              if not (fmt.startswith("plots") and plot_item is None)}
+    # Every file is first written into a staging folder next to the targets and only moved
+    # over them once all of them exist: a failure in any writer (a full disk, an encoder
+    # error) then replaces nothing, instead of leaving new images beside an old run record.
+    with staged_files(chosen.values()) as staged:
+        for fmt, path in chosen.items():
+            writers[fmt](staged[path])
+    return list(chosen.values())

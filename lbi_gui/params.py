@@ -79,6 +79,7 @@ REGULARISERS: list[tuple[str, str]] = [
 
 STEP_MODES: list[tuple[str, str]] = [
     ("auto", "Auto (fastest provably convergent)"),
+    ("accelerated", "Accelerated (FISTA, TV prox)"),
     ("balanced", "Balanced (larger dual step)"),
     ("safe", "Safe (τₓ = 1/‖W‖²)"),
     ("conservative", "Conservative (τ_z = 1/(8α))"),

@@ -1,4 +1,4 @@
-"""Persistent preferences (QSettings): recent files, last folders, window layout.
+"""Persistent preferences (QSettings): recent files, last folders, window layout, backend.
 
 Tests point QSettings at a temporary folder (``QSettings.setPath``) before any window
 exists, so they never read or write the user's real settings.
@@ -6,6 +6,7 @@ exists, so they never read or write the user's real settings.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from PySide6 import QtCore
@@ -13,6 +14,10 @@ from PySide6 import QtCore
 ORGANISATION = "lbi"
 APPLICATION = "lbi-gui"
 MAX_RECENT = 10
+#: Where the solver runs: "process" (a child process; the GUI's painting cannot slow it) or
+#: "thread" (a thread of the GUI process: no second interpreter; sees an in-process engine).
+ENGINE_BACKENDS = ("process", "thread")
+DEFAULT_ENGINE_BACKEND = "process"
 
 
 def settings() -> QtCore.QSettings:
@@ -47,3 +52,13 @@ def add_recent(path: str | Path, kind: str = "sessions") -> list[str]:
 
 def clear_recent(kind: str = "sessions") -> None:
     settings().setValue(f"recent/{kind}", [])
+
+
+def engine_backend() -> str:
+    """The solver backend: ``$LBI_ENGINE_BACKEND``, else the setting ``engine/backend``, else
+    :data:`DEFAULT_ENGINE_BACKEND`. An unknown value falls back to the default (it is only a
+    performance choice; both backends give the same results)."""
+    for value in (os.environ.get("LBI_ENGINE_BACKEND"), settings().value("engine/backend", "")):
+        if value and str(value).strip().lower() in ENGINE_BACKENDS:
+            return str(value).strip().lower()
+    return DEFAULT_ENGINE_BACKEND

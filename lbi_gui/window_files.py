@@ -230,8 +230,8 @@ class FilesMixin:
                                             overwrite=bool(existing))
         except (OSError, LbiError, ValueError, ImportError) as exc:
             show_error(self, "Export failed", str(exc),
-                       fix="Choose a folder you can write to; files written before the error "
-                           "are complete, no file is half-written.")
+                       fix="Choose a folder you can write to. Nothing was changed: the files "
+                           "are staged and only moved in once every one was written.")
             return []
         self.statusBar().showMessage(f"Exported {len(written)} files", 5000)
         return written

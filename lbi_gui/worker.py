@@ -1,138 +1,41 @@
-"""The solver thread: a QObject living in a QThread that drives ``lbi_engine`` generators.
+"""The thread backend: a :class:`~lbi_gui.run_driver.RunDriver` in a QThread of the GUI process.
 
-Why this shape: the engine's solvers are generators, so a run is "pull records until told
-otherwise". The worker pulls, converts what the window needs into numpy copies and emits
-them through queued signals at most ~30 times per second (every curve point is kept; only
-the latest images are sent). Control (pause, stop, finish, warm restart, shutdown) comes from
-the GUI thread through thread-safe methods that set events and cancel tokens; they never
-touch Qt objects, so they are safe to call while :meth:`EngineWorker.run` is busy.
+Why keep it beside the process backend (:mod:`lbi_gui.engine_process`): it starts at once,
+needs no second interpreter, and it is the only backend that sees an engine replaced in this
+process (the tests' numpy fake, :data:`lbi_gui.engine.ENGINE_FACTORY`). Its cost: the solver
+thread shares the GIL with the window's painting, so a streaming window slows the solver (see
+benchmarks/bench_gui.py).
+
+:class:`EngineWorker` is the QObject living in the thread: its slots run the driver's jobs and
+the driver's ``emit`` callback becomes queued signals. :class:`ThreadBackend` owns worker and
+thread and offers the interface :class:`~lbi_gui.controller.RunController` uses for both
+backends: signals ``booted/prepared/progress/run_done/failed``, jobs ``boot/prepare/run``
+(queued, return at once), thread-safe control ``pause/resume/request_stop/request_restart``,
+and ``shutdown(timeout_ms)``.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-import traceback
-import warnings
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from pathlib import Path
+import sys
 from typing import Any
 
-import numpy as np
 from PySide6 import QtCore
 
-from lbi_engine.errors import LbiError, UnsafeFileError
-from lbi_gui import engine as engine_bridge
-from lbi_gui.params import describe_change
+from lbi_gui.run_driver import (  # noqa: F401 - re-exported: the window's data types live here
+    EMIT_INTERVAL,
+    ErrorInfo,
+    PreparedInfo,
+    Progress,
+    RunDriver,
+    RunJob,
+    RunOutcome,
+)
 
-#: Minimum seconds between two progress signals (the window redraws at most this often).
-EMIT_INTERVAL = 1.0 / 30.0
-
-# Loaded networks, shared by all windows of the process (loading the CNN takes ~1–3 s for
-# its exact operator norms; reusing a bundle takes milliseconds). Bundles are only read
-# by the solvers. Keyed by the network reference and, for files, their size and mtime, so
-# an edited file is loaded again.
-_BUNDLES: OrderedDict[tuple, Any] = OrderedDict()
-_BUNDLES_LOCK = threading.Lock()
-_BUNDLES_MAX = 4
-
-
-def _bundle_key(request: dict[str, Any]) -> tuple:
-    ref = str(request.get("network"))
-    stamp: tuple = ()
-    path = Path(ref).expanduser()
-    if path.is_file():
-        st = path.stat()
-        stamp = (st.st_size, st.st_mtime_ns)
-    return (ref, stamp, str(request.get("input_shape")), bool(request.get("allow_pickle")),
-            request.get("device"), request.get("dtype"))
-
-
-@dataclass
-class ErrorInfo:
-    """An exception made safe to hand across threads and to show in a dialog."""
-
-    kind: str  # "boot" | "prepare" | "run"
-    exc_type: str
-    message: str
-    detail: str
-    is_user_error: bool  # an LbiError: the message says what to do
-    unsafe: bool  # UnsafeFileError: the window may ask for consent and retry
-    request: dict[str, Any] | None = None
-
-    @classmethod
-    def from_exc(cls, kind: str, exc: BaseException, request: dict | None = None) -> ErrorInfo:
-        return cls(kind=kind, exc_type=type(exc).__name__, message=str(exc) or repr(exc),
-                   detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-                   is_user_error=isinstance(exc, LbiError),
-                   unsafe=isinstance(exc, UnsafeFileError), request=request)
-
-
-@dataclass
-class PreparedInfo:
-    """What the window shows about a prepared problem (numpy and plain values only)."""
-
-    request: dict[str, Any]
-    network_name: str
-    card: dict[str, Any]
-    layers: list[dict[str, Any]]
-    truth: np.ndarray | None
-    decoder: np.ndarray | None
-    decoder_psnr: float | None
-    delta: float | None
-    delta_squared: float | None
-    noise_norm: float | None
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    preprocessing: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # what the engine warned about
-
-
-#: Warning classes meant for developers (library deprecations), not for the user.
-_DEV_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning)
-
-
-@dataclass
-class Progress:
-    """A throttled batch: all curve points since the last batch and the newest images."""
-
-    run_id: int
-    points: list[dict[str, Any]]
-    iteration: int
-    stage: str
-    x_display: np.ndarray | None
-    aux_display: list[np.ndarray]
-    restarts: list[tuple[int, str]] = field(default_factory=list)
-    prepared: PreparedInfo | None = None
-
-
-@dataclass
-class RunOutcome:
-    """The end of a run (any cause). ``user_action`` is "stop", "finish" or None."""
-
-    run_id: int
-    request: dict[str, Any]
-    stop_reason: str
-    iterations: int
-    elapsed: float
-    metrics: dict[str, Any]
-    x_raw: np.ndarray
-    x_display: np.ndarray
-    aux_display: list[np.ndarray]
-    user_action: str | None
-
-
-@dataclass
-class RunJob:
-    run_id: int
-    request: dict[str, Any]
-    start_paused: bool = False
-
-
-def _first(t: Any) -> float | None:
-    """Sample 0 of a (B,) tensor/array as a float (None stays None)."""
-    return None if t is None else float(t.reshape(-1)[0])
+#: The interpreter's GIL switch interval in a GUI process running this backend (Python's
+#: default: 5 ms). The solver thread releases the GIL inside every torch call and must win it
+#: back from the GUI thread; with 5 ms each hand-over could wait that long while the window
+#: paints (measured: solver throughput with the window streaming 0.23 → 0.52 of headless).
+GIL_SWITCH_S = 0.001
 
 
 class EngineWorker(QtCore.QObject):
@@ -146,238 +49,100 @@ class EngineWorker(QtCore.QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self._eng: Any = None
-        self._lock = threading.Lock()
-        self._resume = threading.Event()
-        self._resume.set()
-        self._token: Any = None
-        self._action: str | None = None  # "stop" | "finish" | "restart"
-        self._pending: dict[str, Any] | None = None
-        self._in_run = False
-        self._closing = False
-        self._notes: dict[int, list[str]] = {}  # id(prepared) -> its warnings, until _info
+        self.driver = RunDriver(self._emit)
 
-    # ---- control, called from the GUI thread -------------------------------------------
+    def _emit(self, kind: str, *args: Any) -> None:
+        getattr(self, kind).emit(*args)
+
+    # ---- control, called from the GUI thread (thread-safe: events and tokens only) -------
     def pause(self) -> None:
-        self._resume.clear()
+        self.driver.pause()
 
     def resume(self) -> None:
-        self._resume.set()
+        self.driver.resume()
 
     def request_stop(self, action: str = "stop") -> None:
         """End the current run: "stop" (discard) or "finish" (keep this iterate)."""
-        with self._lock:
-            self._action = action
-            self._pending = None
-            if self._token is not None:
-                self._token.cancel()
-        self._resume.set()
+        self.driver.request_stop(action)
 
     def request_restart(self, request: dict[str, Any]) -> bool:
         """Restart the running solve warm with ``request``; False if no run is going."""
-        with self._lock:
-            if not self._in_run or self._action in ("stop", "finish"):
-                return False
-            self._action, self._pending = "restart", dict(request)
-            if self._token is not None:
-                self._token.cancel()
-        return True
+        return self.driver.request_restart(request)
 
     def shutdown(self) -> None:
         """Make the current job end at the next record and every queued job a no-op."""
-        self._closing = True
-        self.request_stop("stop")
+        self.driver.shutdown()
 
-    # ---- jobs, queued from the GUI thread -------------------------------------------------
+    # ---- jobs, queued from the GUI thread ----------------------------------------------
     @QtCore.Slot()
     def boot(self) -> None:
         """Import the engine (torch) here, off the GUI thread, and report what it offers."""
-        if self._closing:
-            return
-        try:
-            eng = engine_bridge.load_engine()
-            info = {"zoo": list(eng.list_zoo()), "datasets": list(eng.list_datasets()),
-                    "cuda": bool(eng.cuda_available())}
-            self._eng = eng
-        except BaseException as exc:  # noqa: BLE001 - any failure must reach a dialog
-            self.failed.emit(0, ErrorInfo.from_exc("boot", exc))
-            return
-        self.booted.emit(info)
+        self.driver.boot()
 
     @QtCore.Slot(int, object)
     def prepare(self, job_id: int, request: dict[str, Any]) -> None:
-        if self._closing or self._eng is None:
-            return
-        try:
-            prepared = self._prepare(request)
-            info = self._info(prepared)
-        except BaseException as exc:  # noqa: BLE001
-            self.failed.emit(job_id, ErrorInfo.from_exc("prepare", exc, request))
-            return
-        self.prepared.emit(job_id, info)
+        self.driver.prepare(job_id, request)
 
     @QtCore.Slot(object)
     def run(self, job: RunJob) -> None:
-        if self._closing or self._eng is None:
-            return
-        with self._lock:
-            self._action, self._pending, self._in_run = None, None, True
-        (self._resume.clear if job.start_paused else self._resume.set)()
-        request = dict(job.request)
-        try:
-            self._eng.set_threads(max(1, int(request.get("threads") or 1)))
-            prepared = self._prepare(request)
-            self.prepared.emit(-1, self._info(prepared))
-            outcome = self._drive(job.run_id, request, prepared)
-        except BaseException as exc:  # noqa: BLE001
-            with self._lock:
-                self._in_run, self._token = False, None
-            self.failed.emit(job.run_id, ErrorInfo.from_exc("run", exc, request))
-            return
-        self.run_done.emit(outcome)
+        self.driver.run(job)
 
-    # ---- internals ------------------------------------------------------------------------
-    def _drive(self, run_id: int, request: dict, prepared: Any) -> RunOutcome:
-        """Pull records, restarting warm on request; returns when the run has ended."""
-        eng = self._eng
-        offset, elapsed_offset, warm = 0, 0.0, None
-        points: list[dict[str, Any]] = []
-        restarts: list[tuple[int, str]] = []
-        new_info: PreparedInfo | None = None
-        last, last_it, last_emit = None, 0, 0.0
-        while True:
-            token = eng.CancelToken()
-            with self._lock:
-                self._token = token
-                if self._action is not None:
-                    token.cancel()
-            # A warm start continues the engine's iteration count, so k is global; the first
-            # record of a segment repeats the restart iteration with the new objective.
-            gen = eng.iterate(prepared, cancel=token, warm_start_from=warm)
-            try:
-                for rec in gen:
-                    it = int(rec.iteration)
-                    last, last_it = rec, it
-                    points.append(self._point(rec, it, elapsed_offset))
-                    now = time.perf_counter()
-                    if rec.final or token.cancelled or now - last_emit >= EMIT_INTERVAL:
-                        self.progress.emit(self._progress(run_id, points, rec, it, prepared,
-                                                          restarts, new_info))
-                        points, restarts, new_info, last_emit = [], [], None, now
-                    if rec.final or token.cancelled:
-                        break
-                    self._wait_if_paused(token)
-                    if token.cancelled:
-                        break
-            finally:
-                gen.close()
-            with self._lock:
-                action, pending = self._action, self._pending
-                if action == "restart":
-                    self._action, self._pending = None, None
-                if action != "restart" or pending is None or last is None:
-                    self._in_run, self._token = False, None
-            if action == "restart" and pending is not None and last is not None:
-                warm = last.to_numpy()
-                offset, elapsed_offset = last_it, elapsed_offset + float(last.elapsed)
-                restarts.append((offset, describe_change(request, pending)))
-                request = pending
-                prepared = self._prepare(request)
-                new_info = self._info(prepared)
-                continue
-            break
-        if last is None:
-            raise RuntimeError("the solver ended without reporting a single iterate")
-        if points or restarts:
-            self.progress.emit(self._progress(run_id, points, last, last_it, prepared,
-                                              restarts, new_info))
-        metrics = dict(eng.final_metrics(prepared, last))
-        reason = {"stop": "stopped by user", "finish": "finished by user"}.get(action or "")
-        x_raw = np.array(last.x[0].detach().cpu().numpy() if hasattr(last.x, "detach")
-                         else last.x[0], copy=True)
-        req_dict = prepared.request.to_dict() if hasattr(prepared.request, "to_dict") \
-            else dict(request)
-        return RunOutcome(run_id=run_id, request=req_dict,
-                          stop_reason=reason or str(last.stop_reason or "max_iterations"),
-                          iterations=last_it, elapsed=elapsed_offset + float(last.elapsed),
-                          metrics=metrics, x_raw=x_raw,
-                          x_display=np.array(prepared.to_display(last.x[0]), copy=True),
-                          aux_display=self._aux(prepared, last), user_action=action)
 
-    def _wait_if_paused(self, token: Any) -> None:
-        """Pause = stop pulling records; wake up for resume, cancel or shutdown."""
-        while not self._resume.wait(0.05):
-            if token.cancelled or self._closing:
-                return
+class ThreadBackend(QtCore.QObject):
+    """Owns the solver QThread and its worker; the controller's view of the thread backend."""
 
-    def _prepare(self, request: dict[str, Any]) -> Any:
-        """prepare() the request, reusing a loaded network when it did not change."""
-        eng = self._eng
-        key = _bundle_key(request)
-        with _BUNDLES_LOCK:
-            bundle = _BUNDLES.get(key)
-        record = {"format_version": eng.FORMAT_VERSION, **request}
-        record.pop("kind", None)
-        # The engine reports recoverable changes to the user's input (measured data clipped
-        # into the activation's domain, ...) as warnings; they would only reach stderr, so
-        # they are caught here and shown by the window.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            prepared = eng.prepare(eng.InversionRequest.from_dict(record), bundle=bundle)
-        notes = list(dict.fromkeys(str(w.message) for w in caught
-                                   if not issubclass(w.category, _DEV_WARNINGS)))
-        self._notes = {id(prepared): notes}  # only the newest problem's are ever asked for
-        with _BUNDLES_LOCK:
-            _BUNDLES[key] = prepared.bundle
-            _BUNDLES.move_to_end(key)
-            while len(_BUNDLES) > _BUNDLES_MAX:
-                _BUNDLES.popitem(last=False)
-        return prepared
+    name = "thread"
+    _do_boot = QtCore.Signal()
+    _do_prepare = QtCore.Signal(int, object)
+    _do_run = QtCore.Signal(object)
 
-    def _info(self, prepared: Any) -> PreparedInfo:
-        bundle = prepared.bundle
-        enc = bundle.encoder
+    def __init__(self, parent: QtCore.QObject | None = None) -> None:
+        super().__init__(parent)
+        if sys.getswitchinterval() > GIL_SWITCH_S:
+            sys.setswitchinterval(GIL_SWITCH_S)
+        self._thread = QtCore.QThread()
+        self._thread.setObjectName("lbi-solver")
+        self.worker = EngineWorker()
+        self.worker.moveToThread(self._thread)
+        self._do_boot.connect(self.worker.boot)
+        self._do_prepare.connect(self.worker.prepare)
+        self._do_run.connect(self.worker.run)
+        # The worker's signals are the backend's signals (emitted in the solver thread;
+        # receivers in the GUI thread get them queued).
+        self.booted = self.worker.booted
+        self.prepared = self.worker.prepared
+        self.progress = self.worker.progress
+        self.run_done = self.worker.run_done
+        self.failed = self.worker.failed
+        self._thread.start()
 
-        def opt(v: Any) -> float | None:
-            return None if v is None else float(v)
+    @property
+    def thread(self) -> QtCore.QThread:
+        return self._thread
 
-        def img(a: Any) -> np.ndarray | None:
-            return None if a is None else np.array(a, dtype=np.float32, copy=True)
+    def boot(self) -> None:
+        self._do_boot.emit()
 
-        req = prepared.request.to_dict() if hasattr(prepared.request, "to_dict") else {}
-        return PreparedInfo(
-            request=req, network_name=str(getattr(bundle, "name", req.get("network"))),
-            card=dict(getattr(bundle, "card", None) or {}),
-            layers=[dict(row) for row in enc.summary()],
-            truth=img(prepared.truth_image), decoder=img(prepared.decoder_image),
-            decoder_psnr=opt(prepared.decoder_psnr), delta=opt(prepared.delta),
-            delta_squared=opt(prepared.delta_squared), noise_norm=opt(prepared.noise_norm),
-            input_shape=tuple(enc.input_shape), output_shape=tuple(enc.output_shape),
-            preprocessing=dict(bundle.preprocessing.to_dict())
-            if hasattr(getattr(bundle, "preprocessing", None), "to_dict") else {},
-            warnings=self._notes.pop(id(prepared), []))
+    def prepare(self, job_id: int, request: dict[str, Any]) -> None:
+        self._do_prepare.emit(job_id, request)
 
-    @staticmethod
-    def _point(rec: Any, it: int, elapsed_offset: float) -> dict[str, Any]:
-        breg = rec.bregman_terms
-        return {"iteration": it, "objective": _first(rec.objective),
-                "reg_term": _first(rec.reg_term), "discrepancy": _first(rec.discrepancy),
-                "primal_residual": _first(rec.primal_residual),
-                "dual_residual": _first(rec.dual_residual), "psnr": _first(rec.psnr),
-                "ssim": _first(rec.ssim), "elapsed": elapsed_offset + float(rec.elapsed),
-                "bregman": [float(v) for v in breg[0].tolist()] if breg is not None else []}
+    def run(self, job: RunJob) -> None:
+        self._do_run.emit(job)
 
-    @staticmethod
-    def _aux(prepared: Any, rec: Any) -> list[np.ndarray]:
-        if not rec.aux:
-            return []
-        return [np.array(a, dtype=np.float32, copy=True) for a in prepared.aux_images(rec.aux)]
+    def pause(self) -> None:
+        self.worker.pause()
 
-    def _progress(self, run_id: int, points: list, rec: Any, it: int, prepared: Any,
-                  restarts: list, info: PreparedInfo | None) -> Progress:
-        return Progress(run_id=run_id, points=list(points), iteration=it,
-                        stage=str(getattr(rec, "stage", "") or ""),
-                        x_display=np.array(prepared.to_display(rec.x[0]), dtype=np.float32,
-                                           copy=True),
-                        aux_display=self._aux(prepared, rec), restarts=list(restarts),
-                        prepared=info)
+    def resume(self) -> None:
+        self.worker.resume()
+
+    def request_stop(self, action: str = "stop") -> None:
+        self.worker.request_stop(action)
+
+    def request_restart(self, request: dict[str, Any]) -> bool:
+        return self.worker.request_restart(request)
+
+    def shutdown(self, timeout_ms: int = 10000) -> bool:
+        """Stop the current job, then quit and join the thread (never destroy it running)."""
+        self.worker.shutdown()
+        self._thread.quit()
+        return bool(self._thread.wait(timeout_ms))

@@ -8,5 +8,8 @@ import os
 # with other processes two threads made small convolutions up to 1000x slower (measured).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# The solver runs in a thread of the test process by default (starts at once; monkeypatched
+# engines are visible to it); tests/gui/test_engine_process.py covers the process backend.
+os.environ.setdefault("LBI_ENGINE_BACKEND", "thread")
 # Qt without a screen (CI, headless machines); a developer can override it.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -25,7 +25,7 @@ EXIT_INTERRUPTED = 130
 METHOD_NAMES = ("pdhg", "joint", "layerwise", "landweber", "backprop")
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
                      "none")
-STEP_RULES = ("auto", "balanced", "safe", "conservative", "paper")
+STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
 
 
 class UsageError(Exception):

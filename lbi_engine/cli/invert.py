@@ -132,8 +132,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "gradient descent through the network (request default: joint)")
     prob.add_argument("--steps", choices=c.STEP_RULES,
                       help="step-size rule; all but paper are provably convergent: auto "
-                           "(balanced for pdhg, safe for the joint method's x_0 block), "
-                           "balanced, safe, conservative, or paper (tau_x = 1.99/||W||^2, "
+                           "(accelerated for pdhg with TV on the CPU, else balanced; safe "
+                           "for the joint method's x_0 block), accelerated (FISTA with an "
+                           "inexact TV prox), balanced, safe, conservative, or paper "
+                           "(tau_x = 1.99/||W||^2, "
                            "tau_z = 1/(8 alpha)) (request default: safe)")
     prob.add_argument("--layer-alphas", type=c.float_list, metavar="A1,A2,..",
                       help="per-layer weights of the auxiliary priors (layerwise method)")

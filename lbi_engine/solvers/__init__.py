@@ -76,9 +76,9 @@ def warm_start(record: IterateRecord | dict, problem: object) -> dict:
     aux = [tensor(a) for a in data.get("aux") or []]
     if aux and len(aux) == problem.depth - 1:
         init["aux"] = aux
-    dual = extras.get("dual")
-    if dual is not None:
-        init["dual"] = tensor(dual)
+    for key in ("dual", "x_prev", "momentum"):  # "x_prev", "momentum": accelerated pdhg
+        if extras.get(key) is not None:
+            init[key] = tensor(extras[key])
     return init
 
 

@@ -11,8 +11,11 @@ call costs as much as its arithmetic. So the state lives in two preallocated slo
 swapped every step), each update writes into its buffer in place through views prepared once
 (see ``_inplace.py`` and ``finite_differences.GradInto``/``DivAdd``), the products with W
 are single ``addmm`` calls that also fold in the bias and the gradient step, and the
-convergence and finiteness checks reuse two norms per variable. Measured effect and the
-floor it is compared against: benchmarks/RESULTS.md.
+convergence and finiteness checks reuse two norms per variable. For TV / gradient-Tikhonov on
+the CPU and large enough batches, everything past the two products (div, step, box, dual
+ascent, projection, norms) is one numba kernel instead (``_inplace.fused_tv_plan``,
+``_tv_kernels.py``): for a batch those ~20 torch passes are memory-bound. Measured effect
+and the floor it is compared against: benchmarks/RESULTS.md.
 
 The tensors ``x`` and ``z`` are the live slots: they are overwritten two steps later, so
 callers that keep them must clone (the run monitor's records do).
@@ -32,6 +35,7 @@ from lbi_engine.solvers._inplace import (
     box_plan,
     dense_matrix,
     dual_prox_plan,
+    fused_tv_plan,
     primal_prox_plan,
     sigma_inplace,
 )
@@ -76,10 +80,11 @@ class PrimalDualBlock:
         )
         self.batch = int(x.shape[0])
         self.steps_taken = 0
+        memory = int(getattr(options, "anderson", 0))
+        self._anderson_memory = memory if fixed_data else 0
         self._build_state(x, z)
         self._build_plans()
-        memory = int(getattr(options, "anderson", 0))
-        self._aa = Anderson(self, memory) if fixed_data and memory > 0 else None
+        self._aa = Anderson(self, memory) if self._anderson_memory > 0 else None
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -134,6 +139,7 @@ class PrimalDualBlock:
         self._prox_x = [primal_prox_plan(inner, _img(t, image)) for t in self._x]
         self._box_x = [box_plan(inner, t) for t in self._x]
         self._ball_z = [None, None]
+        self._fused = None
         if not self.use_dual:
             return
         self._prox_z = [dual_prox_plan(inner, t) for t in self._z]
@@ -143,6 +149,11 @@ class PrimalDualBlock:
             img = self.image_shape
             self._div_add = [DivAdd(self._z[k], self._xp[1 - k][1], img) for k in (0, 1)]
             self._grad_into = [GradInto(self._xbar, self._z[k], img) for k in (0, 1)]
+            # CPU: the whole regulariser part of the step and the four norms in one numba
+            # pass (None: torch path). Without Anderson mixing it leaves z's change half
+            # unwritten: nothing but its norm is needed then.
+            self._fused = fused_tv_plan(inner, self._xp, self._zp, img, self.tau_x, self.tau_z,
+                                        self.alpha, store_dz=self._anderson_memory > 0)
 
     # -- the iteration ---------------------------------------------------------------------------
     def step(
@@ -154,8 +165,7 @@ class PrimalDualBlock:
         computes it for its next block anyway); saves one forward product.
         """
         cur, nxt = self._cur, 1 - self._cur
-        x_old, x_new = self._x[cur], self._x[nxt]
-        tau_x, alpha = self.tau_x, self.alpha
+        x_old, tau_x = self._x[cur], self.tau_x
         # the step dx = -tau_x (W^T r + alpha K^T z) is formed on its own and added to x
         # afterwards: as a difference of rounded iterates it would lose its low bits, which
         # Anderson mixing (secants of dx) needs in float32
@@ -179,6 +189,21 @@ class PrimalDualBlock:
             z = self.affine.apply(x_old) if pre is None else pre
             residual = self.activation.sigma(z) - data
             torch.mul(self.affine.adjoint(residual), -tau_x, out=dx)
+        if self._fused is not None:  # the rest of the step and the norms, one numba pass
+            self._fused_total = self._fused(cur)
+        else:
+            self._torch_rest(cur, nxt, dx)
+        if self._aa is not None:
+            self._aa.apply(self, cur, nxt, monitor.iteration)
+        changes = self._changes(monitor, cur, nxt)
+        self._cur = nxt
+        self.steps_taken += 1
+        return changes
+
+    def _torch_rest(self, cur: int, nxt: int, dx: Tensor) -> None:
+        """The step past the products with W in torch calls (what FusedTV does in one pass)."""
+        x_old, x_new = self._x[cur], self._x[nxt]
+        tau_x, alpha = self.tau_x, self.alpha
         if self.use_dual:  # - tau_x alpha K^T z = + tau_x alpha div z
             if self._fast_k:
                 self._div_add[cur](tau_x * alpha)
@@ -191,12 +216,6 @@ class PrimalDualBlock:
             torch.sub(x_new, x_old, out=dx)
         if self.use_dual:
             self._dual_step(cur, nxt, dx)
-        if self._aa is not None:
-            self._aa.apply(self, cur, nxt, monitor.iteration)
-        changes = self._changes(monitor, cur, nxt)
-        self._cur = nxt
-        self.steps_taken += 1
-        return changes
 
     def _dual_step(self, cur: int, nxt: int, dx: Tensor) -> None:
         """z+ = prox(z + tau_z alpha K (2 x+ - x)) and its change. (Forming the change from
@@ -217,13 +236,18 @@ class PrimalDualBlock:
         """Per-sample changes; non-finite samples are stopped (DIVERGED) and, like samples
         that stopped earlier, keep their previous iterate (change 0)."""
         batch = self.batch
-        # (2, B): ||new||, ||new - old|| per sample, for x and for z
-        nx = torch.linalg.vector_norm(self._xp[nxt].view(2, batch, -1), dim=2)
-        nz = None
-        total = nx.sum()
-        if self.use_dual:
-            nz = torch.linalg.vector_norm(self._zp[nxt].view(2, batch, -1), dim=2)
-            total = total + nz.sum()
+        if self._fused is not None and self._aa is None:  # the kernel's norms (float64)
+            # a copy: the kernel rewrites its buffer next step, the monitor keeps dx, dz
+            norms = self._fused.norms.to(self._x[0].dtype, copy=True).T
+            nx, nz, total = norms[0:2], norms[2:4], self._fused_total
+        else:
+            # (2, B): ||new||, ||new - old|| per sample, for x and for z
+            nx = torch.linalg.vector_norm(self._xp[nxt].view(2, batch, -1), dim=2)
+            nz = None
+            total = nx.sum()
+            if self.use_dual:
+                nz = torch.linalg.vector_norm(self._zp[nxt].view(2, batch, -1), dim=2)
+                total = total + nz.sum()
         # a norm is finite iff every entry is: one scalar tells whether all samples are fine
         if not math.isfinite(float(total)):
             finite = torch.isfinite(nx).all(dim=0)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from lbi_engine.errors import InputError
 
-STEP_RULES = ("auto", "balanced", "safe", "conservative", "paper")
+STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
 
 
 @dataclass(frozen=True)
@@ -15,8 +15,12 @@ class SolverOptions:
     """Method options; each method reads the ones it needs and ignores the rest.
 
     steps:
-        ``"auto"`` (default): ``"balanced"`` for a PDHG run (methods pdhg, and the input stage
-        of layerwise), ``"safe"`` for the x_0 block of the joint method.
+        ``"auto"`` (default): ``"accelerated"`` for method pdhg, ``"balanced"`` for the input
+        stage of layerwise, ``"safe"`` for the x_0 block of the joint method.
+        ``"accelerated"``: FISTA with an inexact, warm-started TV prox and adaptive restart
+        (lbi_engine/solvers/_accelerated.py): 9-19x fewer products with W than "balanced"
+        (benchmarks/RESULTS.md section 3). Used for TV without box constraints and without
+        Anderson mixing; other regularisers and options run "balanced" Condat–Vũ.
         ``"balanced"``: tau_z = 0.99 L / (alpha^2 ||K||^2) (twice "safe"'s), tau_x =
         0.99 / (L/2 + tau_z alpha^2 ||K||^2); measured 2.2x fewer iterations than "safe" on
         the circle problem (benchmarks/RESULTS.md).

@@ -1,7 +1,9 @@
 """PDHG (Condat–Vũ) for one layer: min_x B_Psi(data, W x + b) + alpha R(x)  (MATH.md §3).
 
 The x_0 block of the joint method is the same iteration with the next auxiliary variable as
-data, so :class:`PrimalDualBlock` is shared by both.
+data, so :class:`PrimalDualBlock` is shared by both. Method ``pdhg`` runs, by default
+(``steps="auto"``), the accelerated proximal gradient of ``_accelerated.py`` where it applies
+(TV without box): same problem, same records, far fewer products with W (issue #7).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterator
 import torch
 
 from lbi_engine.errors import InputError
+from lbi_engine.solvers._accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._primal_dual import PrimalDualBlock
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
@@ -20,7 +23,24 @@ from lbi_engine.solvers.steps import (  # noqa: F401 - re-exported: callers impo
     PAPER_PRIMAL,
     paper_steps_warning,
     step_sizes,
+    wants_accelerated,
 )
+
+Block = PrimalDualBlock | AcceleratedBlock
+
+
+def make_block(layer: object, problem: object, options: SolverOptions, x0: torch.Tensor,
+               z0: torch.Tensor | None, init: dict | None = None) -> Block:
+    """The accelerated block where ``options.steps`` asks for it and it applies, else the
+    Condat–Vũ block (whose "auto"/"accelerated" steps are then "balanced"). ``init`` may hold
+    the accelerated block's momentum ("x_prev", "momentum") from a record (warm_start)."""
+    if wants_accelerated(options.steps) and supported(problem, options, True):
+        init = init or {}
+        momentum = None
+        if init.get("x_prev") is not None and init.get("momentum") is not None:
+            momentum = (init["x_prev"], init["momentum"])
+        return AcceleratedBlock(layer, problem, options, x0, z0, momentum)
+    return PrimalDualBlock(layer, problem, options, x0, z0)
 
 
 def run_pdhg(
@@ -41,7 +61,7 @@ def run_pdhg(
     start = int(init.get("iteration", 0))
     monitor = RunMonitor(problem, "pdhg", stop, cancel, report_every, start_iteration=start)
     x0 = init.get("x", problem.zeros_input())
-    block = PrimalDualBlock(problem.network.layers[0], problem, options, x0, init.get("dual"))
+    block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init)
     _describe_steps(monitor, block)
     yield _record(monitor, block, problem)
     monitor.watch.start()
@@ -59,7 +79,8 @@ def run_pdhg(
     yield _record(monitor, block, problem, final=True)
 
 
-def _describe_steps(monitor: RunMonitor, block: PrimalDualBlock) -> None:
+def _describe_steps(monitor: RunMonitor, block: Block) -> None:
+    monitor.extras["steps"] = block.rule
     monitor.extras["tau_x"] = block.tau_x
     monitor.extras["tau_z"] = block.tau_z
     monitor.extras["lipschitz"] = block.lipschitz
@@ -68,9 +89,12 @@ def _describe_steps(monitor: RunMonitor, block: PrimalDualBlock) -> None:
 
 
 def _record(
-    monitor: RunMonitor, block: PrimalDualBlock, problem: object, final: bool = False
+    monitor: RunMonitor, block: Block, problem: object, final: bool = False
 ) -> IterateRecord:
     monitor.extras["dual"] = block.z
+    if isinstance(block, AcceleratedBlock):
+        monitor.extras["inner_steps"] = block.inner_steps  # TV passes beside the W products
+        monitor.extras["x_prev"], monitor.extras["momentum"] = block.momentum_state
     if problem.depth == 1 and (final or monitor.due()):
         monitor.watch.pause()  # reporting, not solving
         with torch.no_grad():

@@ -24,7 +24,7 @@ def step_sizes(rule: str, lipschitz: float, alpha: float, k_norm_sq: float) -> t
     if rule == "conservative":
         tau_z = 1.0 / (8.0 * alpha)
         return 0.99 / (lipschitz / 2.0 + tau_z * alpha**2 * k_norm_sq), tau_z
-    if rule == "balanced":
+    if rule in ("balanced", "accelerated"):  # "accelerated": its Condat–Vũ fallback
         # twice the dual step of "safe", primal step from the condition with margin 0.99:
         # 1/tau_x - tau_z alpha^2 ||K||^2 = L / (2 * 0.99) > L/2
         tau_z = 0.99 * lipschitz / (alpha**2 * k_norm_sq)
@@ -34,11 +34,18 @@ def step_sizes(rule: str, lipschitz: float, alpha: float, k_norm_sq: float) -> t
 
 
 def resolve_rule(rule: str, fixed_data: bool) -> str:
-    """"auto" -> "balanced" for a plain PDHG run (fixed data), "safe" for the x_0 block of
-    coordinate descent (the joint method), whose data changes every sweep."""
-    if rule != "auto":
+    """The Condat–Vũ rule: "auto" -> "balanced" for a plain PDHG run (fixed data), "safe" for
+    the x_0 block of coordinate descent (the joint method), whose data changes every sweep.
+    ("accelerated" runs use these steps where the accelerated method does not apply.)"""
+    if rule not in ("auto", "accelerated"):  # "accelerated": where it does not apply
         return rule
     return "balanced" if fixed_data else "safe"
+
+
+def wants_accelerated(rule: str) -> bool:
+    """Whether a pdhg run tries the accelerated method (lbi_engine/solvers/_accelerated.py);
+    it falls back to Condat–Vũ where it does not apply (``_accelerated.supported``)."""
+    return rule in ("auto", "accelerated")
 
 
 def paper_steps_warning(lipschitz: float, alpha: float, k_norm_sq: float) -> str | None:

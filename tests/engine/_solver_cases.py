@@ -1,26 +1,29 @@
 """Small inversion problems and independent reference computations for the solver tests.
 
-Everything here is test-only: seeded networks small enough that a run takes well under a
-second, the images they invert, and the same objectives written out in cvxpy (a different
-code path from lbi_engine, solved by an interior-point method) so that a solver's answer
-can be checked against a solution nobody in this project computed.
+Everything here is test-only: the images the seeded networks of ``_nets`` invert, problems
+small enough that a run takes well under a second, and the same objectives written out in
+cvxpy (a different code path from lbi_engine, solved by an interior-point method) so that a
+solver's answer can be checked against a solution nobody in this project computed.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import scipy.sparse as sp
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from lbi_engine.activations import make_activation
-from lbi_engine.network import LiftedLayer, LiftedNetwork
-from lbi_engine.operators import affine_from_modules
+from lbi_engine.network import LiftedNetwork
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import IterateRecord, solve
+
+# The networks live in tests/engine/_nets.py; re-exported so solver tests import one module.
+from tests.engine._nets import chain as chain
+from tests.engine._nets import gaussian_init as gaussian_init
+from tests.engine._nets import lift as lift
+from tests.engine._nets import relu_mlp as relu_mlp
+from tests.engine._nets import relu_perceptron as relu_perceptron
 
 
 # -- images -------------------------------------------------------------------------------------
@@ -29,48 +32,6 @@ def disc(side: int, radius: float, dtype: torch.dtype = torch.float64) -> Tensor
     yy, xx = np.mgrid[:side, :side]
     c = (side - 1) / 2
     return torch.tensor(((yy - c) ** 2 + (xx - c) ** 2 <= radius**2).astype(float), dtype=dtype)
-
-
-# -- networks -----------------------------------------------------------------------------------
-def gaussian_init(module: nn.Module, seed: int, gain: float = 1.0, bias: float = 0.1) -> nn.Module:
-    """Re-draw every Linear/Conv weight as N(0, gain^2/fan_in) and bias as N(0, bias^2),
-    from a private generator (independent of torch's global seed), in float64."""
-    g = torch.Generator().manual_seed(seed)
-    for m in module.modules():
-        if isinstance(m, (nn.Linear, nn.Conv2d)):
-            fan_in = m.weight[0].numel()
-            with torch.no_grad():
-                m.weight.copy_(gain * torch.randn(m.weight.shape, generator=g) / math.sqrt(fan_in))
-                if m.bias is not None:
-                    m.bias.copy_(bias * torch.randn(m.bias.shape, generator=g))
-    return module.double()
-
-
-def lift(module: nn.Module, input_shape: tuple[int, ...],
-         dtype: torch.dtype = torch.float64) -> LiftedNetwork:
-    return LiftedNetwork.from_module(module.to(dtype), input_shape)
-
-
-def chain(specs: list[tuple[nn.Module, str | dict]], input_shape: tuple[int, ...], seed: int = 0,
-          gain: float = 1.0) -> LiftedNetwork:
-    """A lifted network from (affine module, activation name) pairs, built layer by layer so
-    that activations nn.Sequential cannot express between two affine maps (identity) are
-    possible: from_module would merge Linear, Linear into one layer."""
-    layers, shape = [], tuple(input_shape)
-    for i, (module, act) in enumerate(specs):
-        gaussian_init(module, seed + i, gain=gain)
-        mods = [nn.Flatten(), module] if isinstance(module, nn.Linear) and len(shape) > 1 \
-            else [module]
-        affine = affine_from_modules(mods, shape)
-        layers.append(LiftedLayer(affine, make_activation(act), f"{i}:{type(module).__name__}"))
-        shape = affine.out_shape
-    return LiftedNetwork(layers, input_shape)
-
-
-def relu_perceptron(side: int, m: int, seed: int, gain: float = 1.0) -> LiftedNetwork:
-    """Linear(side^2, m) + ReLU with Gaussian weights (flat input, square image)."""
-    return lift(gaussian_init(nn.Sequential(nn.Linear(side * side, m), nn.ReLU()), seed, gain),
-                (side * side,))
 
 
 def noisy(net: LiftedNetwork, x_true: Tensor, std: float, seed: int) -> tuple[Tensor, Tensor]:

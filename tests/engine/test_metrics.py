@@ -24,61 +24,18 @@ from lbi_engine.metrics import (
     tv_iso,
 )
 from lbi_engine.regularisers import make_regulariser
+from tests.engine._nets import StandInIdentity, StandInLayer, StandInNet, StandInRelu
 
 F64 = torch.float64
 
 
-# -- a tiny stand-in for LiftedNetwork (the real one is built elsewhere) --
-class Affine:
-    def __init__(self, w: torch.Tensor, b: torch.Tensor, in_shape: tuple[int, ...]) -> None:
-        self.w, self.b, self.in_shape = w, b, in_shape
-
-    def apply(self, x: torch.Tensor) -> torch.Tensor:
-        return x.flatten(1) @ self.w.T + self.b
-
-
-class Relu:
-    def sigma(self, z):
-        return z.clamp_min(0)
-
-    def bregman(self, x, z):  # MATH §2.3: ½x² + ½z_+² - xz, +inf outside x >= 0
-        v = (0.5 * x**2 + 0.5 * z.clamp_min(0) ** 2 - x * z).flatten(1).sum(1)
-        return torch.where((x >= 0).flatten(1).all(1), v, torch.full_like(v, math.inf))
-
-
-class Identity:
-    def sigma(self, z):
-        return z
-
-    def bregman(self, x, z):
-        return (0.5 * (x - z) ** 2).flatten(1).sum(1)
-
-
-class Layer:
-    def __init__(self, affine, activation) -> None:
-        self.affine, self.activation = affine, activation
-
-
-class Net:
-    def __init__(self, layers) -> None:
-        self.layers = layers
-
-    def forward_states(self, x):
-        states = []
-        for layer in self.layers:
-            x = layer.activation.sigma(layer.affine.apply(x))
-            states.append(x)
-        return states
-
-    def forward(self, x):
-        return self.forward_states(x)[-1]
-
-
-def two_layer_net(seed: int = 0) -> Net:
+# -- a tiny stand-in for LiftedNetwork (StandInNet, tests/engine/_nets.py) --
+def two_layer_net(seed: int = 0) -> StandInNet:
     g = torch.Generator().manual_seed(seed)
     w1, b1 = torch.randn(6, 16, generator=g, dtype=F64) / 4, torch.randn(6, generator=g, dtype=F64)
     w2, b2 = torch.randn(3, 6, generator=g, dtype=F64), torch.randn(3, generator=g, dtype=F64)
-    return Net([Layer(Affine(w1, b1, (4, 4)), Relu()), Layer(Affine(w2, b2, (6,)), Identity())])
+    return StandInNet([StandInLayer(w1, b1, StandInRelu(), (4, 4)),
+                       StandInLayer(w2, b2, StandInIdentity(), (6,))])
 
 
 def disc(dtype=F64) -> torch.Tensor:

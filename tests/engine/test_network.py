@@ -13,28 +13,10 @@ from lbi_engine.activations import make_activation
 from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.network import LiftedLayer, LiftedNetwork, verify_against
 from lbi_engine.operators import ComposedMap, IdentityMap, LinearMap
+from tests.engine._nets import paper_cnn_decoder, paper_cnn_encoder
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These operators are small: one thread avoids OpenMP spin-waiting, which made them up
-    to 100x slower on the shared 2-core machine under load. Restored afterwards."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-def paper_cnn_encoder() -> nn.Sequential:
-    """MATH.md §9.3: Conv(1,8,4,2,1), ReLU, Conv(8,16,4,2,1), ReLU, Flatten, Linear(784,300)."""
-    return nn.Sequential(nn.Conv2d(1, 8, 4, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 4, 2, 1),
-                         nn.ReLU(), nn.Flatten(), nn.Linear(784, 300))
-
-
-def paper_cnn_decoder() -> nn.Sequential:
-    return nn.Sequential(nn.Linear(300, 784), nn.Unflatten(1, (16, 7, 7)),
-                         nn.ConvTranspose2d(16, 8, 4, 2, 1), nn.ReLU(),
-                         nn.ConvTranspose2d(8, 1, 4, 2, 1), nn.ReLU())
+# small operators: one OpenMP thread (the fixture in tests/engine/conftest.py says why)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _max_err(net: LiftedNetwork, module: nn.Module, x: torch.Tensor) -> float:

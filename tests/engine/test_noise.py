@@ -15,75 +15,21 @@ from lbi_engine.noise import (
     noise_from_measurement,
     validate_std,
 )
+from tests.engine._nets import StandInIdentity, StandInLayer, StandInNet, StandInRelu
 
 F64 = torch.float64
 
 
-# -- a tiny stand-in for LiftedNetwork (the real one is built elsewhere) --
-class Relu:
-    name, lower, upper = "relu", 0.0, math.inf
-
-    def sigma(self, z):
-        return z.clamp_min(0)
-
-    def project(self, x):
-        return x.clamp_min(0)
-
-    def in_domain(self, x, atol=0.0):
-        return (x >= -atol).flatten(1).all(1)
-
-    def bregman(self, x, z):  # ½x² + ½z_+² - xz
-        return (0.5 * x**2 + 0.5 * z.clamp_min(0) ** 2 - x * z).flatten(1).sum(1)
-
-
-class Identity:
-    name, lower, upper = "identity", -math.inf, math.inf
-
-    def sigma(self, z):
-        return z
-
-    def project(self, x):
-        return x
-
-    def in_domain(self, x, atol=0.0):
-        return torch.ones(x.shape[0], dtype=torch.bool)
-
-    def bregman(self, x, z):
-        return (0.5 * (x - z) ** 2).flatten(1).sum(1)
-
-
-class Layer:
-    def __init__(self, w, b, activation):
-        self.w, self.b, self.activation = w, b, activation
-
-
-class Net:
-    def __init__(self, layers):
-        self.layers = layers
-
-    def pre_activation(self, index, x_prev):
-        layer = self.layers[index]
-        return x_prev.flatten(1) @ layer.w.T + layer.b
-
-    def forward_states(self, x):
-        states = []
-        for index, layer in enumerate(self.layers):
-            x = layer.activation.sigma(self.pre_activation(index, x))
-            states.append(x)
-        return states
-
-    def forward(self, x):
-        return self.forward_states(x)[-1]
-
-
-def make_net(last: str = "relu", dtype=F64) -> Net:
+# -- a tiny stand-in for LiftedNetwork (StandInNet, tests/engine/_nets.py) --
+def make_net(last: str = "relu", dtype=F64) -> StandInNet:
     g = torch.Generator().manual_seed(0)
     w1 = torch.randn(12, 16, generator=g, dtype=F64) / 4
     w2 = torch.randn(30, 12, generator=g, dtype=F64) / 3
     b1, b2 = torch.zeros(12, dtype=F64), torch.full((30,), -0.2, dtype=F64)  # some z < 0
-    act = Relu() if last == "relu" else Identity()
-    layers = [Layer(w1.to(dtype), b1.to(dtype), Relu()), Layer(w2.to(dtype), b2.to(dtype), act)]
-    return Net(layers)
+    act = StandInRelu() if last == "relu" else StandInIdentity()
+    layers = [StandInLayer(w1.to(dtype), b1.to(dtype), StandInRelu()),
+              StandInLayer(w2.to(dtype), b2.to(dtype), act)]
+    return StandInNet(layers)
 
 
 def x_true(dtype=F64) -> torch.Tensor:
@@ -164,13 +110,13 @@ def test_validate_std_accepts_numbers():
 # -- measured data --
 def test_noise_from_measurement():
     y_delta = torch.tensor([[0.0, 0.5, 1.0]], dtype=F64)
-    data = noise_from_measurement(y_delta, Relu(), std=0.01)
+    data = noise_from_measurement(y_delta, StandInRelu(), std=0.01)
     assert isinstance(data, NoisyData) and not data.simulated
     assert data.delta is None and data.delta_squared is None and data.noise is None
     assert data.std == 0.01 and data.seed is None and data.y_delta is y_delta
     with pytest.raises(InputError, match="outside the domain"):
-        noise_from_measurement(torch.tensor([[-0.1, 0.5]]), Relu())
-    assert noise_from_measurement(torch.tensor([[-0.1, 0.5]]), Identity()).std is None
+        noise_from_measurement(torch.tensor([[-0.1, 0.5]]), StandInRelu())
+    assert noise_from_measurement(torch.tensor([[-0.1, 0.5]]), StandInIdentity()).std is None
     with pytest.raises(InputError, match="NaN"):
         noise_from_measurement(torch.tensor([[math.nan]]))
 

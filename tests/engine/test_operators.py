@@ -81,14 +81,8 @@ CASES = [
 IDS = [f"{i}-{type(f()).__name__}" for i, (f, _) in enumerate(CASES)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These operators are small: one thread avoids OpenMP spin-waiting, which made them up
-    to 100x slower on the shared 2-core machine under load. Restored afterwards."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+# small operators: one OpenMP thread (the fixture in tests/engine/conftest.py says why)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _module(factory, dtype=F64) -> nn.Module:

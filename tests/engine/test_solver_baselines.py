@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final
@@ -16,10 +15,9 @@ from tests.engine._solver_cases import (
     dense,
     diff_matrices,
     disc,
-    gaussian_init,
-    lift,
     objectives,
     problem_for,
+    relu_mlp,
     relu_perceptron,
     run,
     tv_numpy,
@@ -75,8 +73,7 @@ def test_landweber_without_delta_runs_to_the_cap() -> None:
 def test_multilayer_landweber_step_is_the_gradient_of_the_last_bregman_term() -> None:
     """x^1 = x^0 - tau grad_x B_L(y, z_L(x)) with grad = J^T(sigma_L(z_L) - y) (MATH.md
     §1.2 fact 4), checked by central differences of the closed-form B_ReLU."""
-    module = nn.Sequential(nn.Linear(16, 24), nn.ReLU(), nn.Linear(24, 20), nn.ReLU())
-    net = lift(gaussian_init(module, 2), (16,))
+    net = relu_mlp((16, 24, 20), 2)
     problem = problem_for(net, disc(4, 1.2).reshape(1, 16), 0.01, std=0.05)
     start = 0.3 * torch.randn(1, 16, generator=torch.Generator().manual_seed(5),
                               dtype=torch.float64)
@@ -140,8 +137,7 @@ def test_huber_tv_gradient_is_the_gradient_of_the_moreau_envelope() -> None:
 
 @pytest.mark.parametrize("optimizer, lr", [("adam", 2e-2), ("gd", 0.5)])
 def test_backprop_reduces_the_objective_on_a_two_layer_net(optimizer: str, lr: float) -> None:
-    module = nn.Sequential(nn.Linear(36, 60), nn.ReLU(), nn.Linear(60, 80), nn.ReLU())
-    net = lift(gaussian_init(module, 0), (36,))
+    net = relu_mlp((36, 60, 80), 0)
     problem = problem_for(net, disc(6, 2.0).reshape(1, 36), 0.02, std=0.01)
     records = run(problem, "backprop", stop=StopRule(max_iter=300, tol=0),
                   options={"optimizer": optimizer, "lr": lr}, report_every=20)

@@ -122,7 +122,7 @@ def test_anderson_converges_to_the_cvxpy_minimum_faster_and_stays_feasible() -> 
         minima.append(cvx_solve(cvx_bregman("relu", y, a @ x + b) + 0.02 * cvx_tv(x, 8, 8)))
     minima = torch.tensor(minima, dtype=torch.float64)
     stop = StopRule(max_iter=1500, tol=0)
-    plain = final(solve(problem, "pdhg", stop=stop))
+    plain = final(solve(problem, "pdhg", stop=stop, options={"steps": "balanced"}))
     mixed = final(solve(problem, "pdhg", stop=stop, options={"anderson": 5}))
     gap_plain = (plain.objective - minima) / minima
     gap_mixed = (mixed.objective - minima) / minima

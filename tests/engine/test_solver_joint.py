@@ -22,6 +22,7 @@ from lbi_engine import metrics
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final
+from tests.engine._nets import relu_mlp_module, seeded_cnn_encoder
 from tests.engine._solver_cases import (
     chain,
     cvx_bregman,
@@ -44,8 +45,10 @@ def test_one_layer_joint_is_pdhg() -> None:
     x_true = torch.stack([disc(side, 2.5), disc(side, 3.5)]).reshape(2, -1)
     problem = problem_for(net, x_true, 0.05, std=0.05)
     stop = StopRule(max_iter=120, tol=1e-7)
-    a = run(problem, "pdhg", stop=stop, report_every=20)
-    b = run(problem, "joint", stop=stop, report_every=20)
+    # the same Condat–Vũ rule (pdhg's default is the accelerated method, joint's x_0 block
+    # stays Condat–Vũ)
+    a = run(problem, "pdhg", stop=stop, report_every=20, options={"steps": "balanced"})
+    b = run(problem, "joint", stop=stop, report_every=20, options={"steps": "balanced"})
     assert [r.iteration for r in a] == [r.iteration for r in b]
     for ra, rb in zip(a, b, strict=True):
         torch.testing.assert_close(rb.x, ra.x, rtol=0, atol=1e-13)
@@ -83,13 +86,9 @@ def test_jointly_convex_lifting_reaches_the_cvxpy_minimum() -> None:
 
 def _relu_nets() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
     return {
-        "dense2": (nn.Sequential(nn.Linear(36, 72), nn.ReLU(), nn.Linear(72, 108), nn.ReLU()),
-                   (36,)),
-        "dense3": (nn.Sequential(nn.Linear(36, 72), nn.ReLU(), nn.Linear(72, 108), nn.ReLU(),
-                                 nn.Linear(108, 144), nn.ReLU()), (36,)),
-        "dense4": (nn.Sequential(nn.Linear(36, 48), nn.ReLU(), nn.Linear(48, 60), nn.ReLU(),
-                                 nn.Linear(60, 72), nn.ReLU(), nn.Linear(72, 80), nn.ReLU()),
-                   (36,)),
+        "dense2": (relu_mlp_module((36, 72, 108)), (36,)),
+        "dense3": (relu_mlp_module((36, 72, 108, 144)), (36,)),
+        "dense4": (relu_mlp_module((36, 48, 60, 72, 80)), (36,)),
         "conv2": (nn.Sequential(nn.Conv2d(1, 3, 3, 1, 1), nn.ReLU(), nn.Flatten(),
                                 nn.Linear(108, 60)), (1, 6, 6)),
         "conv3": (nn.Sequential(nn.Conv2d(1, 4, 3, 1, 1), nn.ReLU(), nn.Conv2d(4, 8, 4, 2, 1),
@@ -169,20 +168,8 @@ def test_blockwise_optimality_of_a_three_layer_limit() -> None:
     assert max(residuals) < 1e-5, residuals
 
 
-def _cnn_encoder(seed: int = 0) -> nn.Module:
-    """The paper's encoder (MATH.md §9.3) with PyTorch's default init from a fixed seed and
-    zero biases (a dark background then maps to an exactly dark code)."""
-    torch.manual_seed(seed)
-    enc = nn.Sequential(nn.Conv2d(1, 8, 4, 2, 1), nn.ReLU(), nn.Conv2d(8, 16, 4, 2, 1),
-                        nn.ReLU(), nn.Flatten(), nn.Linear(784, 300))
-    for m in enc:
-        if getattr(m, "bias", None) is not None:
-            nn.init.zeros_(m.bias)
-    return enc
-
-
 def test_paper_cnn_encoder_inverts_end_to_end() -> None:
-    net = lift(_cnn_encoder(), (1, 28, 28))
+    net = lift(seeded_cnn_encoder(), (1, 28, 28))
     assert [layer.activation.name for layer in net.layers] == ["relu", "relu", "identity"]
     x_true = disc(28, 8.0).reshape(1, 1, 28, 28)
     problem = problem_for(net, x_true, 1e-3, std=0.0)

@@ -16,6 +16,7 @@ from lbi_engine import metrics
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final
+from tests.engine._nets import seeded_cnn_encoder
 from tests.engine._solver_cases import (
     chain,
     cvx_bregman,
@@ -23,19 +24,16 @@ from tests.engine._solver_cases import (
     cvx_tv,
     dense,
     disc,
-    gaussian_init,
     lift,
     problem_for,
+    relu_mlp,
     relu_perceptron,
     run,
 )
-from tests.engine.test_solver_joint import _cnn_encoder
 
 
 def _dense3(seed: int = 0) -> object:
-    module = nn.Sequential(nn.Linear(36, 72), nn.ReLU(), nn.Linear(72, 108), nn.ReLU(),
-                           nn.Linear(108, 144), nn.ReLU())
-    return lift(gaussian_init(module, seed), (36,))
+    return relu_mlp((36, 72, 108, 144), seed)
 
 
 def _stage_ends(records: list) -> dict[str, object]:
@@ -133,8 +131,11 @@ def test_layer_weights_enter_through_the_prox_of_a_non_indicator_psi() -> None:
 def test_one_layer_layerwise_is_pdhg() -> None:
     net = relu_perceptron(6, 30, 0)
     problem = problem_for(net, disc(6, 2.0).reshape(1, 36), 0.05, std=0.02)
-    a = run(problem, "layerwise", stop=StopRule(max_iter=100, tol=0), report_every=20)
-    b = run(problem, "pdhg", stop=StopRule(max_iter=100, tol=0), report_every=20)
+    # the same Condat–Vũ rule (pdhg's default is the accelerated method)
+    rule = {"steps": "balanced"}
+    a = run(problem, "layerwise", stop=StopRule(max_iter=100, tol=0), report_every=20,
+            options=rule)
+    b = run(problem, "pdhg", stop=StopRule(max_iter=100, tol=0), report_every=20, options=rule)
     assert {r.stage for r in a} == {"layer 1/1"}
     torch.testing.assert_close(a[-1].x, b[-1].x, rtol=0, atol=1e-13)
     torch.testing.assert_close(a[-1].objective, b[-1].objective, rtol=1e-13, atol=0)
@@ -145,7 +146,7 @@ def test_paper_cnn_encoder_inverts_end_to_end() -> None:
     for x_2 (784 unknowns, 300 codes) and x_1 (1568 unknowns, 784 data) are
     under-determined, their estimates are far from any forward state and the result is
     worse than zeros (measured PSNR -4.1 dB vs 5.8 dB): see the report."""
-    net = lift(_cnn_encoder(), (1, 28, 28))
+    net = lift(seeded_cnn_encoder(), (1, 28, 28))
     x_true = disc(28, 8.0).reshape(1, 1, 28, 28)
     problem = problem_for(net, x_true, 1e-3, std=0.0)
     records = run(problem, "layerwise", stop=StopRule(max_iter=300),
@@ -164,14 +165,12 @@ def test_paper_cnn_encoder_inverts_end_to_end() -> None:
 
 
 def test_float32_layerwise_run() -> None:
-    module = nn.Sequential(nn.Linear(36, 72), nn.ReLU(), nn.Linear(72, 108), nn.ReLU())
-    net = lift(gaussian_init(module, 0), (36,), torch.float32)
+    net = relu_mlp((36, 72, 108), 0, dtype=torch.float32)
     y = net.forward(disc(6, 2.0, torch.float32).reshape(1, 36))
     problem = InversionProblem(net, y, make_regulariser("tv"), 0.05)
     records = run(problem, "layerwise", stop=StopRule(max_iter=200, tol=0),
                   options={"layer_tikhonov": 0.05}, report_every=50)
-    net64 = lift(gaussian_init(nn.Sequential(nn.Linear(36, 72), nn.ReLU(), nn.Linear(72, 108),
-                                             nn.ReLU()), 0), (36,))
+    net64 = relu_mlp((36, 72, 108), 0)
     ref = InversionProblem(net64, y.double(), make_regulariser("tv"), 0.05)
     ref_records = run(ref, "layerwise", stop=StopRule(max_iter=200, tol=0),
                       options={"layer_tikhonov": 0.05}, report_every=50)

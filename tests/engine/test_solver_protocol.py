@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from lbi_engine.errors import InputError
 from lbi_engine.solvers import (
@@ -31,9 +30,8 @@ from lbi_engine.solvers import (
 from tests.engine._solver_cases import (
     dense,
     disc,
-    gaussian_init,
-    lift,
     problem_for,
+    relu_mlp,
     relu_perceptron,
     run,
     tv_numpy,
@@ -56,8 +54,7 @@ def _problem(method: str, batch: int = 2, std: float = 0.05, truth: bool = True)
     if method == "pdhg":
         net = relu_perceptron(6, 40, 0)
     else:
-        module = nn.Sequential(nn.Linear(36, 72), nn.ReLU(), nn.Linear(72, 108), nn.ReLU())
-        net = lift(gaussian_init(module, 0), (36,))
+        net = relu_mlp((36, 72, 108), 0)
     problem = problem_for(net, _x_true(batch), ALPHA, std=std)
     if not truth:
         problem.x_true = None

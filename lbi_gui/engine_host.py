@@ -1,0 +1,238 @@
+"""The engine child of this GUI process: its start, its pipe, its reader thread, its end.
+
+Why one host per process: the child's torch import (3–5 s) and its loaded networks are then
+paid once and shared by every window and every run. The child is started with ``spawn``,
+never ``fork`` (forking a process that runs Qt threads is unsafe), on the first job, i.e.
+after the window is shown. A reader thread only receives and posts each message to the host's
+GUI-thread slot through a queued signal (pytest-qt pitfall: deliveries go to GUI-thread
+QObjects, not lambdas); the slot routes it to the window's
+:class:`~lbi_gui.engine_process.ProcessBackend`. The child ends on app exit (``atexit`` and
+:func:`shutdown_host`): asked to exit, joined with a timeout, then terminated, then killed, so
+no orphan or zombie is left. If it dies, the jobs it held fail with a clear message and the
+next job starts a fresh child.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from PySide6 import QtCore
+
+from lbi_gui import engine as engine_bridge
+
+if TYPE_CHECKING:
+    from lbi_gui.engine_process import ProcessBackend
+
+#: Seconds to wait for the child to exit by itself before terminate(), then kill().
+EXIT_TIMEOUT_S = 3.0
+#: At most this long a closing window waits for its job in the child to end: a job that
+#: cannot be cancelled (loading a network) goes on in the child, which nothing then waits for.
+CLOSE_WAIT_MS = 2000
+
+
+class EngineStartError(RuntimeError):
+    """The child process could not be started (e.g. a frozen app without multiprocessing)."""
+
+
+class EngineHost(QtCore.QObject):
+    """The engine child of this GUI process, its pipe and its reader thread."""
+
+    _message = QtCore.Signal(int, object)  # generation, message: reader thread -> GUI thread
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._proc: Any = None
+        self._conn: Any = None
+        self._reader: threading.Thread | None = None
+        self._gen = 0
+        self._alive = False
+        self._stopping = False
+        self._send_lock = threading.Lock()
+        self._channels: dict[int, ProcessBackend] = {}
+        self._closed: dict[int, threading.Event] = {}
+        self._next_channel = 0
+        self.hello: tuple | None = None  # the child's ("hello", pid, Qt modules it imported)
+        self._message.connect(self._dispatch, QtCore.Qt.ConnectionType.QueuedConnection)
+
+    # ---- child life -------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._alive and self._proc is not None else None
+
+    def ensure_started(self) -> None:
+        """Start a child unless one is running; raises :class:`EngineStartError`."""
+        if self._alive and self._proc is not None:
+            if self._proc.is_alive():
+                return
+            self._on_died(self._gen)  # dead, and the reader has not said so yet
+        self._reap()
+        try:
+            ctx = multiprocessing.get_context("spawn")
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            from lbi_gui import engine_child
+
+            proc = ctx.Process(target=engine_child.main, args=(child_conn,), daemon=True,
+                               name="lbi-engine")
+            proc.start()
+        except Exception as exc:  # noqa: BLE001 - any reason means "use the thread backend"
+            raise EngineStartError(f"the engine process could not be started: {exc}") from exc
+        child_conn.close()  # only the child holds its end: its death reads as EOF here
+        self._gen += 1
+        self._proc, self._conn, self._alive, self._stopping = proc, parent_conn, True, False
+        for ch in self._channels:
+            self._event(ch).clear()
+        self._reader = threading.Thread(target=self._read, args=(parent_conn, self._gen),
+                                        name="lbi-engine-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self, conn: Any, gen: int) -> None:
+        """Reader thread: receive, post to the GUI thread; never touches widgets."""
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break
+            except Exception:  # noqa: BLE001 - a message that does not unpickle
+                import traceback
+
+                traceback.print_exc(file=sys.stderr)
+                continue
+            if msg[0] == "closed":
+                self._event(msg[1]).set()
+            self._message.emit(gen, msg)
+        if gen == self._gen:  # (a replaced child's reader must not touch the new one's)
+            for event in list(self._closed.values()):
+                event.set()  # nobody will confirm a close any more
+        if not self._stopping:
+            self._message.emit(gen, ("died",))
+
+    def _event(self, ch: int) -> threading.Event:
+        return self._closed.setdefault(ch, threading.Event())
+
+    def send(self, msg: tuple) -> None:
+        """Send to the child, starting one first if there is none (a new or a dead one)."""
+        self.ensure_started()
+        try:
+            with self._send_lock:
+                self._conn.send(msg)
+        except (OSError, ValueError):
+            # The child died and the reader has not said so yet: fail what it held now,
+            # then give this message to a fresh child.
+            self._on_died(self._gen)
+            self.ensure_started()
+            with self._send_lock:
+                self._conn.send(msg)
+
+    def _reap(self) -> int | None:
+        """Join a child that ended (no zombie); its exit code."""
+        proc = self._proc
+        if proc is None:
+            return None
+        proc.join(1.0)
+        if proc.is_alive():
+            return None
+        return proc.exitcode
+
+    def shutdown(self, timeout: float = EXIT_TIMEOUT_S) -> None:
+        """Ask the child to exit; join, terminate, kill as needed. Safe to call twice."""
+        proc, conn = self._proc, self._conn
+        self._stopping, self._alive = True, False
+        if proc is None:
+            return
+        try:
+            with self._send_lock:
+                conn.send(("exit",))
+        except (OSError, ValueError):
+            pass
+        proc.join(timeout)
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(1.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
+        conn.close()
+        if self._reader is not None:
+            self._reader.join(1.0)
+
+    # ---- channels ---------------------------------------------------------------------------
+    def open_channel(self, backend: ProcessBackend) -> int:
+        self._next_channel += 1
+        self._channels[self._next_channel] = backend
+        self._event(self._next_channel)
+        engine_bridge.hold_data_view(+1)
+        return self._next_channel
+
+    def close_channel(self, ch: int, timeout_ms: int) -> bool:
+        """End the channel's job in the child and wait for it (``timeout_ms``)."""
+        if self._channels.pop(ch, None) is None:
+            return True
+        engine_bridge.hold_data_view(-1)
+        event = self._event(ch)
+        if not self._alive:
+            event.set()
+            return True
+        try:
+            with self._send_lock:
+                self._conn.send(("close", ch))
+        except (OSError, ValueError):
+            event.set()
+            return True
+        return event.wait(min(timeout_ms, CLOSE_WAIT_MS) / 1000.0)
+
+    def closed_event(self, ch: int) -> threading.Event:
+        return self._event(ch)
+
+    @QtCore.Slot(int, object)
+    def _dispatch(self, gen: int, msg: tuple) -> None:
+        """GUI thread: route one message to its window's backend."""
+        if gen != self._gen:
+            return  # from a child that has since been replaced
+        kind = msg[0]
+        if kind == "died":
+            self._on_died(gen)
+        elif kind == "hello":
+            self.hello = msg
+        elif kind != "closed":
+            backend = self._channels.get(msg[1])
+            if backend is not None:
+                backend.deliver(kind, msg[2:])
+
+    def _on_died(self, gen: int) -> None:
+        if gen != self._gen or not self._alive:
+            return
+        self._alive = False
+        code = self._reap()
+        if code is not None and code < 0:
+            try:
+                why = f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                why = f"killed by signal {-code}"
+        else:
+            why = f"exit code {code}"
+        print(f"lbi-gui: the engine process ended unexpectedly ({why})", file=sys.stderr)
+        for backend in list(self._channels.values()):
+            backend.engine_died(why)
+
+
+_HOST: EngineHost | None = None
+
+
+def engine_host() -> EngineHost:
+    """The process's engine host (created on first use; shut down at exit)."""
+    global _HOST
+    if _HOST is None:
+        _HOST = EngineHost()
+        atexit.register(shutdown_host)
+    return _HOST
+
+
+def shutdown_host() -> None:
+    """End the engine child, if any (app exit; tests). The next job starts a new one."""
+    if _HOST is not None:
+        _HOST.shutdown()
