@@ -12,6 +12,7 @@ from typing import Any
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
+from lbi_gui import gui_gc
 from lbi_gui.actions import build_actions
 from lbi_gui.controller import RunController
 from lbi_gui.dialogs.messages import show_error
@@ -42,6 +43,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
     def __init__(self, request: dict[str, Any] | None = None, *, autorun: bool = False,
                  restore_layout: bool = True) -> None:
         super().__init__()
+        gui_gc.install()  # before any worker thread exists: see gui_gc for the deadlock
         self.setWindowTitle("lbi — lifted Bregman inversion")
         self.setObjectName("lbiMainWindow")
         self.setAcceptDrops(True)
