@@ -6,8 +6,8 @@ full disk, Ctrl+C, a failing PNG encoder) leaves new images next to the old resu
 folder that describes no run at all. So a result folder is built complete in a temporary
 sibling and then swapped in:
 
-* ``.NAME.lbi-new-XXXXXXXX`` (sibling of NAME): the new result while it is being written;
-* ``.NAME.lbi-old-XXXXXXXX``: the previous result for the moment of the swap.
+* ``.NAME.lbi-new-<random suffix>`` (sibling of NAME): the new result while it is being written;
+* ``.NAME.lbi-old-<random suffix>``: the previous result for the moment of the swap.
 
 The swap is one atomic ``renameat2(RENAME_EXCHANGE)`` on Linux, so the target is always either
 the complete old or the complete new result. Where that call is missing (other systems, some

@@ -75,15 +75,7 @@ def primal_prox_plan(reg: object, x: Tensor) -> Plan | None:
     """
     # TV, gradient-Tikhonov and the constraints (none/nonneg/box) have g = 0: only the box
     if isinstance(reg, Regulariser) and type(reg)._prox_g is Regulariser._prox_g:
-        if not reg.constrained:
-            return None
-        lo = reg.lo if reg.lo > -math.inf else None
-        hi = reg.hi if reg.hi < math.inf else None
-
-        def clip(step: float, alpha: float) -> None:
-            x.clamp_(min=lo, max=hi)
-
-        return clip
+        return box_plan(reg, x)
 
     def generic(step: float, alpha: float) -> None:
         x.copy_(reg.prox_primal(x, step, alpha))
