@@ -76,8 +76,40 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (resumed if it "
                    "holds a results.csv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    _add_cluster_arguments(p)
     p.set_defaults(handler=run)
     return p
+
+
+def _add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    """--workers / --scheduler: the cells run as Dask tasks (docs/CLUSTER.md)."""
+    g = p.add_argument_group("cluster (Dask distributed; pip install 'lbi[cluster]')")
+    where = g.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=c.positive_int, metavar="N",
+                       help="start a local Dask cluster of N worker processes here; each "
+                            "runs one cell at a time with --threads torch threads")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="send the cells to a running Dask scheduler: tcp://HOST:PORT or "
+                            "a scheduler file (dask scheduler --scheduler-file FILE)")
+    g.add_argument("--oversubscribe", action="store_true",
+                   help="allow workers x threads to exceed the cores (refused otherwise)")
+
+
+def _cluster(args: argparse.Namespace) -> Any:
+    """ClusterOptions when --workers/--scheduler is given (checked before any work), or None."""
+    if args.workers is None and args.scheduler is None:
+        return None
+    from lbi_engine.experiments.sweep_dask import (
+        ClusterOptions,
+        check_local_cores,
+        require_distributed,
+    )
+
+    require_distributed()
+    options = ClusterOptions(scheduler=args.scheduler, workers=args.workers,
+                             threads=args.threads, oversubscribe=args.oversubscribe)
+    check_local_cores(options)
+    return options
 
 
 def _methods(text: str) -> list[str]:
@@ -100,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         input_shape=args.input_shape, device=args.device, dtype=args.dtype,
         allow_pickle=args.allow_pickle, threads=args.threads,
     )
+    cluster = _cluster(args)
     if args.allow_pickle:
         c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded")
     total = len(spec.cells())
@@ -109,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             bar.set_postfix_str(text, refresh=True)
 
         with torch_threads(args.threads):
-            result = run_sweep(spec, args.out, progress)
+            result = run_sweep(spec, args.out, progress, cluster=cluster)
     if not args.quiet:
         print(f"sweep: {total} cell(s) x {len(spec.indices)} sample(s): ran {result.ran}, "
               f"skipped {result.skipped} already in {result.csv_path}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,13 @@ KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed",
 METRIC_COLUMNS = ("psnr", "ssim", "decoder_psnr", "objective", "reg_term", "bregman_terms",
                   "iterations", "stop_reason", "seconds", "discrepancy", "delta",
                   "delta_squared", "noise_norm", "l2_norm", "tv_iso", "tv_aniso")
-COLUMNS = KEY_COLUMNS + METRIC_COLUMNS
+#: Where and how long: the Dask worker's address (``local`` in-process) and the wall time of
+#: the whole cell (data, noise, solve, metrics), the same for every sample of the cell.
+RUN_COLUMNS = ("worker", "cell_seconds")
+COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + RUN_COLUMNS
+#: Columns added after the first version: a CSV written before them still resumes (they read
+#: as empty and are written out on the next rewrite).
+ADDED_COLUMNS = RUN_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -106,26 +113,47 @@ def read_results(path: Path) -> list[dict[str, str]]:
         return []
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
+        header = tuple(reader.fieldnames or ())
+        missing = set(COLUMNS) - set(header)
+        if (set(header) - set(COLUMNS) or missing - set(ADDED_COLUMNS)
+                or len(set(header)) != len(header)):
             raise InputError(
                 f"{path} has other columns than this lbi writes; it is not a sweep of this "
                 "version. Use another --out folder (or move the file away)."
             )
-        return list(reader)
+        return [{**dict.fromkeys(missing, ""), **row} for row in reader]
+
+
+def solve_cell(spec: SweepSpec, bundle: Any, truths: Any, cell: tuple[float, str, float],
+               prepared: dict[float, Any]) -> list[dict[str, Any]]:
+    """The per-sample metrics of one cell; the local loop and Dask workers both call this.
+
+    ``prepared`` caches the noisy data of one noise std (cells are ordered by std, so one
+    draw serves a whole row of alphas and methods); it is cleared when the std changes.
+    """
+    from lbi_engine.experiments.batch import prepare_batch, sample_metrics, solve_batch
+
+    std, method, alpha = cell
+    if std not in prepared:
+        prepared.clear()
+        prepared[std] = prepare_batch(spec.request(std, method, alpha), truths,
+                                      [spec.seed + i for i in spec.indices], bundle)
+    batch = prepared[std].with_alpha(alpha)
+    return sample_metrics(batch, solve_batch(batch, method=method))
 
 
 def run_sweep(
     spec: SweepSpec,
     out_dir: str | Path,
     progress: Callable[[int, int, str], None] | None = None,
+    cluster: Any = None,
 ) -> SweepResult:
-    """Runs the missing cells of ``spec`` and (re)writes the CSV, plots and summary."""
-    from lbi_engine.experiments.batch import (
-        dataset_truths,
-        prepare_batch,
-        sample_metrics,
-        solve_batch,
-    )
+    """Runs the missing cells of ``spec`` and (re)writes the CSV, plots and summary.
+
+    ``cluster``: a :class:`lbi_engine.experiments.sweep_dask.ClusterOptions` sends the cells
+    to Dask workers (this process still writes every row); ``None`` solves them here.
+    """
+    from lbi_engine.experiments.batch import dataset_truths
     from lbi_engine.zoo import load_network
 
     if not (spec.alphas and spec.noise_stds and spec.methods and spec.indices):
@@ -158,20 +186,28 @@ def run_sweep(
     if progress is not None:
         progress(skipped, len(cells), f"{skipped} cell(s) already done")
     truths = dataset_truths(spec.dataset, spec.split, list(spec.indices)) if todo else None
-    prepared_std: dict[float, Any] = {}
-    for number, (std, method, alpha) in enumerate(todo, start=1):
-        if std not in prepared_std:
-            prepared_std.clear()  # cells are ordered by std: keep one noise draw at a time
-            prepared_std[std] = prepare_batch(spec.request(std, method, alpha), truths,
-                                              [spec.seed + i for i in spec.indices], bundle)
-        batch = prepared_std[std].with_alpha(alpha)
-        final = solve_batch(batch, method=method)
-        for key, metrics in zip(sample_keys(std, method, alpha), sample_metrics(batch, final),
-                                strict=True):
-            rows.append({c: _cell_text(v) for c, v in {**key, **metrics}.items()
+
+    def record(cell: tuple[float, str, float], metrics: list[dict[str, Any]], worker: str,
+               seconds: float) -> None:
+        """Appends a finished cell's rows and rewrites the CSV (the only writer of it)."""
+        run = {"worker": worker, "cell_seconds": round(seconds, 3)}
+        for key, values in zip(sample_keys(*cell), metrics, strict=True):
+            rows.append({c: _cell_text(v) for c, v in {**key, **values, **run}.items()
                          if c in COLUMNS})
         atomic_write_text(csv_path, csv_text(COLUMNS, [[r.get(c, "") for c in COLUMNS]
                                                        for r in rows]))
+
+    local = todo
+    if cluster is not None and todo:
+        from lbi_engine.experiments.sweep_dask import run_cells
+
+        run_cells(cluster, spec, bundle, truths, todo, record, progress, skipped)
+        local = []
+    prepared_std: dict[float, Any] = {}
+    for number, (std, method, alpha) in enumerate(local, start=1):
+        started = time.perf_counter()
+        metrics = solve_cell(spec, bundle, truths, (std, method, alpha), prepared_std)
+        record((std, method, alpha), metrics, "local", time.perf_counter() - started)
         if progress is not None:
             progress(skipped + number, len(cells),
                      f"std {std:g}, {method}, alpha {alpha:g}")
