@@ -1,0 +1,255 @@
+"""`lbi sweep` on Dask distributed: equal to the local sweep, resumable, robust to a lost
+worker, payload once per worker, and the refusals (cores, memory, consent, no Dask).
+
+One LocalCluster of 2 worker processes serves the module (starting one costs seconds on
+2 cores); the test that kills a worker runs last so the others see the original workers.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lbi_engine.errors import InputError
+from lbi_engine.experiments import sweep_dask
+from lbi_engine.experiments.sweep import COLUMNS, KEY_COLUMNS, SweepSpec, run_sweep
+from lbi_engine.experiments.sweep_dask import ClusterOptions
+
+pytest.importorskip("distributed")
+
+NET = "mnist-perceptron-ae"
+SPEC = SweepSpec(network=NET, alphas=(1e-3, 1e-2, 1e-1), noise_stds=(0.05, 0.1),
+                 methods=("pdhg",), indices=(0, 1), max_iter=10, threads=1)
+GRID = ["sweep", "--network", NET, "--noise-stds", "0.05", "--methods", "pdhg",
+        "--samples", "0-1", "--max-iter", "5", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[str, Any]]:
+    """(scheduler address, a client for looking inside) of 2 worker processes, started as
+    `--workers 2` starts them (oversubscribing allowed, for machines with one core)."""
+    with sweep_dask.connect(ClusterOptions(workers=2, oversubscribe=True)) as client:
+        client.wait_for_workers(2)
+        yield client.scheduler.address, client
+
+
+def _rows(folder: Path) -> list[dict[str, str]]:
+    with open(folder / "results.csv", newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames or ()) == COLUMNS
+        return list(reader)
+
+
+def _key(row: dict[str, str]) -> tuple[str, ...]:
+    return tuple(row[c] for c in KEY_COLUMNS)
+
+
+def _cells(rows: list[dict[str, str]]) -> list[tuple[str, str, str]]:
+    return sorted((r["noise_std"], r["method"], r["alpha"]) for r in rows if r["index"] == "0")
+
+
+def test_cluster_rows_equal_local_rows_and_data_travels_once_per_worker(
+        cluster: tuple[str, Any], tmp_path: Path) -> None:
+    address, client = cluster
+    local = run_sweep(SPEC, tmp_path / "local")
+    remote = run_sweep(SPEC, tmp_path / "dask", cluster=ClusterOptions(scheduler=address))
+    assert (remote.ran, remote.skipped) == (6, 0)
+    a = {_key(r): r for r in _rows(tmp_path / "local")}
+    b = {_key(r): r for r in _rows(tmp_path / "dask")}
+    assert len(a) == len(local.rows) == 12 and a.keys() == b.keys()  # the same cells, once each
+    for key, row in a.items():  # same seeds, one torch thread per cell: the same numbers
+        assert abs(float(row["psnr"]) - float(b[key]["psnr"])) < 1e-3, key
+        assert float(b[key]["objective"]) == pytest.approx(float(row["objective"]), rel=1e-5)
+        assert b[key]["iterations"] == row["iterations"] == "10"
+    workers = set(client.scheduler_info()["workers"])
+    assert {r["worker"] for r in b.values()} <= workers
+    assert {r["worker"] for r in a.values()} == {"local"}
+    assert all(float(r["cell_seconds"]) > 0 for r in [*a.values(), *b.values()])
+    # the network and data were unpickled once on each worker, not once per cell
+    loads = client.run(getattr, sweep_dask, "LOADS")
+    assert set(loads) == workers
+    assert all(counts and set(counts.values()) == {1} for counts in loads.values())
+
+
+def test_cli_sends_cells_to_a_scheduler(cluster: tuple[str, Any], tmp_path: Path, cli: Any
+                                        ) -> None:
+    address, client = cluster
+    code, stdout, err = cli(*GRID, "--alphas", "1e-3,1e-2", "--scheduler", address, "--out",
+                            tmp_path)
+    assert code == 0, err
+    assert "ran 2, skipped 0" in stdout
+    rows = _rows(tmp_path)
+    assert len(rows) == 4 and {r["worker"] for r in rows} <= set(client.scheduler_info()["workers"])
+    code, _, err = cli(*GRID, "--alphas", "1e-3", "--scheduler", "tcp://127.0.0.1:9", "--out",
+                       tmp_path / "other")
+    assert code == 2 and err.count("\n") == 1 and "dask scheduler" in err
+
+
+@pytest.mark.slow
+def test_cli_workers_starts_and_closes_a_local_cluster(tmp_path: Path, cli: Any) -> None:
+    code, stdout, err = cli(*GRID, "--alphas", "1e-3,1e-2,1e-1", "--workers", "2",
+                            "--oversubscribe", "--out", tmp_path)
+    assert code == 0, err
+    rows = _rows(tmp_path)
+    assert len(rows) == 6 and all(r["worker"].startswith("tcp://127.0.0.1:") for r in rows)
+
+
+def test_interrupted_cluster_sweep_resumes_and_recomputes_nothing(
+        cluster: tuple[str, Any], tmp_path: Path) -> None:
+    address, client = cluster
+    options = ClusterOptions(scheduler=address)
+
+    def stop_after_first_cell(done: int, total: int, text: str) -> None:
+        if done == 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(SPEC, tmp_path, stop_after_first_cell, cluster=options)
+    first = _rows(tmp_path)
+    assert len(first) == 2  # the one cell that came back, both samples
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files
+    for _ in range(100):  # the pending tasks were cancelled (the scheduler forgets them)
+        left = client.run_on_scheduler(
+            lambda dask_scheduler: [k for k in dask_scheduler.tasks if "lbi-cell" in str(k)])
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left
+    result = run_sweep(SPEC, tmp_path, cluster=options)
+    assert (result.ran, result.skipped) == (5, 1)
+    rows = _rows(tmp_path)
+    assert rows[:2] == first and len({_key(r) for r in rows}) == len(rows) == 12
+    # nothing left to do: no cluster is contacted at all (this address has no scheduler)
+    again = run_sweep(SPEC, tmp_path, cluster=ClusterOptions(scheduler="tcp://127.0.0.1:9"))
+    assert (again.ran, again.skipped) == (0, 6) and _rows(tmp_path) == rows
+
+
+def test_cluster_refuses_a_cell_larger_than_a_worker_memory(
+        cluster: tuple[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    address, _ = cluster
+    monkeypatch.setattr(sweep_dask, "estimate_cell_bytes", lambda *args: 2**50)
+    with pytest.raises(InputError, match="memory limit"):
+        run_sweep(SPEC, tmp_path, cluster=ClusterOptions(scheduler=address))
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_a_killed_worker_loses_no_cell_and_duplicates_none(
+        cluster: tuple[str, Any], tmp_path: Path) -> None:
+    """Kill the worker that just started a cell; every cell still arrives exactly once."""
+    address, client = cluster
+    spec = SweepSpec(network=NET, alphas=(1e-3, 1e-2, 1e-1, 1.0), noise_stds=(0.05,),
+                     methods=("pdhg",), indices=(0, 1), max_iter=400, tol=0.0, threads=1)
+    killed: dict[str, Any] = {}
+
+    def kill_on_first_result(done: int, total: int, text: str) -> None:
+        if done != 1:
+            return
+        victim = text.rsplit(" on ", 1)[1]  # this worker was just handed its next cell
+        killed["keys"] = [str(k) for k in client.processing(workers=[victim])[victim]]
+        pid = client.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)
+        killed["address"] = victim
+
+    result = run_sweep(spec, tmp_path, kill_on_first_result,
+                       cluster=ClusterOptions(scheduler=address))
+    rows = _rows(tmp_path)
+    assert result.ran == 4 and len(rows) == 8 and len({_key(r) for r in rows}) == 8
+    assert _cells(rows) == sorted((repr(s), m, repr(a)) for s, m, a in spec.cells())
+    assert killed["keys"], "the killed worker was running no cell"
+    lost = [spec.cells()[int(k.rsplit("-", 1)[1])] for k in killed["keys"]]
+    for std, method, alpha in lost:  # recomputed elsewhere, recorded once
+        redone = [r for r in rows
+                  if (r["noise_std"], r["method"], r["alpha"]) == (repr(std), method, repr(alpha))]
+        assert len(redone) == 2 and all(r["worker"] != killed["address"] for r in redone)
+
+
+# ---------------------------------------------------------------------------------------------
+# refusals and compatibility (no cluster needed)
+
+
+def test_workers_times_threads_above_the_cores_is_refused(
+        cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep_dask, "usable_cores", lambda: 2)
+    monkeypatch.setattr(sweep_dask, "connect", _no_cluster)
+    code, _, err = cli(*GRID[:-1], "2", "--alphas", "1e-3", "--workers", "2", "--out", tmp_path)
+    assert code == 2 and err.count("\n") == 1
+    assert "--workers 2 x --threads 2 = 4" in err and "--oversubscribe" in err
+    check = ClusterOptions(workers=2, threads=2, oversubscribe=True)
+    sweep_dask.check_local_cores(check, cores=2)  # asked for: allowed
+    code, _, err = cli(*GRID, "--alphas", "1e-3", "--workers", "2", "--scheduler",
+                       "tcp://127.0.0.1:9", "--out", tmp_path)
+    assert code == 2 and "not allowed with" in err
+    assert not (tmp_path / "results.csv").exists()
+
+
+def test_missing_dask_names_the_install_command(
+        cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    code, _, err = cli(*GRID, "--alphas", "1e-3", "--workers", "1", "--out", tmp_path)
+    assert code == 2 and err.count("\n") == 1 and "pip install 'lbi[cluster]'" in err
+
+
+def test_a_pickled_network_is_refused_before_any_worker_without_consent(
+        cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    marker = tmp_path / "RAN"
+    torch.save({"weights": _WritesFile(str(marker))}, tmp_path / "net.pt")
+    monkeypatch.setattr(sweep_dask, "connect", _no_cluster)
+    code, _, err = cli(*GRID, "--alphas", "1e-3", "--workers", "1", "--network",
+                       tmp_path / "net.pt", "--input-shape", "1,28,28", "--out", tmp_path / "s")
+    assert code == 2 and err.count("\n") == 1 and "allow" in err
+    assert not marker.exists()
+
+
+def test_the_payload_leaves_the_file_program_behind_and_workers_refuse_big_cells() -> None:
+    from lbi_engine.zoo import load_network
+
+    bundle = load_network(NET)
+    payload = sweep_dask.make_payload(SPEC, bundle, truths=None)
+    assert bundle.module is not None and payload.bundle.module is None
+    weights = sum(p.numel() * 4 for p in bundle.module.parameters())
+    assert payload.cell_bytes > 2 * weights * 0.5  # the encoder's weights at least
+    payload.cell_bytes = 2**60  # more than any machine has available
+    outcome = sweep_dask.solve_on_worker(payload, SPEC.cells()[0])
+    assert outcome.metrics == [] and "available memory" in (outcome.refusal or "")
+    assert sweep_dask.memory_refusal(10, 11, None, "w") is None
+    assert "memory limit of" in (sweep_dask.memory_refusal(12, 11, None, "w") or "")
+
+
+def test_a_results_csv_from_before_the_worker_column_still_resumes(tmp_path: Path) -> None:
+    spec = SweepSpec(network=NET, alphas=(1e-3,), noise_stds=(0.05,), methods=("pdhg",),
+                     indices=(0,), max_iter=3)
+    run_sweep(spec, tmp_path)
+    old = [c for c in COLUMNS if c not in ("worker", "cell_seconds")]
+    row = _rows(tmp_path)[0]
+    (tmp_path / "results.csv").write_text(",".join(old) + "\n" + ",".join(row[c] for c in old)
+                                          + "\n")
+    wider = SweepSpec(**{**spec.__dict__, "alphas": (1e-3, 1e-2)})
+    result = run_sweep(wider, tmp_path)
+    assert (result.ran, result.skipped) == (1, 1)
+    rows = _rows(tmp_path)  # rewritten with the new header
+    assert [r["alpha"] for r in rows] == ["0.001", "0.01"]
+    assert [r["worker"] for r in rows] == ["", "local"] and rows[0]["psnr"] == row["psnr"]
+
+
+class _WritesFile:
+    """Unpickling this writes a file: the sign that a pickle ran code."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return (open, (self.path, "w"))
+
+
+def _no_cluster(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a cluster was started although the input was refused")
