@@ -24,4 +24,5 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "memory": ("bench_memory", "memory over repeated runs, allocations per iteration"),
     "device": ("bench_device", "device-agnostic run (CUDA when available)"),
     "gui": ("bench_gui", "GUI overhead: throughput, event-loop latency, start-up"),
+    "cluster": ("bench_cluster", "sweeps on Dask: cells per second, 1 against 2 workers"),
 }

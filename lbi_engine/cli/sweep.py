@@ -21,6 +21,10 @@ Written into --out DIR:
 Resumable: results.csv is rewritten atomically after every cell; running the same command
 again skips the cells already in it (interrupt with Ctrl-C at any time). Extending the grid
 runs only the new cells.
+
+On several processes or machines (Dask distributed, pip install 'lbi[cluster]'): --workers N
+starts a local cluster, --scheduler ADDRESS uses a running one; this process still writes
+every row (docs/CLUSTER.md).
 """
 
 EPILOG = """\
@@ -30,8 +34,11 @@ examples:
             --noise-stds 0.33,0.25,0.2,0.15,0.1,0.05,0.02,0.01,0 --out noise
   # compare methods on the perceptron autoencoder
   lbi sweep --network mnist-perceptron-ae --methods pdhg,landweber,backprop \\
-            --alphas 1e-3,5e-3,5e-2 --noise-stds 0.05 --samples 0,100,200,300 --max-iter 2000 \
+            --alphas 1e-3,5e-3,5e-2 --noise-stds 0.05 --samples 0,100,200,300 --max-iter 2000 \\
             --out cmp
+  # the same noise study on 2 local worker processes, one cell (and one thread) each
+  lbi sweep --network mnist-cnn-ae --methods joint --alphas log:1e-4:1e-2:5 \\
+            --noise-stds 0.1,0.05,0 --out noise --workers 2 --threads 1
 
 lists: comma-separated values, a log grid log:START:STOP:COUNT (alphas, noise stds) or
 an index range 0-4 (samples).
@@ -72,7 +79,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--threads", type=c.positive_int, default=1, metavar="N",
-                   help="torch CPU threads (1 is fastest for these sizes on a busy machine)")
+                   help="torch CPU threads (per cell with --workers/--scheduler; 1 is "
+                        "fastest for these sizes on a busy machine)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (resumed if it "
                    "holds a results.csv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")

@@ -8,6 +8,9 @@
   changes the numbers (including the network file's sha256). After each cell the whole file
   is rewritten atomically, so an interrupted sweep loses at most the cell in progress and a
   re-run skips every cell whose rows are all present.
+* With a :class:`~lbi_engine.experiments.sweep_dask.ClusterOptions` the cells run as Dask
+  tasks (:mod:`lbi_engine.experiments.sweep_dask`, imported only then); this process still
+  writes every row, through the same ``record`` as the local loop.
 * The plots (``psnr_vs_alpha.png``, ``psnr_vs_noise.png``) and ``summary.md`` are derived
   from the CSV and regenerated on every run.
 """

@@ -259,8 +259,11 @@ def connect(options: ClusterOptions) -> Iterator[Any]:
 
     if options.workers is not None:
         check_local_cores(options)
+        # Everything on the loopback interface: the scheduler's HTTP routes (no dashboard)
+        # too, which would otherwise listen on all interfaces at port 8787.
         with LocalCluster(n_workers=options.workers, threads_per_worker=1, processes=True,
                           host="127.0.0.1", dashboard_address=None,
+                          scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                           silence_logs=logging.ERROR) as cluster, \
                 Client(cluster, set_as_default=False) as client:
             yield client
