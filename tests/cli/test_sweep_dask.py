@@ -23,8 +23,6 @@ from lbi_engine.experiments import sweep_dask
 from lbi_engine.experiments.sweep import COLUMNS, KEY_COLUMNS, SweepSpec, run_sweep
 from lbi_engine.experiments.sweep_dask import ClusterOptions
 
-pytest.importorskip("distributed")
-
 NET = "mnist-perceptron-ae"
 SPEC = SweepSpec(network=NET, alphas=(1e-3, 1e-2, 1e-1), noise_stds=(0.05, 0.1),
                  methods=("pdhg",), indices=(0, 1), max_iter=10, threads=1)
@@ -36,6 +34,7 @@ GRID = ["sweep", "--network", NET, "--noise-stds", "0.05", "--methods", "pdhg",
 def cluster() -> Iterator[tuple[str, Any]]:
     """(scheduler address, a client for looking inside) of 2 worker processes, started as
     `--workers 2` starts them (oversubscribing allowed, for machines with one core)."""
+    pytest.importorskip("distributed")
     with sweep_dask.connect(ClusterOptions(workers=2, oversubscribe=True)) as client:
         client.wait_for_workers(2)
         yield client.scheduler.address, client
@@ -95,6 +94,7 @@ def test_cli_sends_cells_to_a_scheduler(cluster: tuple[str, Any], tmp_path: Path
 
 @pytest.mark.slow
 def test_cli_workers_starts_and_closes_a_local_cluster(tmp_path: Path, cli: Any) -> None:
+    pytest.importorskip("distributed")
     code, stdout, err = cli(*GRID, "--alphas", "1e-3,1e-2,1e-1", "--workers", "2",
                             "--oversubscribe", "--out", tmp_path)
     assert code == 0, err
@@ -177,6 +177,7 @@ def test_a_killed_worker_loses_no_cell_and_duplicates_none(
 
 def test_workers_times_threads_above_the_cores_is_refused(
         cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("distributed")
     monkeypatch.setattr(sweep_dask, "usable_cores", lambda: 2)
     monkeypatch.setattr(sweep_dask, "connect", _no_cluster)
     code, _, err = cli(*GRID[:-1], "2", "--alphas", "1e-3", "--workers", "2", "--out", tmp_path)
@@ -201,6 +202,7 @@ def test_a_pickled_network_is_refused_before_any_worker_without_consent(
         cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
+    pytest.importorskip("distributed")
     marker = tmp_path / "RAN"
     torch.save({"weights": _WritesFile(str(marker))}, tmp_path / "net.pt")
     monkeypatch.setattr(sweep_dask, "connect", _no_cluster)
