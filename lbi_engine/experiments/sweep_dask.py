@@ -10,9 +10,14 @@ How the work is split (why):
 
 * The client loads the network under the CLI's consent rules (``--allow-pickle``) and sends
   one *payload* — the lifted network (lbi's own operator classes and tensors), the decoder
-  of a card, the ground truths and the spec — to every worker once (``scatter(broadcast=
-  True)``). Workers never open model files, so no file can run code on them; the original
-  module (a pickled or TorchScript program) is dropped before sending.
+  of a card, the ground truths and the spec — as the result of one task that every cell
+  depends on: the first worker computes it (unpickles the bytes the client made), the
+  others fetch it from a peer, so it is unpickled once per worker, not once per cell. (A
+  task rather than ``scatter``: scattered data is lost for good when the workers holding
+  it die, e.g. the only worker of ``--workers 1`` after running out of memory; a task's
+  result is recomputed by Dask.)
+  Workers never open model files, so no file can run code on them; the original module
+  (a pickled or TorchScript program) is dropped before sending.
 * A cell (noise std, method, alpha; all samples in one batch) is one task. A worker keeps
   the noisy data of its last noise std, as the local loop does; noise draws are seeded per
   sample, so a cell gives the same numbers on any worker and in any order.
@@ -26,9 +31,11 @@ How the work is split (why):
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -324,6 +331,23 @@ def check_cluster(client: Any, options: ClusterOptions, cell_bytes: int) -> None
             raise InputError(refusal)
 
 
+def payload_bytes(payload: SweepPayload) -> bytes:
+    """The payload pickled here, so that the scheduler only ever holds bytes (it unpickles
+    task arguments, and need not have torch or lbi installed); one line if it cannot be."""
+    try:
+        return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - any serialisation failure means the same
+        raise InputError(f"network {payload.spec.network!r} cannot be sent to Dask workers "
+                         f"({type(exc).__name__}: {exc}); convert it to safetensors + card or "
+                         "ONNX, or run the sweep without --workers/--scheduler.") from None
+
+
+def _unpack(blob: bytes) -> SweepPayload:
+    """The payload task (on a worker): bytes that this client pickled, into the payload."""
+    payload: SweepPayload = pickle.loads(blob)  # noqa: S301 - made by this sweep's client
+    return payload
+
+
 def make_payload(spec: Any, bundle: Any, truths: Any) -> SweepPayload:
     """The payload for the workers: the original module (the file's own program) stays here."""
     shipped = replace(bundle, module=None)
@@ -355,12 +379,11 @@ def run_cells(
     total = skipped + len(todo)
     with connect(options) as client:
         check_cluster(client, options, payload.cell_bytes)
-        try:
-            shared = client.scatter(payload, broadcast=True, hash=False)
-        except Exception as exc:  # noqa: BLE001 - any serialisation failure means the same
-            raise InputError(f"network {spec.network!r} cannot be sent to Dask workers "
-                             f"({type(exc).__name__}: {exc}); convert it to safetensors + card "
-                             "or ONNX, or run the sweep without --workers/--scheduler.") from None
+        blob = payload_bytes(payload)
+        with warnings.catch_warnings():  # a large network is sent once, as intended
+            warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
+            shared = client.submit(_unpack, blob, key=f"lbi-payload-{payload.token}",
+                                   pure=False)
         futures = {client.submit(solve_on_worker, shared, cell, retries=options.retries,
                                  key=f"lbi-cell-{payload.token[:12]}-{n}"): cell
                    for n, cell in enumerate(todo)}
