@@ -172,6 +172,27 @@ def test_a_killed_worker_loses_no_cell_and_duplicates_none(
         assert len(redone) == 2 and all(r["worker"] != killed["address"] for r in redone)
 
 
+@pytest.mark.slow
+def test_losing_every_worker_at_once_still_finishes_the_sweep(
+        cluster: tuple[str, Any], tmp_path: Path) -> None:
+    """Every copy of the network and data is lost with the workers; Dask unpacks it again
+    (scattered data could not be recovered: the sweep would be cancelled)."""
+    address, client = cluster
+    spec = SweepSpec(network=NET, alphas=(1e-3, 1e-2, 1e-1), noise_stds=(0.05,),
+                     methods=("pdhg",), indices=(0,), max_iter=400, tol=0.0, threads=1)
+
+    def kill_all_on_first_result(done: int, total: int, text: str) -> None:
+        if done == 1:
+            for pid in client.run(os.getpid).values():
+                os.kill(pid, signal.SIGKILL)
+
+    result = run_sweep(spec, tmp_path, kill_all_on_first_result,
+                       cluster=ClusterOptions(scheduler=address))
+    rows = _rows(tmp_path)
+    assert result.ran == 3 and _cells(rows) == sorted(
+        (repr(s), m, repr(a)) for s, m, a in spec.cells())
+
+
 # ---------------------------------------------------------------------------------------------
 # refusals and compatibility (no cluster needed)
 
