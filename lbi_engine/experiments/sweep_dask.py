@@ -214,10 +214,11 @@ def _tensor_bytes(obj: Any, seen: set[int], depth: int = 0) -> int:
     return 0
 
 
-#: Copies of the per-sample variables a solver holds at once (iterate, previous iterate,
-#: auxiliary layer variables, duals, momentum, gradients, temporaries): a generous count,
-#: so the estimate errs on the side of refusing.
-WORKING_COPIES = 12
+#: Copies of every layer's per-sample variables held at once (iterates, auxiliary layer
+#: variables, duals, momentum, gradients, the records' copies, metrics, temporaries).
+#: Measured on mnist-cnn-ae, joint, 400 samples, after a warm-up cell: the peak RSS grew by
+#: 127 MiB; 32 copies estimate 171 MiB (12 copies gave 67 MiB, too few).
+WORKING_COPIES = 32
 
 
 def estimate_cell_bytes(bundle: Any, samples: int, dtype: str) -> int:
