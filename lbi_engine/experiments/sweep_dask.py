@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lbi_engine.errors import InputError
+from lbi_engine.experiments.cell_memory import estimate_cell_bytes, memory_refusal
 
 INSTALL_HINT = "pip install 'lbi[cluster]'"
 Cell = tuple[float, str, float]
@@ -187,71 +188,6 @@ def worker_facts() -> dict[str, Any]:
     import lbi_engine
 
     return {"cores": usable_cores(), "lbi": getattr(lbi_engine, "__version__", "?")}
-
-
-# ---------------------------------------------------------------------------------------------
-# memory
-
-
-def _tensor_bytes(obj: Any, seen: set[int], depth: int = 0) -> int:
-    """Bytes of the tensors reachable from ``obj`` through attributes, lists and dicts."""
-    import torch
-
-    if id(obj) in seen or depth > 6:
-        return 0
-    seen.add(id(obj))
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, torch.nn.Module):
-        return sum(t.numel() * t.element_size()
-                   for t in [*obj.parameters(), *obj.buffers()] if id(t) not in seen)
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensor_bytes(v, seen, depth + 1) for v in obj)
-    if isinstance(obj, dict):
-        return sum(_tensor_bytes(v, seen, depth + 1) for v in obj.values())
-    if hasattr(obj, "__dict__") and type(obj).__module__.startswith("lbi_engine"):
-        return sum(_tensor_bytes(v, seen, depth + 1) for v in vars(obj).values())
-    return 0
-
-
-#: Copies of every layer's per-sample variables held at once (iterates, auxiliary layer
-#: variables, duals, momentum, gradients, the records' copies, metrics, temporaries).
-#: Measured on mnist-cnn-ae, joint, 400 samples, after a warm-up cell: the peak RSS grew by
-#: 127 MiB; 32 copies estimate 171 MiB (12 copies gave 67 MiB, too few).
-WORKING_COPIES = 32
-
-
-def estimate_cell_bytes(bundle: Any, samples: int, dtype: str) -> int:
-    """A rough upper estimate of one cell's memory: weights (and one converted copy) plus
-    ``WORKING_COPIES`` copies of every layer's variables for each sample."""
-    item = 8 if dtype == "float64" else 4
-    encoder = bundle.encoder
-    weights = _tensor_bytes(encoder.layers, set()) + _tensor_bytes(bundle.decoder, set())
-    values = _prod(encoder.input_shape) + sum(_prod(lay.affine.out_shape)
-                                             for lay in encoder.layers)
-    return 2 * weights + WORKING_COPIES * samples * values * item
-
-
-def _prod(shape: Sequence[int]) -> int:
-    out = 1
-    for s in shape:
-        out *= int(s)
-    return out
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
-def memory_refusal(need: int, limit: int | None, available: int | None, where: str
-                   ) -> str | None:
-    """A one-line refusal when a cell needing ``need`` bytes does not fit, else None."""
-    for bound, what in ((limit, "memory limit"), (available, "available memory")):
-        if bound is not None and need > bound:
-            return (f"one sweep cell needs about {_gib(need)} but worker {where} has a "
-                    f"{what} of {_gib(bound)}; use fewer --samples per sweep, a smaller "
-                    "network, or workers with more memory (dask worker --memory-limit).")
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
