@@ -8,16 +8,16 @@ This module is imported only when one of them is asked for, so a plain install (
 
 How the work is split (why):
 
-* The client loads the network under the CLI's consent rules (``--allow-pickle``) and sends
-  one *payload* — the lifted network (lbi's own operator classes and tensors), the decoder
-  of a card, the ground truths and the spec — as the result of one task that every cell
-  depends on: the first worker computes it (unpickles the bytes the client made), the
-  others fetch it from a peer, so it is unpickled once per worker, not once per cell. (A
-  task rather than ``scatter``: scattered data is lost for good when the workers holding
-  it die, e.g. the only worker of ``--workers 1`` after running out of memory; a task's
-  result is recomputed by Dask.)
-  Workers never open model files, so no file can run code on them; the original module
-  (a pickled or TorchScript program) is dropped before sending.
+* The client loads the network under the CLI's consent rules (``--allow-pickle``) and
+  pickles one *payload* — the lifted network (lbi's own operator classes and tensors), the
+  decoder of a card, the ground truths and the spec. A worker plugin
+  (:mod:`lbi_engine.experiments._dask_plugin`) unpacks it once on every worker, including
+  workers that join or restart later; cells are tiny tasks that name it by token. (Not
+  ``scatter``: scattered data is lost for good when the workers holding it die, e.g. the
+  only worker of ``--workers 1`` after running out of memory; and Dask's memory manager
+  drops replicas of a task's result between cells, so it would travel again.) The scheduler
+  only holds bytes. Workers never open model files, so no file can run code on them; the
+  original module (a pickled or TorchScript program) is dropped before sending.
 * A cell (noise std, method, alpha; all samples in one batch) is one task. A worker keeps
   the noisy data of its last noise std, as the local loop does; noise draws are seeded per
   sample, so a cell gives the same numbers on any worker and in any order.
@@ -30,12 +30,12 @@ How the work is split (why):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -104,7 +104,8 @@ def check_local_cores(options: ClusterOptions, cores: int | None = None) -> None
 #: Per worker process: how often each payload (by token) was unpickled there — the tests
 #: check that it is once per worker, not once per cell.
 LOADS: dict[str, int] = {}
-_PREPARED: dict[str, dict[float, Any]] = {}  # payload token -> the last noise draw
+_PAYLOADS: dict[str, SweepPayload] = {}  # token -> the payload staged by the plugin
+_PREPARED: dict[str, dict[float, Any]] = {}  # token -> the last noise draw
 _LOCK = threading.Lock()  # a worker with several threads runs cells concurrently
 
 
@@ -131,6 +132,28 @@ class CellOutcome:
     worker: str
     seconds: float
     refusal: str | None = None  # a one-line reason when the worker refused the cell
+
+
+def stage(token: str, blob: bytes) -> None:
+    """On a worker (plugin setup): unpacks the bytes this sweep's client pickled."""
+    payload = pickle.loads(blob)  # noqa: S301 - made by this sweep's client, not a file
+    with _LOCK:
+        _PAYLOADS[token] = payload
+
+
+def unstage(token: str) -> None:
+    """On a worker (plugin teardown, at the end of the sweep): frees the payload."""
+    with _LOCK:
+        _PAYLOADS.pop(token, None)
+        _PREPARED.pop(token, None)
+
+
+def solve_task(token: str, cell: Cell) -> CellOutcome:
+    """The task of one cell: the staged payload, solved by :func:`solve_on_worker`."""
+    payload = _PAYLOADS.get(token)
+    if payload is None:  # raised, so Dask retries it (on this or another worker)
+        raise RuntimeError(f"the sweep's data ({token}) is not staged on this worker yet")
+    return solve_on_worker(payload, cell)
 
 
 def solve_on_worker(payload: SweepPayload, cell: Cell) -> CellOutcome:
@@ -279,12 +302,6 @@ def payload_bytes(payload: SweepPayload) -> bytes:
                          "ONNX, or run the sweep without --workers/--scheduler.") from None
 
 
-def _unpack(blob: bytes) -> SweepPayload:
-    """The payload task (on a worker): bytes that this client pickled, into the payload."""
-    payload: SweepPayload = pickle.loads(blob)  # noqa: S301 - made by this sweep's client
-    return payload
-
-
 def make_payload(spec: Any, bundle: Any, truths: Any) -> SweepPayload:
     """The payload for the workers: the original module (the file's own program) stays here."""
     shipped = replace(bundle, module=None)
@@ -317,16 +334,16 @@ def run_cells(
     with connect(options) as client:
         check_cluster(client, options, payload.cell_bytes)
         blob = payload_bytes(payload)
-        with warnings.catch_warnings():  # a large network is sent once, as intended
-            warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
-            shared = client.submit(_unpack, blob, key=f"lbi-payload-{payload.token}",
-                                   pure=False)
-        futures = {client.submit(solve_on_worker, shared, cell, retries=options.retries,
+        from lbi_engine.experiments._dask_plugin import PayloadPlugin
+
+        plugin = f"lbi-sweep-{payload.token}"
+        client.register_plugin(PayloadPlugin(payload.token, blob), name=plugin)
+        futures = {client.submit(solve_task, payload.token, cell, retries=options.retries,
                                  key=f"lbi-cell-{payload.token[:12]}-{n}"): cell
                    for n, cell in enumerate(todo)}
         try:
-            for done, future in enumerate(as_completed(futures, loop=client.loop),
-                                                  start=1):
+            arrivals = as_completed(futures, loop=client.loop)
+            for done, future in enumerate(arrivals, start=1):
                 try:
                     outcome = future.result()
                 except KilledWorker as exc:
@@ -344,4 +361,5 @@ def run_cells(
                              f"std {std:g}, {method}, alpha {alpha:g} on {outcome.worker}")
         finally:  # Ctrl+C, a refusal or a bug: nothing keeps running for nobody
             client.cancel([f for f in futures if not f.done()])
-            client.cancel([shared])
+            with contextlib.suppress(Exception):  # a lost connection must not hide the cause
+                client.unregister_worker_plugin(plugin)

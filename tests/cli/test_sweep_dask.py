@@ -73,10 +73,13 @@ def test_cluster_rows_equal_local_rows_and_data_travels_once_per_worker(
     assert used <= workers and len(used) == 2  # both workers took cells
     assert {r["worker"] for r in a.values()} == {"local"}
     assert all(float(r["cell_seconds"]) > 0 for r in [*a.values(), *b.values()])
-    # the network and data were unpickled once on each worker that ran cells, not per cell
+    # the network and data were unpickled once on every worker, not once per cell
     loads = client.run(getattr, sweep_dask, "LOADS")
-    assert all(len(loads[w]) == 1 and set(loads[w].values()) == {1} for w in used)
+    assert set(loads) == workers
+    assert all(len(counts) == 1 and set(counts.values()) == {1} for counts in loads.values())
     assert not sweep_dask.LOADS  # nor in this process, which also runs the scheduler
+    staged = client.run(getattr, sweep_dask, "_PAYLOADS")
+    assert staged == {w: {} for w in workers}  # and freed when the sweep ended
 
 
 def test_cli_sends_cells_to_a_scheduler(cluster: tuple[str, Any], tmp_path: Path, cli: Any
