@@ -157,7 +157,7 @@ def solve_task(token: str, cell: Cell) -> CellOutcome:
 
 
 def solve_on_worker(payload: SweepPayload, cell: Cell) -> CellOutcome:
-    """The task: solves one cell on a worker (the same code as the local loop)."""
+    """Solves one cell with a payload (the same code as the local loop), on a worker."""
     import torch
 
     from lbi_engine.errors import LbiError
