@@ -178,8 +178,8 @@ def test_a_killed_worker_loses_no_cell_and_duplicates_none(
 @pytest.mark.slow
 def test_losing_every_worker_at_once_still_finishes_the_sweep(
         cluster: tuple[str, Any], tmp_path: Path) -> None:
-    """Every copy of the network and data is lost with the workers; Dask unpacks it again
-    (scattered data could not be recovered: the sweep would be cancelled)."""
+    """Every copy of the network and data dies with the workers; the plugin stages it again
+    on the restarted ones (scattered data could not be recovered: the sweep was cancelled)."""
     address, client = cluster
     spec = SweepSpec(network=NET, alphas=(1e-3, 1e-2, 1e-1), noise_stds=(0.05,),
                      methods=("pdhg",), indices=(0,), max_iter=400, tol=0.0, threads=1)
