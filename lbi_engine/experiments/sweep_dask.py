@@ -57,7 +57,7 @@ class ClusterOptions:
     threads: int = 1  # torch threads per cell
     oversubscribe: bool = False  # allow workers x threads > cores
     retries: int = 2  # re-runs of a task that raised (a lost worker is rescheduled anyway)
-    connect_timeout: float = 30.0
+    connect_timeout: float | None = None  # None: Dask's distributed.comm.timeouts.connect
 
     def __post_init__(self) -> None:
         if (self.scheduler is None) == (self.workers is None):
@@ -236,12 +236,12 @@ def connect(options: ClusterOptions) -> Iterator[Any]:
             yield client
         return
     address = str(options.scheduler)
+    timeout = {} if options.connect_timeout is None else {"timeout": options.connect_timeout}
     try:
         if "://" not in address and os.path.isfile(address):
-            client = Client(scheduler_file=address, timeout=options.connect_timeout,
-                            set_as_default=False)
+            client = Client(scheduler_file=address, set_as_default=False, **timeout)
         else:
-            client = Client(address, timeout=options.connect_timeout, set_as_default=False)
+            client = Client(address, set_as_default=False, **timeout)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"--scheduler {address}: cannot connect ({exc}); start a scheduler "
                          "with `dask scheduler` and pass the address it prints "

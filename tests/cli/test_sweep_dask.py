@@ -91,8 +91,11 @@ def test_cli_sends_cells_to_a_scheduler(cluster: tuple[str, Any], tmp_path: Path
     assert "ran 2, skipped 0" in stdout
     rows = _rows(tmp_path)
     assert len(rows) == 4 and {r["worker"] for r in rows} <= set(client.scheduler_info()["workers"])
-    code, _, err = cli(*GRID, "--alphas", "1e-3", "--scheduler", "tcp://127.0.0.1:9", "--out",
-                       tmp_path / "other")
+    import dask
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):  # Dask's default: 30 s
+        code, _, err = cli(*GRID, "--alphas", "1e-3", "--scheduler", "tcp://127.0.0.1:9",
+                           "--out", tmp_path / "other")
     assert code == 2 and err.count("\n") == 1 and "dask scheduler" in err
 
 
