@@ -148,6 +148,15 @@ def test_cluster_refuses_a_cell_larger_than_a_worker_memory(
     assert not (tmp_path / "results.csv").exists()
 
 
+def test_cluster_refuses_more_threads_than_a_host_has_cores(
+        cluster: tuple[str, Any], tmp_path: Path) -> None:
+    address, _ = cluster
+    cores = sweep_dask.usable_cores()  # the workers run on this host, with 1 thread each
+    with pytest.raises(InputError, match=rf"= {2 * cores} threads on {cores} core"):
+        run_sweep(SPEC, tmp_path, cluster=ClusterOptions(scheduler=address, threads=cores))
+    assert not (tmp_path / "results.csv").exists()
+
+
 def test_a_killed_worker_loses_no_cell_and_duplicates_none(
         cluster: tuple[str, Any], tmp_path: Path) -> None:
     """Kill the worker that just started a cell; every cell still arrives exactly once."""
