@@ -45,7 +45,7 @@ from lbi_engine.errors import InputError
 from lbi_engine.experiments.cell_memory import estimate_cell_bytes, memory_refusal
 
 INSTALL_HINT = "pip install 'lbi[cluster]'"
-Cell = tuple[float, str, float]
+Cell = tuple[float, str, Any]  # (noise std, method, alpha: a float, or a rule's name)
 
 
 @dataclass(frozen=True)
@@ -349,7 +349,7 @@ def run_cells(
                 except KilledWorker as exc:
                     std, method, alpha = futures[future]
                     raise InputError(
-                        f"the cell std {std:g}, {method}, alpha {alpha:g} ended the worker "
+                        f"the cell std {std:g}, {method}, alpha {alpha} ended the worker "
                         f"running it too often ({exc}); a worker probably ran out of memory: "
                         "give workers more memory or sweep fewer --samples at once.") from None
                 if outcome.refusal is not None:
@@ -358,7 +358,7 @@ def run_cells(
                 if progress is not None:
                     std, method, alpha = outcome.cell
                     progress(skipped + done, total,
-                             f"std {std:g}, {method}, alpha {alpha:g} on {outcome.worker}")
+                             f"std {std:g}, {method}, alpha {alpha} on {outcome.worker}")
         finally:  # Ctrl+C, a refusal or a bug: nothing keeps running for nobody
             client.cancel([f for f in futures if not f.done()])
             with contextlib.suppress(Exception):  # a lost connection must not hide the cause
