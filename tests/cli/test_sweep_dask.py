@@ -264,6 +264,33 @@ def test_the_payload_leaves_the_file_program_behind_and_workers_refuse_big_cells
     assert "memory limit of" in (sweep_dask.memory_refusal(12, 11, None, "w") or "")
 
 
+def test_a_consented_pickled_network_sends_no_code_of_the_file_to_workers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --allow-pickle the client unpickles the user's module (consent given for this
+    run); what travels to the workers is lbi's lifted network only, never the user's class."""
+    import torch
+
+    from lbi_engine.zoo import load_network
+
+    (tmp_path / "usernet_mod.py").write_text(
+        "import torch.nn as nn\n"
+        "class UserNet(nn.Sequential):\n"
+        "    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import usernet_mod
+
+    torch.manual_seed(0)
+    net = usernet_mod.UserNet(torch.nn.Flatten(), torch.nn.Linear(784, 20), torch.nn.ReLU())
+    torch.save(net, tmp_path / "user.pt")
+    bundle = load_network(tmp_path / "user.pt", input_shape=(1, 28, 28), allow_pickle=True)
+    assert type(bundle.module).__module__ == "usernet_mod"
+    spec = SweepSpec(network=str(tmp_path / "user.pt"), alphas=(1e-2,), noise_stds=(0.05,),
+                     methods=("pdhg",), indices=(0,), max_iter=3, input_shape=(1, 28, 28),
+                     allow_pickle=True)
+    blob = sweep_dask.payload_bytes(sweep_dask.make_payload(spec, bundle, truths=None))
+    assert b"usernet_mod" not in blob and b"UserNet" not in blob
+
+
 def test_a_results_csv_from_before_the_worker_column_still_resumes(tmp_path: Path) -> None:
     spec = SweepSpec(network=NET, alphas=(1e-3,), noise_stds=(0.05,), methods=("pdhg",),
                      indices=(0,), max_iter=3)
