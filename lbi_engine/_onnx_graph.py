@@ -197,10 +197,17 @@ def match_activation(nodes: list[Any], x_name: str, out_name: str,
                      consts: dict[str, np.ndarray]) -> nn.Module | None:
     """The torch activation the region computes exactly (on the probe grid), else None."""
     y = eval_region(nodes, x_name, consts, PROBE)[out_name]
-    if y.shape != PROBE.shape or not np.isfinite(y).all():
-        return None
     scalars = [float(np.asarray(consts[i]).reshape(-1)[0]) for n in nodes for i in n.input
                if i in consts and np.asarray(consts[i]).size == 1]
+    return match_values(y, scalars)
+
+
+def match_values(y: np.ndarray, scalars: list[float]) -> nn.Module | None:
+    """The torch activation whose values on ``PROBE`` are ``y`` (float64), else None.
+
+    Candidates take their parameters from ``scalars`` (the region's constants)."""
+    if y.shape != PROBE.shape or not np.isfinite(y).all():
+        return None
     t = torch.from_numpy(PROBE)
     scale = max(1.0, float(np.abs(y).max()))
     for m in _candidates(scalars):

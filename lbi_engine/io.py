@@ -187,6 +187,10 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
         except (zipfile.BadZipFile, OSError) as exc:
             raise ModelFileError(f"model file {p} is a truncated or corrupt zip archive "
                                  f"({exc}); save or download it again") from exc
+        from lbi_engine.pt2_import import is_pt2_archive
+
+        if is_pt2_archive(names):  # torch.export.save: read as data, never torch.export.load
+            return "pt2"
         if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
             return "torchscript"
         if any(n.endswith("data.pkl") for n in names):
@@ -351,7 +355,7 @@ def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...
         return zoo.bundle_from_card(p, input_shape=shape)
     if fmt == "safetensors":
         return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape)
-    if fmt in ("torchscript", "onnx"):
+    if fmt in ("torchscript", "onnx", "pt2"):
         return zoo.bundle_from_graph(p, fmt, input_shape=shape)
     if not allow_pickle:
         state = _extract_state_dict(_torch_load_weights(p, fmt), p)

@@ -258,7 +258,7 @@ def _with_path(exc: LbiError, path: Path) -> LbiError:
 
 
 def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None) -> ModelBundle:
-    """TorchScript or ONNX file -> bundle (encoder only; identity preprocessing)."""
+    """TorchScript, ONNX or .pt2 file -> bundle (encoder only; identity preprocessing)."""
     from lbi_engine.network import LiftedNetwork
 
     module = None
@@ -268,6 +268,8 @@ def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None)
 
             encoder = LiftedNetwork.from_torchscript(path, input_shape, name=path.stem)
             module = jit_load(path)
+        elif fmt == "pt2":
+            encoder = LiftedNetwork.from_pt2(path, input_shape, name=path.stem)
         else:
             encoder = LiftedNetwork.from_onnx(path, input_shape, name=path.stem)
     except (UnsupportedLayerError, InputError) as exc:  # name the file

@@ -22,24 +22,13 @@ import warnings
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from lbi_engine.errors import UnsupportedLayerError
 from lbi_engine.network import LiftedNetwork
+from tests.engine._export_nets import Residual, ViewNet
 
 pytest.importorskip("onnxscript")  # the dynamo exporter needs it
-
-
-class ViewNet(nn.Module):
-    """A hand-written forward with a functional view (not an nn.Sequential)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv, self.lin = nn.Conv2d(1, 2, 3), nn.Linear(2 * 10 * 10, 5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.lin(F.relu(self.conv(x)).view(x.size(0), -1)))
 
 
 def _with_bn_stats(m: nn.Module) -> nn.Module:
@@ -71,7 +60,7 @@ def _net(name: str) -> tuple[nn.Module, tuple[int, ...], float]:
                              nn.Flatten()).eval(), (1, 11, 11), 1e-12
     if name == "bn1d-clip-smooth":
         return _with_bn_stats(nn.Sequential(
-            nn.Linear(10, 8), nn.BatchNorm1d(8), nn.ReLU6(), nn.Linear(8, 8), nn.Softplus(2, 5),
+            nn.Linear(10, 8), nn.BatchNorm1d(8), nn.ReLU6(), nn.Linear(8, 8), nn.Softplus(2),
             nn.Linear(8, 8), nn.Softsign(), nn.Linear(8, 6), nn.Softshrink(0.3),
             nn.Hardtanh(-0.5, 0.5), nn.ELU(), nn.Softmax(dim=1))), (10,), 1e-6
     if name == "global-pool":
@@ -80,7 +69,7 @@ def _net(name: str) -> tuple[nn.Module, tuple[int, ...], float]:
                                             nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                                             nn.Dropout(0.3))), (3, 8, 8), 1e-6
     if name == "view":
-        return ViewNet().eval(), (1, 12, 12), 1e-12
+        return ViewNet(12).eval(), (1, 12, 12), 1e-12
     if name == "unflatten-deconv":
         return nn.Sequential(nn.Linear(3, 16 * 2 * 2), nn.Unflatten(1, (16, 2, 2)),
                              nn.ConvTranspose2d(16, 4, 4, 2, 1), nn.Sigmoid()).eval(), (3,), 1e-12
@@ -159,15 +148,6 @@ def test_dynamo_specific_forms_load(tmp_path, dynamo):
         path = tmp_path / f"{name}-{dynamo}.onnx"
         export(module, shape, path, dynamo=dynamo, batch=2, dynamic_batch=dynb)
         _check_equal(LiftedNetwork.from_onnx(path, input_shape=shape), module, shape, tol)
-
-
-class Residual(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(6, 6)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + torch.relu(self.lin(x))
 
 
 @pytest.mark.parametrize(("module", "shape", "patterns"), [
