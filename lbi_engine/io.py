@@ -151,10 +151,10 @@ def _is_tensor_global(name: str) -> bool:
 
 
 _CONVERT_HINT = (
-    "Convert it once, somewhere you trust the file: save the weights with "
-    "`torch.save(model.state_dict(), 'model.pt')` (or safetensors) and describe the "
-    "architecture in a card JSON next to it, or save TorchScript with "
-    "`torch.jit.script(model).save('model.ts')`.")
+    "Better: convert it once, where you trust the file, with `lbi convert FILE --allow-pickle "
+    "--out DIR` (writes DIR/NAME.safetensors + DIR/NAME.json, which load without this flag), "
+    "or export the model to ONNX (`torch.onnx.export`) or .pt2 (`torch.export.save`), which "
+    "lbi reads without running code; see docs/own-network.md.")
 
 
 def sniff_model_format(path: str | os.PathLike[str]) -> str:
@@ -196,7 +196,8 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
         if any(n.endswith("data.pkl") for n in names):
             return "torch-zip"
         raise ModelFileError(f"{p} is a zip archive but not a PyTorch file (no data.pkl); "
-                             "expected a state dict, TorchScript, safetensors or ONNX file")
+                             "expected a state dict, a .pt2 (torch.export.save), safetensors "
+                             "or ONNX file")
     if head[:1] == b"\x80" or suffix in (".pkl", ".pickle"):
         return "torch-legacy"
     if suffix == ".safetensors" or (len(head) >= 9 and head[8:9] == b"{"):
@@ -212,7 +213,7 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
         return "card"
     raise ModelFileError(
         f"{p} is not a model format lbi understands; expected .safetensors (+ card JSON), "
-        "a .pt/.pth state dict (+ card JSON), TorchScript (.pt/.ts), ONNX (.onnx), or a card")
+        "a .pt/.pth state dict (+ card JSON), ONNX (.onnx), torch.export (.pt2), or a card")
 
 
 def _pickle_streams(p: Path, fmt: str) -> list[bytes]:
@@ -330,7 +331,9 @@ def _card_for(p: Path, card_path: str | os.PathLike[str] | None) -> Path:
         raise ModelFileError(
             f"{p} holds only weights; lbi needs a card JSON with the architecture to rebuild "
             f"the network, but {card} does not exist. Put NAME.json next to the weights or "
-            "pass card_path=... (Python API); see resources/models/README.md for the format")
+            "pass card_path=... (CLI: lbi convert --card; see resources/models/README.md), or "
+            "export the model to ONNX or .pt2 instead, which need no card "
+            "(docs/own-network.md)")
     return card
 
 

@@ -267,12 +267,10 @@ class _Builder(_OpTranslators):
         handler(a)
 
 
-def load_onnx(path: str | Path, input_shape: Sequence[int] | None = None,
-              name: str | None = None) -> Any:
-    """LiftedNetwork from an ONNX file (see the module docstring)."""
+def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
+                    ) -> tuple[nn.Sequential, tuple[int, ...]]:
+    """The nn.Sequential lbi builds from an ONNX file, and the sample shape it takes."""
     import onnx
-
-    from lbi_engine.network import LiftedNetwork
 
     p = check_model_file(path, "ONNX")
     try:
@@ -290,10 +288,18 @@ def load_onnx(path: str | Path, input_shape: Sequence[int] | None = None,
         raise ModelFileError(f"ONNX file {str(p)!r} is not a valid model: "
                              f"{str(exc).strip().splitlines()[0][:300]}. Export it again.") from exc
     try:
-        seq, shape = _Builder(model, p, input_shape).build()
+        return _Builder(model, p, input_shape).build()
     except LbiError:
         raise
     except Exception as exc:  # noqa: BLE001 - malformed attributes, tensors, external data
         raise ModelFileError(f"ONNX file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); export it again.") from exc
-    return LiftedNetwork.from_module(seq, shape, name=name or p.stem)
+
+
+def load_onnx(path: str | Path, input_shape: Sequence[int] | None = None,
+              name: str | None = None) -> Any:
+    """LiftedNetwork from an ONNX file (see the module docstring)."""
+    from lbi_engine.network import LiftedNetwork
+
+    seq, shape = onnx_sequential(path, input_shape)
+    return LiftedNetwork.from_module(seq, shape, name=name or Path(path).stem)

@@ -158,23 +158,30 @@ def _as_int(v: Any, fqn: str) -> int:
                          "sizes.")
 
 
-def load_pt2(path: str | Path, input_shape: Sequence[int] | None = None,
-             name: str | None = None) -> Any:
-    """LiftedNetwork from a ``torch.export.save`` archive (see the module docstring)."""
+def pt2_sequential(path: str | Path,
+                   input_shape: Sequence[int] | None = None) -> tuple[Any, tuple[int, ...]]:
+    """The nn.Sequential lbi builds from a .pt2 archive, and the sample shape it takes."""
     from lbi_engine._pt2_ops import GraphTranslator
-    from lbi_engine.network import LiftedNetwork
 
     p = check_model_file(path, ".pt2")
     archive = Pt2Archive(p)
     try:
         program = archive.program()
-        translator = GraphTranslator(program, archive.tensors(), p, input_shape)
-        seq, shape = translator.build()
+        return GraphTranslator(program, archive.tensors(), p, input_shape).build()
     except LbiError:
         raise
     except Exception as exc:  # noqa: BLE001 - malformed JSON structure or tensor metadata
         raise ModelFileError(f".pt2 file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); save it again with torch.export.save.") from exc
+
+
+def load_pt2(path: str | Path, input_shape: Sequence[int] | None = None,
+             name: str | None = None) -> Any:
+    """LiftedNetwork from a ``torch.export.save`` archive (see the module docstring)."""
+    from lbi_engine.network import LiftedNetwork
+
+    seq, shape = pt2_sequential(path, input_shape)
+    p = Path(path)
     try:
         return LiftedNetwork.from_module(seq, shape, name=name or p.stem)
     except UnsupportedLayerError as exc:

@@ -14,7 +14,7 @@ from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_err
 from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 
-NETWORK_FILTER = ("Networks (*.pt *.pth *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
+NETWORK_FILTER = ("Networks (*.pt *.pth *.pt2 *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
                   "*.ckpt);;All files (*)")
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz);;All files (*)"
 SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"

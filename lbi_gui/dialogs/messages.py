@@ -71,8 +71,9 @@ def confirm_pickle(parent: QtWidgets.QWidget | None, path: str, message: str) ->
     text = (f"{path}\n\nThis file is a Python pickle of a whole model. Opening it runs code "
             "stored inside the file, which can do anything your user account can do "
             "(read or delete files, install programs).\n\nOnly continue if you made this "
-            "file yourself or fully trust where it came from. Safer formats: TorchScript, "
-            f"ONNX, or a state dict with a model card.\n\nDetails: {message}\n\n"
+            "file yourself or fully trust where it came from. Safer formats: ONNX, .pt2 "
+            "(torch.export), or a state dict with a model card; File → Import network… "
+            f"converts a file once into the safe format.\n\nDetails: {message}\n\n"
             "Load it anyway and run its code?")
     return confirm(parent, "Load a pickled model? (runs code)", text)
 
