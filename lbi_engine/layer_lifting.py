@@ -36,8 +36,10 @@ from lbi_engine.operators import (
 )
 
 _MAXPOOL_HINT = ("Nearest alternative: nn.AvgPool2d with the same kernel and stride (affine, "
-                 "merged into W), or an exact rewrite with ReLUs, max(a, b) = ReLU(a - b) + "
-                 "ReLU(b) - ReLU(-b) (MATH.md §2.5).")
+                 "merged into W), or its exact rewrite with ReLUs, max(a, b) = ReLU(a - b) + "
+                 "ReLU(b) - ReLU(-b) (MATH.md §2.5): "
+                 "lbi_engine.maxpool_relu.rewrite_maxpool(model, input_shape) replaces every "
+                 "MaxPool2d by it before you lift or export the model.")
 
 # (module types, why it cannot be lifted, nearest supported alternative)
 _REFUSALS: list[tuple[tuple[type, ...], str, str]] = [

@@ -36,7 +36,8 @@ _ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus",
 _ALTERNATIVES = {
     "MaxPool": "max-pooling is neither affine nor a proximal map; use AveragePool (affine), or "
                "the exact ReLU rewrite max(a, b) = ReLU(a - b) + ReLU(b) - ReLU(-b) "
-               "(MATH.md §2.5)",
+               "(MATH.md §2.5): apply lbi_engine.maxpool_relu.rewrite_maxpool(model, "
+               "input_shape) to the torch model before exporting it",
     "GlobalMaxPool": "max-pooling is neither affine nor a proximal map; use GlobalAveragePool",
     "LSTM": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
     "GRU": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
