@@ -11,12 +11,12 @@ from torch import nn
 from lbi_gui.dialogs.import_network import ImportNetworkDialog
 
 
-def _pt2(folder: Path) -> tuple[Path, nn.Module]:
+def _pt2(folder: Path, side: int = 8) -> tuple[Path, nn.Module]:
     torch.manual_seed(0)
     module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Tanh(), nn.Flatten(),
-                           nn.Linear(2 * 6 * 6, 4)).eval()
+                           nn.Linear(2 * (side - 2) ** 2, 4)).eval()
     path = folder / "enc.pt2"
-    torch.export.save(torch.export.export(module, (torch.randn(1, 1, 8, 8),)), str(path))
+    torch.export.save(torch.export.export(module, (torch.randn(1, 1, side, side),)), str(path))
     return path, module
 
 
@@ -71,3 +71,22 @@ def test_file_menu_action_opens_the_dialog_and_then_the_network(qtbot, tmp_path,
     with qtbot.waitSignal(dialog.converted, timeout=60_000):
         dialog.start()
     qtbot.waitUntil(lambda: opened == [str(tmp_path / "lbi-networks" / "enc.json")])
+
+
+def test_window_opens_todays_default_exports_without_conversion(qtbot, make_window, tmp_path):
+    """torch.onnx.export's default (dynamo) file and a .pt2 open as they are."""
+    import contextlib
+    import io
+    import warnings
+
+    win = make_window()
+    src, module = _pt2(tmp_path, side=28)  # the window's default data: MNIST 1x28x28
+    onnx_path = tmp_path / "enc.onnx"
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")  # the exporter's own notices
+        torch.onnx.export(module, (torch.randn(1, 1, 28, 28),), str(onnx_path))
+    for path in (src, onnx_path):
+        win.open_network(str(path))
+        qtbot.waitUntil(lambda p=path: win.info is not None and
+                        win.info.request["network"] == str(p), timeout=60_000)
+        assert win.network_panel.table.rowCount() == 2  # Conv+Tanh, Flatten+Linear
