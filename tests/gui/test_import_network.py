@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
@@ -79,6 +80,7 @@ def test_window_opens_todays_default_exports_without_conversion(qtbot, make_wind
     import io
     import warnings
 
+    pytest.importorskip("onnxscript")  # torch.onnx.export's default (dynamo) exporter needs it
     win = make_window()
     src, module = _pt2(tmp_path, side=28)  # the window's default data: MNIST 1x28x28
     onnx_path = tmp_path / "enc.onnx"
