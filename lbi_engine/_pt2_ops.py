@@ -293,7 +293,7 @@ class GraphTranslator:
             fn = _ELEMENTWISE.get(_target(self.node))
             if fn is None:
                 return None
-            vals = []
+            vals: list[Any] = []
             for i in self.node.get("inputs", []):
                 kind, v = next(iter(i["arg"].items()))
                 if kind == "as_tensor" and v["name"] in env:

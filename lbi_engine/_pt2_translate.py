@@ -26,10 +26,13 @@ def _pair(v: Any, default: int) -> tuple[int, int]:
     return (int(v[0]), int(v[-1])) if len(v) in (1, 2) else (int(v[0]), int(v[1]))
 
 
-def _const(tr: Any, a: dict[str, Any], key: str, required: bool = True) -> torch.Tensor | None:
+def _opt(tr: Any, a: dict[str, Any], key: str) -> torch.Tensor | None:
+    """An optional weight argument (a bias may be None)."""
+    return None if a.get(key) is None else _const(tr, a, key)
+
+
+def _const(tr: Any, a: dict[str, Any], key: str) -> torch.Tensor:
     v = a.get(key)
-    if v is None and not required:
-        return None
     if not isinstance(v, torch.Tensor):
         tr.refuse(f"its argument {key!r} must be a weight stored in the archive, but it is "
                   "computed in the graph")
@@ -37,7 +40,7 @@ def _const(tr: Any, a: dict[str, Any], key: str, required: bool = True) -> torch
 
 
 def _linear(tr: Any, a: dict[str, Any]) -> None:
-    w, b = _const(tr, a, "weight"), _const(tr, a, "bias", False)
+    w, b = _const(tr, a, "weight"), _opt(tr, a, "bias")
     if len(tr.shape) != 1:
         tr.refuse("nn.Linear on samples with more than one dim is not supported; flatten first")
     tr.add(_load(nn.Linear(w.shape[1], w.shape[0], bias=b is not None), weight=w, bias=b))
@@ -58,12 +61,13 @@ def _mm(tr: Any, a: dict[str, Any]) -> None:
 
 
 def _conv(tr: Any, a: dict[str, Any], transposed: bool) -> None:
-    w, b = _const(tr, a, "weight"), _const(tr, a, "bias", False)
+    w, b = _const(tr, a, "weight"), _opt(tr, a, "bias")
     if w.dim() != 4 or len(tr.shape) != 3:
         tr.refuse("only 2-D convolutions on (C, H, W) samples are supported; use nn.Conv2d")
     groups = int(a.get("groups", 1))
     stride, dilation = _pair(a.get("stride"), 1), _pair(a.get("dilation"), 1)
     pad = a.get("padding")
+    m: nn.Module
     if transposed:
         m = nn.ConvTranspose2d(w.shape[0], w.shape[1] * groups, tuple(w.shape[2:]), stride,
                                _pair(pad, 0), _pair(a.get("output_padding"), 0), groups,
@@ -84,7 +88,7 @@ def _batch_norm(tr: Any, a: dict[str, Any]) -> None:
         tr.refuse("BatchNorm in training mode uses batch statistics; call model.eval() before "
                   "torch.export.export")
     mean, var = _const(tr, a, "running_mean"), _const(tr, a, "running_var")
-    w, b = _const(tr, a, "weight", False), _const(tr, a, "bias", False)
+    w, b = _opt(tr, a, "weight"), _opt(tr, a, "bias")
     cls = nn.BatchNorm2d if len(tr.shape) == 3 else nn.BatchNorm1d
     bn = cls(mean.shape[0], eps=float(a.get("eps", 1e-5)), affine=w is not None)
     tr.add(_load(bn, weight=w, bias=b, running_mean=mean, running_var=var))
@@ -99,7 +103,7 @@ def _avg_pool(tr: Any, a: dict[str, Any]) -> None:
 
 
 def _mean(tr: Any, a: dict[str, Any]) -> None:
-    dims = a.get("dim") or []
+    dims: list[int] = list(a.get("dim") or [])
     rank = len(tr.shape) + 1
     if rank != 4 or sorted(int(d) % rank for d in dims) != [2, 3]:
         tr.refuse(f"mean over dims {dims}: only the mean over H and W of (N, C, H, W) (global "
@@ -111,6 +115,8 @@ def _mean(tr: Any, a: dict[str, Any]) -> None:
 
 def _reshape(tr: Any, a: dict[str, Any]) -> None:
     size = a.get("size") if "size" in a else a.get("shape")
+    if not isinstance(size, (list, tuple)):
+        tr.refuse("its target shape is not a list of sizes")
     outs = []
     targets = tr.reshape_targets(list(size))
     for batch, target in zip((2, 3), targets, strict=True):
@@ -125,8 +131,8 @@ def _reshape(tr: Any, a: dict[str, Any]) -> None:
 
 
 def _squeeze_like(tr: Any, a: dict[str, Any], unsqueeze: bool) -> None:
-    dims = a.get("dim")
-    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    raw = a.get("dim")
+    dims: list[int] = [raw] if isinstance(raw, int) else list(raw or [])
     rank = len(tr.shape) + 1 + (len(dims) if unsqueeze else 0)
     if not dims or any(d % rank == 0 for d in dims):
         tr.refuse(f"(un)squeezing dim {dims} touches the batch dimension; use dims >= 1")

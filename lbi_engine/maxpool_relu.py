@@ -59,7 +59,8 @@ def _levels(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     out = []
     while values.shape[0] > 1:
         m = values.shape[0]
-        rows, nxt = [], []
+        rows: list[torch.Tensor] = []
+        nxt: list[tuple[int, tuple[float, ...]]] = []
         for j in range(0, m - 1, 2):
             a, b = values[j], values[j + 1]
             base = len(rows)
@@ -93,7 +94,7 @@ def maxpool_as_relu(m: nn.MaxPool2d, channels: int) -> nn.Sequential:
         conv.weight.data.fill_(1.0)
         return nn.Sequential(conv)
     mods: list[nn.Module] = []
-    prev_combine = None  # None: the features are the window's n values
+    prev_combine: torch.Tensor | None = None  # None: the features are the window's values
     in_per_group = 1
     for units, combine in _levels(n):
         u = units.shape[0]
@@ -109,6 +110,7 @@ def maxpool_as_relu(m: nn.MaxPool2d, channels: int) -> nn.Sequential:
             conv.weight.copy_(w.repeat(channels, 1, 1, 1))
         mods += [conv, nn.ReLU()]
         prev_combine, in_per_group = combine, u
+    assert prev_combine is not None  # n > 1: at least one level
     last = nn.Conv2d(channels * in_per_group, channels, 1, groups=channels, bias=False)
     with torch.no_grad():
         last.weight.copy_(prev_combine.reshape(1, in_per_group, 1, 1).repeat(channels, 1, 1, 1))
