@@ -84,13 +84,22 @@ def _targets(out_dir: Path, name: str, force: bool) -> tuple[Path, Path]:
 def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str],
                   name: str | None = None, *, input_shape: tuple[int, ...] | None = None,
                   allow_pickle: bool = False, card_path: str | os.PathLike[str] | None = None,
-                  force: bool = False) -> ConvertResult:
+                  force: bool = False, maxpool_relu: bool = False) -> ConvertResult:
     """Convert ``source`` into ``out_dir/NAME.safetensors`` + ``out_dir/NAME.json``.
 
     Raises the importers' errors (UnsupportedLayerError naming the layer, UnsafeFileError for
     a pickled module without ``allow_pickle``, ...) before anything is written, and
-    OutputExistsError when a target exists and ``force`` is not set.
+    OutputExistsError when a target exists and ``force`` is not set. With ``maxpool_relu``
+    every MaxPool2d of the encoder is written as its exact ReLU layers
+    (:mod:`lbi_engine.maxpool_relu`); ONNX MaxPool nodes are not rewritten (export the torch
+    model after ``rewrite_maxpool`` instead).
     """
+    if maxpool_relu:
+        from lbi_engine.maxpool_relu import lift_maxpool_as_relu
+
+        with lift_maxpool_as_relu():
+            return convert_model(source, out_dir, name, input_shape=input_shape,
+                                 allow_pickle=allow_pickle, card_path=card_path, force=force)
     import torch
     from safetensors.torch import save as save_safetensors
 
@@ -102,6 +111,7 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
         load_model_file,
         sniff_model_format,
     )
+    from lbi_engine.maxpool_relu import REWRITE_MAXPOOL
     from lbi_engine.network import verify_against
     from lbi_engine.zoo import bundle_from_card
 
@@ -117,6 +127,10 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
             bundle.module, torch.nn.Sequential) and bundle.card.get("architecture"):
         flat, n_enc = bundle.module, int(bundle.card["architecture"].get(
             "encoder_layers", len(bundle.module)))
+        if REWRITE_MAXPOOL.get():  # the encoder as the layers it was lifted with
+            encoder = _flat_layers(flat[:n_enc], shape)
+            flat = torch.nn.Sequential(*encoder, *flat[n_enc:])
+            n_enc = len(encoder)
     else:
         flat = _flat_layers(_source_module(src, fmt, bundle, shape), shape)
         n_enc = len(flat)

@@ -25,8 +25,10 @@ negative values; lbi refuses the other settings with this reason).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 
 import torch
 from torch import nn
@@ -141,6 +143,24 @@ def rewrite_maxpool(module: nn.Module, input_shape: Sequence[int]) -> nn.Module:
             if isinstance(child, nn.MaxPool2d) and id(child) in channels:
                 setattr(parent, cname, maxpool_as_relu(child, channels[id(child)]).to(dtype))
     return module
+
+
+#: Whether lifting rewrites MaxPool2d layers (set with :func:`lift_maxpool_as_relu`).
+REWRITE_MAXPOOL: ContextVar[bool] = ContextVar("lbi_rewrite_maxpool", default=False)
+
+
+@contextlib.contextmanager
+def lift_maxpool_as_relu() -> Iterator[None]:
+    """Within this block, lifting (any loader) replaces MaxPool2d by its exact ReLU form.
+
+    Opt-in because it changes the lifted problem (more layers and auxiliary states) while
+    keeping the forward map; ``lbi convert --maxpool-relu`` uses it.
+    """
+    token = REWRITE_MAXPOOL.set(True)
+    try:
+        yield
+    finally:
+        REWRITE_MAXPOOL.reset(token)
 
 
 def relu_levels(kernel_size: int | Sequence[int]) -> int:

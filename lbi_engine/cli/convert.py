@@ -38,6 +38,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="allow a whole pickled nn.Module (torch.save(model)); unpickling runs "
                         "code from the file, so only use files you trust. Converting once means "
                         "you never need this flag for that network again")
+    p.add_argument("--maxpool-relu", action="store_true",
+                   help="write every MaxPool2d as its exact ReLU layers, max(a, b) = ReLU(a - b) "
+                        "+ ReLU(b) - ReLU(-b) (same outputs, more lifted layers); not for ONNX "
+                        "files, see docs/own-network.md")
     p.add_argument("--force", action="store_true", help="replace existing output files")
     p.set_defaults(handler=run_convert)
     return p
@@ -50,7 +54,7 @@ def run_convert(args: argparse.Namespace) -> int:
         c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded")
     result = convert_model(args.model, args.out, args.name, input_shape=args.input_shape,
                            allow_pickle=args.allow_pickle, card_path=args.card,
-                           force=args.force)
+                           force=args.force, maxpool_relu=args.maxpool_relu)
     card = result.card
     print(f"{args.model} -> {result.weights} + {result.card_path}")
     print(f"  layers: {len(card['architecture']['layers'])} "

@@ -88,6 +88,27 @@ def test_convert_then_load_equals_the_module(tmp_path, cli, kind, extra):
     assert err <= 1e-6, err
 
 
+@pytest.mark.parametrize("kind", ["pt2", "pickle"])
+def test_convert_maxpool_relu_writes_an_equal_liftable_network(tmp_path, cli, kind):
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                           nn.Flatten(), nn.Linear(3 * 5 * 5, 6)).eval()
+    src = _write(kind, module, tmp_path)
+    extra = ["--allow-pickle", "--input-shape", "1,10,10"] if kind == "pickle" else []
+    assert cli("convert", src, "--out", tmp_path / "zoo", *extra)[0] == 2  # refused: MaxPool
+    code, _, err = cli("convert", src, "--out", tmp_path / "zoo", "--maxpool-relu", *extra)
+    assert code == 0, err
+    card = next((tmp_path / "zoo").glob("*.json"))
+    assert "MaxPool2d" not in card.read_text()
+    bundle = load_network(card)
+    assert len(bundle.encoder) == 4  # conv+ReLU, two ReLU levels of the pool, final affine
+    x = torch.randn(5, *SHAPE, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    with torch.no_grad():
+        err = float((bundle.encoder.to(dtype=torch.float64).forward(x)
+                     - module.double()(x)).abs().max())
+    assert err <= 1e-12, err  # no BatchNorm here: rounding only
+
+
 def test_convert_refuses_to_overwrite_without_force(tmp_path, cli):
     src = _write("pt2", _encoder(), tmp_path)
     assert cli("convert", src, "--out", tmp_path)[0] == 0

@@ -54,3 +54,23 @@ def test_plain_maxpool_refusal_points_to_the_rewrite():
     module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2)).eval()
     with pytest.raises(UnsupportedLayerError, match=r"rewrite_maxpool"):
         LiftedNetwork.from_module(module, (1, 8, 8))
+
+
+def test_lifting_inside_the_context_rewrites_and_refuses_what_it_cannot():
+    from lbi_engine.maxpool_relu import lift_maxpool_as_relu
+
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                           nn.Linear(2 * 4 * 4, 3)).double().eval()
+    with lift_maxpool_as_relu():
+        net = LiftedNetwork.from_module(module, (1, 10, 10))  # verified against max_pool2d
+    assert len(net) == 4  # conv+ReLU, two pool levels, final affine
+    x = torch.randn(3, 1, 10, 10, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.allclose(net.forward(x), module(x), rtol=0, atol=1e-13)
+    padded = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, padding=1)).eval()
+    with lift_maxpool_as_relu(), pytest.raises(UnsupportedLayerError,
+                                               match=r"Layer '1' \(MaxPool2d.*padding"):
+        LiftedNetwork.from_module(padded, (1, 8, 8))
+    with pytest.raises(UnsupportedLayerError, match="--maxpool-relu"):  # outside: refused
+        LiftedNetwork.from_module(module, (1, 10, 10))
