@@ -55,6 +55,27 @@ def test_dialog_shows_refusals_in_place_and_asks_consent_for_pickles(qtbot, tmp_
     assert not dialog.allow_code.isChecked()  # consent does not carry over to another file
 
 
+def test_dialog_maxpool_box_converts_max_pooling(qtbot, tmp_path):
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.MaxPool2d(2), nn.Flatten()).eval()
+    src = tmp_path / "mp.pt2"
+    torch.export.save(torch.export.export(module, (torch.randn(1, 1, 8, 8),)), str(src))
+    dialog = ImportNetworkDialog(None, source=str(src))
+    qtbot.addWidget(dialog)
+    dialog.start()
+    qtbot.waitUntil(lambda: "MaxPool2d" in dialog.status.text(), timeout=60_000)
+    assert "maxpool-relu" in dialog.status.text()
+    dialog.maxpool.setChecked(True)
+    with qtbot.waitSignal(dialog.converted, timeout=60_000) as blocker:
+        dialog.start()
+    from lbi_engine.zoo import load_network
+
+    x = torch.randn(2, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.allclose(load_network(blocker.args[0]).encoder.forward(x), module(x),
+                              atol=1e-6)
+
+
 def test_file_menu_action_opens_the_dialog_and_then_the_network(qtbot, tmp_path, make_window,
                                                                monkeypatch):
     # the real engine: a fake-engine window followed by a real-engine one in the same process
