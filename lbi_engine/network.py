@@ -228,11 +228,17 @@ class LiftedNetwork:
 
     @classmethod
     def from_torchscript(cls, path: str | Path, input_shape: Sequence[int] | None = None,
-                         name: str | None = None) -> LiftedNetwork:
-        """Lift a TorchScript archive (torch.jit.save); no Python pickle is executed."""
+                         name: str | None = None, *, allow_code: bool = False,
+                         allow_pickle: bool = False) -> LiftedNetwork:
+        """Lift a TorchScript archive (torch.jit.save).
+
+        Loading TorchScript runs code stored in the file, so it needs ``allow_code=True``
+        (alias ``allow_pickle``), the caller's consent for this call; UnsafeFileError
+        otherwise. The file's own forward is never run (see lbi_engine.importers).
+        """
         from lbi_engine.importers import load_torchscript
 
-        return load_torchscript(path, input_shape, name)
+        return load_torchscript(path, input_shape, name, allow_code=allow_code or allow_pickle)
 
     @classmethod
     def from_onnx(cls, path: str | Path, input_shape: Sequence[int] | None = None,

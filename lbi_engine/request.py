@@ -19,6 +19,8 @@ from lbi_engine.errors import FormatVersionError, InputError
 from lbi_engine.solvers import METHODS, SolverOptions, StopRule
 
 FORMAT_VERSION = 1
+#: Fields through which a file could claim consent to run code; a file's value is ignored.
+CONSENT_FIELDS = ("allow_pickle", "allow_code")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -50,8 +52,21 @@ class InversionRequest:
     report_every: int = 10
     threads: int | None = None
     layer_alphas: list[float] | None = None
+    #: The person's consent, for this run, to open a model format whose loading runs code from
+    #: the file (TorchScript, pickled modules); ``allow_code`` is the same flag. Set it only
+    #: from the person (a flag, a dialog, a keyword): records and sessions never grant it,
+    #: see :func:`strip_file_consent`. (Named allow_pickle for older records.)
     allow_pickle: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def allow_code(self) -> bool:
+        """Consent to run code from the model file (same flag as ``allow_pickle``)."""
+        return self.allow_pickle
+
+    @allow_code.setter
+    def allow_code(self, value: bool) -> None:
+        self.allow_pickle = bool(value)
 
     def validate(self) -> InversionRequest:
         """Raises InputError naming the first bad parameter; returns self."""
@@ -141,3 +156,24 @@ class InversionRequest:
             data["input_shape"] = tuple(int(v) for v in data["input_shape"])
         return cls(**data).validate()
 
+
+
+class ConsentIgnoredWarning(UserWarning):
+    """A record or session file asked to run code from its model file; that was ignored."""
+
+
+def strip_file_consent(data: dict[str, Any], source: str) -> tuple[dict[str, Any], str | None]:
+    """``data`` without consent fields, and a warning when the file tried to grant consent.
+
+    Why: consent to run a model file's code must come from the person at run time, never from
+    a file that may have been sent along with the model (``"allow_pickle": true`` in a run
+    record would otherwise unpickle the model without a question).
+    """
+    clean = {k: v for k, v in data.items() if k not in CONSENT_FIELDS}
+    asked = any(data.get(k) is True for k in CONSENT_FIELDS)
+    if not asked:
+        return clean, None
+    return clean, (f"{source} asks to run code from its model file (allow_pickle/allow_code); "
+                   "a file cannot give that consent, so it was ignored. If you trust the model "
+                   "file, consent for this run yourself: CLI --allow-code, Python "
+                   "allow_code=True, GUI: confirm the dialog when the network is opened.")

@@ -130,9 +130,14 @@ def load_zoo(name: str, device: torch.device | str = "cpu",
 
 
 def load_network(name_or_path: str | os.PathLike[str], *,
-                 input_shape: tuple[int, ...] | None = None, allow_pickle: bool = False,
+                 input_shape: tuple[int, ...] | None = None, allow_code: bool = False,
+                 allow_pickle: bool = False,
                  card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
-    """A zoo name or a model file path -> :class:`ModelBundle` (see ``io.load_model_file``)."""
+    """A zoo name or a model file path -> :class:`ModelBundle` (see ``io.load_model_file``).
+
+    ``allow_code`` (alias ``allow_pickle``) is the person's consent, for this call, to open a
+    format whose loading runs code from the file (TorchScript, pickled modules).
+    """
     from lbi_engine.io import load_model_file
 
     text = os.fspath(name_or_path)
@@ -148,7 +153,7 @@ def load_network(name_or_path: str | os.PathLike[str], *,
         raise ModelFileError(f"{text!r} is neither a bundled network ({', '.join(list_zoo())}) "
                              "nor an existing model file; check the name or path")
     return load_model_file(Path(text).expanduser(), input_shape=input_shape,
-                           allow_pickle=allow_pickle, card_path=card_path)
+                           allow_code=allow_code or allow_pickle, card_path=card_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,17 +262,19 @@ def _with_path(exc: LbiError, path: Path) -> LbiError:
     return new
 
 
-def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None) -> ModelBundle:
-    """TorchScript or ONNX file -> bundle (encoder only; identity preprocessing)."""
+def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None,
+                      allow_code: bool = False) -> ModelBundle:
+    """TorchScript (only with ``allow_code``) or ONNX file -> bundle (encoder only; identity
+    preprocessing). A TorchScript bundle's module is the nn.Sequential lbi rebuilt."""
     from lbi_engine.network import LiftedNetwork
 
     module = None
     try:
         if fmt == "torchscript":
-            from lbi_engine.importers import jit_load
+            from lbi_engine.importers import load_torchscript_module
 
-            encoder = LiftedNetwork.from_torchscript(path, input_shape, name=path.stem)
-            module = jit_load(path)
+            encoder, module = load_torchscript_module(path, input_shape, name=path.stem,
+                                                      allow_code=allow_code)
         else:
             encoder = LiftedNetwork.from_onnx(path, input_shape, name=path.stem)
     except (UnsupportedLayerError, InputError) as exc:  # name the file

@@ -47,8 +47,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="zoo name or model file (as for lbi invert)")
     p.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                    help="input shape when the model file does not record it")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="allow a pickled nn.Module file (runs code from the file)")
+    p.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
+                   help="consent, for this run, to open a model format whose loading runs code "
+                        "from the file (TorchScript, a pickled nn.Module); trusted files only")
     p.add_argument("--alphas", type=c.float_list, required=True, metavar="LIST",
                    help="regularisation weights, e.g. 1e-3,1e-2 or log:1e-4:1e-2:5")
     p.add_argument("--noise-stds", type=c.float_list, default=[0.05], metavar="LIST",
@@ -98,10 +99,11 @@ def run(args: argparse.Namespace) -> int:
         split=args.split, seed=args.seed, regulariser=args.regulariser, steps=args.steps,
         max_iter=args.max_iter, tol=args.tol, tol_mode=args.tol_mode,
         input_shape=args.input_shape, device=args.device, dtype=args.dtype,
-        allow_pickle=args.allow_pickle, threads=args.threads,
+        allow_pickle=args.allow_code, threads=args.threads,
     )
-    if args.allow_pickle:
-        c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded")
+    if args.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it "
+               "(TorchScript, pickle); use it only for files you trust")
     total = len(spec.cells())
     with c.progress_bar(total, "sweep", unit="cell") as bar:
         def progress(done: int, _total: int, text: str) -> None:
