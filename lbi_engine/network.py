@@ -58,6 +58,11 @@ def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]
     return shape
 
 
+def check_input_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
+    """A sample shape as a tuple of positive ints within MAX_INPUT_VALUES; InputError else."""
+    return _check_shape(input_shape, what)
+
+
 def _check_finite_weights(module: nn.Module, name: str) -> None:
     """Refuse NaN/Inf weights by name (else the forward check reports a vague mismatch)."""
     for kind, items in (("parameter", module.named_parameters()),
@@ -209,6 +214,11 @@ class LiftedNetwork:
         if not isinstance(module, nn.Module):
             raise InputError(f"from_module needs a torch.nn.Module, got {type(module).__name__}.")
         shape = _check_shape(input_shape)
+        from lbi_engine.footprint import check_network_memory
+
+        # sizes before any real tensor; a layer that does not fit the shape is named below
+        check_network_memory(module, shape, f"network '{name or type(module).__name__}'",
+                             shape_errors=False)
         _check_finite_weights(module, name or type(module).__name__)
         ref = next(iter(module.parameters()), None)
         if ref is None:

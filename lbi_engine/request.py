@@ -19,6 +19,8 @@ from lbi_engine.errors import FormatVersionError, InputError
 from lbi_engine.solvers import METHODS, SolverOptions, StopRule
 
 FORMAT_VERSION = 1
+#: Smallest alpha accepted: below it, step sizes such as 1/(8 alpha) overflow float32/64.
+MIN_ALPHA = 1e-30
 #: Fields through which a file could claim consent to run code; a file's value is ignored.
 CONSENT_FIELDS = ("allow_pickle", "allow_code")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -76,6 +78,11 @@ class InversionRequest:
             raise InputError(f"alpha={self.alpha!r}: must be a finite number > 0.")
         if self.alpha <= 0 and self.method not in ("landweber",):
             raise InputError(f"alpha={self.alpha}: must be > 0 (typical 1e-4 .. 1e-1).")
+        if 0 < self.alpha < MIN_ALPHA:  # e.g. 1e-320: step sizes 1/alpha overflow
+            raise InputError(
+                f"alpha={self.alpha}: absurdly small (below {MIN_ALPHA:g}); typical values are "
+                "1e-4 .. 1e-1."
+            )
         if self.alpha > 1e6:
             raise InputError(
                 f"alpha={self.alpha}: absurdly large; typical values are 1e-4 .. 1e-1."

@@ -196,6 +196,19 @@ def bundle_from_card(card_path: Path, weights_path: Path | None = None,
     seeded = state_dict is None and weights_path is None and wspec.get("source") == "seeded-init"
     # Layer construction draws random initial weights: fork the RNG so loading a network never
     # shifts the caller's random stream (noise seeds, experiments).
+    # Sizes first, on the meta device (no memory): a card of a few bytes can describe
+    # a network of tens of gigabytes; it is refused with the estimate before any layer exists.
+    from lbi_engine.footprint import check_network_memory
+
+    with torch.device("meta"):
+        probe = build_module(layers, where=f"model card {card_path}")
+    probe_shape = input_shape or tuple(card.get("input_shape") or ()) or first_shape_hint(probe)
+    if probe_shape:
+        from lbi_engine.network import check_input_shape
+
+        check_network_memory(probe, check_input_shape(probe_shape),
+                             f"network of model card {card_path}")
+    del probe
     with torch.random.fork_rng(devices=[]):
         if seeded:
             torch.manual_seed(int(wspec["seed"]))

@@ -184,6 +184,8 @@ class FilesMixin:
         if self.controller.engine_info is not None:
             self.controller.prepare(self.current_request())
         self._update_actions()
+        for note in state.warnings:  # e.g. the file asked to run model code: ignored
+            self.statusBar().showMessage(note, 20000)
         return True
 
     def update_recent_menu(self) -> None:

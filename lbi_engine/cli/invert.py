@@ -171,6 +171,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true",
                      help="replace files of an earlier run in DIR (refused otherwise)")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    c.add_memory_limit(p)
     p.set_defaults(handler=run_invert)
     return p
 

@@ -77,8 +77,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (resumed if it "
                    "holds a results.csv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    c.add_memory_limit(p)
     p.set_defaults(handler=run)
     return p
+
+
+#: Most inversions one sweep may ask for (cells x samples): more is a typo in a grid.
+MAX_SOLVES = 100_000
 
 
 def _methods(text: str) -> list[str]:
@@ -93,6 +98,12 @@ def run(args: argparse.Namespace) -> int:
     from lbi_engine.experiments.batch import torch_threads
     from lbi_engine.experiments.sweep import SweepSpec, run_sweep
 
+    cells = len(args.alphas) * len(args.noise_stds) * len(args.methods)
+    if cells * len(args.samples) > MAX_SOLVES:  # refused before any list of cells exists
+        raise c.UsageError(
+            f"the grid has {cells:,} cells x {len(args.samples):,} samples = "
+            f"{cells * len(args.samples):,} inversions, more than {MAX_SOLVES:,}; give fewer "
+            "alphas, noise stds, methods or samples", "lbi sweep")
     spec = SweepSpec(
         network=args.network, alphas=tuple(args.alphas), noise_stds=tuple(args.noise_stds),
         methods=tuple(args.methods), indices=tuple(args.samples), dataset=args.dataset,
