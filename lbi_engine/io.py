@@ -311,6 +311,17 @@ def _torch_load_weights(p: Path, fmt: str) -> Any:
     """``torch.load(weights_only=True)``; pickles of arbitrary objects become UnsafeFileError."""
     import torch
 
+    from lbi_engine.limits import check_bytes
+
+    if fmt == "torch-zip":  # sizes declared in the zip directory, before inflating anything
+        try:
+            with zipfile.ZipFile(p) as zf:
+                unpacked = sum(i.file_size for i in zf.infolist())
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ModelFileError(f"model file {p} is a truncated or corrupt zip archive "
+                                 f"({exc}); save or download it again") from exc
+        check_bytes(2 * unpacked, f"model file {p} (its tensors unpacked)",
+                    "it is damaged, or far larger than a network lbi can invert")
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols it then rejects
             warnings.filterwarnings("ignore", message="Detected pickle protocol")

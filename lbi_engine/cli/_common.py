@@ -130,9 +130,6 @@ def shape(text: str) -> tuple[int, ...]:
         ) from None
     if not dims or any(d < 1 for d in dims):
         raise argparse.ArgumentTypeError(f"{text!r}: every dimension must be an integer >= 1")
-    if len(dims) > 4 or math.prod(dims) > 2**31:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: at most 4 dimensions and 2^31 values (one sample, without batch)")
     return dims
 
 

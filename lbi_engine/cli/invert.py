@@ -266,13 +266,19 @@ def _light(record: Any) -> dict[str, Any]:
 
 
 def run_invert(args: argparse.Namespace) -> int:
+    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
+
+    # Refuse before the (possibly long) run, not after it: a path that cannot be written,
+    # a folder another run is writing to, results that would be replaced without --overwrite.
+    out = prepare_output_folder(args.out)
+    request = build_request(args)
+    with output_folder_lock(out):
+        return _run_locked(args, request, out)
+
+
+def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     from lbi_engine import api, exports
 
-    request = build_request(args)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise c.UsageError(f"--out {args.out} is a file; give a folder", "lbi invert")
-    # Refuse before the (possibly long) run, not after it.
     exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
     if request.allow_code:
         c.warn("--allow-code: the model file may be loaded by running code stored in it "

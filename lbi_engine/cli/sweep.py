@@ -97,7 +97,9 @@ def _methods(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from lbi_engine.experiments.batch import torch_threads
     from lbi_engine.experiments.sweep import SweepSpec, run_sweep
+    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
 
+    out = prepare_output_folder(args.out)
     cells = len(args.alphas) * len(args.noise_stds) * len(args.methods)
     if cells * len(args.samples) > MAX_SOLVES:  # refused before any list of cells exists
         raise c.UsageError(
@@ -121,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
             c.advance_to(bar, done)
             bar.set_postfix_str(text, refresh=True)
 
-        with torch_threads(args.threads):
-            result = run_sweep(spec, args.out, progress)
+        with torch_threads(args.threads), output_folder_lock(out):
+            result = run_sweep(spec, out, progress)
     if not args.quiet:
         print(f"sweep: {total} cell(s) x {len(spec.indices)} sample(s): ran {result.ran}, "
               f"skipped {result.skipped} already in {result.csv_path}")
