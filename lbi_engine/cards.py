@@ -177,7 +177,7 @@ def read_card(path: Path) -> dict[str, Any]:
         card = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ModelFileError(f"model card {path} does not exist; check the path") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ModelFileError(f"model card {path} is not valid JSON ({exc}); fix or "
                              "regenerate it") from exc
     if not isinstance(card, dict) or not isinstance(card.get("architecture"), dict):

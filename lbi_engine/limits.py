@@ -7,7 +7,8 @@ input needs from its header or shapes alone and calls :func:`check_bytes` first.
 
 The limit: ``LBI_MEMORY_LIMIT`` (e.g. ``8G``, ``512M``, ``2000000000``; the CLI's
 ``--memory-limit`` sets it for one run), otherwise 80 % of the memory available now
-(``MemAvailable`` on Linux, physical memory elsewhere), and at least 256 MiB.
+(``MemAvailable`` on Linux, physical memory elsewhere), or what an address-space limit
+(``ulimit -v``) still leaves if that is less, and at least 256 MiB.
 """
 
 from __future__ import annotations
@@ -65,7 +66,32 @@ def memory_limit() -> int:
             return parse_size(text)
         except ValueError as exc:
             raise InputError(f"{ENV_VAR}={text}: {exc}") from None
-    return max(_MIN_LIMIT, int(_available() * 0.8))
+    limit = int(_available() * 0.8)
+    room = _address_space_room()
+    if room is not None:
+        limit = min(limit, room)
+    return max(_MIN_LIMIT, limit)
+
+
+def _address_space_room() -> int | None:
+    """What an RLIMIT_AS (ulimit -v) still leaves this process, or None without one."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    if soft in (resource.RLIM_INFINITY, -1) or soft <= 0:
+        return None
+    used = 0
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, soft - used)
 
 
 def format_bytes(n: float) -> str:

@@ -105,7 +105,7 @@ def load_session(path: str | Path) -> SessionState:
             npz_bytes = zf.read("arrays.npz") if "arrays.npz" in names else None
     except zipfile.BadZipFile as exc:
         raise _bad(path, "it is not a zip archive (empty, truncated or another format)") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise _bad(path, f"its session.json is damaged ({exc})") from exc
     except (OSError, EOFError, zlib.error) as exc:
         raise _bad(path, f"it could not be read ({exc})") from exc

@@ -189,7 +189,7 @@ def load_record(path: str) -> tuple[dict[str, Any], Path]:
         raise DataFileError(f"--record {path}: no such file; give a result.json or run.json")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise DataFileError(f"--record {path}: not readable JSON ({exc}); give a result.json "
                             "written by `lbi invert` or a run.json saved by the GUI") from exc
     if isinstance(data, dict) and isinstance(data.get("request"), dict):
