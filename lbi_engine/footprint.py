@@ -27,7 +27,8 @@ from torch import nn
 from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.limits import check_bytes
 
-__all__ = ["Footprint", "ITERATE_COPIES", "check_network_memory", "meta_footprint"]
+__all__ = ["Footprint", "ITERATE_COPIES", "ChainBudget", "check_network_memory",
+           "meta_footprint"]
 
 ITERATE_COPIES = 12
 _WEIGHT_COPIES = 3
@@ -109,3 +110,24 @@ def check_network_memory(module: nn.Module, input_shape: Sequence[int], where: s
                 f"activation values per sample)",
                 "check the layer sizes, padding and strides, or use a smaller input")
     return fp
+
+
+class ChainBudget:
+    """For importers that build a chain layer by layer (ONNX): before each layer's dry run,
+    its output shape is found on the meta device and the activations so far are checked
+    against the memory limit, so a padding of 30000 is refused instead of allocated."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.values = 0
+
+    def check(self, module: nn.Module, in_shape: Sequence[int]) -> None:
+        try:
+            fp = meta_footprint(module, tuple(in_shape), self.where, shape_errors=True)
+        except ShapeMismatchError:
+            return  # the caller's real dry run reports it in its own words
+        self.values += fp.activations
+        check_bytes(ITERATE_COPIES * fp.itemsize * self.values + _WEIGHT_COPIES * fp.itemsize
+                    * fp.weights, f"{self.where} (at least {self.values:,} activation values "
+                    "per sample)", "check the paddings, strides and sizes in the file, or "
+                    "export it again")

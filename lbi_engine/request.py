@@ -99,6 +99,10 @@ class InversionRequest:
             raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
         if self.max_iter < 1 or self.max_iter > 10_000_000:
             raise InputError(f"max_iter={self.max_iter}: must be between 1 and 10,000,000.")
+        for name in ("seed", "index"):
+            value = getattr(self, name)
+            if not 0 <= value < 2**63:
+                raise InputError(f"{name}={value}: must be an integer between 0 and 2^63 - 1.")
         if self.report_every < 1:
             raise InputError(f"report_every={self.report_every}: must be at least 1.")
         if self.threads is not None and not 1 <= self.threads <= 256:

@@ -68,8 +68,9 @@ class SolverOptions:
         if self.inner_max_iter is not None and not 1 <= self.inner_max_iter <= 10_000_000:
             raise InputError(f"inner_max_iter={self.inner_max_iter}: must be between 1 and "
                              "10,000,000 (or left unset: the stages share max_iter).")
-        if not (math.isfinite(self.step_scale) and self.step_scale > 0):
-            raise InputError(f"step_scale={self.step_scale}: must be a finite number > 0.")
+        if not (math.isfinite(self.step_scale) and 0 < self.step_scale <= 1e30):
+            raise InputError(f"step_scale={self.step_scale}: must be a number in (0, 1e30] "
+                             "(1 is the provably convergent step; > 1 can diverge).")
         if not self.eta > 1:
             raise InputError(f"eta={self.eta}: the discrepancy factor must be > 1 (e.g. 1.05).")
         if self.optimizer not in ("adam", "gd"):

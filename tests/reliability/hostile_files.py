@@ -203,3 +203,18 @@ def npz_bomb(megabytes: int = 300) -> bytes:
         for _ in range(megabytes):
             fh.write(chunk)
     return buf.getvalue()
+
+
+# ---- ONNX ----------------------------------------------------------------------------------
+def onnx_conv(folder: Path, name: str, op: str, **attrs: Any) -> Path:
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from tests.reliability.kit import onnx_model
+
+    shape = (2, 1, 3, 3) if op == "Conv" else (1, 2, 3, 3)
+    weight = numpy_helper.from_array(np.ones(shape, np.float32), "W")
+    nodes = [helper.make_node(op, ["x", "W"], ["c"], name="conv", **attrs),
+             helper.make_node("Relu", ["c"], ["y"], name="act")]
+    onnx.save(onnx_model(nodes, [weight], out_rank=4), str(folder / name))
+    return folder / name

@@ -109,6 +109,14 @@ CASES: list[Case] = [
     Case("card-weights-traversal", lambda f, k: inv(hf.card(
         f, "trav", [{"type": "ReLU"}], weights={"file": "../../../../etc/passwd"})),
         ("passwd",)),
+    # ---- ONNX: sizes estimated before each layer's dry run --------------------------------
+    Case("onnx-pads-30000", lambda f, k: inv(hf.onnx_conv(f, "pads.onnx", "Conv",
+                                                          pads=[30000] * 4)),
+         ("pads.onnx", "memory", "limit")),
+    Case("onnx-tconv-stride-5000", lambda f, k: inv(hf.onnx_conv(
+        f, "ts.onnx", "ConvTranspose", strides=[5000, 5000])), ("ts.onnx", "memory")),
+    Case("onnx-stride-0", lambda f, k: inv(hf.onnx_conv(f, "s0.onnx", "Conv", strides=[0, 0])),
+         ("s0.onnx",)),
     # ---- weights ----------------------------------------------------------------------
     Case("state-dict-meta-tensors", lambda f, k: inv(hf.meta_state(f)), ("meta.pt", "meta")),
     Case("state-dict-zip-bomb", lambda f, k: inv(hf.zip_bomb_state(f), "--memory-limit", "256M"),
@@ -168,6 +176,9 @@ CASES: list[Case] = [
     Case("option-inner-max-iter-negative",
          lambda f, k: good(k, "--option", "inner_max_iter=-3"), ("inner_max_iter",)),
     Case("option-unknown", lambda f, k: good(k, "--option", "__class__=1"), ("__class__",)),
+    Case("option-step-scale-huge", lambda f, k: good(k, "--option", "step_scale=1e308"),
+         ("step_scale",)),
+    Case("seed-huge", lambda f, k: good(k, "--seed", "99999999999999999999999"), ("seed",)),
     Case("max-iter-huge", lambda f, k: good(k, "--max-iter", "99999999999"), ("max_iter",)),
     Case("max-iter-float", lambda f, k: good(k, "--max-iter", "1e12"), ("--max-iter",)),
     Case("noise-nan", lambda f, k: good(k, "--noise-std", "nan"), ("--noise-std",)),
