@@ -28,7 +28,7 @@ from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.limits import check_bytes
 
 __all__ = ["Footprint", "ITERATE_COPIES", "ChainBudget", "check_network_memory",
-           "meta_footprint"]
+           "check_onnx_external_data", "meta_footprint"]
 
 ITERATE_COPIES = 12
 _WEIGHT_COPIES = 3
@@ -131,3 +131,43 @@ class ChainBudget:
                     * fp.weights, f"{self.where} (at least {self.values:,} activation values "
                     "per sample)", "check the paddings, strides and sizes in the file, or "
                     "export it again")
+
+
+def check_onnx_external_data(path: Any) -> None:
+    """Refuse an ONNX file whose external tensor data would not fit, before onnx.load reads it.
+
+    The graph is parsed without its external data; each external tensor's ``length`` (or the
+    rest of its data file from ``offset``) is added up. A sparse 100 GB data file takes no
+    disk space but would take 100 GB of memory to load.
+    """
+    import os
+    from pathlib import Path
+
+    import onnx
+
+    p = Path(path)
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except Exception:  # noqa: BLE001 - the real load reports a damaged file in its own words
+        return
+    total = 0
+    sizes: dict[str, int] = {}
+    for t in model.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        if location not in sizes:
+            try:
+                sizes[location] = os.stat(p.parent / location).st_size
+            except OSError:
+                sizes[location] = 0  # missing: onnx.load says so
+        try:
+            offset = int(info.get("offset", 0) or 0)
+            length = int(info["length"]) if info.get("length") else sizes[location] - offset
+        except ValueError:
+            continue
+        total += max(0, length)
+    if total:
+        check_bytes(2 * total, f"ONNX file {p} (its external tensor data)",
+                    "the data file is damaged or far larger than a network lbi can invert")

@@ -218,3 +218,23 @@ def onnx_conv(folder: Path, name: str, op: str, **attrs: Any) -> Path:
              helper.make_node("Relu", ["c"], ["y"], name="act")]
     onnx.save(onnx_model(nodes, [weight], out_rank=4), str(folder / name))
     return folder / name
+
+
+def onnx_sparse_external(folder: Path) -> Path:
+    """Tiny ONNX whose external data file is a sparse 100 GiB file (no disk space used)."""
+    import onnx
+
+    from tests.reliability.kit import tiny_module, tiny_onnx
+
+    path = folder / "ext.onnx"
+    onnx.save(tiny_onnx(tiny_module()), str(path), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="ext.data", size_threshold=0)
+    model = onnx.load(str(path), load_external_data=False)
+    for t in model.graph.initializer:
+        for entry in t.external_data:
+            if entry.key == "length" and t.name == "W":
+                entry.value = str(100 * 2**30)
+    onnx.save(model, str(path))
+    with open(folder / "ext.data", "r+b") as fh:
+        fh.truncate(100 * 2**30 + 2**20)
+    return path

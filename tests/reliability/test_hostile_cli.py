@@ -115,6 +115,8 @@ CASES: list[Case] = [
          ("pads.onnx", "memory", "limit")),
     Case("onnx-tconv-stride-5000", lambda f, k: inv(hf.onnx_conv(
         f, "ts.onnx", "ConvTranspose", strides=[5000, 5000])), ("ts.onnx", "memory")),
+    Case("onnx-sparse-external-data", lambda f, k: inv(hf.onnx_sparse_external(f)),
+         ("ext.onnx", "external", "memory")),
     Case("onnx-stride-0", lambda f, k: inv(hf.onnx_conv(f, "s0.onnx", "Conv", strides=[0, 0])),
          ("s0.onnx",)),
     # ---- weights ----------------------------------------------------------------------
