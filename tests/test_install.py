@@ -1,0 +1,113 @@
+"""Installs that are not a source checkout, and the declared environment.
+
+A wheel, ``pip install .``, pipx or a cluster worker has no ``resources/`` folder next to the
+code: the bundled files travel as the package ``lbi_resources`` and are found through
+importlib.resources. ``.ci/run`` builds and uses a real wheel; these tests check the locator's
+logic and that the packaging metadata ships every bundled file.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import importlib
+import importlib.resources
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from lbi_engine import resource_files
+from lbi_engine.errors import DataFileError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _install_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An importable ``lbi_resources`` package with a models/ folder, in tmp_path."""
+    pkg = tmp_path / "site" / resource_files.PACKAGE
+    (pkg / "models").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.delenv("LBI_RESOURCES", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, resource_files.PACKAGE, raising=False)
+    importlib.invalidate_caches()
+    return pkg
+
+
+@pytest.fixture
+def fake_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An installed ``lbi_resources`` package, and no source checkout to fall back on."""
+    monkeypatch.setattr(resource_files, "_checkout", lambda: None)
+    return _install_package(tmp_path, monkeypatch)
+
+
+def test_installed_resources_are_found_through_importlib(fake_install: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    files = importlib.resources.files
+
+    def spy(name: str) -> object:
+        calls.append(name)
+        return files(name)
+
+    monkeypatch.setattr(resource_files.importlib.resources, "files", spy)
+    assert resource_files.resources_dir() == fake_install
+    assert calls == [resource_files.PACKAGE]
+
+
+def test_checkout_wins_over_an_installed_package(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code run from a checkout reads that checkout's files, not another install's."""
+    installed = _install_package(tmp_path, monkeypatch)
+    assert resource_files._installed() == installed
+    assert resource_files.resources_dir() == ROOT / "resources"
+
+
+def test_no_resources_anywhere_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LBI_RESOURCES", raising=False)
+    monkeypatch.setattr(resource_files, "_checkout", lambda: None)
+    monkeypatch.setattr(resource_files, "_installed", lambda: None)
+    with pytest.raises(DataFileError, match=r"lbi_resources.*reinstall lbi.*LBI_RESOURCES"):
+        resource_files.resources_dir()
+
+
+def test_an_installed_package_without_data_does_not_count(fake_install: Path) -> None:
+    (fake_install / "models").rmdir()
+    assert resource_files._installed() is None
+
+
+def test_every_bundled_file_is_package_data() -> None:
+    """A file added to resources/ but not matched by package-data would be missing from
+    wheels, and only a non-editable install would notice."""
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    setup_call = next(n for n in ast.walk(tree)
+                      if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
+    kwargs = {k.arg: k.value for k in setup_call.keywords}
+    assert ast.literal_eval(kwargs["package_dir"]) == {resource_files.PACKAGE: "resources"}
+    assert resource_files.PACKAGE in ast.unparse(kwargs["packages"])
+    globs = _pyproject()["tool"]["setuptools"]["package-data"][resource_files.PACKAGE]
+    folder = ROOT / "resources"
+    files = [p.relative_to(folder).as_posix() for p in folder.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and p.name != "__init__.py"]
+    assert files
+    missing = [f for f in files if not any(fnmatch.fnmatchcase(f, g) for g in globs)]
+    assert not missing, f"not shipped in wheels (add to package-data): {missing}"
+    for sub in ("models", "datasets"):
+        assert any(f.startswith(f"{sub}/") for f in files)
+
+
+def test_engine_and_gui_find_their_files_through_the_locator() -> None:
+    """No module computes a path to resources/ by itself (that breaks outside a checkout)."""
+    offenders = []
+    for pkg in ("lbi_engine", "lbi_gui"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            if '/ "resources"' in text and path.name != "resource_files.py":
+                offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, offenders
