@@ -111,3 +111,22 @@ def test_engine_and_gui_find_their_files_through_the_locator() -> None:
             if '/ "resources"' in text and path.name != "resource_files.py":
                 offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, offenders
+
+
+def _warn_from(module: str, category: type[Warning]) -> None:
+    """Emit a warning attributed to ``module``, as a deprecated call in its code would."""
+    code = compile("import warnings\nwarnings.warn('old API', CATEGORY, stacklevel=1)",
+                   f"<{module}>", "exec")
+    exec(code, {"__name__": module, "CATEGORY": category})
+
+
+@pytest.mark.parametrize("category", [DeprecationWarning, FutureWarning])
+def test_deprecations_in_lbi_code_fail_the_suite(category: type[Warning]) -> None:
+    """pyproject's filterwarnings: lbi's own deprecated calls are errors, others' are not."""
+    with pytest.raises(category, match="old API"):
+        _warn_from("lbi_engine.some_module", category)
+    with pytest.raises(category, match="old API"):
+        _warn_from("lbi_gui.some_module", category)
+    with pytest.warns(category):
+        _warn_from("somebody_else", category)
+
