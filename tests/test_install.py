@@ -12,6 +12,7 @@ import ast
 import fnmatch
 import importlib
 import importlib.resources
+import importlib.util
 import sys
 import tomllib
 from pathlib import Path
@@ -130,3 +131,65 @@ def test_deprecations_in_lbi_code_fail_the_suite(category: type[Warning]) -> Non
     with pytest.warns(category):
         _warn_from("somebody_else", category)
 
+
+
+# --- constraints.txt and scripts/constraints.py --------------------------------------------
+
+def _constraints_module():  # scripts/ is not a package
+    spec = importlib.util.spec_from_file_location("lbi_constraints_script",
+                                                  ROOT / "scripts" / "constraints.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_constraints_parse_compare_and_diff() -> None:
+    c = _constraints_module()
+    pins = c.parse("# header\nPySide6_Essentials==6.11.3\ntorch==2.15.0 ; sys_platform == 'linux'"
+                   "\n\nnumpy==2.4.6  # comment\n")
+    assert pins == {"pyside6-essentials": ("PySide6_Essentials", "6.11.3"),
+                    "torch": ("torch", "2.15.0"), "numpy": ("numpy", "2.4.6")}
+    with pytest.raises(ValueError, match="line 1"):
+        c.parse("torch>=2.6\n")
+    env = {"pyside6-essentials": ("PySide6-Essentials", "6.11.3"), "torch": ("torch", "2.14.1"),
+           "pip": ("pip", "99"), "lbi": ("lbi", "0.1.0"), "rich": ("rich", "15.0.0")}
+    assert c.differences(pins, env) == ["numpy: pinned 2.4.6, not installed",
+                                        "rich: installed 15.0.0, not in constraints",
+                                        "torch: pinned 2.15.0, installed 2.14.1"]
+    same = {k: v for k, v in env.items() if k != "rich"} | {"torch": ("torch", "2.15.0"),
+                                                            "numpy": ("numpy", "2.4.6")}
+    assert c.differences(pins, same) == []
+    new = {**pins, "torch": ("torch", "2.16.0"), "zipp": ("zipp", "4.1.2")}
+    del new["numpy"]
+    assert c.version_changes(pins, new) == ["- numpy 2.4.6", "  torch 2.15.0 -> 2.16.0",
+                                            "+ zipp 4.1.2"]
+
+
+def test_constraints_file_satisfies_pyproject() -> None:
+    """The pinned versions lie inside pyproject's ranges (a raised floor or a new exclusion
+    must come with re-resolved constraints), and pin every direct dependency."""
+    from packaging.requirements import Requirement
+
+    c = _constraints_module()
+    pins = c.parse((ROOT / "constraints.txt").read_text(encoding="utf-8"))
+    project = _pyproject()["project"]
+    requirements = [*project["dependencies"], *project["optional-dependencies"]["test"],
+                    *project["optional-dependencies"]["cluster"]]
+    for text in requirements:
+        req = Requirement(text)
+        key = c.canonical(req.name)
+        assert key in pins, f"{req.name} is not pinned in constraints.txt"
+        assert req.specifier.contains(pins[key][1], prereleases=True), (text, pins[key])
+
+
+def test_security_floor_and_lowest_bounds() -> None:
+    """torch < 2.6 can run code from a crafted file in torch.load(weights_only=True)
+    (CVE-2025-32434), which lbi uses for .pt state dicts."""
+    from packaging.requirements import Requirement
+
+    torch_req = next(Requirement(r) for r in _pyproject()["project"]["dependencies"]
+                     if r.startswith("torch>"))
+    assert not torch_req.specifier.contains("2.5.1") and torch_req.specifier.contains("2.6.0")
+    lowest = _constraints_module().lowest(ROOT / "pyproject.toml", ["test"])
+    assert "torch==2.6" in lowest and "torchvision==0.21" in lowest
+    assert all("==" in line for line in lowest)
