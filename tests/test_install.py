@@ -193,3 +193,31 @@ def test_security_floor_and_lowest_bounds() -> None:
     lowest = _constraints_module().lowest(ROOT / "pyproject.toml", ["test"])
     assert "torch==2.6" in lowest and "torchvision==0.21" in lowest
     assert all("==" in line for line in lowest)
+
+
+def _library_function(category: type[Warning]):
+    """A function that lives in site-packages and warns about itself, as torch.jit.script
+    does (the warning names the library's own file, not the caller)."""
+    import sysconfig
+
+    site = sysconfig.get_paths()["purelib"]
+    namespace: dict = {"__name__": "somelib.api", "CATEGORY": category}
+    exec(compile("import warnings\n"
+                 "def _deprecated():\n"
+                 "    warnings.warn('old_api is deprecated', CATEGORY, stacklevel=2)\n"
+                 "def old_api():\n"
+                 "    _deprecated()\n",
+                 f"{site}/somelib/api.py", "exec"), namespace)
+    return namespace["old_api"]
+
+
+@pytest.mark.parametrize("category", [DeprecationWarning, FutureWarning])
+def test_library_deprecations_count_against_the_lbi_code_that_calls_them(category) -> None:
+    old_api = _library_function(category)
+    namespace = {"__name__": "lbi_engine.some_module", "old_api": old_api}
+    exec(compile("def uses_old_api():\n    old_api()\n", "/src/lbi_engine/some_module.py",
+                 "exec"), namespace)
+    with pytest.raises(category, match="old_api is deprecated"):
+        namespace["uses_old_api"]()
+    with pytest.warns(category, match="old_api is deprecated"):
+        old_api()  # called by a test (a fixture made with a deprecated API): only a warning
