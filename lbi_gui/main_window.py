@@ -33,6 +33,36 @@ from lbi_gui.window_run import RunMixin
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=True, foreground="#333333")
 
+#: The window's preferred size; it opens smaller when the screen's available area is smaller.
+PREFERRED_SIZE = (1600, 1000)
+#: Room left for the window manager's frame and title bar (the geometry excludes them).
+FRAME_MARGIN = (16, 40)
+#: Side docks never ask for more width than this; narrower content scrolls instead.
+DOCK_MAX_MIN_WIDTH = 270
+
+
+def fit_geometry(available: QtCore.QRect, wanted: QtCore.QRect | None = None) -> QtCore.QRect:
+    """Where the window opens: ``wanted`` (a remembered geometry) or the preferred size
+    (centred), shrunk to the screen's ``available`` area and moved inside it.
+
+    The geometry excludes the window manager's frame: a border of ``FRAME_MARGIN[0] / 2`` on
+    the left, right and bottom and a title bar making ``FRAME_MARGIN[1]`` in all vertically.
+    """
+    border = FRAME_MARGIN[0] // 2
+    top = FRAME_MARGIN[1] - border
+    max_w = max(200, available.width() - FRAME_MARGIN[0])
+    max_h = max(200, available.height() - FRAME_MARGIN[1])
+    if wanted is None or not wanted.isValid():
+        w, h = min(PREFERRED_SIZE[0], max_w), min(PREFERRED_SIZE[1], max_h)
+        x = available.x() + border + (max_w - w) // 2
+        y = available.y() + top + (max_h - h) // 2
+        return QtCore.QRect(x, y, w, h)
+    w, h = min(wanted.width(), max_w), min(wanted.height(), max_h)
+    x = min(max(wanted.x(), available.x() + border), available.right() + 1 - border - w)
+    y = min(max(wanted.y(), available.y() + top), available.bottom() + 1 - border - h)
+    return QtCore.QRect(x, y, w, h)
+
+
 #: Milliseconds a parameter must stay unchanged before it restarts a run (slider drags).
 CHANGE_DEBOUNCE_MS = 150
 
@@ -91,18 +121,22 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
 
     # ---- layout ---------------------------------------------------------------------------
     def _dock(self, title: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea,
-              scroll: bool = False) -> QtWidgets.QDockWidget:
+              scroll: bool = False, max_min_width: int | None = DOCK_MAX_MIN_WIDTH
+              ) -> QtWidgets.QDockWidget:
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(f"dock_{title.lower()}")
         if scroll:
             sa = QtWidgets.QScrollArea()
             sa.setWidgetResizable(True)
             sa.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-            sa.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             sa.setWidget(widget)
-            # Scroll vertically only: the dock is never narrower than its content.
-            sa.setMinimumWidth(widget.minimumSizeHint().width()
-                               + sa.verticalScrollBar().sizeHint().width() + 2)
+            # Scroll vertically; horizontally only when the user narrows the dock below its
+            # content (a dock that insisted on its content's width pushed the window past
+            # a 1024-pixel screen).
+            need = widget.minimumSizeHint().width() + sa.verticalScrollBar().sizeHint().width() + 2
+            sa.setMinimumWidth(need if max_min_width is None else min(max_min_width, need))
+            if max_min_width is None:
+                sa.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             widget = sa
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
@@ -135,9 +169,11 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             QtCore.Qt.DockWidgetArea.RightDockWidgetArea
         bottom = QtCore.Qt.DockWidgetArea.BottomDockWidgetArea
         self.docks = {
-            "network": self._dock("Network", self.network_panel, left),
+            "network": self._dock("Network", self.network_panel, left, scroll=True),
             "data": self._dock("Data", self.data_panel, left, scroll=True),
-            "parameters": self._dock("Parameters", self._parameters_widget(), right, scroll=True),
+            # Parameters keep their full width (sliders beside values); they scroll vertically.
+            "parameters": self._dock("Parameters", self._parameters_widget(), right, scroll=True,
+                                     max_min_width=None),
             "curves": self._dock("Curves", self.curves, bottom),
             "runs": self._dock("Runs", self.run_table, bottom),
         }
@@ -147,14 +183,21 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.docks["curves"].raise_()
         self.setCorner(QtCore.Qt.Corner.BottomLeftCorner, left)
         self.setCorner(QtCore.Qt.Corner.BottomRightCorner, right)
-        self.resize(1600, 1000)
+        self.setGeometry(fit_geometry(self._available()))
         self._sized = False
+
+    def _available(self) -> QtCore.QRect:
+        """The available area (without panels/taskbars) of the screen the window is on."""
+        screen = self.screen() or QtGui.QGuiApplication.primaryScreen()
+        return screen.availableGeometry() if screen is not None else QtCore.QRect(0, 0, 1280, 720)
 
     def _default_dock_sizes(self) -> None:
         """Dock proportions that fit the content (only meaningful once the window is shown)."""
-        self.resizeDocks([self.docks["data"], self.docks["parameters"]], [380, 370],
+        side = max(DOCK_MAX_MIN_WIDTH, min(380, self.width() // 4))
+        self.resizeDocks([self.docks["data"], self.docks["parameters"]], [side, 370],
                          QtCore.Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["curves"]], [420], QtCore.Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["curves"]], [max(200, int(self.height() * 0.4))],
+                         QtCore.Qt.Orientation.Vertical)
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802
         super().showEvent(event)
@@ -176,21 +219,30 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         for w in (self.status_state, self.status_iter, self.status_speed, self.status_time,
                   self.progress, self.status_reason):
             bar.addPermanentWidget(w)
-        self.status_iter.setMinimumWidth(90)
-        self.status_speed.setMinimumWidth(80)
-        self.status_reason.setMinimumWidth(220)
+        self.status_iter.setMinimumWidth(70)
+        self.status_speed.setMinimumWidth(60)
+        self.status_reason.setMinimumWidth(120)
 
     def _restore_layout(self) -> bool:
         """The remembered geometry and dock layout; False when there is none."""
         s = settings()
         geometry, state = s.value("window/geometry"), s.value("window/state")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
+        if geometry is not None and self.restoreGeometry(geometry):
+            # Qt's restore clamps to the screen it sees now; the size the user chose is
+            # remembered on its own, and shrunk only to this screen's available area.
+            size = s.value("window/size")
+            wanted = self.geometry()
+            if isinstance(size, QtCore.QSize) and size.isValid():
+                wanted.setSize(size)
+            if not self.isMaximized():
+                self.setGeometry(fit_geometry(self._available(), wanted))
         return state is not None and bool(self.restoreState(state))
 
     def save_layout(self) -> None:
         s = settings()
         s.setValue("window/geometry", self.saveGeometry())
+        normal = self.normalGeometry() if self.isMaximized() else self.geometry()
+        s.setValue("window/size", normal.size())
         s.setValue("window/state", self.saveState())
 
     def reset_layout(self) -> None:

@@ -23,6 +23,8 @@ class AuxStrip(QtWidgets.QWidget):
         self.placeholder = QtWidgets.QLabel(
             "Auxiliary variables x₁ … x_{L−1} appear here for multi-layer methods.")
         self.placeholder.setStyleSheet("color: #777; padding: 6px;")
+        self.placeholder.setWordWrap(True)  # its width must never widen the window
+        self.placeholder.setMinimumWidth(60)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.placeholder)

@@ -3,17 +3,27 @@
 One PlotDataItem per curve, created once and updated in place with ``setData``; log-scale
 plots get non-positive values replaced by NaN (log of 0 is not a point) and draw with
 ``connect="finite"`` so gaps stay gaps.
+
+The six plots reflow to the panel's width (three, two or one per row) inside a scroll area
+that scrolls vertically when the panel is too short for plots of a readable height, so no
+plot is ever cut. During a run the x axis follows the data (it grows by half when the data
+reaches its end), never a fixed ``max_iter``.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.runs import CurveStore
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+#: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
+MIN_PLOT_WIDTH = 230
+MIN_PLOT_HEIGHT = 150
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
 
 
@@ -84,12 +94,14 @@ class CurvesPanel(QtWidgets.QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         for i, (key, title, log) in enumerate(specs):
             axes = {"left": LogAxis("left")} if log else None
-            plot = self.glw.addPlot(row=i // 3, col=i % 3, axisItems=axes)
+            plot = pg.PlotItem(axisItems=axes)
+            self.glw.addItem(plot, row=i // 3, col=i % 3)
             plot.setTitle(title, size="10pt")
             plot.setLogMode(x=False, y=log)
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setLabel("bottom", "iteration")
             plot.getAxis("left").setWidth(48)
+            plot.getAxis("bottom").setStyle(hideOverlappingLabels=True)
             for side in ("left", "bottom"):
                 # Axes (ticks, labels and the grid across the view) are cached as pixmaps:
                 # replaying their pictures on each redraw held the GIL ~2 ms per axis.
@@ -116,9 +128,43 @@ class CurvesPanel(QtWidgets.QWidget):
         self._refs: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._x_hi: float | None = None  # held x range during a run (see update_curves)
         self._y_ranges: dict[str, tuple[float, float]] = {}
+        self._order = [key for key, _t, _l in specs]
+        self.columns = 3
+        self.scroll = QtWidgets.QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.glw)
+        self.glw.setMinimumSize(1, 2 * MIN_PLOT_HEIGHT)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.glw)
+        lay.addWidget(self.scroll)
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt override
+        return QtCore.QSize(MIN_PLOT_WIDTH, MIN_PLOT_HEIGHT)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.reflow(event.size().width())
+
+    def reflow(self, width: int) -> None:
+        """Three, two or one plot(s) per row, whichever keeps each plot readable."""
+        columns = max(1, min(3, width // MIN_PLOT_WIDTH))
+        rows = math.ceil(len(self._order) / columns)
+        self.glw.setMinimumHeight(rows * MIN_PLOT_HEIGHT)
+        if columns == self.columns:
+            return
+        self.columns = columns
+        layout = self.glw.ci
+        for key in self._order:
+            layout.removeItem(self.plots[key])
+        for i, key in enumerate(self._order):
+            layout.addItem(self.plots[key], row=i // columns, col=i % columns)
+        # The grid keeps the old column widths until the view sets its geometry again.
+        QtCore.QTimer.singleShot(0, self._fit_layout)
+
+    def _fit_layout(self) -> None:
+        self.glw.ci.setGeometry(QtCore.QRectF(self.glw.viewport().rect()))
 
     def _add(self, plot: str, key: str, colour: str, name: str | None = None) -> None:
         self.lines[key] = self.plots[plot].plot([], [], pen=pg.mkPen(colour, width=1.6),
@@ -169,15 +215,18 @@ class CurvesPanel(QtWidgets.QWidget):
 
     def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
                      live_until: int) -> None:
-        """Fixed x range [0, expected end]; y ranges that only change when data leaves them."""
+        """An x range [first, end] that grows by half whenever the data reaches its end (so
+        it follows the data instead of squashing it into [0, max_iter]); y ranges that only
+        change when the data leaves them. ``live_until`` caps the x range at the iteration the
+        run stops at."""
         if not it.size:
             return
         last = float(it[-1])
         if self._x_hi is None or last > self._x_hi:
-            self._x_hi = float(max(live_until, 1.25 * last, 1.0))
+            self._x_hi = float(min(max(1.5 * last, 10.0), max(live_until, last, 1.0)))
             for plot in self.plots.values():
                 plot.disableAutoRange()
-            self.plots["objective"].setXRange(0.0, self._x_hi, padding=0.02)  # x is linked
+            self.plots["objective"].setXRange(float(it[0]), self._x_hi, padding=0.02)  # linked
         for key, plot in self.plots.items():
             target = _nice_range(shown[key], log=self._log[key])
             if target is None:

@@ -26,6 +26,16 @@ def _temporary_qsettings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_qsettings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test starts with empty settings: a window size, dock layout or recent file that
+    one test remembers never leaks into the next."""
+    folder = tmp_path_factory.mktemp("qsettings_test")
+    for fmt in (QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Format.NativeFormat):
+        QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, str(folder))
+    yield
+
+
 @pytest.fixture
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Switch the GUI to the numpy fake engine (optionally slowed down)."""
