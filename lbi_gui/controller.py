@@ -87,6 +87,7 @@ class RunController(QtCore.QObject):
         self._queue_active = False
         self._ips_mark: tuple[float, float] | None = None
         self._shut = False
+        self.boot_requested = False
 
     # ---- state ----------------------------------------------------------------------------
     @property
@@ -108,7 +109,10 @@ class RunController(QtCore.QObject):
 
     # ---- commands ---------------------------------------------------------------------------
     def boot(self) -> None:
-        self.backend.boot()
+        """Load the engine (once): the app calls this as early as it can (see app.main)."""
+        if not self.boot_requested:
+            self.boot_requested = True
+            self.backend.boot()
 
     def prepare(self, request: dict[str, Any]) -> int:
         """Load/prepare ``request`` for display; a newer prepare makes older results stale."""

@@ -71,7 +71,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
     """lbi's desktop window. ``request``: initial parameters; ``autorun``: Run when ready."""
 
     def __init__(self, request: dict[str, Any] | None = None, *, autorun: bool = False,
-                 restore_layout: bool = True) -> None:
+                 restore_layout: bool = True, controller: RunController | None = None) -> None:
         super().__init__()
         gui_gc.install()  # before any worker thread exists: see gui_gc for the deadlock
         self.setWindowTitle("lbi — lifted Bregman inversion")
@@ -79,7 +79,10 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.setAcceptDrops(True)
         self.setDockOptions(QtWidgets.QMainWindow.DockOption.AnimatedDocks
                             | QtWidgets.QMainWindow.DockOption.AllowTabbedDocks)
-        self.controller = RunController(self)
+        # The app may pass a controller it created (and booted) before importing this module,
+        # so the engine process loads torch while the window is being built.
+        self.controller = controller or RunController(self)
+        self.controller.setParent(self)
         self.network_panel = NetworkPanel()
         self.data_panel = DataPanel()
         self.noise_panel = NoisePanel()
@@ -116,8 +119,12 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self._default_state = self.saveState()
         self._restored = restore_layout and self._restore_layout()
         self.update_recent_menu()
+        self._show_data_early()
         self._update_actions()
-        QtCore.QTimer.singleShot(0, self.controller.boot)  # torch loads after the window shows
+        if self.controller.engine_info is not None:  # booted while the window was built
+            QtCore.QTimer.singleShot(0, lambda: self._on_booted(self.controller.engine_info))
+        # A thread backend imports torch in this process: only after the window shows.
+        QtCore.QTimer.singleShot(0, self.controller.boot)
 
     # ---- layout ---------------------------------------------------------------------------
     def _dock(self, title: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea,
@@ -285,6 +292,9 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         if old is None:
             return
         new = self.current_request()
+        if self.controller.engine_info is None:
+            self._preview_truth()  # the booted handler prepares whatever is on screen then
+            return
         outcome = self.controller.change(old, new)
         if outcome == "restart":
             self.statusBar().showMessage(f"Warm restart: {describe_change(old, new)}", 4000)
@@ -326,9 +336,57 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self._load_splits(self._request.get("dataset") or "mnist")
         self.solver_panel.set_cuda_available(bool(info.get("cuda")))
         self.set_request(self._request)
-        self.controller.prepare(self.current_request())
+        if self._autorun:  # a queued run: it prepares the problem itself (one job, not two)
+            self._autorun = False
+            self.run()
+        else:
+            self.controller.prepare(self.current_request())
+
+    def _show_data_early(self) -> None:
+        """Zoo, datasets, thumbnails and the ground truth before the engine (torch) loads.
+
+        All of it is read with numpy (:func:`lbi_gui.engine.data_view`), so the window shows
+        the sample at once; the decoder output and the network's layers follow once the
+        engine has prepared the problem.
+        """
+        from lbi_gui import engine
+
+        view = engine.data_view()
+        try:
+            self.network_panel.set_zoo(view.list_zoo())
+            self.data_panel.set_datasets(view.list_datasets())
+        except Exception as exc:  # noqa: BLE001 - a broken install: the engine will say more
+            self.statusBar().showMessage(f"Bundled data: {exc}", 5000)
+            return
+        self._load_splits(self._request.get("dataset") or "mnist")
+        self.set_request(self._request)
+        self._preview_truth()
+
+    def _preview_truth(self) -> None:
+        """The dataset sample as ground truth while the engine is still starting."""
+        if self.controller.engine_info is not None:
+            return  # the engine's prepare shows the truth (and the decoder output)
+        req = self.current_request()
+        if req.get("image") or req.get("data") or req.get("truth"):
+            return  # user files are read by the engine (allow-listed readers)
+        try:
+            sample = self._data_source().get_sample(req["dataset"], req["split"],
+                                                    int(req["index"]))
+            self.image_grid.set_truth(sample[0].detach().cpu().numpy())
+        except Exception:  # noqa: BLE001 - an unknown set or index: prepare will report it
+            self.image_grid.set_truth(None)
+
+    @staticmethod
+    def _data_source() -> Any:
+        """The engine if loaded, else its torch-free data view (datasets, splits, samples)."""
+        from lbi_gui import engine
+
+        return engine.load_engine() if engine.engine_loaded() else engine.data_view()
 
     def _on_boot_failed(self, err: Any) -> None:
+        self._boot_failed = True
+        self._autorun = False
+        self._update_actions()
         self.status_state.setText("Engine not available")
         show_error(self, "The numerical engine could not be loaded", err.message,
                    detail=err.detail, fix="Check the installation (pip install -e .) and "
@@ -336,11 +394,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
 
     def _load_splits(self, dataset: str) -> None:
         """Splits of ``dataset`` ("" = keep them) and the size of the chosen split."""
-        from lbi_gui import engine
-
-        if not engine.engine_loaded():
-            return
-        eng = engine.load_engine()
+        eng = self._data_source()
         values = self.data_panel.values()
         try:
             if dataset:
@@ -351,11 +405,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             self.statusBar().showMessage(f"Dataset: {exc}", 5000)
 
     def _load_thumbnails(self, dataset: str, split: str, start: int, count: int) -> None:
-        from lbi_gui import engine
-
-        if not engine.engine_loaded():
-            return  # the booted handler asks again once the engine is there
-        eng = engine.load_engine()
+        eng = self._data_source()
         images = []
         for i in range(start, start + count):
             try:

@@ -19,7 +19,7 @@ IMAGES_INTERVAL = 0.1
 #: At most this many auxiliary-variable views are built ahead of a run.
 AUX_RESERVE_MAX = 8
 
-STATE_TEXT = {"booting": "Loading the engine…", "idle": "Ready", "preparing": "Preparing…",
+STATE_TEXT = {"booting": "Starting engine…", "idle": "Ready", "preparing": "Preparing…",
               "running": "Running", "paused": "Paused"}
 
 
@@ -31,8 +31,9 @@ class RunMixin:
         """Start a fresh run with the current parameters (Ctrl+R)."""
         self.flush_changes()
         if self.controller.engine_info is None:
-            self._autorun = True  # run as soon as the engine and problem are ready
-            self.statusBar().showMessage("Will run once the engine has loaded…", 3000)
+            # Queued: the run begins by itself once the engine has loaded and prepared.
+            self._autorun = True
+            self._update_actions()
             return
         self._fresh_run = True  # old curves stay until the new run reports (it may fail)
         self.shown_result = None
@@ -212,14 +213,18 @@ class RunMixin:
         c = self.controller
         ready = c.engine_info is not None and self.info is not None
         a = self.actions_
-        a.run.setEnabled(ready)
+        # Run is enabled while the engine starts: a run asked for then is queued.
+        a.run.setEnabled(not getattr(self, "_boot_failed", False))
         a.run_all.setEnabled(ready and not c.running)
         a.pause.setEnabled(c.running)
         a.pause.setText("Resume" if c.paused else "Pause")
         a.stop.setEnabled(c.running)
         a.finish.setEnabled(c.running)
         a.export.setEnabled(bool(self.run_table.runs) or self.shown_result is not None)
-        self.status_state.setText(STATE_TEXT.get(c.state, c.state))
+        text = STATE_TEXT.get(c.state, c.state)
+        if c.state == "booting" and self._autorun:
+            text = "Starting engine… (the run begins by itself)"
+        self.status_state.setText(text)
 
 
 def _num(v: Any) -> float | None:

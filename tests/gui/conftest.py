@@ -37,7 +37,7 @@ def _fresh_qsettings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
 
 @pytest.fixture
-def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
     """Switch the GUI to the numpy fake engine (optionally slowed down)."""
     from lbi_gui import engine
     from tests.gui.fake_engine import make_fake_engine
@@ -46,7 +46,17 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
         fake = make_fake_engine(delay)
         monkeypatch.setattr(engine, "ENGINE_FACTORY", lambda: fake)
 
-    return use
+    yield use
+    _forget_bundles()
+
+
+def _forget_bundles() -> None:
+    """Networks the fake engine 'loaded' are cached by name (run_driver); a later test with
+    the real engine must not be handed them."""
+    from lbi_gui import run_driver
+
+    with run_driver._BUNDLES_LOCK:
+        run_driver._BUNDLES.clear()
 
 
 @pytest.fixture
