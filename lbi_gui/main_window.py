@@ -21,7 +21,7 @@ from lbi_gui.runs import RunResult
 from lbi_gui.settings import settings
 from lbi_gui.widgets.aux_strip import AuxStrip
 from lbi_gui.widgets.curves import CurvesPanel
-from lbi_gui.widgets.data_panel import DataPanel
+from lbi_gui.widgets.data_panel import THUMBS_PER_PAGE, DataPanel
 from lbi_gui.widgets.image_grid import ImageGrid
 from lbi_gui.widgets.network_panel import NetworkPanel
 from lbi_gui.widgets.noise_panel import NoisePanel
@@ -275,17 +275,50 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         merged.update({k: v for k, v in request.items() if k in DEFAULT_REQUEST})
         self._request = merged  # fields without a widget (time_budget, options) come from here
         self._request = self.current_request()
+        self.noise_panel.set_measured(bool(self._request.get("data")))
 
     def _panel_changed(self, key: str) -> None:
         if self._pending_old is None:
             self._pending_old = dict(self._request)
         if key == "method":
             self.reg_panel.set_method(self.solver_panel.values()["method"])
+        if key in ("network", "dataset"):
+            self._match_network_and_data(key)
         self._request = self.current_request()
+        self.noise_panel.set_measured(bool(self._request.get("data")))
         if key in ("network", "input_shape"):
             self.network_panel.allow_pickle = False
             self._request["allow_pickle"] = False
         self._change_timer.start()
+
+    def _match_network_and_data(self, key: str) -> None:
+        """Keep a zoo network and a bundled dataset compatible: choosing one brings the other
+        along (the circle perceptron takes 64×64 cartoons, the MNIST networks 28×28 digits)."""
+        from lbi_gui import compat
+
+        req = self.current_request()
+        if req.get("image") or req.get("data") or req.get("truth"):
+            return  # the user's own files: their size is checked (or resized) by the engine
+        if key == "network":
+            dataset = compat.dataset_for(compat.zoo_input_shape(req["network"]), req["dataset"])
+            if dataset and dataset != req["dataset"]:
+                split = compat.FIRST_SPLIT.get(dataset)
+                self.data_panel.set_values({"dataset": dataset, "split": split, "index": 0})
+                self._load_splits(dataset)
+                self._load_thumbnails(dataset, self.data_panel.values()["split"], 0,
+                                      THUMBS_PER_PAGE)
+                self.statusBar().showMessage(
+                    f"{req['network']} takes other images: switched the data to {dataset}", 6000)
+        else:
+            zoo = [self.network_panel.combo.itemData(i)
+                   for i in range(self.network_panel.combo.count())]
+            network = compat.network_for(req["dataset"], req["network"],
+                                         [z for z in zoo if isinstance(z, str)])
+            if network and network != req["network"]:
+                self.network_panel.set_values({"network": network})
+                self.statusBar().showMessage(
+                    f"{req['dataset']} images do not fit {req['network']}: switched the "
+                    f"network to {network}", 6000)
 
     def _apply_change(self) -> None:
         old, self._pending_old = self._pending_old, None

@@ -59,12 +59,15 @@ REQUEST_TYPES: dict[str, Any] = {
 #: (engine name, label shown to the user)
 METHODS: list[tuple[str, str]] = [
     ("joint", "Joint (coordinate descent)"),
-    ("layerwise", "Layer-wise (sequential)"),
+    ("layerwise", "Layer-wise (sequential, experimental)"),
     ("pdhg", "PDHG (one layer)"),
     ("landweber", "Landweber (discrepancy)"),
     ("backprop", "Backprop baseline (Adam)"),
 ]
 METHOD_LABELS = dict(METHODS)
+#: Methods "Run all" leaves out: layer-wise is being rebuilt (issue #20, defect 2); it stays
+#: selectable by hand, marked experimental.
+EXPERIMENTAL_METHODS = frozenset({"layerwise"})
 
 REGULARISERS: list[tuple[str, str]] = [
     ("tv", "Total variation (isotropic)"),

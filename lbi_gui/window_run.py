@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from lbi_gui.dialogs.messages import show_error
-from lbi_gui.params import METHODS
+from lbi_gui.dialogs.messages import confirm, show_error
+from lbi_gui.params import EXPERIMENTAL_METHODS, METHODS
 from lbi_gui.runs import RunResult
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
@@ -28,8 +28,15 @@ class RunMixin:
 
     # ---- commands -------------------------------------------------------------------------
     def run(self) -> None:
-        """Start a fresh run with the current parameters (Ctrl+R)."""
+        """Start a fresh run with the current parameters (Ctrl+R); a run in progress is
+        discarded only when the user says so."""
         self.flush_changes()
+        if self.controller.running and not confirm(
+                self, "Discard the running inversion?",
+                "A run is in progress. Start a new run and discard this one?\n\n"
+                "(Finish now keeps the current iterate as a result instead.)",
+                yes="Discard and run"):
+            return
         if self.controller.engine_info is None:
             # Queued: the run begins by itself once the engine has loaded and prepared.
             self._autorun = True
@@ -70,7 +77,7 @@ class RunMixin:
         if self.controller.engine_info is None:
             return
         self._fresh_run = True
-        methods = [m for m, _label in METHODS]
+        methods = [m for m, _label in METHODS if m not in EXPERIMENTAL_METHODS]
         if self.info is not None and len(self.info.layers) > 1:
             methods.remove("pdhg")  # PDHG inverts one layer; the others cover deep networks
         self.controller.run_all(self.current_request(), methods)
@@ -184,6 +191,7 @@ class RunMixin:
         self.reg_panel.set_delta(info.delta)
         self.reg_panel.set_layer_count(max(0, len(info.layers) - 1))
         self.solver_panel.set_layer_count(len(info.layers))
+        self._drop_disabled_method(len(info.layers))
         # Views for the auxiliary variables x_1 … x_{L−1} are built now, not at the run's
         # first update (that stalled the event loop for ~70 ms as the run started).
         self.aux_strip.reserve(min(AUX_RESERVE_MAX, max(0, len(info.layers) - 1)))
@@ -203,6 +211,17 @@ class RunMixin:
             self._autorun = False
             self.run()
         self._update_actions()
+
+    def _drop_disabled_method(self, n_layers: int) -> None:
+        """A method the new network cannot use (PDHG on a multi-layer network) falls back to
+        joint, with a note, instead of failing at the next Run."""
+        if n_layers > 1 and self.solver_panel.values()["method"] == "pdhg":
+            self.solver_panel.set_values({"method": "joint"})
+            self.reg_panel.set_method("joint")
+            self._request = self.current_request()
+            self.statusBar().showMessage(
+                f"PDHG inverts a single layer; this network has {n_layers}: method set to "
+                "joint", 8000)
 
     def _problem_differs(self, info: Any) -> bool:
         old = self.info.request if self.info is not None else {}
