@@ -120,6 +120,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self._restored = restore_layout and self._restore_layout()
         self.update_recent_menu()
         self._show_data_early()
+        self._watch_number_fields()
         self._update_actions()
         if self.controller.engine_info is not None:  # booted while the window was built
             QtCore.QTimer.singleShot(0, lambda: self._on_booted(self.controller.engine_info))
@@ -446,6 +447,31 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             except Exception:  # noqa: BLE001 - past the end of the split, or an unknown set
                 break
         self.data_panel.set_thumbnails(start, images)
+
+    # ---- shortcuts in number fields ------------------------------------------------------
+    def _watch_number_fields(self) -> None:
+        """Run-control shortcuts must work while a number field has the focus: a spin box
+        claims Space, Esc, Ctrl+Return and Ctrl+Backspace for itself (Qt's ShortcutOverride),
+        which left Pause, Stop, Finish now and Reset dead after a value was typed."""
+        self._field_keys = {act.shortcut().toString() for act in self.actions()
+                            if not act.shortcut().isEmpty()}
+        for box in self.findChildren(QtWidgets.QAbstractSpinBox):
+            box.installEventFilter(self)
+            line = box.findChild(QtWidgets.QLineEdit)
+            if line is not None:
+                line.installEventFilter(self)
+
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
+        if event.type() == QtCore.QEvent.Type.ShortcutOverride and isinstance(
+                event, QtGui.QKeyEvent):
+            keys = QtGui.QKeySequence(event.keyCombination()).toString()
+            if keys in getattr(self, "_field_keys", ()):
+                box = obj if isinstance(obj, QtWidgets.QAbstractSpinBox) else obj.parent()
+                if isinstance(box, QtWidgets.QAbstractSpinBox):
+                    box.interpretText()  # the typed value counts (e.g. for Ctrl+R)
+                event.ignore()  # not overridden: the window's shortcut fires
+                return True
+        return super().eventFilter(obj, event)
 
     # ---- misc -----------------------------------------------------------------------------
     def show_about(self) -> None:

@@ -96,3 +96,28 @@ def test_run_all_leaves_out_the_experimental_layerwise(qtbot, fake_engine, make_
     win.run_all_methods()
     assert asked and "layerwise" not in asked[0] and "joint" in asked[0]
     assert "experimental" in METHOD_LABELS["layerwise"]
+
+
+def test_shortcuts_work_while_a_number_field_has_focus(qtbot, fake_engine, make_window) -> None:
+    from PySide6 import QtCore
+
+    fake_engine(delay=0.002)
+    win = make_window({"network": "fake-net", "max_iter": 100000, "tol": 0.0})
+    win.activateWindow()
+    field = win.solver_panel.max_iter
+    field.setFocus()
+    qtbot.waitUntil(field.hasFocus, timeout=2000)
+    field.lineEdit().selectAll()
+    qtbot.keyClicks(field, "200000")  # typed, not yet committed with Return
+    key, ctrl = QtCore.Qt.Key, QtCore.Qt.KeyboardModifier.ControlModifier
+    qtbot.keyClick(field, key.Key_R, ctrl)
+    qtbot.waitUntil(lambda: win.controller.running, timeout=5000)
+    assert win.controller.run_request["max_iter"] == 200000  # the typed value ran
+    wait_iterations(qtbot, win, 5)
+    qtbot.keyClick(field, key.Key_Space)  # Pause
+    qtbot.waitUntil(lambda: win.controller.paused, timeout=5000)
+    qtbot.keyClick(field, key.Key_Space)  # Resume
+    qtbot.waitUntil(lambda: not win.controller.paused, timeout=5000)
+    qtbot.keyClick(field, key.Key_Escape)  # Stop
+    wait_idle(qtbot, win)
+    assert win.run_table.runs == []
