@@ -294,7 +294,9 @@ class RunController(QtCore.QObject):
                            iterations=out.iterations, elapsed=out.elapsed, metrics=out.metrics,
                            x_raw=out.x_raw, x_display=out.x_display, curves=self.curves,
                            user_action=out.user_action,
-                           decoder_psnr=self.run_info.decoder_psnr if self.run_info else None)
+                           decoder_psnr=self.run_info.decoder_psnr if self.run_info else None,
+                           segments=list(getattr(out, "segments", []) or []),
+                           truth=self.run_info.truth if self.run_info else None)
         self.last_result = result
         self._set_state("idle")
         self.run_finished.emit(result)

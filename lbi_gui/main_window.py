@@ -330,6 +330,7 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             self._preview_truth()  # the booted handler prepares whatever is on screen then
             return
         outcome = self.controller.change(old, new)
+        self.refresh_stale()
         if outcome == "restart":
             self.statusBar().showMessage(f"Warm restart: {describe_change(old, new)}", 4000)
         elif outcome == "stopped":

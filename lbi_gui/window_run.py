@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from lbi_gui.dialogs.messages import confirm, show_error
-from lbi_gui.params import EXPERIMENTAL_METHODS, METHODS
+from lbi_gui.params import EXPERIMENTAL_METHODS, METHODS, STALE_KEYS, describe_change
 from lbi_gui.runs import RunResult
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
@@ -88,6 +88,7 @@ class RunMixin:
         if getattr(self, "_fresh_run", False):
             self._fresh_run = False
             self.curves.clear()
+            self.set_stale(None)
         curves = self.controller.curves
         psnr = None
         if len(curves):
@@ -107,11 +108,9 @@ class RunMixin:
         self._update_status(prog.iteration, prog.stage)
 
     def _expected_end(self) -> int:
-        """The iteration the current run segment stops at if nothing else stops it."""
-        c = self.controller
-        restarts = c.curves.restarts
-        base = restarts[-1][0] if restarts else 0
-        return base + max(1, int((c.run_request or {}).get("max_iter", 1)))
+        """The iteration the run stops at if nothing else stops it (max_iter is the whole
+        run's budget: warm restarts continue it)."""
+        return max(1, int((self.controller.run_request or {}).get("max_iter", 1)))
 
     def _update_status(self, iteration: int, stage: str = "") -> None:
         c = self.controller
@@ -119,12 +118,9 @@ class RunMixin:
         self.status_speed.setText(f"{c.iterations_per_second:,.0f} it/s")
         elapsed = c.curves.arrays()["elapsed"][-1] if len(c.curves) else 0.0
         self.status_time.setText(f"{elapsed:.1f} s")
-        req = c.run_request or {}
-        restarts = c.curves.restarts
-        base = restarts[-1][0] if restarts else 0
-        max_iter = max(1, int(req.get("max_iter", 1)))
+        max_iter = self._expected_end()
         self.progress.setMaximum(max_iter)
-        self.progress.setValue(min(max_iter, iteration - base))
+        self.progress.setValue(min(max_iter, iteration))
 
     def _on_restart_marked(self, iteration: int, what: str) -> None:
         self.curves.mark_restart(iteration, what)
@@ -147,6 +143,8 @@ class RunMixin:
         if result.user_action != "stop":
             self.run_table.add(result)
             self.shown_result = result
+        self.set_stale(None)
+        self.refresh_stale()
         self._update_actions()
 
     def _on_run_failed(self, err: Any) -> None:
@@ -171,10 +169,19 @@ class RunMixin:
         if self.controller.running:
             return
         self.shown_result = result
+        current = self.info.request if self.info is not None else {}
+        own_problem = not self._problem_keys_differ(current, result.request)
+        if result.truth is not None or not own_problem:
+            # The run's own ground truth (None: unknown), never the current network's.
+            self.image_grid.set_truth(result.truth)
+            if not own_problem:
+                self.image_grid.set_decoder(None)
         self.image_grid.set_iterate(result.x_display, result.iterations,
                                     _num(result.metrics.get("psnr")))
         self.curves.set_run(result.curves)
         self.status_reason.setText(f"run #{result.run_id}: {result.stop_reason}")
+        self.set_stale(None)
+        self.refresh_stale()
 
     # ---- problem display ------------------------------------------------------------------
     def _on_prepared(self, info: Any, from_run: bool) -> None:
@@ -222,6 +229,30 @@ class RunMixin:
             self.statusBar().showMessage(
                 f"PDHG inverts a single layer; this network has {n_layers}: method set to "
                 "joint", 8000)
+
+    # ---- stale results ----------------------------------------------------------------------
+    def refresh_stale(self) -> None:
+        """Mark the result on screen stale when the parameters on screen are not its own."""
+        shown = self.shown_result
+        if shown is None or self.controller.running:
+            return
+        change = describe_change(shown.request, self.current_request(), STALE_KEYS)
+        self.set_stale(change or None, shown.run_id)
+
+    def set_stale(self, change: str | None, run_id: int | None = None) -> None:
+        """Dim the iterate, error and curves and say why (``change``), or undo that (None)."""
+        self.image_grid.set_stale(change is not None)
+        self.curves.set_stale(None if change is None else
+                              f"Curves of run #{run_id}; parameters changed since: {change}. "
+                              "Run to update.")
+        if change is not None:
+            self.status_reason.setText(f"stale: {change}")
+
+    @staticmethod
+    def _problem_keys_differ(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        keys = ("network", "dataset", "split", "index", "image", "data", "truth",
+                "noise_std", "seed")
+        return any(a.get(k) != b.get(k) for k in keys)
 
     def _problem_differs(self, info: Any) -> bool:
         old = self.info.request if self.info is not None else {}

@@ -22,8 +22,10 @@ from lbi_gui.runs import CurveStore
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
-MIN_PLOT_WIDTH = 230
+MIN_PLOT_WIDTH = 250
 MIN_PLOT_HEIGHT = 150
+#: Heights (fraction of the plot, from the bottom) of successive restart labels.
+RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
 
 
@@ -128,6 +130,7 @@ class CurvesPanel(QtWidgets.QWidget):
         self._refs: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._x_hi: float | None = None  # held x range during a run (see update_curves)
         self._y_ranges: dict[str, tuple[float, float]] = {}
+        self.stale = False
         self._order = [key for key, _t, _l in specs]
         self.columns = 3
         self.scroll = QtWidgets.QScrollArea()
@@ -136,8 +139,14 @@ class CurvesPanel(QtWidgets.QWidget):
         self.scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setWidget(self.glw)
         self.glw.setMinimumSize(1, 2 * MIN_PLOT_HEIGHT)
+        self.stale_banner = QtWidgets.QLabel()
+        self.stale_banner.setWordWrap(True)
+        self.stale_banner.setStyleSheet("background: #fff7e0; color: #7a5300; padding: 3px;")
+        self.stale_banner.hide()
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.stale_banner)
         lay.addWidget(self.scroll)
 
     def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt override
@@ -255,13 +264,23 @@ class CurvesPanel(QtWidgets.QWidget):
                 "discrepancy": "discrepancy", "primal_residual": "residuals",
                 "dual_residual": "residuals", "ssim": "ssim"}[key]
 
+    def set_stale(self, message: str | None) -> None:
+        """Dim the curves and say why they are not current (None: current again)."""
+        self.stale = message is not None
+        self.stale_banner.setText(message or "")
+        self.stale_banner.setVisible(self.stale)
+        for line in [*self.lines.values(), *self.layer_lines]:
+            line.setOpacity(0.35 if self.stale else 1.0)
+
     def mark_restart(self, iteration: int, what: str) -> None:
-        """A vertical dashed line on every plot at a warm restart."""
+        """A vertical dashed line on every plot at a warm restart; the labels (objective
+        plot) step down the plot one line per restart, so neighbours never overprint."""
         self.restarts.append((int(iteration), what))
+        position = RESTART_LABEL_ROWS[(len(self.restarts) - 1) % len(RESTART_LABEL_ROWS)]
         for key, plot in self.plots.items():
             line = pg.InfiniteLine(pos=iteration, angle=90, pen=RESTART_PEN, movable=False,
                                    label=what if key == "objective" else None,
-                                   labelOpts={"position": 0.92, "color": "#b35900",
+                                   labelOpts={"position": position, "color": "#b35900",
                                               "fill": (255, 255, 255, 200),
                                               "anchors": [(0, 0.5), (0, 0.5)]})
             line.setToolTip(f"warm restart at iteration {iteration}: {what}")

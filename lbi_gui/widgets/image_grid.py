@@ -80,6 +80,7 @@ class ImageGrid(QtWidgets.QWidget):
         self._titles: dict[str, str] = {}
         self._long: dict[str, str] = {}  # the long title of each view (what _title was given)
         self._short = False
+        self.stale = False
         self.user_zoomed = False  # True after a manual zoom/pan: resizes then keep the view
         self._image_shape: tuple[int, int] | None = None
         for plot in self.plots.values():
@@ -158,6 +159,16 @@ class ImageGrid(QtWidgets.QWidget):
 
     def _error_levels_touched(self) -> None:
         self._error_auto = False  # the user dragged the error bar: keep their levels
+
+    def set_stale(self, stale: bool) -> None:
+        """Dim the iterate and error (a result of other parameters than those on screen)."""
+        self.stale = stale
+        for key in ("iterate", "error"):
+            self.items[key].setOpacity(0.3 if stale else 1.0)
+        long = self._long.get("iterate", TITLES["iterate"] + "<br>")
+        head, _sep, tail = long.partition("<br>")
+        head = head.replace(" — stale", "")
+        self._title("iterate", (head + " — stale" if stale else head) + "<br>" + tail)
 
     # ---- view ----------------------------------------------------------------------------
     def _note_shape(self, img: np.ndarray | None) -> None:

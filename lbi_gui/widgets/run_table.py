@@ -11,8 +11,9 @@ from PySide6 import QtCore, QtWidgets
 from lbi_gui.imaging import error_map, to_view
 from lbi_gui.runs import RunResult
 
-COLUMNS = ["run", "method", "regulariser", "alpha", "noise", "sample", "iterations", "time [s]",
-           "stop", "restarts", "PSNR", "SSIM", "decoder PSNR", "discrepancy", "objective"]
+COLUMNS = ["run", "network", "method", "regulariser", "alpha", "noise", "sample", "iterations",
+           "time [s]", "stop", "restarts", "segments", "PSNR", "SSIM", "decoder PSNR",
+           "discrepancy", "objective"]
 
 
 def _cell(value: Any) -> str:

@@ -121,3 +121,72 @@ def test_shortcuts_work_while_a_number_field_has_focus(qtbot, fake_engine, make_
     qtbot.keyClick(field, key.Key_Escape)  # Stop
     wait_idle(qtbot, win)
     assert win.run_table.runs == []
+
+
+def test_parameter_change_marks_the_shown_result_stale(qtbot, fake_engine, make_window) -> None:
+    fake_engine()
+    win = make_window({"network": "fake-net", "max_iter": 30})
+    win.run()
+    wait_idle(qtbot, win)
+    win.refresh_stale()
+    assert not win.image_grid.stale and not win.curves.stale  # its own parameters: current
+    win.reg_panel.alpha.setValue(0.05)
+    win.reg_panel._emit("alpha")
+    win.flush_changes()
+    assert win.image_grid.stale and win.curves.stale and win.curves.stale_banner.isVisibleTo(win)
+    assert "α" in win.curves.stale_banner.text() and "#1" in win.curves.stale_banner.text()
+    assert win.status_reason.text().startswith("stale")
+    assert win.image_grid.items["iterate"].opacity() < 1
+    win.run()  # a new run with these parameters is current again
+    wait_idle(qtbot, win)
+    assert not win.image_grid.stale and not win.curves.stale
+    assert win.image_grid.items["iterate"].opacity() == 1
+
+
+def test_runs_table_has_a_network_column_and_shows_a_run_with_its_own_truth(
+        qtbot, make_window) -> None:
+    from lbi_gui.widgets.run_table import COLUMNS
+
+    win = make_window({"max_iter": 5})
+    win.run()
+    wait_idle(qtbot, win)
+    mnist_run = win.run_table.runs[-1]
+    _choose(win.network_panel.combo, "circle-perceptron")
+    win.flush_changes()
+    qtbot.waitUntil(lambda: win.info.network_name == "circle-perceptron", timeout=60000)
+    wait_ready(qtbot, win)
+    col = COLUMNS.index("network")
+    networks = {win.run_table.table.item(r, col).text()
+                for r in range(win.run_table.table.rowCount())}
+    assert networks == {"mnist-cnn-ae"}
+    row = next(r for r in range(win.run_table.table.rowCount())
+               if win.run_table.table.item(r, 0).text() == str(mnist_run.run_id))
+    win.run_table.table.itemDoubleClicked.emit(win.run_table.table.item(row, col))
+    assert win.image_grid.truth.shape == (28, 28)  # the run's own digit, not the circle
+    np.testing.assert_array_equal(win.image_grid.truth, mnist_run.truth)
+    assert win.image_grid.iterate.shape == (28, 28)
+
+
+def test_restart_labels_do_not_overprint(qtbot) -> None:
+    from lbi_gui.runs import CurveStore
+    from lbi_gui.widgets.curves import CurvesPanel
+
+    panel = CurvesPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 400)
+    panel.show()
+    store = CurveStore()
+    store.extend([{"iteration": k, "objective": 0.99 ** k, "reg_term": 0.1,
+                   "discrepancy": 0.1, "primal_residual": 0.1, "dual_residual": 0.1,
+                   "psnr": 20.0, "ssim": 0.5, "elapsed": k * 1e-3, "bregman": [0.1]}
+                  for k in range(300)])
+    panel.update_curves(store)
+    for k in (100, 104, 108):  # three restarts close together (a slider drag)
+        panel.mark_restart(k, "α 0.009→0.02")
+    qtbot.wait(50)
+    labels = [line.label for plot, line in panel.restart_lines
+              if plot is panel.plots["objective"]]
+    boxes = [lab.mapRectToScene(lab.boundingRect()) for lab in labels]
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].intersects(boxes[j]), (boxes[i], boxes[j])
