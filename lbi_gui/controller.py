@@ -296,7 +296,8 @@ class RunController(QtCore.QObject):
                            user_action=out.user_action,
                            decoder_psnr=self.run_info.decoder_psnr if self.run_info else None,
                            segments=list(getattr(out, "segments", []) or []),
-                           truth=self.run_info.truth if self.run_info else None)
+                           truth=self.run_info.truth if self.run_info else None,
+                           **_problem_of(self.run_info))
         self.last_result = result
         self._set_state("idle")
         self.run_finished.emit(result)
@@ -329,3 +330,14 @@ class RunController(QtCore.QObject):
             self._queue_active = False
             errors, self._queue_errors = self._queue_errors, []
             self.queue_done.emit(errors)
+
+
+def _problem_of(info: PreparedInfo | None) -> dict[str, Any]:
+    """What a RunResult keeps of its problem, so an export writes what ``lbi invert`` does."""
+    if info is None:
+        return {}
+    return {"network": {"name": info.network_name, "sha256": getattr(info, "sha256", None),
+                        "input_shape": list(info.input_shape),
+                        "output_shape": list(info.output_shape), "layers": len(info.layers),
+                        "has_decoder": bool(getattr(info, "has_decoder", False))},
+            "preprocessing": dict(info.preprocessing or {}), "decoder": info.decoder}

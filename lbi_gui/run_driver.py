@@ -94,6 +94,8 @@ class PreparedInfo:
     output_shape: tuple[int, ...]
     preprocessing: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what the engine warned about
+    sha256: str | None = None  # of the network file (result.json)
+    has_decoder: bool = False
 
 
 #: Warning classes meant for developers (library deprecations), not for the user.
@@ -381,7 +383,9 @@ class RunDriver:
             input_shape=tuple(enc.input_shape), output_shape=tuple(enc.output_shape),
             preprocessing=dict(bundle.preprocessing.to_dict())
             if hasattr(getattr(bundle, "preprocessing", None), "to_dict") else {},
-            warnings=self._notes.pop(id(prepared), []))
+            warnings=self._notes.pop(id(prepared), []),
+            sha256=getattr(bundle, "sha256", None),
+            has_decoder=getattr(bundle, "decoder", None) is not None)
 
     @staticmethod
     def _point(rec: Any, it: int, elapsed_offset: float) -> dict[str, Any]:

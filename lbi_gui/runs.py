@@ -128,6 +128,11 @@ class RunResult:
     #: The ground truth of the run's own problem (display space), None without one: a run
     #: shown from the table is compared with its own truth, not the current network's.
     truth: np.ndarray | None = None
+    #: The run's problem as result.json describes it (name, sha256, shapes, layers, decoder)
+    #: and what ``lbi invert`` writes beside the reconstruction (see lbi_gui.export).
+    network: dict[str, Any] = field(default_factory=dict)
+    preprocessing: dict[str, Any] = field(default_factory=dict)
+    decoder: np.ndarray | None = None
 
     @property
     def label(self) -> str:
@@ -177,12 +182,15 @@ class RunResult:
             "metrics": _jsonable(self.metrics), "decoder_psnr": self.decoder_psnr,
             "restart_notes": [note for _, note in self.curves.restarts],
             "segments": [[int(k), req] for k, req in self.segments],
+            "network": self.network, "preprocessing": self.preprocessing,
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
         out = {"x_raw": np.asarray(self.x_raw), "x_display": np.asarray(self.x_display)}
         if self.truth is not None:
             out["truth"] = np.asarray(self.truth)
+        if self.decoder is not None:
+            out["decoder"] = np.asarray(self.decoder)
         out.update({f"curve_{k}": v for k, v in self.curves.to_arrays().items()})
         return out
 
@@ -196,7 +204,10 @@ class RunResult:
                    x_raw=np.asarray(arrays["x_raw"]), x_display=np.asarray(arrays["x_display"]),
                    curves=curves, decoder_psnr=meta.get("decoder_psnr"),
                    segments=[(int(k), dict(req)) for k, req in meta.get("segments", [])],
-                   truth=np.asarray(arrays["truth"]) if "truth" in arrays else None)
+                   truth=np.asarray(arrays["truth"]) if "truth" in arrays else None,
+                   network=dict(meta.get("network") or {}),
+                   preprocessing=dict(meta.get("preprocessing") or {}),
+                   decoder=np.asarray(arrays["decoder"]) if "decoder" in arrays else None)
 
 
 _NAMES = {"alpha": "α", "noise_std": "noise", "layer_alphas": "α per layer"}
