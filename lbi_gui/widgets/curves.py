@@ -22,7 +22,7 @@ from lbi_gui.runs import CurveStore
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
-MIN_PLOT_WIDTH = 250
+MIN_PLOT_WIDTH = 240
 MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
@@ -114,8 +114,8 @@ class CurvesPanel(QtWidgets.QWidget):
             self.plots[key] = plot
         self._log = {key: log for key, _t, log in specs}
         self.lines: dict[str, pg.PlotDataItem] = {}
-        legend_terms = self.plots["terms"].addLegend(offset=(-5, 5), labelTextSize="8pt")
-        legend_res = self.plots["residuals"].addLegend(offset=(-5, 5), labelTextSize="8pt")
+        legend_terms = self.plots["terms"].addLegend(offset=(-5, 5), labelTextSize="7pt")
+        legend_res = self.plots["residuals"].addLegend(offset=(-5, 5), labelTextSize="7pt")
         self._add("objective", "objective", "#d62728")
         self._add("terms", "reg_term", "#ff7f0e", name="αR(x)")
         self._add("psnr", "psnr", "#1f77b4", name="inversion")
@@ -124,6 +124,10 @@ class CurvesPanel(QtWidgets.QWidget):
         self._add("residuals", "dual_residual", "#d62728", name="dual")
         self._add("ssim", "ssim", "#9467bd")
         self._legends = (legend_terms, legend_res)
+        for legend in self._legends:  # small and see-through: curves stay readable beneath
+            legend.setBrush(pg.mkBrush(255, 255, 255, 190))
+            legend.layout.setVerticalSpacing(-4)
+            legend.layout.setContentsMargins(2, 0, 2, 0)
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
@@ -169,6 +173,14 @@ class CurvesPanel(QtWidgets.QWidget):
             layout.removeItem(self.plots[key])
         for i, key in enumerate(self._order):
             layout.addItem(self.plots[key], row=i // columns, col=i % columns)
+        # Equal columns: linked x axes of plots with different widths show different ranges
+        # (pyqtgraph aligns linked views by screen position).
+        widest = max(p.minimumWidth() for p in self.plots.values())
+        for plot in self.plots.values():
+            plot.setMinimumWidth(widest)
+            plot.setPreferredWidth(widest)
+        for c in range(3):
+            layout.layout.setColumnStretchFactor(c, 1 if c < columns else 0)
         # The grid keeps the old column widths until the view sets its geometry again.
         QtCore.QTimer.singleShot(0, self._fit_layout)
 

@@ -186,3 +186,26 @@ def test_pixel_readout_on_hover(qtbot) -> None:
     assert grid.readout.text() == f"x†  row 3, col 5: {img[3, 5]:.4g}"
     grid._hover(QtCore.QPointF(-50, -50))
     assert grid.readout.text().strip() == ""
+
+
+def test_curves_share_one_x_range_in_every_layout(qtbot) -> None:
+    from lbi_gui.runs import CurveStore
+    from lbi_gui.widgets.curves import CurvesPanel
+
+    panel = CurvesPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    store = CurveStore()
+    store.extend([{"iteration": k, "objective": 0.99 ** k, "reg_term": 0.1,
+                   "discrepancy": 0.1 + 0.99 ** k, "primal_residual": 0.98 ** k,
+                   "dual_residual": 0.97 ** k, "psnr": 20.0, "ssim": 0.5, "elapsed": k * 1e-3,
+                   "bregman": [0.99 ** k]} for k in range(300)])
+    for width in (1500, 520, 260):  # three, two and one plot(s) per row
+        panel.resize(width, 400)
+        _settle(qtbot, 80)
+        panel.update_curves(store)
+        _settle(qtbot, 80)
+        ranges = [tuple(np.round(p.vb.viewRange()[0], 3)) for p in panel.plots.values()]
+        assert len(set(ranges)) == 1, (width, ranges)
+        widths = {round(p.vb.sceneBoundingRect().width()) for p in panel.plots.values()}
+        assert max(widths) - min(widths) <= 1, (width, widths)
