@@ -131,6 +131,7 @@ class CurvesPanel(QtWidgets.QWidget):
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
+        self._restart_at: dict[int, int] = {}  # id(line) -> its iteration
         self._refs: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._x_hi: float | None = None  # held x range during a run (see update_curves)
         self._y_ranges: dict[str, tuple[float, float]] = {}
@@ -143,6 +144,25 @@ class CurvesPanel(QtWidgets.QWidget):
         self.scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setWidget(self.glw)
         self.glw.setMinimumSize(1, 2 * MIN_PLOT_HEIGHT)
+        self.x_key = "iteration"  # or "elapsed" (wall time of the solver, seconds)
+        self._store: CurveStore | None = None
+        self._ref_values: tuple[float | None, float | None] = (None, None)
+        self._log_default = dict(self._log)
+        self.x_choice = QtWidgets.QComboBox()
+        self.x_choice.addItem("x: iterations", "iteration")
+        self.x_choice.addItem("x: wall time [s]", "elapsed")
+        self.x_choice.setToolTip("Plot the curves against the iteration or the solver's time")
+        self.log_box = QtWidgets.QCheckBox("log y")
+        self.log_box.setChecked(True)
+        self.log_box.setToolTip("Logarithmic y axes for objective, terms, discrepancy and "
+                                "residuals")
+        self.x_choice.activated.connect(lambda _i: self.set_x_axis(self.x_choice.currentData()))
+        self.log_box.toggled.connect(self.set_log_y)
+        options = QtWidgets.QHBoxLayout()
+        options.setContentsMargins(4, 0, 4, 0)
+        options.addWidget(self.x_choice)
+        options.addWidget(self.log_box)
+        options.addStretch(1)
         self.stale_banner = QtWidgets.QLabel()
         self.stale_banner.setWordWrap(True)
         self.stale_banner.setStyleSheet("background: #fff7e0; color: #7a5300; padding: 3px;")
@@ -150,6 +170,7 @@ class CurvesPanel(QtWidgets.QWidget):
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
+        lay.addLayout(options)
         lay.addWidget(self.stale_banner)
         lay.addWidget(self.scroll)
 
@@ -214,8 +235,9 @@ class CurvesPanel(QtWidgets.QWidget):
         several-fold and stall the event loop for 50–100 ms per redraw. Without it (a
         finished or stored run) the plots auto-range exactly.
         """
+        self._store = store
         arr = store.arrays()
-        it = arr["iteration"]
+        it = arr[self.x_key]
         shown: dict[str, list[np.ndarray]] = {key: [] for key in self.plots}
         for key, line in self.lines.items():
             y = arr[key]
@@ -231,8 +253,8 @@ class CurvesPanel(QtWidgets.QWidget):
             shown["terms"].append(y)
         if live_until is None:
             self._release_ranges()
-        else:
-            self._hold_ranges(it, shown, live_until)
+        else:  # the expected end is an iteration: no cap on a time axis
+            self._hold_ranges(it, shown, live_until if self.x_key == "iteration" else 1e300)
 
     def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
                      live_until: int) -> None:
@@ -276,6 +298,39 @@ class CurvesPanel(QtWidgets.QWidget):
                 "discrepancy": "discrepancy", "primal_residual": "residuals",
                 "dual_residual": "residuals", "ssim": "ssim"}[key]
 
+    # ---- view options ------------------------------------------------------------------
+    def set_x_axis(self, key: str) -> None:
+        """Curves against ``"iteration"`` or ``"elapsed"`` (the solver's seconds)."""
+        self.x_key = key
+        self.x_choice.setCurrentIndex(self.x_choice.findData(key))
+        for plot in self.plots.values():
+            plot.setLabel("bottom", "iteration" if key == "iteration" else "time [s]")
+        self._redraw()
+
+    def set_log_y(self, on: bool) -> None:
+        """Log or linear y axes for the plots that are logarithmic by default."""
+        self.log_box.setChecked(on)
+        for key, plot in self.plots.items():
+            self._log[key] = bool(on and self._log_default[key])
+            plot.setLogMode(x=False, y=self._log[key])
+        self._redraw()
+
+    def _redraw(self) -> None:
+        """Draw the current store again (axes, restart marks, references) after a change."""
+        self._release_ranges()
+        if self._store is not None:
+            self.update_curves(self._store)
+        for _plot, line in self.restart_lines:
+            line.setValue(self._x_of(self._restart_at[id(line)]))
+        self.set_references(*self._ref_values)
+
+    def _x_of(self, iteration: int) -> float:
+        """Where iteration ``iteration`` lies on the current x axis."""
+        if self.x_key == "iteration" or self._store is None or not len(self._store):
+            return float(iteration)
+        arr = self._store.arrays()
+        return float(np.interp(iteration, arr["iteration"], arr["elapsed"]))
+
     def set_stale(self, message: str | None) -> None:
         """Dim the curves and say why they are not current (None: current again)."""
         self.stale = message is not None
@@ -290,7 +345,8 @@ class CurvesPanel(QtWidgets.QWidget):
         self.restarts.append((int(iteration), what))
         position = RESTART_LABEL_ROWS[(len(self.restarts) - 1) % len(RESTART_LABEL_ROWS)]
         for key, plot in self.plots.items():
-            line = pg.InfiniteLine(pos=iteration, angle=90, pen=RESTART_PEN, movable=False,
+            line = pg.InfiniteLine(pos=self._x_of(iteration), angle=90, pen=RESTART_PEN,
+                                   movable=False,
                                    label=what if key == "objective" else None,
                                    labelOpts={"position": position, "color": "#b35900",
                                               "fill": (255, 255, 255, 200),
@@ -298,12 +354,14 @@ class CurvesPanel(QtWidgets.QWidget):
             line.setToolTip(f"warm restart at iteration {iteration}: {what}")
             plot.addItem(line)
             self.restart_lines.append((plot, line))
+            self._restart_at[id(line)] = int(iteration)
 
     def set_references(self, decoder_psnr: float | None, noise_norm: float | None) -> None:
         """Dashed reference lines: decoder PSNR and the noise norm ‖n‖ (discrepancy level)."""
         for plot, ref in self._refs:
             plot.removeItem(ref)
         self._refs = []
+        self._ref_values = (decoder_psnr, noise_norm)
         pen = pg.mkPen("#7f7f7f", width=1, style=QtCore.Qt.PenStyle.DotLine)
         if decoder_psnr is not None and np.isfinite(decoder_psnr):
             ref = pg.InfiniteLine(pos=decoder_psnr, angle=0, pen=pen,
@@ -313,7 +371,8 @@ class CurvesPanel(QtWidgets.QWidget):
             self.plots["psnr"].addItem(ref)
             self._refs.append((self.plots["psnr"], ref))
         if noise_norm is not None and noise_norm > 0:
-            ref = pg.InfiniteLine(pos=np.log10(noise_norm), angle=0, pen=pen, label="‖n‖",
+            level = np.log10(noise_norm) if self._log["discrepancy"] else noise_norm
+            ref = pg.InfiniteLine(pos=level, angle=0, pen=pen, label="‖n‖",
                                   labelOpts={"position": 0.1, "color": "#555"})
             self.plots["discrepancy"].addItem(ref)
             self._refs.append((self.plots["discrepancy"], ref))
@@ -335,6 +394,7 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.removeItem(line)
         self.restart_lines = []
         self.restarts = []
+        self._restart_at = {}
 
     def export_item(self) -> pg.GraphicsLayout:
         """What plot exports render (all curves as one figure)."""

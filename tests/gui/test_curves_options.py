@@ -1,0 +1,59 @@
+"""What TensorBoard users expect of the curves: log-y toggle, x axis as iterations or wall
+time (restart marks follow), linked zoom of the image views."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lbi_gui.runs import CurveStore
+from lbi_gui.widgets.curves import CurvesPanel
+
+
+def _store() -> CurveStore:
+    store = CurveStore()
+    store.extend([{"iteration": k, "objective": 0.99 ** k, "reg_term": 0.1,
+                   "discrepancy": 0.1 + 0.99 ** k, "primal_residual": 0.98 ** k,
+                   "dual_residual": 0.97 ** k, "psnr": 20.0, "ssim": 0.5,
+                   "elapsed": 0.002 * k, "bregman": [0.99 ** k]} for k in range(0, 300, 10)])
+    store.mark_restart(150, "α 0.009→0.02")
+    return store
+
+
+def test_log_y_toggle_and_wall_time_axis(qtbot) -> None:
+    panel = CurvesPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 400)
+    panel.show()
+    store = _store()
+    panel.set_run(store)
+    line = panel.lines["objective"]
+    assert panel.plots["objective"].getAxis("left").logMode
+    panel.log_box.setChecked(False)  # as a click would
+    assert not panel.plots["objective"].getAxis("left").logMode
+    np.testing.assert_allclose(line.yData, store.arrays()["objective"])
+    assert not panel.plots["psnr"].getAxis("left").logMode  # PSNR stays linear either way
+    panel.x_choice.setCurrentIndex(panel.x_choice.findData("elapsed"))
+    panel.x_choice.activated.emit(panel.x_choice.currentIndex())
+    np.testing.assert_allclose(line.xData, store.arrays()["elapsed"])
+    assert panel.plots["objective"].getAxis("bottom").labelText == "time [s]"
+    marks = [ln.value() for _p, ln in panel.restart_lines]
+    assert marks == pytest.approx([0.3] * len(marks))  # iteration 150 at 2 ms per iteration
+    panel.set_x_axis("iteration")
+    assert {ln.value() for _p, ln in panel.restart_lines} == {150}
+
+
+def test_image_views_zoom_together(qtbot) -> None:
+    from lbi_gui.widgets.image_grid import ImageGrid
+
+    grid = ImageGrid()
+    qtbot.addWidget(grid)
+    grid.resize(1000, 300)
+    grid.show()
+    grid.set_truth(np.zeros((16, 16)))
+    grid.set_iterate(np.ones((16, 16)), 1)
+    qtbot.wait(50)
+    grid.plots["error"].vb.setRange(xRange=(2, 6), yRange=(2, 6), padding=0)
+    qtbot.wait(50)
+    ranges = {key: np.round(p.vb.viewRange(), 3).tolist() for key, p in grid.plots.items()}
+    assert len({str(r) for r in ranges.values()}) == 1, ranges
