@@ -97,3 +97,15 @@ def wait_idle(qtbot: Any, win: Any, timeout: int = 60000) -> None:
 def wait_iterations(qtbot: Any, win: Any, k: int, timeout: int = 60000) -> None:
     """Until the running solve has reported iteration ``k`` or later."""
     qtbot.waitUntil(lambda: win.controller.curves.last_iteration >= k, timeout=timeout)
+
+
+@pytest.fixture
+def image_grid(qtbot: Any) -> Any:
+    """A shown ImageGrid (900×300) without a window."""
+    from lbi_gui.widgets.image_grid import ImageGrid
+
+    grid = ImageGrid()
+    qtbot.addWidget(grid)
+    grid.resize(900, 300)
+    grid.show()
+    return grid

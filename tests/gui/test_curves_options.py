@@ -43,13 +43,8 @@ def test_log_y_toggle_and_wall_time_axis(qtbot) -> None:
     assert {ln.value() for _p, ln in panel.restart_lines} == {150}
 
 
-def test_image_views_zoom_together(qtbot) -> None:
-    from lbi_gui.widgets.image_grid import ImageGrid
-
-    grid = ImageGrid()
-    qtbot.addWidget(grid)
-    grid.resize(1000, 300)
-    grid.show()
+def test_image_views_zoom_together(qtbot, image_grid) -> None:
+    grid = image_grid
     grid.set_truth(np.zeros((16, 16)))
     grid.set_iterate(np.ones((16, 16)), 1)
     qtbot.wait(50)

@@ -156,13 +156,8 @@ def test_image_views_refit_on_resize_and_fit_view(qtbot, fake_engine, make_windo
     assert _fills(grid, (16, 16)) and not grid.user_zoomed
 
 
-def test_measured_y_without_truth_is_drawn_whole(qtbot) -> None:
-    from lbi_gui.widgets.image_grid import ImageGrid
-
-    grid = ImageGrid()
-    qtbot.addWidget(grid)
-    grid.resize(900, 300)
-    grid.show()
+def test_measured_y_without_truth_is_drawn_whole(qtbot, image_grid) -> None:
+    grid = image_grid
     grid.set_truth(np.ones((16, 16)))
     _settle(qtbot)
     grid.set_truth(None)  # a measured y: no ground truth, and a larger network input
@@ -171,13 +166,8 @@ def test_measured_y_without_truth_is_drawn_whole(qtbot) -> None:
     assert _fills(grid, (28, 40))
 
 
-def test_pixel_readout_on_hover(qtbot) -> None:
-    from lbi_gui.widgets.image_grid import ImageGrid
-
-    grid = ImageGrid()
-    qtbot.addWidget(grid)
-    grid.resize(900, 300)
-    grid.show()
+def test_pixel_readout_on_hover(qtbot, image_grid) -> None:
+    grid = image_grid
     img = np.arange(16 * 16, dtype=np.float32).reshape(16, 16) / 256
     grid.set_truth(img)
     _settle(qtbot)
