@@ -171,6 +171,7 @@ def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:
         app.quit()
 
     controller = window.controller
+    window.confirm_quit = False  # the smoke test's run is not the user's
     controller.run_finished.connect(finished)
     controller.run_failed.connect(failed)
     controller.boot_failed.connect(failed)

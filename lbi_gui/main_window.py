@@ -7,6 +7,7 @@ handled by :class:`~lbi_gui.window_files.FilesMixin`.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pyqtgraph as pg
@@ -106,6 +107,10 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.shown_result: RunResult | None = None
         self.session_path: str | None = None
         self._autorun = autorun
+        #: Ask about unsaved runs on quit ($LBI_GUI_CONFIRM_QUIT=0: never; tests, scripts).
+        self.confirm_quit = os.environ.get("LBI_GUI_CONFIRM_QUIT", "1") != "0"
+        self.saved_run_ids: set[int] = set()
+        self._closing = False
         self._pending_old: dict[str, Any] | None = None
         self._change_timer = QtCore.QTimer(self, singleShot=True, interval=CHANGE_DEBOUNCE_MS)
         self._change_timer.timeout.connect(self._apply_change)
@@ -361,6 +366,8 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.data_panel.splits_needed.connect(self._load_splits)
         self.data_panel.thumbnails_needed.connect(self._load_thumbnails)
         self.run_table.run_all_requested.connect(self.run_all_methods)
+        self.run_table.load_requested.connect(self.load_run_parameters)
+        self.run_table.export_table_requested.connect(self.export_runs_table)
         self.run_table.show_requested.connect(self.show_result)
         self.image_grid.shared_bar.sigLevelsChanged.connect(
             lambda _bar: setattr(self.run_table, "levels", self.image_grid.levels()))
@@ -490,8 +497,21 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             event.acceptProposedAction()
             self.open_path(paths[0])
 
+    def unsaved_runs(self) -> list[RunResult]:
+        """Finished runs that are in no saved session (asked about on quit)."""
+        return [r for r in self.run_table.runs if r.run_id not in self.saved_run_ids]
+
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802
-        """Stop a running solve cleanly (cancel, quit, wait) before the window goes."""
+        """Ask about unsaved runs, then stop a running solve cleanly (cancel, quit, wait)."""
+        unsaved = self.unsaved_runs()
+        if self.confirm_quit and unsaved and not self._closing:
+            from lbi_gui.dialogs import messages
+
+            answer = messages.ask_unsaved_runs(self, len(unsaved))
+            if answer == "cancel" or (answer == "save" and not self.save_session()):
+                event.ignore()
+                return
+        self._closing = True
         self._change_timer.stop()
         self.save_layout()
         self.controller.shutdown()

@@ -8,6 +8,7 @@ from typing import Any
 from PySide6 import QtWidgets
 
 from lbi_engine.errors import LbiError
+from lbi_engine.io import atomic_write_text
 from lbi_gui import export as exporter
 from lbi_gui import session as sessions
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
@@ -142,6 +143,7 @@ class FilesMixin:
                        fix="Choose a folder you can write to, with free space.")
             return False
         self.session_path = path
+        self.saved_run_ids = {r.run_id for r in self.run_table.runs}
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
@@ -168,6 +170,7 @@ class FilesMixin:
         if state.gui.get("levels"):
             self.image_grid.set_levels(tuple(state.gui["levels"]))
         self.run_table.set_runs(state.runs)
+        self.saved_run_ids = {r.run_id for r in state.runs}
         self.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
         if state.curves is not None:
             self.curves.set_run(state.curves)
@@ -177,6 +180,7 @@ class FilesMixin:
         self.shown_result = state.runs[-1] if state.runs else None
         self._restoring = True  # the next prepare must not clear the restored iterate
         self.session_path = path
+        self.saved_run_ids = {r.run_id for r in self.run_table.runs}
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
@@ -217,6 +221,40 @@ class FilesMixin:
             return
         remember_dir("export", dialog.folder.text())
         self.export_result(result, dialog.paths())
+
+    def load_run_parameters(self, run: Any) -> None:
+        """Put a finished run's parameters on screen ("load these parameters")."""
+        if self.controller.running:
+            self.statusBar().showMessage("Stop the running inversion first", 4000)
+            return
+        old = dict(self._request)
+        self.set_request(dict(run.request))
+        self._pending_old = old
+        self._apply_change()
+        self.statusBar().showMessage(f"Parameters of run #{run.run_id} loaded", 4000)
+
+    def export_runs_table(self, path: str | None = None) -> bool:
+        """The runs table as CSV (asks for a file unless ``path``; asks before replacing)."""
+        if path is None:
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(
+                self, "Export the runs table", str(Path(last_dir("export")) / "runs.csv"),
+                "CSV (*.csv)")
+            if not path:
+                return False
+            confirmed = True  # the file dialog asked about replacing
+        else:
+            confirmed = not Path(path).exists()
+        if not confirmed and not confirm_overwrite(self, [path]):
+            return False
+        try:
+            atomic_write_text(Path(path), self.run_table.table_csv())
+        except OSError as exc:
+            show_error(self, "Could not export the table", f"{path}: {exc}",
+                       fix="Choose a folder you can write to.")
+            return False
+        remember_dir("export", path)
+        self.statusBar().showMessage(f"Runs table saved to {path}", 4000)
+        return True
 
     def export_result(self, result: Any, paths: dict[str, Path]) -> list[Path]:
         """Write ``paths``; asks once before replacing existing files, else writes nothing."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
 from lbi_gui.runs import RunResult
@@ -99,6 +99,8 @@ class RunTable(QtWidgets.QWidget):
 
     show_requested = QtCore.Signal(object)  # RunResult
     run_all_requested = QtCore.Signal()
+    load_requested = QtCore.Signal(object)  # RunResult: put its parameters on screen
+    export_table_requested = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -116,11 +118,23 @@ class RunTable(QtWidgets.QWidget):
         self.run_all = QtWidgets.QPushButton("Run all methods")
         self.run_all.setToolTip("Run every method on the current sample, one after another")
         self.remove = QtWidgets.QPushButton("Remove")
-        self.remove.setToolTip("Remove the selected runs from the table")
+        self.remove.setToolTip("Remove the selected runs from the table (Delete)")
+        self.load = QtWidgets.QPushButton("Load parameters")
+        self.load.setToolTip("Put the selected run's parameters on screen (to repeat or vary "
+                             "it)")
+        self.export_table = QtWidgets.QPushButton("Export table…")
+        self.export_table.setToolTip("Save the table (every run, all columns) as CSV")
+        self.filter = QtWidgets.QLineEdit()
+        self.filter.setPlaceholderText("Filter runs…")
+        self.filter.setToolTip("Show only runs with this text in any column (e.g. joint, "
+                               "circle, tv)")
+        self.filter.setClearButtonEnabled(True)
         buttons = QtWidgets.QHBoxLayout()
         buttons.addWidget(self.run_all)
+        buttons.addWidget(self.load)
         buttons.addWidget(self.remove)
-        buttons.addStretch(1)
+        buttons.addWidget(self.export_table)
+        buttons.addWidget(self.filter, 1)
         top = QtWidgets.QWidget()
         top_lay = QtWidgets.QVBoxLayout(top)
         top_lay.setContentsMargins(0, 0, 0, 0)
@@ -141,6 +155,13 @@ class RunTable(QtWidgets.QWidget):
         self.table.itemDoubleClicked.connect(self._double_clicked)
         self.run_all.clicked.connect(self.run_all_requested)
         self.remove.clicked.connect(self.remove_selected)
+        self.load.clicked.connect(self._load_selected)
+        self.export_table.clicked.connect(self.export_table_requested)
+        self.filter.textChanged.connect(self.apply_filter)
+        delete = QtGui.QShortcut(QtGui.QKeySequence(QtGui.QKeySequence.StandardKey.Delete),
+                                 self.table)
+        delete.setContext(QtCore.Qt.ShortcutContext.WidgetShortcut)
+        delete.activated.connect(self.remove_selected)
 
     def add(self, run: RunResult) -> None:
         self.runs.append(run)
@@ -161,6 +182,7 @@ class RunTable(QtWidgets.QWidget):
             self.table.setItem(r, c, item)
         self.table.setSortingEnabled(sorting)
         self.table.resizeColumnsToContents()
+        self.apply_filter(self.filter.text())
 
     def set_runs(self, runs: list[RunResult]) -> None:
         self.runs = []
@@ -193,6 +215,29 @@ class RunTable(QtWidgets.QWidget):
         for run in self.runs:
             if run.run_id == run_id:
                 self.show_requested.emit(run)
+
+    def apply_filter(self, text: str) -> None:
+        """Hide rows without ``text`` (case-insensitive) in any cell."""
+        needle = text.strip().lower()
+        for r in range(self.table.rowCount()):
+            cells = (self.table.item(r, c) for c in range(self.table.columnCount()))
+            hit = not needle or any(needle in cell.text().lower() for cell in cells if cell)
+            self.table.setRowHidden(r, not hit)
+
+    def table_csv(self) -> str:
+        """Every run (filtered or not) with every column, in the table's current order."""
+        from lbi_engine.exports import csv_text
+
+        order = [self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole + 1)
+                 for r in range(self.table.rowCount())]
+        by_id = {run.run_id: run for run in self.runs}
+        rows = [list(by_id[i].table_row().values()) for i in order if i in by_id]
+        return csv_text(COLUMNS, rows)
+
+    def _load_selected(self) -> None:
+        sel = self.selected()
+        if sel:
+            self.load_requested.emit(sel[-1])
 
     def remove_selected(self) -> None:
         gone = {r.run_id for r in self.selected()}

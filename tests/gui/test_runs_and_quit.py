@@ -1,0 +1,74 @@
+"""Runs table as TensorBoard users expect (filter, sort, delete, export, load parameters) and
+the unsaved-runs question on quit."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from PySide6 import QtCore
+
+from lbi_gui.widgets.run_table import COLUMNS
+from tests.gui.conftest import wait_idle
+
+
+@pytest.fixture
+def two_runs(qtbot, fake_engine, make_window):
+    fake_engine()
+    win = make_window({"network": "fake-net", "max_iter": 20, "alpha": 0.01})
+    win.run()
+    wait_idle(qtbot, win)
+    win.set_request({**win.current_request(), "method": "landweber", "alpha": 0.02})
+    win.flush_changes()
+    win.run()
+    qtbot.waitUntil(lambda: len(win.run_table.runs) == 2, timeout=20000)
+    wait_idle(qtbot, win)
+    return win
+
+
+def test_filter_sort_delete_and_export_the_table(qtbot, two_runs, tmp_path) -> None:
+    win = two_runs
+    table = win.run_table
+    shown = lambda: [r for r in range(table.table.rowCount())  # noqa: E731
+                     if not table.table.isRowHidden(r)]
+    table.filter.setText("landweber")
+    assert len(shown()) == 1
+    table.filter.setText("")
+    assert len(shown()) == 2
+    table.table.sortByColumn(COLUMNS.index("alpha"), QtCore.Qt.SortOrder.DescendingOrder)
+    assert table.table.item(0, COLUMNS.index("method")).text() == "landweber"
+    out = tmp_path / "runs.csv"
+    assert win.export_runs_table(str(out))
+    rows = list(csv.DictReader(out.open()))
+    assert [r["method"] for r in rows] == ["landweber", "joint"]  # the table's order
+    assert rows[0]["network"] == "fake-net" and float(rows[1]["alpha"]) == pytest.approx(0.01)
+    table.select_ids([1])
+    table.table.setFocus()
+    qtbot.keyClick(table.table, QtCore.Qt.Key.Key_Delete)
+    assert [r.run_id for r in table.runs] == [2]
+
+
+def test_load_these_parameters(qtbot, two_runs) -> None:
+    win = two_runs
+    assert win.current_request()["method"] == "landweber"
+    win.run_table.select_ids([1])
+    win.run_table.load.click()
+    req = win.current_request()
+    assert req["method"] == "joint" and req["alpha"] == pytest.approx(0.01)
+    # run #2 is still on screen, and these are not its parameters: marked stale
+    assert win.shown_result.run_id == 2 and win.image_grid.stale
+
+
+def test_quit_asks_about_unsaved_runs(qtbot, two_runs, monkeypatch, tmp_path) -> None:
+    win = two_runs
+    win.confirm_quit = True
+    answers = ["cancel"]
+    monkeypatch.setattr("lbi_gui.dialogs.messages.ask_unsaved_runs",
+                        lambda parent, n: (asked.append(n), answers.pop(0))[1])
+    asked: list[int] = []
+    win.close()
+    assert asked == [2] and win.isVisible()  # cancelled: the window stays
+    assert win.save_session_to(str(tmp_path / "s.lbisession"))
+    assert win.unsaved_runs() == []
+    win.close()  # everything saved: no question
+    assert asked == [2] and not win.isVisible()
