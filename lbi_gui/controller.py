@@ -55,6 +55,7 @@ class RunController(QtCore.QObject):
     run_failed = QtCore.Signal(object)  # ErrorInfo
     state_changed = QtCore.Signal(str)  # booting | idle | preparing | running | paused
     queue_done = QtCore.Signal(list)  # ErrorInfo list of a "run all" batch
+    queue_progress = QtCore.Signal(int, int, str)  # "run all": number (1-based), total, method
 
     def __init__(self, parent: QtCore.QObject | None = None, backend: str | None = None) -> None:
         super().__init__(parent)
@@ -142,9 +143,18 @@ class RunController(QtCore.QObject):
     def run_all(self, request: dict[str, Any], methods: list[str]) -> None:
         """Run every method on the same problem, one after another (each cold)."""
         self._queue = [dict(request, method=m) for m in methods]
+        self._queue_total = len(self._queue)
         self._queue_errors = []
         self._queue_active = True
         self._next_in_queue()
+
+    @property
+    def queue_active(self) -> bool:
+        return self._queue_active
+
+    def cancel_queue(self) -> None:
+        """Cancel "run all": the running method is stopped (discarded), the rest never run."""
+        self.stop()
 
     def pause(self) -> None:
         if self.running and not self._paused:
@@ -325,7 +335,10 @@ class RunController(QtCore.QObject):
 
     def _next_in_queue(self) -> None:
         if self._queue:
-            self.start(self._queue.pop(0))
+            request = self._queue.pop(0)
+            total = getattr(self, "_queue_total", 0)
+            self.queue_progress.emit(total - len(self._queue), total, str(request["method"]))
+            self.start(request)
         elif self._queue_active:
             self._queue_active = False
             errors, self._queue_errors = self._queue_errors, []

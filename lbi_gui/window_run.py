@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from lbi_gui.dialogs.messages import confirm, show_error
-from lbi_gui.params import EXPERIMENTAL_METHODS, METHODS, STALE_KEYS, describe_change
+from lbi_gui.params import EXPERIMENTAL_METHODS, METHOD_LABELS, METHODS, STALE_KEYS, describe_change
 from lbi_gui.runs import RunResult
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
@@ -154,7 +154,23 @@ class RunMixin:
                    fix=None if err.is_user_error else
                    "Try the safe step sizes, a smaller α or another method.")
 
+    def _on_queue_progress(self, number: int, total: int, method: str) -> None:
+        """Run all: which method of how many is running now."""
+        self.queue_text = f"Run all {number}/{total}: {METHOD_LABELS.get(method, method)}"
+        self.run_table.run_all.setText("Cancel run all")
+        self._update_actions()
+
+    def run_all_or_cancel(self) -> None:
+        """The runs table's button: Run all, or Cancel while a Run all is going."""
+        if self.controller.queue_active:
+            self.controller.cancel_queue()
+            self.statusBar().showMessage("Run all cancelled", 4000)
+        else:
+            self.run_all_methods()
+
     def _on_queue_done(self, errors: list[Any]) -> None:
+        self.queue_text = ""
+        self.run_table.run_all.setText("Run all methods")
         self._update_actions()
         if errors:
             lines = "\n".join(f"• {e.request.get('method') if e.request else '?'}: {e.message}"
@@ -272,6 +288,8 @@ class RunMixin:
         a.finish.setEnabled(c.running)
         a.export.setEnabled(bool(self.run_table.runs) or self.shown_result is not None)
         text = STATE_TEXT.get(c.state, c.state)
+        if c.queue_active and getattr(self, "queue_text", ""):
+            text = f"{text} — {self.queue_text}"
         if c.state == "booting" and self._autorun:
             text = "Starting engine… (the run begins by itself)"
         self.status_state.setText(text)

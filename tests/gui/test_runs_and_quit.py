@@ -72,3 +72,25 @@ def test_quit_asks_about_unsaved_runs(qtbot, two_runs, monkeypatch, tmp_path) ->
     assert win.unsaved_runs() == []
     win.close()  # everything saved: no question
     assert asked == [2] and not win.isVisible()
+
+
+def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
+                                                       make_window) -> None:
+    fake_engine(delay=0.003)
+    win = make_window({"network": "fake-net", "max_iter": 400, "tol": 0.0})
+    seen: list[tuple[int, int, str]] = []
+    win.controller.queue_progress.connect(lambda n, t, m: seen.append((n, t, m)))
+    win.run_table.run_all.click()
+    qtbot.waitUntil(lambda: win.controller.running, timeout=5000)
+    total = seen[0][1]
+    assert seen[0][0] == 1 and total >= 3
+    assert win.status_state.text().endswith(f"Run all 1/{total}: Joint (coordinate descent)")
+    assert win.run_table.run_all.text() == "Cancel run all"
+    qtbot.waitUntil(lambda: len(seen) == 2, timeout=20000)  # the first method finished
+    assert seen[1][:2] == (2, total)
+    win.run_table.run_all.click()  # cancel during the second
+    qtbot.waitUntil(lambda: not win.controller.queue_active, timeout=20000)
+    wait_idle(qtbot, win)
+    qtbot.wait(200)
+    assert len(seen) == 2 and len(win.run_table.runs) == 1  # the rest never ran
+    assert win.run_table.run_all.text() == "Run all methods"
