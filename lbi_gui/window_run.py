@@ -11,6 +11,7 @@ import numpy as np
 from lbi_gui.dialogs.messages import confirm, show_error
 from lbi_gui.params import EXPERIMENTAL_METHODS, METHOD_LABELS, METHODS, STALE_KEYS, describe_change
 from lbi_gui.runs import RunResult
+from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
 CURVES_INTERVAL = 0.25
@@ -157,7 +158,7 @@ class RunMixin:
     def _on_queue_progress(self, number: int, total: int, method: str) -> None:
         """Run all: which method of how many is running now."""
         self.queue_text = f"Run all {number}/{total}: {METHOD_LABELS.get(method, method)}"
-        self.run_table.run_all.setText("Cancel run all")
+        self.run_table.run_all.setText(CANCEL_TEXT)
         self._update_actions()
 
     def run_all_or_cancel(self) -> None:
@@ -170,7 +171,7 @@ class RunMixin:
 
     def _on_queue_done(self, errors: list[Any]) -> None:
         self.queue_text = ""
-        self.run_table.run_all.setText("Run all methods")
+        self.run_table.run_all.setText(RUN_ALL_TEXT)
         self._update_actions()
         if errors:
             lines = "\n".join(f"• {e.request.get('method') if e.request else '?'}: {e.message}"

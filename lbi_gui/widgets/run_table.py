@@ -16,6 +16,11 @@ COLUMNS = ["run", "network", "method", "regulariser", "alpha", "noise", "sample"
            "discrepancy", "objective"]
 
 
+#: The Run all button's text (while a Run all goes: CANCEL_TEXT).
+RUN_ALL_TEXT = "Run all"
+CANCEL_TEXT = "Cancel all"
+
+
 def _cell(value: Any) -> str:
     if value is None:
         return "—"
@@ -61,7 +66,7 @@ class CompareView(QtWidgets.QWidget):
         self.text = QtWidgets.QLabel("Select two runs in the table to compare them.")
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.text.setMinimumWidth(170)
+        self.text.setMinimumWidth(130)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.glw, 1)
@@ -115,14 +120,14 @@ class RunTable(QtWidgets.QWidget):
         self.table.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)  # oldest run first
         self.table.setAlternatingRowColors(True)
         self.compare_view = CompareView()
-        self.run_all = QtWidgets.QPushButton("Run all methods")
+        self.run_all = QtWidgets.QToolButton(text=RUN_ALL_TEXT)
         self.run_all.setToolTip("Run every method on the current sample, one after another")
-        self.remove = QtWidgets.QPushButton("Remove")
+        self.remove = QtWidgets.QToolButton(text="Delete")
         self.remove.setToolTip("Remove the selected runs from the table (Delete)")
-        self.load = QtWidgets.QPushButton("Load parameters")
+        self.load = QtWidgets.QToolButton(text="Load params")
         self.load.setToolTip("Put the selected run's parameters on screen (to repeat or vary "
                              "it)")
-        self.export_table = QtWidgets.QPushButton("Export table…")
+        self.export_table = QtWidgets.QToolButton(text="CSV…")
         self.export_table.setToolTip("Save the table (every run, all columns) as CSV")
         self.filter = QtWidgets.QLineEdit()
         self.filter.setPlaceholderText("Filter runs…")
@@ -134,11 +139,12 @@ class RunTable(QtWidgets.QWidget):
         buttons.addWidget(self.load)
         buttons.addWidget(self.remove)
         buttons.addWidget(self.export_table)
-        buttons.addWidget(self.filter, 1)
+        buttons.addStretch(1)
         top = QtWidgets.QWidget()
         top_lay = QtWidgets.QVBoxLayout(top)
         top_lay.setContentsMargins(0, 0, 0, 0)
         top_lay.addLayout(buttons)
+        top_lay.addWidget(self.filter)  # its own row: the dock stays narrow on small screens
         top_lay.addWidget(self.table)
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         split.addWidget(top)

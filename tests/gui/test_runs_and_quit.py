@@ -85,7 +85,7 @@ def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
     total = seen[0][1]
     assert seen[0][0] == 1 and total >= 3
     assert win.status_state.text().endswith(f"Run all 1/{total}: Joint (coordinate descent)")
-    assert win.run_table.run_all.text() == "Cancel run all"
+    assert win.run_table.run_all.text() == "Cancel all"
     qtbot.waitUntil(lambda: len(seen) == 2, timeout=20000)  # the first method finished
     assert seen[1][:2] == (2, total)
     win.run_table.run_all.click()  # cancel during the second
@@ -93,4 +93,4 @@ def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
     wait_idle(qtbot, win)
     qtbot.wait(200)
     assert len(seen) == 2 and len(win.run_table.runs) == 1  # the rest never ran
-    assert win.run_table.run_all.text() == "Run all methods"
+    assert win.run_table.run_all.text() == "Run all"
