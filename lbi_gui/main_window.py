@@ -367,6 +367,11 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
                                           "restart lbi-gui.")
 
     # ---- misc -----------------------------------------------------------------------------
+    def show_user_guide(self) -> Any:
+        from lbi_gui.dialogs.user_guide import show_user_guide
+
+        return show_user_guide(self)
+
     def show_about(self) -> None:
         from lbi_gui.dialogs.about import show_about
 

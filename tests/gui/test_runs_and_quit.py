@@ -94,3 +94,30 @@ def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
     qtbot.wait(200)
     assert len(seen) == 2 and len(win.run_table.runs) == 1  # the rest never ran
     assert win.run_table.run_all.text() == "Run all"
+
+
+def test_help_shows_the_user_guide_explaining_every_control(qtbot, fake_engine,
+                                                           make_window) -> None:
+    from PySide6 import QtGui, QtWidgets
+
+    fake_engine()
+    win = make_window({"network": "fake-net"})
+    assert win.actions_.guide.shortcut() == QtGui.QKeySequence("F1")
+    win.actions_.guide.trigger()
+    guide = win._user_guide
+    assert guide.isVisible()
+    text = guide.text()
+    assert "The maths in a few lines" in text and "B_Ψ(x_l, W_l x_{l−1} + b_l)" in text
+    labels = set()
+    for panel in win.panels:
+        for form in panel.findChildren(QtWidgets.QFormLayout):
+            for row in range(form.rowCount()):
+                item = form.itemAt(row, QtWidgets.QFormLayout.ItemRole.LabelRole)
+                if item is not None and item.widget() is not None:
+                    labels.add(item.widget().text())
+        labels |= {b.text() for b in panel.findChildren(QtWidgets.QAbstractButton)
+                   if b.text() and b.text() not in ("◀", "▶")}
+    labels |= {win.curves.log_box.text(), win.run_table.filter.placeholderText()}
+    missing = sorted(label for label in labels if label.replace("&", "") not in text)
+    assert not missing, missing
+    guide.close()
