@@ -346,7 +346,7 @@ def build_result_document(
     document: dict[str, Any] = {
         "kind": RESULT_KIND,
         "format_version": RESULT_FORMAT_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "request": request,
         "network": network,
         "seed": request.get("seed"),
