@@ -15,6 +15,8 @@ from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_err
 from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 
+RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
+                 "data": "Measured data"}
 NETWORK_FILTER = ("Networks (*.pt *.pth *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
                   "*.ckpt);;All files (*)")
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz);;All files (*)"
@@ -191,13 +193,39 @@ class FilesMixin:
         return True
 
     def update_recent_menu(self) -> None:
+        """File → Open recent: sessions, networks, images and measured data, newest first."""
         menu = self.actions_.recent_menu
         menu.clear()
-        for path in recent_files():
-            act = menu.addAction(Path(path).name)
-            act.setToolTip(path)
-            act.triggered.connect(lambda _c=False, p=path: self.open_session(p))
+        openers = {"sessions": self.open_session, "networks": self.open_network,
+                   "images": lambda p: self.open_data_file("image", p),
+                   "data": lambda p: self.open_data_file("data", p)}
+        for kind, opener in openers.items():
+            paths = recent_files(kind)
+            if not paths:
+                continue
+            if menu.actions():
+                menu.addSeparator()
+            menu.addSection(RECENT_TITLES[kind])
+            for path in paths:
+                act = menu.addAction(Path(path).name)
+                act.setToolTip(path)
+                act.setData(kind)
+                act.triggered.connect(lambda _c=False, p=path, o=opener: o(p))
         menu.setEnabled(bool(menu.actions()))
+
+    def remember_opened(self, request: dict[str, Any]) -> None:
+        """Files of a problem that prepared fine join File → Open recent."""
+        changed = False
+        network = str(request.get("network") or "")
+        if network and Path(network).is_absolute():
+            add_recent(network, "networks")
+            changed = True
+        for key, kind in (("image", "images"), ("truth", "images"), ("data", "data")):
+            if request.get(key):
+                add_recent(str(request[key]), kind)
+                changed = True
+        if changed:
+            self.update_recent_menu()
 
     # ---- export ---------------------------------------------------------------------------
     def export_target(self) -> Any:

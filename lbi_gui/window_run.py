@@ -206,6 +206,7 @@ class RunMixin:
         changed_problem = self.info is None or not from_run and self._problem_differs(info)
         self.info = info
         self.good_request = dict(info.request) if info.request else self.current_request()
+        self.remember_opened(self.good_request)
         self.network_panel.clear_problem()
         self.network_panel.show_network(info.network_name, info.layers, info.card,
                                         info.input_shape, info.output_shape)

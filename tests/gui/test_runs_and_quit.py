@@ -121,3 +121,26 @@ def test_help_shows_the_user_guide_explaining_every_control(qtbot, fake_engine,
     missing = sorted(label for label in labels if label.replace("&", "") not in text)
     assert not missing, missing
     guide.close()
+
+
+def test_recent_networks_and_images(qtbot, fake_engine, make_window, tmp_path) -> None:
+    import numpy as np
+
+    from lbi_gui.settings import recent_files
+
+    fake_engine()
+    win = make_window({"network": "fake-net"})
+    net = str(tmp_path / "mine.onnx")  # the fake engine "loads" any name
+    win.open_network(net)
+    qtbot.waitUntil(lambda: win.info.request.get("network") == net, timeout=10000)
+    truth = tmp_path / "x.npy"
+    np.save(truth, np.zeros((16, 16), dtype=np.float32))
+    win.open_data_file("image", str(truth))
+    qtbot.waitUntil(lambda: win.info.request.get("truth") == str(truth), timeout=10000)
+    assert recent_files("networks") == [net] and recent_files("images") == [str(truth)]
+    actions = {a.text(): a for a in win.actions_.recent_menu.actions() if a.data()}
+    assert {"mine.onnx", "x.npy"} <= set(actions)
+    win.data_panel.use_dataset.click()
+    win.flush_changes()
+    actions["x.npy"].trigger()  # opens it again
+    assert win.current_request()["truth"] == str(truth)
