@@ -17,6 +17,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
+from lbi_gui.widgets.image_tools import ContrastTools
 
 TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
           "iterate": "Iterate x", "error": "Error x − x†"}
@@ -65,18 +66,22 @@ class ImageGrid(QtWidgets.QWidget):
         self.readout = QtWidgets.QLabel(" ")
         self.readout.setObjectName("pixelReadout")
         self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout.setMinimumWidth(20)  # long read-outs are cut, never widen the window
         self.fit_button = QtWidgets.QToolButton(text="Fit view")
         self.fit_button.setToolTip("Show the whole image in every view (F)")
         self.fit_button.clicked.connect(self.fit_view)
         row = QtWidgets.QHBoxLayout()
         row.setContentsMargins(4, 0, 4, 0)
         row.addWidget(self.readout, 1)
+        self.tools = ContrastTools(self)
+        row.addWidget(self.tools)
         row.addWidget(self.fit_button)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         lay.addWidget(self.glw, 1)
         lay.addLayout(row)
+        lay.addWidget(self.tools.hist)
         self._titles: dict[str, str] = {}
         self._long: dict[str, str] = {}  # the long title of each view (what _title was given)
         self._short = False
@@ -118,6 +123,12 @@ class ImageGrid(QtWidgets.QWidget):
         item.setLevels(bar.levels())
         if key != "error":
             item.setLookupTable(bar.colorMap().getLookupTable(nPts=256))
+        if key == "iterate":
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.tools.hist.isVisible():
+            self.tools.update_histogram()
 
     def set_truth(self, img: np.ndarray | None) -> None:
         self.truth = None if img is None else np.asarray(img)

@@ -52,3 +52,29 @@ def test_image_views_zoom_together(qtbot, image_grid) -> None:
     qtbot.wait(50)
     ranges = {key: np.round(p.vb.viewRange(), 3).tolist() for key, p in grid.plots.items()}
     assert len({str(r) for r in ranges.values()}) == 1, ranges
+
+
+def test_lut_auto_contrast_and_histogram(qtbot, image_grid) -> None:
+    import pyqtgraph as pg
+
+    grid = image_grid
+    rng = np.random.default_rng(1)
+    truth = rng.random((16, 16))
+    iterate = truth + 0.05 * rng.standard_normal((16, 16))
+    iterate[0, 0] = 40.0  # one wild pixel must not set the contrast
+    grid.set_truth(truth)
+    grid.set_iterate(iterate, 3)
+    tools = grid.tools
+    tools.lut.setCurrentIndex(tools.lut.findData("viridis"))
+    tools.lut.activated.emit(tools.lut.currentIndex())
+    expected = pg.colormap.get("viridis").getLookupTable(nPts=256)
+    for key in ("truth", "decoder", "iterate"):
+        np.testing.assert_array_equal(grid.items[key].lut, expected)
+    lo, hi = tools.auto_contrast()
+    values = np.concatenate([truth.ravel(), iterate.ravel()])
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(values, [0.5, 99.5])))
+    assert hi < 2 and grid.levels() == pytest.approx((lo, hi))
+    tools.hist_button.setChecked(True)
+    counts, edges = tools.update_histogram()
+    assert counts.sum() == iterate.size and edges[-1] == pytest.approx(40.0)
+    assert [m.value() for m in tools._marks] == pytest.approx([lo, hi])
