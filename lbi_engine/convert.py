@@ -59,11 +59,8 @@ def _source_module(path: Path, fmt: str, bundle: Any, shape: tuple[int, ...]) ->
         from lbi_engine.pt2_import import pt2_sequential
 
         return pt2_sequential(path, shape)[0]
-    if fmt == "torchscript":
-        from lbi_engine.importers import jit_load, rebuild_torchscript
-
-        return rebuild_torchscript(jit_load(path))
-    return bundle.module  # a pickled nn.Module, loaded only with allow_pickle=True
+    # TorchScript: the nn.Sequential lbi rebuilt; a pickled nn.Module: loaded only with consent
+    return bundle.module
 
 
 def _targets(out_dir: Path, name: str, force: bool) -> tuple[Path, Path]:
@@ -140,7 +137,7 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
              for k, v in flat.state_dict().items() if v.is_floating_point()}
     state.update({k: v.detach().to("cpu").contiguous() for k, v in flat.state_dict().items()
                   if not v.is_floating_point()})
-    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
     card: dict[str, Any] = {
         "format_version": CARD_FORMAT_VERSION, "name": name,
         "description": f"converted from {src.name} ({fmt}) by lbi convert",

@@ -274,6 +274,9 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     import onnx
 
     p = check_model_file(path, "ONNX")
+    from lbi_engine.footprint import check_onnx_external_data
+
+    check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
     try:
         model = onnx.load(str(p))  # external weights, if any, next to the file
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends

@@ -23,7 +23,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                "  lbi convert encoder.onnx --out mymodels\n"
                "  lbi convert encoder.pt2 --out mymodels --name enc\n"
                "  lbi convert weights.pt --card weights.json --out mymodels\n"
-               "  lbi convert whole_model.pt --allow-pickle --input-shape 1,28,28 --out mymodels")
+               "  lbi convert whole_model.pt --allow-code --input-shape 1,28,28 --out mymodels")
     p.add_argument("model", metavar="MODEL", help="the model file (.onnx, .pt2, .safetensors/.pt + "
                    "card JSON, a card JSON, or a pickled module)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (created if "
@@ -34,10 +34,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="the input shape without batch, only when the file does not record it")
     p.add_argument("--card", metavar="JSON", help="the card describing a weights-only file "
                    "(default: MODEL's name with .json)")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="allow a whole pickled nn.Module (torch.save(model)); unpickling runs "
-                        "code from the file, so only use files you trust. Converting once means "
-                        "you never need this flag for that network again")
+    p.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
+                   help="allow a file whose loading runs code stored in it (a whole pickled "
+                        "nn.Module, TorchScript); only for files you trust. Converting once "
+                        "means you never need this flag for that network again")
     p.add_argument("--maxpool-relu", action="store_true",
                    help="write every MaxPool2d as its exact ReLU layers, max(a, b) = ReLU(a - b) "
                         "+ ReLU(b) - ReLU(-b) (same outputs, more lifted layers); not for ONNX "
@@ -50,10 +50,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_convert(args: argparse.Namespace) -> int:
     from lbi_engine.convert import convert_model
 
-    if args.allow_pickle:
-        c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded")
+    if args.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it")
     result = convert_model(args.model, args.out, args.name, input_shape=args.input_shape,
-                           allow_pickle=args.allow_pickle, card_path=args.card,
+                           allow_pickle=args.allow_code, card_path=args.card,
                            force=args.force, maxpool_relu=args.maxpool_relu)
     card = result.card
     print(f"{args.model} -> {result.weights} + {result.card_path}")

@@ -35,8 +35,8 @@ class _Converter(QtCore.QObject):
 
             self.done.emit(convert_model(**job))
         except UnsafeFileError:
-            self.failed.emit(f"{Path(job['source']).name} is a pickled Python object: opening "
-                             "it runs code stored in the file. Tick \u201cAllow running code "
+            self.failed.emit(f"{Path(job['source']).name} is loaded by running code stored in "
+                             "it (a pickled module or TorchScript). Tick \u201cAllow running code "
                              "from this file\u201d only if you made it or fully trust its "
                              "source; better, export the model to ONNX (torch.onnx.export) or "
                              ".pt2 (torch.export.save), which lbi reads without running code.")

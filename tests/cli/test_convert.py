@@ -61,7 +61,7 @@ def _write(kind: str, module: nn.Module, folder: Path) -> Path:
 
 @pytest.mark.parametrize(("kind", "extra"), [
     ("onnx-dynamo", []), ("onnx-legacy", []), ("pt2", []),
-    ("pickle", ["--allow-pickle", "--input-shape", "1,10,10"]), ("state-dict", []),
+    ("pickle", ["--allow-code", "--input-shape", "1,10,10"]), ("state-dict", []),
 ])
 def test_convert_then_load_equals_the_module(tmp_path, cli, kind, extra):
     if kind == "onnx-dynamo":

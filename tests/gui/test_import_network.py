@@ -44,7 +44,7 @@ def test_dialog_shows_refusals_in_place_and_asks_consent_for_pickles(qtbot, tmp_
     dialog = ImportNetworkDialog(None, source=str(tmp_path / "whole.pt"))
     qtbot.addWidget(dialog)
     dialog.start()
-    qtbot.waitUntil(lambda: "pickled" in dialog.status.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "running code" in dialog.status.text(), timeout=60_000)
     assert "Allow running code" in dialog.status.text() and "ONNX" in dialog.status.text()
     assert not (tmp_path / "lbi-networks").exists()
     dialog.allow_code.setChecked(True)
