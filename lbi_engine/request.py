@@ -52,6 +52,7 @@ class InversionRequest:
     layer_alphas: list[float] | None = None
     allow_pickle: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    feature_prior: str | None = None  # layer-wise: BASE of a feature prior (feature_prior.py)
 
     def validate(self) -> InversionRequest:
         """Raises InputError naming the first bad parameter; returns self."""

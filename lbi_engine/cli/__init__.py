@@ -44,7 +44,7 @@ every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 
 def build_parser() -> c.Parser:
     from lbi_engine import __version__
-    from lbi_engine.cli import invert, misc, reproduce, sweep
+    from lbi_engine.cli import feature_prior, invert, misc, reproduce, sweep
 
     parser = c.Parser(prog="lbi", description=DESCRIPTION, epilog=EPILOG,
                       formatter_class=c.HelpFormatter)
@@ -56,6 +56,7 @@ def build_parser() -> c.Parser:
     reproduce.add_parser(subparsers)
     misc.add_train_parser(subparsers)
     misc.add_list_parser(subparsers)
+    feature_prior.add_parser(subparsers)
     return parser
 
 
