@@ -80,7 +80,7 @@ def test_jointly_convex_lifting_reaches_the_cvxpy_minimum() -> None:
                       + cvx_bregman("relu", y, a3 @ x2 + b3) + alpha * cvx_tv(x0, side, side))
     rec = final(run(problem, "joint", stop=StopRule(max_iter=1500, tol=0), report_every=500))
     assert abs(float(rec.objective[0]) - value) < 1e-4 * value
-    assert float(rec.objective[0]) >= value * (1 - 1e-9)
+    assert float(rec.objective[0]) >= value * (1 - 1e-8)  # Clarabel: ~1e-8 accurate
     np.testing.assert_allclose(rec.x.reshape(-1).numpy(), x0.value, atol=2e-2 * abs(x0.value).max())
 
 
