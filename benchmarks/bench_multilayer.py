@@ -104,14 +104,10 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
                 lj.append(lbi_curve(prepared, "joint"))
             runs[alpha] = (lb, lj)
 
-        def mean_final_lbfgs(alpha: float) -> float:
-            return statistics.mean(c[-1][1] for c in runs[alpha][0])
-
-        def mean_final_lbi(alpha: float) -> float:
-            return statistics.mean(c[-1][1] for c, _ in runs[alpha][1])
-
-        best_lb = max(alphas, key=mean_final_lbfgs)
-        best_lj = max(alphas, key=mean_final_lbi)
+        final_lb = {a: statistics.mean(c[-1][1] for c in runs[a][0]) for a in alphas}
+        final_lj = {a: statistics.mean(c[-1][1] for c, _ in runs[a][1]) for a in alphas}
+        best_lb = max(alphas, key=final_lb.__getitem__)
+        best_lj = max(alphas, key=final_lj.__getitem__)
         lb_curves = runs[best_lb][0]
         lb_final = [c[-1][1] for c in lb_curves]
         lb_time = [_first_within(c, c[-1][1] - 0.2) for c in lb_curves]
