@@ -146,7 +146,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "one shipped beside the weights)")
     prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
                       help="a solver option, repeatable: n_inner, eta, step_scale, optimizer, lr, "
-                           "tv_smoothing, layer_tikhonov, inner_max_iter")
+                           "tv_smoothing, layer_tikhonov, inner_max_iter, input_alpha "
+                           "(layerwise: discrepancy or given)")
     stop = p.add_argument_group("stopping")
     stop.add_argument("--max-iter", type=c.positive_int, metavar="N",
                       help="iteration cap (request default: 1500)")
