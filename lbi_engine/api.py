@@ -358,6 +358,11 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "delta_squared": prepared.delta_squared,
         "noise_norm": prepared.noise_norm,
         "decoder_psnr": prepared.decoder_psnr,
+        # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
+        "alpha_used": record.extras.get("alpha", prepared.problem.alpha),
+        **({"alpha_rule": record.extras["alpha_rule"]} if "alpha_rule" in record.extras else {}),
+        **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
+                       for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
     }
 
 

@@ -315,8 +315,12 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
 
     m = final_metrics(prepared, final)
     r = prepared.request
-    print(f"{r.network}: {r.method}, {r.regulariser}, alpha={r.alpha:g}: "
+    print(f"{r.network}: {r.method}, {r.regulariser}, alpha={m['alpha_used']:g}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    if m.get("alpha_rule"):
+        print(f"  alpha: {m['alpha_rule']}")
+    for stage in m.get("stages") or []:
+        print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
           f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
           f"delta^2 {c.fmt(m['delta_squared'])}")
