@@ -310,3 +310,26 @@ def zoo_training_inputs(bundle: Any) -> tuple[Tensor, str]:
 
     return as_batch(images, bundle.input_shape), "lbi_engine.data.load_mnist('train') " \
         f"(resources/datasets/mnist_5k.npz training split, {images.shape[0]} images)"
+
+
+def layerwise_unavailable(network: str, depth: int, feature_prior: str | None = None
+                          ) -> str | None:
+    """Why method ``layerwise`` cannot run for this network (None: it can), without loading
+    anything: for the GUI to disable its button with the reason, before a run is started.
+    ``depth``: the number of lifted layers of the loaded network."""
+    from lbi_engine.zoo import list_zoo
+
+    if depth < 2:
+        return None
+    if feature_prior:
+        tensors, card = prior_paths(feature_prior)
+        if tensors.is_file() and card.is_file():
+            return None
+        return f"the feature prior {card} does not exist."
+    if network in list_zoo():
+        tensors, card = prior_paths(zoo_prior_base(network))
+        if tensors.is_file() and card.is_file():
+            return None
+    return (f"layer-wise inversion of a {depth}-layer network needs a learned feature prior: "
+            "create one from clean sample inputs with `lbi feature-prior NETWORK --samples "
+            "FILE --out PRIOR` and choose it, or use method joint.")

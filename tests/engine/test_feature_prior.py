@@ -86,3 +86,10 @@ def test_the_zoo_prior_fits_the_cnn_and_names_its_weights() -> None:
     assert priors.card["weights_sha256"] == bundle.sha256
     assert "train" in priors.card["samples_source"]
     assert [p.factor.shape[1] for p in priors.layers] == [fp.DEFAULT_RANK] * 2
+
+
+def test_layerwise_availability_is_known_without_loading(tmp_path) -> None:
+    assert fp.layerwise_unavailable("mnist-cnn-ae", 3) is None
+    assert fp.layerwise_unavailable("circle-perceptron", 1) is None
+    assert "feature-prior" in fp.layerwise_unavailable(str(tmp_path / "net.pt"), 2)
+    assert "does not exist" in fp.layerwise_unavailable("x", 2, str(tmp_path / "p"))
