@@ -68,6 +68,10 @@ def run_joint(
         aux = list(init["aux"]) if init.get("aux") else problem.forward_aux(x0)
         aux = [layers[i].activation.project(a) for i, a in enumerate(aux)]
     if _accel.supported(problem, options):
+        if "x" not in init:  # a cheap start: the scaled back-projection of the code
+            with torch.no_grad():
+                x0 = _accel.backprojection_start(problem)
+                aux = problem.forward_aux(x0)
         yield from _run_accelerated(problem, monitor, x0, aux, init, options)
         return
     block = PrimalDualBlock(layers[0], problem, options, x0, init.get("dual"),
