@@ -311,7 +311,7 @@ def result_document(
     document: dict[str, Any] = {
         "kind": RESULT_KIND,
         "format_version": RESULT_FORMAT_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "request": request.to_dict(),
         "network": {
             "name": getattr(bundle, "name", request.network),

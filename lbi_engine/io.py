@@ -193,7 +193,9 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
             return "torch-zip"
         raise ModelFileError(f"{p} is a zip archive but not a PyTorch file (no data.pkl); "
                              "expected a state dict, TorchScript, safetensors or ONNX file")
-    if head[:1] == b"\x80" or suffix in (".pkl", ".pickle"):
+    # A safetensors header length of 128 (mod 256) also starts with 0x80, like a pickle: the
+    # JSON '{' at byte 8 tells them apart (no pickle has it there).
+    if (head[:1] == b"\x80" and head[8:9] != b"{") or suffix in (".pkl", ".pickle"):
         return "torch-legacy"
     if suffix == ".safetensors" or (len(head) >= 9 and head[8:9] == b"{"):
         header_len = int.from_bytes(head[:8], "little") if len(head) >= 8 else -1

@@ -108,7 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("lbi-gui")
     app.setOrganizationName("lbi")
     app.setApplicationDisplayName("lbi")
-    icon = Path(__file__).resolve().parent.parent / "resources" / "icons" / "lbi.png"
+    from lbi_engine.errors import DataFileError
+    from lbi_engine.resource_files import resources_dir
+
+    try:
+        icon = resources_dir() / "icons" / "lbi.png"
+    except DataFileError:  # no icon is no reason not to start; the run will name the problem
+        icon = Path("/nonexistent")
     if icon.is_file():
         app.setWindowIcon(QtGui.QIcon(str(icon)))
     if args.smoke_test:

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import os
 
+from tests import _deprecations
+
+# Library deprecations triggered by lbi's own code fail the test that triggered them
+# (pyproject filterwarnings); those triggered by a test's own fixture code stay warnings.
+_deprecations.install()
+
 # One OpenMP thread per process: the test problems are small, and on a 2-core machine shared
 # with other processes two threads made small convolutions up to 1000x slower (measured).
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -15,6 +15,10 @@ from typing import Any
 
 from lbi_engine.cli import _common as c
 
+#: Warnings meant for developers (a library's deprecation notices), not for the person running
+#: `lbi`: they are dropped from the messages shown and stored (the GUI does the same).
+DEV_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning)
+
 DESCRIPTION = """\
 Invert a pre-trained network: find the input x whose output matches a measured code y^delta,
 by minimising  sum_l B_Psi_l(x_l, W_l x_(l-1) + b_l) + alpha R(x)  (the lifted Bregman
@@ -296,7 +300,7 @@ def run_invert(args: argparse.Namespace) -> int:
                 bar.set_postfix(objective=f"{float(record.objective[0]):.5g}", refresh=False)
                 records.append(_light(record))
                 final = record
-    messages.extend(str(w.message) for w in caught)
+    messages.extend(str(w.message) for w in caught if not issubclass(w.category, DEV_WARNINGS))
     assert final is not None and final.final
     if final.extras.get("warning"):
         messages.append(str(final.extras["warning"]))
