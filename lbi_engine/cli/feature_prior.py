@@ -27,6 +27,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                    help="the input shape without batch, only when the file does not record it "
                         "(TorchScript, ONNX)")
+    p.add_argument("--allow-code", action="store_true",
+                   help="allow loading a model file by running code stored in it (TorchScript, "
+                        "a pickled module); only for files you trust")
     p.add_argument("--samples", metavar="PATH", help=".npy array (N, *input_shape) or a folder "
                    "of images, clean inputs in [0, 1] (default for zoo networks: the bundled "
                    "training split)")
@@ -47,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
     from lbi_engine.zoo import list_zoo, load_network
 
     torch.manual_seed(0)
-    bundle = load_network(args.network, input_shape=args.input_shape)
+    if args.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it")
+    bundle = load_network(args.network, input_shape=args.input_shape,
+                          allow_code=bool(args.allow_code))
     if len(bundle.encoder.layers) < 2:
         raise InputError(f"{args.network} has one layer: layer-wise inversion needs no feature "
                          "prior for it.")

@@ -27,21 +27,22 @@ def test_layerwise_on_a_user_network_needs_a_prior_and_works_with_one(tmp_path: 
     model, samples = _user_net(tmp_path)
     np.save(tmp_path / "clean.npy", samples[1:])
     np.save(tmp_path / "truth.npy", samples[0])  # not among the prior's samples
-    run = ("invert", "--network", model, "--input-shape", "64", "--truth",
+    run = ("invert", "--network", model, "--allow-code", "--input-shape", "64", "--truth",
            tmp_path / "truth.npy", "--noise-std", "0.05", "--method", "layerwise",
            "--max-iter", "600", "--quiet")
     code, _, err = cli(*run, "--out", tmp_path / "r0")
-    assert code == 2 and "feature-prior" in err and len(err.strip().splitlines()) == 1
+    errors = [line for line in err.strip().splitlines() if "error:" in line]
+    assert code == 2 and len(errors) == 1 and "feature-prior" in errors[0]  # one error line
     assert not (tmp_path / "r0").exists()  # refused before running
 
-    code, out, err = cli("feature-prior", model, "--input-shape", "64", "--samples",
-                         tmp_path / "clean.npy", "--rank", "6", "--out", tmp_path / "p")
+    prior = ("feature-prior", model, "--allow-code", "--input-shape", "64", "--samples",
+             tmp_path / "clean.npy")
+    code, out, err = cli(*prior, "--rank", "6", "--out", tmp_path / "p")
     assert code == 0, err
     card = json.loads((tmp_path / "p.json").read_text())
     assert card["layers"][0]["samples"] == 300 and card["rank"] == 6
     assert [entry["size"] for entry in card["layers"]] == [48]
-    code, _, err = cli("feature-prior", model, "--input-shape", "64", "--samples",
-                       tmp_path / "clean.npy", "--out", tmp_path / "p")
+    code, _, err = cli(*prior, "--out", tmp_path / "p")
     assert code == 2 and "exists" in err  # nothing overwritten without asking
 
     code, _, err = cli(*run, "--feature-prior", tmp_path / "p", "--out", tmp_path / "r1")
