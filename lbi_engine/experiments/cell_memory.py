@@ -1,9 +1,10 @@
 """How much memory one sweep cell needs, and the one-line refusal when it does not fit.
 
 Used by the Dask sweep (:mod:`lbi_engine.experiments.sweep_dask`): the client checks every
-worker's memory limit before sending work, and each worker checks its free memory again
-before a cell. A rough upper estimate on purpose: it is there to refuse absurd cells (huge
-networks x thousands of samples) with numbers, not to pack memory tightly.
+worker's Dask memory limit before sending work; each worker checks it again, and lbi's own
+memory limit there (:mod:`lbi_engine.limits`), before a cell. A rough upper estimate on
+purpose: it is there to refuse absurd cells (huge networks x thousands of samples) with
+numbers, not to pack memory tightly.
 """
 
 from __future__ import annotations
@@ -62,12 +63,19 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB"
 
 
-def memory_refusal(need: int, limit: int | None, available: int | None, where: str
+def memory_refusal(need: int, limit: int | None, budget: int | None, where: str
                    ) -> str | None:
-    """A one-line refusal when a cell needing ``need`` bytes does not fit, else None."""
-    for bound, what in ((limit, "memory limit"), (available, "available memory")):
+    """A one-line refusal when a cell needing ``need`` bytes does not fit, else None.
+
+    ``limit``: the Dask worker's memory limit; ``budget``: lbi's own memory limit on that
+    machine (:func:`lbi_engine.limits.memory_limit`: ``LBI_MEMORY_LIMIT``, else 80 % of the
+    memory available), the same rule every ``lbi`` command applies.
+    """
+    for bound, what, fix in (
+            (limit, "Dask memory limit", "dask worker --memory-limit"),
+            (budget, "lbi memory limit", "LBI_MEMORY_LIMIT on the worker, or --memory-limit")):
         if bound is not None and need > bound:
             return (f"one sweep cell needs about {_gib(need)} but worker {where} has a "
                     f"{what} of {_gib(bound)}; use fewer --samples per sweep, a smaller "
-                    "network, or workers with more memory (dask worker --memory-limit).")
+                    f"network, or workers with more memory ({fix}).")
     return None

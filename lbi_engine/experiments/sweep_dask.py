@@ -162,10 +162,11 @@ def solve_on_worker(payload: SweepPayload, cell: Cell) -> CellOutcome:
 
     from lbi_engine.errors import LbiError
     from lbi_engine.experiments.sweep import solve_cell
+    from lbi_engine.limits import memory_limit
 
     started = time.perf_counter()
     address, limit = _worker_identity()
-    refusal = memory_refusal(payload.cell_bytes, limit, _available_bytes(), address)
+    refusal = memory_refusal(payload.cell_bytes, limit, memory_limit(), address)
     if refusal is not None:
         return CellOutcome(cell, [], address, 0.0, refusal)
     torch.set_num_threads(int(payload.spec.threads or 1))  # also for the data preparation
@@ -195,15 +196,6 @@ def _worker_identity() -> tuple[str, int | None]:
         return f"pid {os.getpid()}", None
     limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
     return str(worker.address), (int(limit) if limit else None)
-
-
-def _available_bytes() -> int | None:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except ImportError:  # psutil comes with distributed; keep the check optional anyway
-        return None
 
 
 def worker_facts() -> dict[str, Any]:

@@ -259,9 +259,10 @@ def test_the_payload_leaves_the_file_program_behind_and_workers_refuse_big_cells
     assert payload.cell_bytes > 2 * weights * 0.5  # the encoder's weights at least
     payload.cell_bytes = 2**60  # more than any machine has available
     outcome = sweep_dask.solve_on_worker(payload, SPEC.cells()[0])
-    assert outcome.metrics == [] and "available memory" in (outcome.refusal or "")
+    assert outcome.metrics == [] and "lbi memory limit" in (outcome.refusal or "")
     assert sweep_dask.memory_refusal(10, 11, None, "w") is None
-    assert "memory limit of" in (sweep_dask.memory_refusal(12, 11, None, "w") or "")
+    assert "Dask memory limit of" in (sweep_dask.memory_refusal(12, 11, None, "w") or "")
+    assert "lbi memory limit of" in (sweep_dask.memory_refusal(12, None, 11, "w") or "")
 
 
 def test_a_consented_pickled_network_sends_no_code_of_the_file_to_workers(
