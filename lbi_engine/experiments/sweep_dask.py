@@ -8,7 +8,7 @@ This module is imported only when one of them is asked for, so a plain install (
 
 How the work is split (why):
 
-* The client loads the network under the CLI's consent rules (``--allow-pickle``) and
+* The client loads the network under the CLI's consent rules (``--allow-code``) and
   pickles one *payload* — the lifted network (lbi's own operator classes and tensors), the
   decoder of a card, the ground truths and the spec. A worker plugin
   (:mod:`lbi_engine.experiments._dask_plugin`) unpacks it once on every worker, including
