@@ -59,10 +59,6 @@ def _prod(shape: Sequence[int]) -> int:
     return out
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
 def memory_refusal(need: int, limit: int | None, budget: int | None, where: str
                    ) -> str | None:
     """A one-line refusal when a cell needing ``need`` bytes does not fit, else None.
@@ -71,11 +67,13 @@ def memory_refusal(need: int, limit: int | None, budget: int | None, where: str
     machine (:func:`lbi_engine.limits.memory_limit`: ``LBI_MEMORY_LIMIT``, else 80 % of the
     memory available), the same rule every ``lbi`` command applies.
     """
+    from lbi_engine.limits import format_bytes
+
     for bound, what, fix in (
-            (limit, "Dask memory limit", "dask worker --memory-limit"),
-            (budget, "lbi memory limit", "LBI_MEMORY_LIMIT on the worker, or --memory-limit")):
+            (limit, "a Dask memory limit", "dask worker --memory-limit"),
+            (budget, "an lbi memory limit", "LBI_MEMORY_LIMIT on the worker, or --memory-limit")):
         if bound is not None and need > bound:
-            return (f"one sweep cell needs about {_gib(need)} but worker {where} has a "
-                    f"{what} of {_gib(bound)}; use fewer --samples per sweep, a smaller "
-                    f"network, or workers with more memory ({fix}).")
+            return (f"one sweep cell needs about {format_bytes(need)} but worker {where} has "
+                    f"{what} of {format_bytes(bound)}; use fewer --samples per sweep, a "
+                    f"smaller network, or workers with more memory ({fix}).")
     return None

@@ -109,6 +109,17 @@ def test_cli_workers_starts_and_closes_a_local_cluster(tmp_path: Path, cli: Any)
     assert len(rows) == 6 and all(r["worker"].startswith("tcp://127.0.0.1:") for r in rows)
 
 
+@pytest.mark.slow
+def test_local_workers_apply_the_command_memory_limit(tmp_path: Path, cli: Any) -> None:
+    """--memory-limit reaches the workers of --workers (the same rule as every lbi command):
+    3 MiB loads the network here, but a cell of 200 samples needs more on the worker."""
+    pytest.importorskip("distributed")
+    code, _, err = cli(*GRID[:7], "--samples", "0-199", "--alphas", "1e-2", "--workers", "1",
+                       "--memory-limit", "3M", "--out", tmp_path)
+    assert code == 2 and err.count("\n") == 1
+    assert "an lbi memory limit of 3.0 MiB" in err and "tcp://127.0.0.1:" in err
+
+
 def test_interrupted_cluster_sweep_resumes_and_recomputes_nothing(
         cluster: tuple[str, Any], tmp_path: Path) -> None:
     address, client = cluster
