@@ -71,8 +71,17 @@ class _NodeContext:
             base = (self.node.name or self.node.op_type).replace(".", "_") or "node"
             key = base if base not in self.seq._modules else f"{base}_{self.index}_{k}"
             self.seq.add_module(key, m)
+            self.budget().check(m, self.shape)  # memory estimate before the real dry run
             with torch.no_grad():
                 self.shape = tuple(m(torch.zeros(1, *self.shape)).shape[1:])
+
+    def budget(self) -> Any:
+        """The memory budget of this import (lbi_engine.footprint.ChainBudget), made once."""
+        if getattr(self, "_budget", None) is None:
+            from lbi_engine.footprint import ChainBudget
+
+            self._budget = ChainBudget(f"network of ONNX file {self.path}")
+        return self._budget
 
 
 class _OpTranslators(_NodeContext):

@@ -142,7 +142,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     device, dtype = torch.device(request.device), DTYPES[request.dtype]
     if bundle is None:
         bundle = load_network(
-            request.network, input_shape=request.input_shape, allow_pickle=request.allow_pickle
+            request.network, input_shape=request.input_shape, allow_code=request.allow_code
         )
     encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)

@@ -108,6 +108,7 @@ def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequen
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()
                   if k != "type"}
         try:
+            _check_layer_params(kwargs, f"{where}: layer {i} ({kind})")
             _check_layer_size(getattr(nn, kind), kwargs, f"{where}: layer {i} ({kind})")
             mods.append(getattr(nn, kind)(**kwargs))
         except (TypeError, ValueError, RuntimeError) as exc:
@@ -123,6 +124,36 @@ def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequen
 MAX_LAYER_VALUES = 2**28
 
 
+#: Hyper-parameters that must be integers >= 1 (or >= 0 for the padding family).
+_POSITIVE = ("in_features", "out_features", "in_channels", "out_channels", "kernel_size",
+             "stride", "dilation", "groups", "num_features")
+_NONNEGATIVE = ("padding", "output_padding")
+
+
+def _check_layer_params(kwargs: dict[str, Any], what: str) -> None:
+    """Sizes, strides and paddings are whole numbers in range (a stride of 0 would divide by
+    zero deep inside torch; a size of -1 or 1e12 is a damaged card)."""
+    for name, low in [*((n, 1) for n in _POSITIVE), *((n, 0) for n in _NONNEGATIVE)]:
+        if name not in kwargs:
+            continue
+        value = kwargs[name]
+        if name == "padding" and isinstance(value, str):
+            if value not in ("same", "valid"):
+                raise ModelFileError(f"{what}: padding={value!r} must be a number, 'same' or "
+                                     "'valid'; fix the card.")
+            continue
+        items = value if isinstance(value, tuple) else (value,)
+        if not items or not all(isinstance(v, int) and not isinstance(v, bool)
+                                and low <= v <= 2**31 for v in items):
+            raise ModelFileError(f"{what}: {name}={_show(value)} must be "
+                                 f"{'an integer' if low == 0 else 'a positive integer'} (or a "
+                                 f"list of them) between {low} and 2^31; fix the card.")
+
+
+def _show(value: Any) -> str:
+    return str(list(value)) if isinstance(value, tuple) else repr(value)
+
+
 def _check_layer_size(cls: type, kwargs: dict[str, Any], what: str) -> None:
     """Build the layer on the meta device (no memory, no RNG use) and count its tensors."""
     import torch
@@ -135,12 +166,18 @@ def _check_layer_size(cls: type, kwargs: dict[str, Any], what: str) -> None:
                              f"{MAX_LAYER_VALUES:,}. The card's sizes are wrong: fix them.")
 
 
+def _strided() -> Any:
+    import torch
+
+    return torch.strided
+
+
 def read_card(path: Path) -> dict[str, Any]:
     try:
         card = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ModelFileError(f"model card {path} does not exist; check the path") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ModelFileError(f"model card {path} is not valid JSON ({exc}); fix or "
                              "regenerate it") from exc
     if not isinstance(card, dict) or not isinstance(card.get("architecture"), dict):
@@ -155,6 +192,13 @@ def read_card(path: Path) -> dict[str, Any]:
 
 def check_state(module: nn.Module, state: dict[str, Tensor], weights: str, card: Path) -> None:
     """Name every missing, unexpected or mis-shaped tensor before load_state_dict does."""
+    odd = [f"{k} ({v.device.type}, {str(v.dtype).replace('torch.', '')})"
+           for k, v in state.items()
+           if v.device.type == "meta" or v.layout != _strided()]
+    if odd:
+        raise ModelFileError(f"weights {weights}: tensor(s) {', '.join(odd[:6])} hold no usable "
+                             "numbers (meta-device or sparse tensors); save the real "
+                             "weights with torch.save(model.state_dict(), path) or safetensors.")
     want = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     got = {k: tuple(v.shape) for k, v in state.items()}
     problems = [f"missing {k} {s}" for k, s in want.items() if k not in got]

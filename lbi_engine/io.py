@@ -8,9 +8,12 @@ file stays untouched.
 
 Why "safe" loading: a whole pickled ``nn.Module`` (``torch.save(model)``) is a program, not
 data; unpickling it runs whatever functions the file names. :func:`load_model_file` recognises
-such files *without unpickling them* and refuses them unless the caller opts in with
-``allow_pickle=True``. Weights-only formats (safetensors, state dicts read with
-``torch.load(weights_only=True)``, TorchScript, ONNX) are loaded directly.
+such files *without unpickling them* and refuses them unless the person opts in for this run
+with ``allow_code=True`` (``allow_pickle=True`` is its old name). TorchScript is refused the
+same way: ``torch.jit.load`` runs the archive's scripted ``__setstate__`` methods. Data-only
+formats (safetensors, state dicts read with ``torch.load(weights_only=True)``, ONNX, cards)
+are loaded directly. Consent never comes from a file (a run record, a session): see
+:func:`lbi_engine.request.strip_file_consent`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ __all__ = [
     "sniff_model_format",
     "pickle_globals",
     "load_model_file",
+    "refuse_code_format",
+    "SAFE_FORMATS_HINT",
 ]
 
 
@@ -150,11 +155,26 @@ def _is_tensor_global(name: str) -> bool:
         and (name.endswith("Storage") or name.split(".")[1] in _DTYPE_NAMES))
 
 
+SAFE_FORMATS_HINT = (
+    "Formats lbi opens without running anything from the file: safetensors (or a "
+    "torch.save(model.state_dict()) state dict) with a card JSON, ONNX (.onnx), and "
+    "torch.export programs (.pt2); `lbi convert` turns a file you trust into one of them.")
 _CONVERT_HINT = (
     "Convert it once, somewhere you trust the file: save the weights with "
     "`torch.save(model.state_dict(), 'model.pt')` (or safetensors) and describe the "
-    "architecture in a card JSON next to it, or save TorchScript with "
-    "`torch.jit.script(model).save('model.ts')`.")
+    "architecture in a card JSON next to it, or export it to ONNX. " + SAFE_FORMATS_HINT)
+_CONSENT_HINT = ("Load it only if you trust its source, for this run: CLI --allow-code "
+                 "(alias --allow-pickle), Python allow_code=True (alias allow_pickle), "
+                 "GUI: confirm the dialog.")
+
+
+def refuse_code_format(p: Path, fmt: str) -> None:
+    """Raise UnsafeFileError for a format whose loading runs code stored in the file."""
+    raise UnsafeFileError(
+        f"{p} is a {fmt} file: loading it runs the program stored in the file (TorchScript "
+        "executes the archive's scripted __setstate__ methods while reading it), which can "
+        "read, change or delete your files, so lbi refuses it by default. "
+        + SAFE_FORMATS_HINT + " " + _CONSENT_HINT)
 
 
 def sniff_model_format(path: str | os.PathLike[str]) -> str:
@@ -285,15 +305,25 @@ def _refuse_pickle(p: Path, fmt: str, exc: Exception) -> None:
     raise UnsafeFileError(
         f"{p} is a pickled Python object (it references {shown}), not plain weights. "
         "Unpickling it would run code chosen by whoever made the file, which can read, change "
-        "or delete your files (arbitrary code execution), so lbi refuses it by default. Load "
-        "it only if you trust its source: pass allow_pickle=True (CLI: --allow-pickle). "
-        + _CONVERT_HINT)
+        "or delete your files (arbitrary code execution), so lbi refuses it by default. "
+        + _CONSENT_HINT + " " + _CONVERT_HINT)
 
 
 def _torch_load_weights(p: Path, fmt: str) -> Any:
     """``torch.load(weights_only=True)``; pickles of arbitrary objects become UnsafeFileError."""
     import torch
 
+    from lbi_engine.limits import check_bytes
+
+    if fmt == "torch-zip":  # sizes declared in the zip directory, before inflating anything
+        try:
+            with zipfile.ZipFile(p) as zf:
+                unpacked = sum(i.file_size for i in zf.infolist())
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ModelFileError(f"model file {p} is a truncated or corrupt zip archive "
+                                 f"({exc}); save or download it again") from exc
+        check_bytes(2 * unpacked, f"model file {p} (its tensors unpacked)",
+                    "it is damaged, or far larger than a network lbi can invert")
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols it then rejects
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
@@ -333,14 +363,15 @@ def _card_for(p: Path, card_path: str | os.PathLike[str] | None) -> Path:
 
 
 def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...] | None = None,
-                    allow_pickle: bool = False,
+                    allow_code: bool = False, allow_pickle: bool = False,
                     card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
     """Load any supported model file into a :class:`lbi_engine.zoo.ModelBundle`.
 
     Formats (detected by :func:`sniff_model_format`): safetensors or a ``.pt/.pth`` state
     dict, each with a card JSON holding the architecture (``card_path`` or ``NAME.json`` beside
-    the file); a card JSON itself; TorchScript; ONNX; and a whole pickled ``nn.Module`` only
-    with ``allow_pickle=True`` (otherwise :class:`UnsafeFileError`). ``input_shape`` (without
+    the file); a card JSON itself; ONNX; and, only with ``allow_code=True`` (the person's
+    consent for this run; ``allow_pickle`` is its alias), TorchScript and a whole pickled
+    ``nn.Module`` (otherwise :class:`UnsafeFileError`). ``input_shape`` (without
     batch) is needed where the file does not say it (TorchScript, ONNX, pickled modules whose
     first layer is not Linear) and overrides a card's.
     """
@@ -348,14 +379,17 @@ def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...
 
     p = Path(path)
     fmt = sniff_model_format(p)
+    consent = bool(allow_code or allow_pickle)
     shape = tuple(int(s) for s in input_shape) if input_shape is not None else None
     if fmt == "card":
         return zoo.bundle_from_card(p, input_shape=shape)
     if fmt == "safetensors":
         return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape)
+    if fmt == "torchscript" and not consent:
+        refuse_code_format(p, "TorchScript")
     if fmt in ("torchscript", "onnx"):
-        return zoo.bundle_from_graph(p, fmt, input_shape=shape)
-    if not allow_pickle:
+        return zoo.bundle_from_graph(p, fmt, input_shape=shape, allow_code=consent)
+    if not consent:
         state = _extract_state_dict(_torch_load_weights(p, fmt), p)
         return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape,
                                     state_dict=state)

@@ -58,6 +58,11 @@ def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]
     return shape
 
 
+def check_input_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
+    """A sample shape as a tuple of positive ints within MAX_INPUT_VALUES; InputError else."""
+    return _check_shape(input_shape, what)
+
+
 def _check_finite_weights(module: nn.Module, name: str) -> None:
     """Refuse NaN/Inf weights by name (else the forward check reports a vague mismatch)."""
     for kind, items in (("parameter", module.named_parameters()),
@@ -209,6 +214,11 @@ class LiftedNetwork:
         if not isinstance(module, nn.Module):
             raise InputError(f"from_module needs a torch.nn.Module, got {type(module).__name__}.")
         shape = _check_shape(input_shape)
+        from lbi_engine.footprint import check_network_memory
+
+        # sizes before any real tensor; a layer that does not fit the shape is named below
+        check_network_memory(module, shape, f"network '{name or type(module).__name__}'",
+                             shape_errors=False)
         _check_finite_weights(module, name or type(module).__name__)
         ref = next(iter(module.parameters()), None)
         if ref is None:
@@ -228,11 +238,17 @@ class LiftedNetwork:
 
     @classmethod
     def from_torchscript(cls, path: str | Path, input_shape: Sequence[int] | None = None,
-                         name: str | None = None) -> LiftedNetwork:
-        """Lift a TorchScript archive (torch.jit.save); no Python pickle is executed."""
+                         name: str | None = None, *, allow_code: bool = False,
+                         allow_pickle: bool = False) -> LiftedNetwork:
+        """Lift a TorchScript archive (torch.jit.save).
+
+        Loading TorchScript runs code stored in the file, so it needs ``allow_code=True``
+        (alias ``allow_pickle``), the caller's consent for this call; UnsafeFileError
+        otherwise. The file's own forward is never run (see lbi_engine.importers).
+        """
         from lbi_engine.importers import load_torchscript
 
-        return load_torchscript(path, input_shape, name)
+        return load_torchscript(path, input_shape, name, allow_code=allow_code or allow_pickle)
 
     @classmethod
     def from_onnx(cls, path: str | Path, input_shape: Sequence[int] | None = None,

@@ -162,6 +162,9 @@ def load_onnx(path: str | Path, input_shape: Sequence[int] | None = None,
     from lbi_engine.network import LiftedNetwork
 
     p = check_model_file(path, "ONNX")
+    from lbi_engine.footprint import check_onnx_external_data
+
+    check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
     try:
         model = onnx.load(str(p))  # external weights, if any, next to the file
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends

@@ -9,7 +9,8 @@ are imported when the parser is built, but torch is only imported when a command
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from lbi_engine.cli import _common as c
 
@@ -59,6 +60,27 @@ def build_parser() -> c.Parser:
     return parser
 
 
+@contextmanager
+def _memory_limit(limit: int | None) -> Iterator[None]:
+    """--memory-limit for this command only (the engine reads LBI_MEMORY_LIMIT)."""
+    import os
+
+    from lbi_engine.limits import ENV_VAR
+
+    if limit is None:
+        yield
+        return
+    before = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = str(limit)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lbi`` console script; returns the exit status."""
     from lbi_engine.errors import LbiError
@@ -75,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not hasattr(args, "handler"):
             parser.print_help()
             return c.EXIT_BAD_INPUT
-        return int(args.handler(args) or 0)
+        with _memory_limit(getattr(args, "memory_limit", None)):
+            return int(args.handler(args) or 0)
     except c.UsageError as exc:
         print(f"{exc.prog}: error: {c.one_line(str(exc))}", file=sys.stderr)
         return c.EXIT_BAD_INPUT

@@ -98,9 +98,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     net.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                      help="the input shape without batch, only when the file does not record it "
                           "(TorchScript, ONNX)")
-    net.add_argument("--allow-pickle", action="store_true", default=None,
-                     help="allow a whole pickled nn.Module (torch.save(model)); unpickling runs "
-                          "code from the file, so only use files you trust")
+    net.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
+                     default=None,
+                     help="consent, for this run, to open a model format whose loading runs "
+                          "code from the file: TorchScript, a whole pickled nn.Module "
+                          "(torch.save(model)). Only for files you trust; a --record never "
+                          "gives this consent")
     src = p.add_argument_group("data (exactly one source; optional with --record)")
     one = src.add_mutually_exclusive_group()
     one.add_argument("--sample", type=c.nonnegative_int, metavar="INDEX",
@@ -172,6 +175,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true",
                      help="replace files of an earlier run in DIR (refused otherwise)")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    c.add_memory_limit(p)
     p.set_defaults(handler=run_invert)
     return p
 
@@ -189,7 +193,7 @@ def load_record(path: str) -> tuple[dict[str, Any], Path]:
         raise DataFileError(f"--record {path}: no such file; give a result.json or run.json")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise DataFileError(f"--record {path}: not readable JSON ({exc}); give a result.json "
                             "written by `lbi invert` or a run.json saved by the GUI") from exc
     if isinstance(data, dict) and isinstance(data.get("request"), dict):
@@ -197,7 +201,12 @@ def load_record(path: str) -> tuple[dict[str, Any], Path]:
     if not isinstance(data, dict) or data.get("kind", "lbi-run-record") != "lbi-run-record":
         raise FormatVersionError(f"--record {path}: not an lbi run record (no 'request' and "
                                  "kind != 'lbi-run-record')")
-    return dict(data), file.resolve().parent
+    from lbi_engine.request import strip_file_consent
+
+    clean, warning = strip_file_consent(dict(data), f"--record {path}")
+    if warning:
+        c.warn(warning)
+    return clean, file.resolve().parent
 
 
 def _resolve_path(value: str | None, record_dir: Path | None) -> str | None:
@@ -231,7 +240,7 @@ def build_request(args: argparse.Namespace) -> Any:
         value = getattr(args, flag)
         if value is not None:
             data[name] = list(value) if isinstance(value, tuple) else value
-    if args.allow_pickle:
+    if args.allow_code:  # the person's consent, from this command line only
         data["allow_pickle"] = True
     if args.resize:
         data["resize"] = True
@@ -261,17 +270,24 @@ def _light(record: Any) -> dict[str, Any]:
 
 
 def run_invert(args: argparse.Namespace) -> int:
+    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
+
+    # Refuse before the (possibly long) run, not after it: a path that cannot be written,
+    # a folder another run is writing to, results that would be replaced without --overwrite.
+    out = prepare_output_folder(args.out)
+    request = build_request(args)
+    with output_folder_lock(out):
+        return _run_locked(args, request, out)
+
+
+def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     from lbi_engine import api, exports
 
-    request = build_request(args)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise c.UsageError(f"--out {args.out} is a file; give a folder", "lbi invert")
-    # Refuse before the (possibly long) run, not after it.
     exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
-    if request.allow_pickle:
-        c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded; "
-               "use it only for files you trust")
+    if request.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it "
+               "(TorchScript, pickle), which can do anything you can; use it only for files "
+               "you trust")
     from lbi_engine.experiments.batch import torch_threads
 
     messages: list[str] = []
