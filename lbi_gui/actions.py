@@ -50,7 +50,11 @@ def build_actions(w: Any) -> SimpleNamespace:
                        sp.SP_DialogSaveButton)
     a.quit = _action(w, "&Quit", w.close, "Ctrl+Q", "Quit (stops a running solve cleanly)")
     a.about = _action(w, "&About lbi", w.show_about)
+    a.guide = _action(w, "&User guide", w.show_user_guide, "F1",
+                      "The user guide: the maths in a few lines and every control explained")
     a.reset_layout = _action(w, "Reset &layout", w.reset_layout)
+    a.fit_view = _action(w, "&Fit images to view", w.image_grid.fit_view, "Ctrl+0",
+                         "Show the whole image in every view (resets the zoom)")
 
     bar = w.menuBar()
     file_menu = bar.addMenu("&File")
@@ -72,7 +76,10 @@ def build_actions(w: Any) -> SimpleNamespace:
     run_menu.addAction(a.switch)
     run_menu.addAction(a.run_all)
     a.view_menu = bar.addMenu("&View")
+    a.view_menu.addAction(a.fit_view)
+    a.view_menu.addSeparator()
     help_menu = bar.addMenu("&Help")
+    help_menu.addAction(a.guide)
     help_menu.addAction(a.about)
 
     tb = w.addToolBar("Run control")

@@ -58,6 +58,22 @@ def confirm(parent: QtWidgets.QWidget | None, title: str, text: str,
     return answer == buttons.Yes
 
 
+def ask_unsaved_runs(parent: QtWidgets.QWidget | None, count: int) -> str:
+    """Quit with runs not in a saved session: "save", "discard" or "cancel"."""
+    buttons = QtWidgets.QMessageBox.StandardButton
+    box = QtWidgets.QMessageBox(parent)
+    box.setIcon(QtWidgets.QMessageBox.Icon.Question)
+    box.setWindowTitle("Unsaved runs")
+    box.setText(f"{count} finished run{'s are' if count != 1 else ' is'} not saved in a "
+                "session.")
+    box.setInformativeText("Save them before quitting?")
+    box.setStandardButtons(buttons.Save | buttons.Discard | buttons.Cancel)
+    box.setDefaultButton(buttons.Save)
+    answer = box.exec()
+    return {buttons.Save: "save", buttons.Discard: "discard"}.get(
+        buttons(answer), "cancel")
+
+
 def confirm_overwrite(parent: QtWidgets.QWidget | None, paths: list[str]) -> bool:
     """Ask before replacing existing files (lists them)."""
     names = "\n".join(f"  • {p}" for p in paths[:12])
