@@ -20,7 +20,7 @@ from lbi_engine.errors import FormatVersionError, ModelFileError, UnsupportedLay
 if TYPE_CHECKING:
     from torch import Tensor, nn
 
-__all__ = ["CARD_FORMAT_VERSION", "LAYER_PARAMS", "file_sha256", "tensor_sha256",
+__all__ = ["CARD_FORMAT_VERSION", "LAYER_PARAMS", "LBI_LAYERS", "file_sha256", "tensor_sha256",
            "describe_module", "build_module", "read_card", "check_state"]
 
 CARD_FORMAT_VERSION = 1
@@ -35,7 +35,10 @@ LAYER_PARAMS: dict[str, tuple[str, ...]] = {
     "ConvTranspose2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding",
                         "output_padding", "groups", "bias", "dilation"),
     "Flatten": ("start_dim", "end_dim"), "Unflatten": ("dim", "unflattened_size"),
-    "AvgPool2d": ("kernel_size", "stride", "padding"),
+    "AvgPool2d": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                  "divisor_override"),
+    "AdaptiveAvgPool2d": ("output_size",), "ZeroPad2d": ("padding",),
+    "PReLU": ("num_parameters",), "CELU": ("alpha",),
     "BatchNorm1d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
     "BatchNorm2d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
     "Identity": (), "ReLU": (), "Sigmoid": (), "Tanh": (), "Softsign": (), "Hardsigmoid": (),
@@ -68,16 +71,65 @@ def tensor_sha256(state: dict[str, Tensor]) -> str:
     return h.hexdigest()
 
 
+#: lbi's own small layers (what importers build for views, constant arithmetic and ONNX
+#: activations): ``Reshape`` {"shape"}, ``ScaleShift`` {"scale_shape", "shift_shape"} (the
+#: tensors are in the weights file), ``Activation`` {"spec": a ProximalActivation spec}.
+LBI_LAYERS = ("Reshape", "ScaleShift", "Activation")
+
+
+def _describe_lbi(m: nn.Module) -> dict[str, Any] | None:
+    from lbi_engine.layer_lifting import LiftedActivation
+    from lbi_engine.operators import Reshape, ScaleShift
+
+    if type(m) is Reshape:
+        return {"type": "Reshape", "shape": list(m.shape)}
+    if type(m) is ScaleShift:
+        return {"type": "ScaleShift", "scale_shape": list(m.scale.shape),
+                "shift_shape": list(m.shift.shape)}
+    if type(m) is LiftedActivation:
+        return {"type": "Activation", "spec": m.activation.spec()}
+    return None
+
+
+def _build_lbi(kind: str, spec: dict[str, Any], where: str) -> nn.Module:
+    import math
+
+    import torch
+
+    from lbi_engine.activations import make_activation
+    from lbi_engine.errors import LbiError
+    from lbi_engine.layer_lifting import LiftedActivation
+    from lbi_engine.operators import Reshape, ScaleShift
+
+    try:
+        if kind == "Reshape":
+            return Reshape([int(v) for v in spec["shape"]])
+        if kind == "ScaleShift":
+            shapes = [[int(v) for v in spec[k]] for k in ("scale_shape", "shift_shape")]
+            if any(math.prod(sh) > MAX_LAYER_VALUES or min(sh, default=1) < 0 for sh in shapes):
+                raise ModelFileError(f"{where} has sizes {shapes}; fix the card")
+            return ScaleShift(torch.zeros(shapes[0]), torch.zeros(shapes[1]))
+        return LiftedActivation(make_activation(spec["spec"]))
+    except (KeyError, TypeError, ValueError, LbiError) as exc:
+        if isinstance(exc, ModelFileError):
+            raise
+        raise ModelFileError(f"{where} has bad parameters {spec} ({exc})") from exc
+
+
 def describe_module(module: nn.Module) -> list[dict[str, Any]]:
     """Layer specs of a flat ``nn.Sequential`` (inverse of :func:`build_module`)."""
     from torch import nn
 
     specs = []
     for i, m in enumerate(module.children() if isinstance(module, nn.Sequential) else [module]):
+        own = _describe_lbi(m)
+        if own is not None:
+            specs.append(own)
+            continue
         kind = type(m).__name__
         if kind not in LAYER_PARAMS or type(m) is not getattr(nn, kind):
             raise UnsupportedLayerError(f"layer {i} ({kind}) cannot be described in a card; "
-                                        f"use one of {sorted(LAYER_PARAMS)}")
+                                        f"use one of {sorted(LAYER_PARAMS) + list(LBI_LAYERS)}")
         spec: dict[str, Any] = {"type": kind}
         for name in LAYER_PARAMS[kind]:
             value = getattr(m, name)
@@ -102,9 +154,12 @@ def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequen
     mods = []
     for i, spec in enumerate(layers):
         kind = spec.get("type") if isinstance(spec, dict) else None
+        if kind in LBI_LAYERS:
+            mods.append(_build_lbi(kind, spec, f"{where}: layer {i} ({kind})"))
+            continue
         if kind not in LAYER_PARAMS:
             raise ModelFileError(f"{where}: layer {i} has unknown type {kind!r}; supported: "
-                                 f"{', '.join(sorted(LAYER_PARAMS))}")
+                                 f"{', '.join(sorted(LAYER_PARAMS) + list(LBI_LAYERS))}")
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()
                   if k != "type"}
         try:

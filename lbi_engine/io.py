@@ -160,9 +160,10 @@ SAFE_FORMATS_HINT = (
     "torch.save(model.state_dict()) state dict) with a card JSON, ONNX (.onnx), and "
     "torch.export programs (.pt2); `lbi convert` turns a file you trust into one of them.")
 _CONVERT_HINT = (
-    "Convert it once, somewhere you trust the file: save the weights with "
-    "`torch.save(model.state_dict(), 'model.pt')` (or safetensors) and describe the "
-    "architecture in a card JSON next to it, or export it to ONNX. " + SAFE_FORMATS_HINT)
+    "Better: convert it once, where you trust the file, with `lbi convert FILE --allow-code "
+    "--out DIR` (writes DIR/NAME.safetensors + DIR/NAME.json, which load without this flag), "
+    "or export the model to ONNX (`torch.onnx.export`) or .pt2 (`torch.export.save`), which "
+    "lbi reads without running code; see docs/own-network.md.")
 _CONSENT_HINT = ("Load it only if you trust its source, for this run: CLI --allow-code "
                  "(alias --allow-pickle), Python allow_code=True (alias allow_pickle), "
                  "GUI: confirm the dialog.")
@@ -207,12 +208,17 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
         except (zipfile.BadZipFile, OSError) as exc:
             raise ModelFileError(f"model file {p} is a truncated or corrupt zip archive "
                                  f"({exc}); save or download it again") from exc
+        from lbi_engine.pt2_import import is_pt2_archive
+
+        if is_pt2_archive(names):  # torch.export.save: read as data, never torch.export.load
+            return "pt2"
         if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
             return "torchscript"
         if any(n.endswith("data.pkl") for n in names):
             return "torch-zip"
         raise ModelFileError(f"{p} is a zip archive but not a PyTorch file (no data.pkl); "
-                             "expected a state dict, TorchScript, safetensors or ONNX file")
+                             "expected a state dict, a .pt2 (torch.export.save), safetensors "
+                             "or ONNX file")
     # A safetensors header length of 128 (mod 256) also starts with 0x80, like a pickle: the
     # JSON '{' at byte 8 tells them apart (no pickle has it there).
     if (head[:1] == b"\x80" and head[8:9] != b"{") or suffix in (".pkl", ".pickle"):
@@ -230,7 +236,7 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
         return "card"
     raise ModelFileError(
         f"{p} is not a model format lbi understands; expected .safetensors (+ card JSON), "
-        "a .pt/.pth state dict (+ card JSON), TorchScript (.pt/.ts), ONNX (.onnx), or a card")
+        "a .pt/.pth state dict (+ card JSON), ONNX (.onnx), torch.export (.pt2), or a card")
 
 
 def _pickle_streams(p: Path, fmt: str) -> list[bytes]:
@@ -358,7 +364,9 @@ def _card_for(p: Path, card_path: str | os.PathLike[str] | None) -> Path:
         raise ModelFileError(
             f"{p} holds only weights; lbi needs a card JSON with the architecture to rebuild "
             f"the network, but {card} does not exist. Put NAME.json next to the weights or "
-            "pass card_path=... (Python API); see resources/models/README.md for the format")
+            "pass card_path=... (CLI: lbi convert --card; see resources/models/README.md), or "
+            "export the model to ONNX or .pt2 instead, which need no card "
+            "(docs/own-network.md)")
     return card
 
 
@@ -387,7 +395,7 @@ def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...
         return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape)
     if fmt == "torchscript" and not consent:
         refuse_code_format(p, "TorchScript")
-    if fmt in ("torchscript", "onnx"):
+    if fmt in ("torchscript", "onnx", "pt2"):
         return zoo.bundle_from_graph(p, fmt, input_shape=shape, allow_code=consent)
     if not consent:
         state = _extract_state_dict(_torch_load_weights(p, fmt), p)

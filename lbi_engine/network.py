@@ -106,7 +106,8 @@ def group_layers(entries: Sequence[Any]) -> list[LiftedLayer]:
 class LiftedNetwork:
     """A chain of LiftedLayer objects with the original network's forward.
 
-    Build it with :meth:`from_module`, :meth:`from_torchscript` or :meth:`from_onnx`.
+    Build it with :meth:`from_module`, :meth:`from_onnx`, :meth:`from_pt2` or
+    :meth:`from_torchscript`.
     """
 
     def __init__(self, layers: Sequence[LiftedLayer], input_shape: Sequence[int],
@@ -257,6 +258,15 @@ class LiftedNetwork:
         from lbi_engine.onnx_import import load_onnx
 
         return load_onnx(path, input_shape, name)
+
+    @classmethod
+    def from_pt2(cls, path: str | Path, input_shape: Sequence[int] | None = None,
+                 name: str | None = None) -> LiftedNetwork:
+        """Lift a torch.export archive (torch.export.save) by reading its graph and weights;
+        the program is never loaded or run (see :mod:`lbi_engine.pt2_import`)."""
+        from lbi_engine.pt2_import import load_pt2
+
+        return load_pt2(path, input_shape, name)
 
 
 def _identity() -> Any:

@@ -277,7 +277,7 @@ def _with_path(exc: LbiError, path: Path) -> LbiError:
 
 def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None,
                       allow_code: bool = False) -> ModelBundle:
-    """TorchScript (only with ``allow_code``) or ONNX file -> bundle (encoder only; identity
+    """TorchScript (only with ``allow_code``), ONNX or .pt2 file -> bundle (encoder only; identity
     preprocessing). A TorchScript bundle's module is the nn.Sequential lbi rebuilt."""
     from lbi_engine.network import LiftedNetwork
 
@@ -288,6 +288,8 @@ def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None,
 
             encoder, module = load_torchscript_module(path, input_shape, name=path.stem,
                                                       allow_code=allow_code)
+        elif fmt == "pt2":
+            encoder = LiftedNetwork.from_pt2(path, input_shape, name=path.stem)
         else:
             encoder = LiftedNetwork.from_onnx(path, input_shape, name=path.stem)
     except (UnsupportedLayerError, InputError) as exc:  # name the file

@@ -97,7 +97,7 @@ PROBLEM_KEYS = frozenset({"network", "input_shape", "dataset", "split", "index",
                           "truth", "data", "resize", "allow_pickle", "device", "dtype"})
 
 #: Network suffixes the Open… dialog and drag-and-drop accept.
-NETWORK_SUFFIXES = (".pt", ".pth", ".ts", ".torchscript", ".onnx", ".safetensors", ".json",
+NETWORK_SUFFIXES = (".pt", ".pth", ".pt2", ".ts", ".torchscript", ".onnx", ".safetensors", ".json",
                     ".bin", ".ckpt")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm", ".npy", ".npz")
 SESSION_SUFFIX = ".lbisession"

@@ -17,7 +17,7 @@ from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 
 RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
                  "data": "Measured data"}
-NETWORK_FILTER = ("Networks (*.pt *.pth *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
+NETWORK_FILTER = ("Networks (*.pt *.pth *.pt2 *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
                   "*.ckpt);;All files (*)")
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz);;All files (*)"
 SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"

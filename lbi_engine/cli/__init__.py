@@ -1,4 +1,4 @@
-"""The ``lbi`` command: invert, sweep, reproduce, train, list.
+"""The ``lbi`` command: invert, sweep, reproduce, train, list, convert.
 
 A thin layer: argument parsing, progress bars and calls into the engine (``lbi_engine.api``,
 ``lbi_engine.experiments``, ``lbi_engine.training``, ``lbi_engine.zoo``). Subcommand modules
@@ -38,6 +38,7 @@ single runs and parameter studies:
   lbi invert --network mnist-cnn-ae --sample 0 --out run1
   lbi sweep --network mnist-cnn-ae --alphas log:1e-4:1e-2:5 --noise-stds 0,0.1 --out sweep1
   lbi train mnist-cnn-ae --out mymodels      retrain a zoo network (how the zoo was made)
+  lbi convert my_encoder.onnx --out mymodels  your own network (ONNX, .pt2, ...) -> zoo format
 
 every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 """
@@ -45,7 +46,7 @@ every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 
 def build_parser() -> c.Parser:
     from lbi_engine import __version__
-    from lbi_engine.cli import invert, misc, reproduce, sweep
+    from lbi_engine.cli import convert, invert, misc, reproduce, sweep
 
     parser = c.Parser(prog="lbi", description=DESCRIPTION, epilog=EPILOG,
                       formatter_class=c.HelpFormatter)
@@ -57,6 +58,7 @@ def build_parser() -> c.Parser:
     reproduce.add_parser(subparsers)
     misc.add_train_parser(subparsers)
     misc.add_list_parser(subparsers)
+    convert.add_parser(subparsers)
     return parser
 
 

@@ -49,8 +49,8 @@ examples:
   lbi invert --network circle-perceptron --dataset cartoon --split disc --sample 0 \\
              --noise-std 0.005 --alpha 1.5e-2 --method pdhg --steps paper --tol-mode absolute \\
              --max-iter 10000 --out runs/circle
-  # your own network (ONNX) and a measured code
-  lbi invert --network model.onnx --input-shape 1,28,28 --data code.npy --alpha 1e-2 --out runs/mine
+  # your own network (torch.onnx.export or torch.export.save) and a measured code
+  lbi invert --network model.onnx --data code.npy --alpha 1e-2 --out runs/mine
   # repeat a run exactly (same numbers), or with one parameter changed
   lbi invert --record runs/cnn3/result.json --out runs/cnn3-again
   lbi invert --record runs/cnn3/result.json --alpha 3e-3 --out runs/cnn3-alpha3e-3
@@ -93,9 +93,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     net = p.add_argument_group("network")
     net.add_argument("--network", metavar="NAME|PATH",
-                     help="a zoo name (see `lbi list`) or a model file: .safetensors/.pt + card "
-                          "JSON, ONNX, a card JSON, or TorchScript with --allow-code "
-                          "(required unless --record)")
+                     help="a zoo name (see `lbi list`) or a model file: ONNX, .pt2 "
+                          "(torch.export), .safetensors/.pt + card JSON, or a card JSON "
+                          "(required unless --record); `lbi convert` turns others into a card")
     net.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                      help="the input shape without batch, only when the file does not record it "
                           "(TorchScript, ONNX)")

@@ -92,8 +92,8 @@ def confirm_pickle(parent: QtWidgets.QWidget | None, path: str, message: str) ->
             "That code can do anything your user account can do: read, change or delete "
             "files, install programs.\n\nOnly continue if you made this file yourself or "
             "fully trust where it came from. Safe formats that never run code: safetensors "
-            "or a state dict with a model card, ONNX, torch.export (.pt2); `lbi convert` "
-            f"turns a trusted file into one.\n\nDetails: {message}\n\n"
+            "or a state dict with a model card, ONNX, torch.export (.pt2); File → Import "
+            f"network… (or `lbi convert`) turns a trusted file into one.\n\nDetails: {message}\n\n"
             "Load it anyway and run its code?")
     return confirm(parent, "Run code from this model file?", text)
 
