@@ -60,6 +60,7 @@ class InversionRequest:
     #: see :func:`strip_file_consent`. (Named allow_pickle for older records.)
     allow_pickle: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    feature_prior: str | None = None  # layer-wise: BASE of a feature prior (feature_prior.py)
 
     @property
     def allow_code(self) -> bool:

@@ -108,7 +108,9 @@ def zoo_dir() -> Path:
 def list_zoo() -> list[str]:
     """Names of the bundled networks (one ``NAME.json`` card each), sorted."""
     d = zoo_dir()
-    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+    # NAME.prior.json beside a network is its feature prior's card (feature_prior.py), no network
+    return sorted(p.stem for p in d.glob("*.json") if not p.stem.endswith(".prior")) \
+        if d.is_dir() else []
 
 
 def zoo_card(name: str) -> dict[str, Any]:

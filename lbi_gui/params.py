@@ -42,6 +42,7 @@ DEFAULT_REQUEST: dict[str, Any] = {
     "layer_alphas": None,
     "allow_pickle": False,
     "options": {},
+    "feature_prior": None,
 }
 
 #: The annotations of ``InversionRequest`` (a test checks they equal the engine's), so a

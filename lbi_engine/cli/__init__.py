@@ -1,4 +1,4 @@
-"""The ``lbi`` command: invert, sweep, reproduce, train, list, convert.
+"""The ``lbi`` command: invert, sweep, reproduce, train, list, convert, feature-prior.
 
 A thin layer: argument parsing, progress bars and calls into the engine (``lbi_engine.api``,
 ``lbi_engine.experiments``, ``lbi_engine.training``, ``lbi_engine.zoo``). Subcommand modules
@@ -39,6 +39,7 @@ single runs and parameter studies:
   lbi sweep --network mnist-cnn-ae --alphas log:1e-4:1e-2:5 --noise-stds 0,0.1 --out sweep1
   lbi train mnist-cnn-ae --out mymodels      retrain a zoo network (how the zoo was made)
   lbi convert my_encoder.onnx --out mymodels  your own network (ONNX, .pt2, ...) -> zoo format
+  lbi feature-prior NET --samples x.npy --out P  learned feature prior for layer-wise inversion
 
 every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 """
@@ -46,7 +47,7 @@ every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 
 def build_parser() -> c.Parser:
     from lbi_engine import __version__
-    from lbi_engine.cli import convert, invert, misc, reproduce, sweep
+    from lbi_engine.cli import convert, feature_prior, invert, misc, reproduce, sweep
 
     parser = c.Parser(prog="lbi", description=DESCRIPTION, epilog=EPILOG,
                       formatter_class=c.HelpFormatter)
@@ -59,6 +60,7 @@ def build_parser() -> c.Parser:
     misc.add_train_parser(subparsers)
     misc.add_list_parser(subparsers)
     convert.add_parser(subparsers)
+    feature_prior.add_parser(subparsers)
     return parser
 
 

@@ -79,6 +79,7 @@ _FIELDS = {
     "report_every": "report_every",
     "threads": "threads",
     "layer_alphas": "layer_alphas",
+    "feature_prior": "feature_prior",
 }
 _SOURCES = ("image", "truth", "data")
 
@@ -147,9 +148,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "tau_z = 1/(8 alpha)) (request default: safe)")
     prob.add_argument("--layer-alphas", type=c.float_list, metavar="A1,A2,..",
                       help="per-layer weights of the auxiliary priors (layerwise method)")
+    prob.add_argument("--feature-prior", metavar="BASE",
+                      help="learned feature prior for the layerwise method (BASE.safetensors + "
+                           "BASE.json from `lbi feature-prior`; default for zoo networks: the "
+                           "one shipped beside the weights)")
     prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
                       help="a solver option, repeatable: n_inner, eta, step_scale, optimizer, lr, "
-                           "tv_smoothing, layer_tikhonov, inner_max_iter")
+                           "tv_smoothing, layer_tikhonov, inner_max_iter, input_alpha "
+                           "(layerwise: discrepancy or given)")
     stop = p.add_argument_group("stopping")
     stop.add_argument("--max-iter", type=c.positive_int, metavar="N",
                       help="iteration cap (request default: 1500)")
@@ -254,6 +260,11 @@ def build_request(args: argparse.Namespace) -> Any:
             data["index"] = args.sample
     for name in ("network", *_SOURCES):
         data[name] = _resolve_path(data.get(name), record_dir)
+    if data.get("feature_prior"):  # a BASE name: resolved through its card
+        from lbi_engine.feature_prior import prior_paths
+
+        card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
+        data["feature_prior"] = card
     return InversionRequest.from_dict(data)
 
 
@@ -325,8 +336,12 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
 
     m = final_metrics(prepared, final)
     r = prepared.request
-    print(f"{r.network}: {r.method}, {r.regulariser}, alpha={r.alpha:g}: "
+    print(f"{r.network}: {r.method}, {r.regulariser}, alpha={m['alpha_used']:g}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    if m.get("alpha_rule"):
+        print(f"  alpha: {m['alpha_rule']}")
+    for stage in m.get("stages") or []:
+        print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
           f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
           f"delta^2 {c.fmt(m['delta_squared'])}")

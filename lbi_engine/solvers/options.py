@@ -38,11 +38,12 @@ class SolverOptions:
     step_scale: multiplies every primal step (for experiments; > 1 can diverge).
     eta: discrepancy-principle factor for Landweber (stop when ||residual|| <= eta * delta).
     optimizer / lr / tv_smoothing: the backpropagation baseline (Adam or gradient descent).
-    layer_tikhonov: beta/2 ||x_l||^2 added to the layer-wise priors (MATH.md A4). The
-        intermediate stages are under-determined (the CNN's code has 300 values, its last
-        feature map 784): with beta = 0 the paper's CNN inverts to -21 dB PSNR, with the
-        default 0.1 to +7 dB (joint: 24 dB). Layer-wise is the weaker method there.
+    layer_tikhonov: beta/2 ||x_l||^2 added to the layer-wise stages' learned feature priors
+        (default 0: the Gaussian prior already makes every stage well-posed; docs/LAYERWISE.md).
     inner_max_iter: iteration cap of each intermediate stage of the layer-wise method.
+    input_alpha: the layer-wise input stage's alpha: ``"discrepancy"`` (default: the largest
+        alpha whose result reproduces the code to eta times the noise level, when it is
+        known) or ``"given"`` (the run's alpha).
     anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the
         input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
     """
@@ -54,8 +55,9 @@ class SolverOptions:
     optimizer: str = "adam"
     lr: float = 1e-2
     tv_smoothing: float = 1e-3
-    layer_tikhonov: float = 0.1
+    layer_tikhonov: float = 0.0
     inner_max_iter: int | None = None
+    input_alpha: str = "discrepancy"
     anderson: int = 0
 
     def __post_init__(self) -> None:
@@ -81,6 +83,8 @@ class SolverOptions:
             raise InputError(f"tv_smoothing={self.tv_smoothing}: must be > 0 (e.g. 1e-3).")
         if not (isinstance(self.anderson, int) and 0 <= self.anderson <= 50):
             raise InputError(f"anderson={self.anderson!r}: give a memory between 0 (off) and 50.")
+        if self.input_alpha not in ("discrepancy", "given"):
+            raise InputError(f"input_alpha={self.input_alpha!r}: use 'discrepancy' or 'given'.")
         if not (self.layer_tikhonov >= 0 and math.isfinite(self.layer_tikhonov)):
             raise InputError(f"layer_tikhonov={self.layer_tikhonov}: must be >= 0.")
 
