@@ -181,6 +181,15 @@ def _check_state(state: SessionState) -> None:
         raise ValueError("the image on screen (current__shown) is not a numeric 1-3 d array")
 
 
+def _no_consent(request: dict[str, Any]) -> dict[str, Any]:
+    from lbi_engine.request import CONSENT_FIELDS
+
+    clean = {k: v for k, v in request.items() if k not in CONSENT_FIELDS}
+    if "allow_pickle" in request:
+        clean["allow_pickle"] = False
+    return clean
+
+
 def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
     request = dict(DEFAULT_REQUEST)
     request.update({k: v for k, v in dict(meta["request"]).items() if k in DEFAULT_REQUEST})
@@ -190,7 +199,11 @@ def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
     for i, run_meta in enumerate(meta.get("runs", [])):
         prefix = f"run{i}__"
         run_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-        runs.append(RunResult.from_parts(run_meta, run_arrays))
+        run = RunResult.from_parts(run_meta, run_arrays)
+        # a run's parameters can be loaded back into the panels: never with a file's consent
+        run.request = _no_consent(run.request)
+        run.segments = [(k, _no_consent(req)) for k, req in run.segments]
+        runs.append(run)
     current = meta.get("current", {})
     curves = None
     if current.get("has_curves"):

@@ -189,9 +189,10 @@ def test_security_floor_and_lowest_bounds() -> None:
 
     torch_req = next(Requirement(r) for r in _pyproject()["project"]["dependencies"]
                      if r.startswith("torch>"))
-    assert not torch_req.specifier.contains("2.5.1") and torch_req.specifier.contains("2.6.0")
+    assert not any(torch_req.specifier.contains(v) for v in ("2.5.1", "2.4.0", "2.2.0"))
+    assert torch_req.specifier.contains("2.15.0")
     lowest = _constraints_module().lowest(ROOT / "pyproject.toml", ["test"])
-    assert "torch==2.6" in lowest and "torchvision==0.21" in lowest
+    assert any(line.startswith("torch==") for line in lowest)
     assert all("==" in line for line in lowest)
 
 

@@ -216,7 +216,9 @@ def test_time_budget_stops_every_method(method: str) -> None:
     last = final(solve(problem, method,
                        stop=StopRule(max_iter=10**7, tol=0, time_budget=budget)))
     assert last.stop_reasons == ["time_budget", "time_budget"]
-    assert budget <= last.elapsed < budget + 2.0
+    # At least the budget was used; how soon after it the run ends is a wall-clock figure
+    # (it fails on a loaded machine): tests/reliability/test_cancel_latency.py, -m timing.
+    assert last.elapsed >= budget
 
 
 def test_residual_tolerance_stops_pdhg_at_a_saddle_point() -> None:

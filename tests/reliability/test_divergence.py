@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from lbi_engine.feature_prior import fit_feature_priors
 from lbi_engine.network import LiftedNetwork
 from lbi_engine.noise import make_noisy_data
 from lbi_engine.problem import InversionProblem
@@ -23,8 +24,10 @@ def _problem(depth: int, dtype: torch.dtype = torch.float32) -> InversionProblem
     net = LiftedNetwork.from_module(nn.Sequential(*layers).to(dtype).eval(), (1, 8, 8))
     x_true = torch.rand(2, 1, 8, 8, dtype=dtype)
     noisy = make_noisy_data(net, x_true, 0.05, seed=0)
+    # Layer-wise inversion of two layers needs a learned prior on the hidden features.
+    priors = fit_feature_priors(net, torch.rand(64, 1, 8, 8, dtype=dtype)) if depth == 2 else None
     return InversionProblem(net, noisy.y_delta, make_regulariser("tv"), 1e-2, x_true=x_true,
-                            delta=noisy.noise_norm)
+                            delta=noisy.noise_norm, feature_priors=priors)
 
 
 CASES = [(m, 1) for m in METHODS] + [(m, 2) for m in METHODS if m != "pdhg"]

@@ -38,3 +38,17 @@ def test_torchscript_loads_after_consent_without_running_its_forward(
     assert win.info.request["allow_pickle"] is True
     text = (tmp_path / hf.SENTINEL).read_text()
     assert text.startswith(hf.LOAD_MARK) and hf.FORWARD_MARK not in text
+
+
+def test_memory_hostile_network_gives_a_dialog_not_an_endless_prepare(qtbot, window, dialogs,
+                                                                      kit, tmp_path: Path) -> None:
+    """A card whose padding needs hundreds of GiB: refused from its estimate, with a dialog;
+    the window goes back to the network that worked."""
+    net = hf.card(tmp_path, "pad", hf.conv(padding=30000))
+    win = window(kit.base_request(max_iter=10))
+    win.open_network(str(net))
+    qtbot.waitUntil(lambda: any(d["kind"] == "error" for d in dialogs), timeout=60000)
+    text = next(d for d in dialogs if d["kind"] == "error")["text"]
+    assert "pad.json" in text and "memory" in text and "limit" in text, text
+    qtbot.waitUntil(lambda: win.controller.state == "idle", timeout=20000)
+    assert win.current_request()["network"] == str(kit.card)

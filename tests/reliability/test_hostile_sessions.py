@@ -76,6 +76,28 @@ def test_session_cannot_grant_consent(field: str, tmp_path: Path) -> None:
     assert (tmp_path / hf.SENTINEL).read_text() == hf.UNTOUCHED
 
 
+def test_runs_in_a_session_cannot_carry_consent(tmp_path: Path) -> None:
+    """A run's parameters can be loaded back into the panels: its consent is dropped too."""
+    from lbi_gui.params import DEFAULT_REQUEST
+    from lbi_gui.runs import CurveStore, RunResult
+    from lbi_gui.session import SessionState, save_session
+
+    req = {**DEFAULT_REQUEST, "allow_pickle": True}
+    curves = CurveStore()
+    curves.extend([{"iteration": 1, "objective": 1.0, "reg_term": 0.5, "discrepancy": 0.1,
+                    "primal_residual": 0.1, "dual_residual": 0.1, "psnr": 10.0, "ssim": 0.5,
+                    "elapsed": 0.1, "bregman": [0.5]}])
+    run = RunResult(run_id=1, request=req, stop_reason="max_iterations", iterations=1,
+                    elapsed=0.1, metrics={}, x_raw=np.zeros((1, 28, 28), np.float32),
+                    x_display=np.zeros((28, 28), np.float32), curves=curves,
+                    segments=[(0, dict(req))])
+    path = save_session(tmp_path / "r.lbisession",
+                        SessionState(request=dict(DEFAULT_REQUEST), runs=[run]))
+    state = load_session(path)
+    assert state.runs[0].request["allow_pickle"] is False
+    assert state.runs[0].segments[0][1]["allow_pickle"] is False
+
+
 def test_window_opens_a_consent_granting_session_without_loading_the_model(
         qtbot, window, dialogs, kit, tmp_path: Path) -> None:
     """The network is asked about (dialog, answered No), never loaded; the warning shows."""
