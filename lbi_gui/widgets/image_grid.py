@@ -5,7 +5,7 @@ grey values compare directly; the signed error has its own diverging bar. Views 
 zooming one zooms all. Images are updated in place with ``setImage``.
 
 The views refit to the image whenever the widget is resized or a new image size arrives,
-unless the user zoomed by hand (then "Fit view" brings the whole image back). Titles switch to
+unless the user zoomed by hand (then "Fit" brings the whole image back). Titles switch to
 short forms when the columns are too narrow for the long ones, so they never overprint. The
 line under the images reads out the pixel under the mouse (row, column, value) in every view.
 """
@@ -18,6 +18,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
 from lbi_gui.widgets.image_tools import ContrastTools
+from lbi_gui.widgets.line_profile import LineProfile
 
 TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
           "iterate": "Iterate x", "error": "Error x − x†"}
@@ -67,14 +68,16 @@ class ImageGrid(QtWidgets.QWidget):
         self.readout.setObjectName("pixelReadout")
         self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setMinimumWidth(20)  # long read-outs are cut, never widen the window
-        self.fit_button = QtWidgets.QToolButton(text="Fit view")
+        self.fit_button = QtWidgets.QToolButton(text="Fit")
         self.fit_button.setToolTip("Show the whole image in every view (F)")
         self.fit_button.clicked.connect(self.fit_view)
         row = QtWidgets.QHBoxLayout()
         row.setContentsMargins(4, 0, 4, 0)
         row.addWidget(self.readout, 1)
         self.tools = ContrastTools(self)
+        self.profile = LineProfile(self)
         row.addWidget(self.tools)
+        row.addWidget(self.profile)
         row.addWidget(self.fit_button)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -82,6 +85,7 @@ class ImageGrid(QtWidgets.QWidget):
         lay.addWidget(self.glw, 1)
         lay.addLayout(row)
         lay.addWidget(self.tools.hist)
+        lay.addWidget(self.profile.plot)
         self._titles: dict[str, str] = {}
         self._long: dict[str, str] = {}  # the long title of each view (what _title was given)
         self._short = False
@@ -129,6 +133,8 @@ class ImageGrid(QtWidgets.QWidget):
     def _changed(self) -> None:
         if self.tools.hist.isVisible():
             self.tools.update_histogram()
+        if self.profile.plot.isVisible():
+            self.profile.update_profile()
 
     def set_truth(self, img: np.ndarray | None) -> None:
         self.truth = None if img is None else np.asarray(img)

@@ -32,6 +32,9 @@ class ContrastTools(QtWidgets.QWidget):
         for label, name in LUTS:
             self.lut.addItem(label, name)
         self.lut.setToolTip("Colour map of truth, decoder output and iterate")
+        self.lut.setSizeAdjustPolicy(
+            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.lut.setMinimumContentsLength(4)
         self.auto = QtWidgets.QToolButton(text="Auto")
         self.auto.setToolTip(f"Auto contrast: levels from the {CLIP_PERCENT}th to the "
                              f"{100 - CLIP_PERCENT}th percentile of the images' values")
@@ -53,6 +56,7 @@ class ContrastTools(QtWidgets.QWidget):
             self.hist.addItem(mark)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
         lay.addWidget(self.lut)
         lay.addWidget(self.auto)
         lay.addWidget(self.hist_button)

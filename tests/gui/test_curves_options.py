@@ -78,3 +78,28 @@ def test_lut_auto_contrast_and_histogram(qtbot, image_grid) -> None:
     counts, edges = tools.update_histogram()
     assert counts.sum() == iterate.size and edges[-1] == pytest.approx(40.0)
     assert [m.value() for m in tools._marks] == pytest.approx([lo, hi])
+
+
+def test_line_profile_reads_the_pixels_under_the_segment(qtbot, image_grid) -> None:
+    grid = image_grid
+    truth = np.arange(256, dtype=np.float64).reshape(16, 16) / 256
+    iterate = truth[::-1].copy()
+    grid.set_truth(truth)
+    grid.set_iterate(iterate, 1)
+    grid.profile.button.click()
+    assert grid.profile.plot.isVisibleTo(grid) and grid.profile.roi is not None
+    grid.profile.set_segment((0.5, 5.5), (15.5, 5.5))  # through the centres of row 5
+    prof = grid.profile.profiles()
+    np.testing.assert_allclose(prof["truth"], truth[5, :16], atol=1e-9)
+    np.testing.assert_allclose(prof["iterate"], iterate[5, :16], atol=1e-9)
+    grid.profile.set_segment((3.5, 0.5), (3.5, 15.5))  # down column 3
+    np.testing.assert_allclose(grid.profile.profiles()["truth"], truth[:16, 3], atol=1e-9)
+    line = grid.profile.lines["iterate"]
+    np.testing.assert_allclose(line.yData, iterate[:16, 3], atol=1e-9)
+    between = grid.profile.profiles()  # half-way between two pixels: their mean
+    grid.profile.set_segment((3.0, 0.5), (3.0, 15.5))
+    np.testing.assert_allclose(grid.profile.profiles()["truth"],
+                               (truth[:16, 2] + truth[:16, 3]) / 2, atol=1e-9)
+    assert between["truth"].size == 16
+    grid.profile.button.click()
+    assert grid.profile.roi is None and not grid.profile.plot.isVisibleTo(grid)
