@@ -13,6 +13,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
+from lbi_gui.widgets.image_tools import toggle_and_plot
+
 
 class LineProfile(QtWidgets.QWidget):
     """A toggle button; when on, a segment on the grid's iterate view and a profile plot."""
@@ -20,20 +22,15 @@ class LineProfile(QtWidgets.QWidget):
     def __init__(self, grid: Any, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.grid = grid
-        self.button = QtWidgets.QToolButton(text="Profile")
-        self.button.setCheckable(True)
-        self.button.setToolTip("Line profile: drag the segment's ends on the iterate; truth "
-                               "and iterate values along it are plotted below")
-        self.plot = pg.PlotWidget(background="w")
-        self.plot.setFixedHeight(110)
-        self.plot.hideButtons()
+        self.button, self.plot = toggle_and_plot(
+            "Profile", "Line profile: drag the segment's ends on the iterate; truth and "
+            "iterate values along it are plotted below", height=110)
         self.plot.setLabel("bottom", "distance along the line [pixels]")
         self.plot.addLegend(offset=(-5, 5), labelTextSize="7pt")
         self.lines = {"truth": self.plot.plot([], [], pen=pg.mkPen("#333333", width=1.5),
                                               name="truth"),
                       "iterate": self.plot.plot([], [], pen=pg.mkPen("#1f77b4", width=1.5),
                                                 name="iterate")}
-        self.plot.hide()
         self.roi: pg.LineSegmentROI | None = None
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
