@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.runs import CurveStore
+from lbi_gui.widgets.curve_overlay import Overlay, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
@@ -156,12 +157,21 @@ class CurvesPanel(QtWidgets.QWidget):
         self.log_box.setChecked(True)
         self.log_box.setToolTip("Logarithmic y axes for objective, terms, discrepancy and "
                                 "residuals")
+        self.smoothing = QtWidgets.QDoubleSpinBox()
+        self.smoothing.setRange(0.0, 0.99)
+        self.smoothing.setSingleStep(0.1)
+        self.smoothing.setPrefix("smooth ")
+        self.smoothing.setToolTip("Exponential moving average of the curves (TensorBoard's "
+                                  "smoothing, debiased); 0 = the raw values")
+        self.smoothing.valueChanged.connect(lambda _v: self._redraw())
+        self.overlay = Overlay(self)
         self.x_choice.activated.connect(lambda _i: self.set_x_axis(self.x_choice.currentData()))
         self.log_box.toggled.connect(self.set_log_y)
         options = QtWidgets.QHBoxLayout()
         options.setContentsMargins(4, 0, 4, 0)
         options.addWidget(self.x_choice)
         options.addWidget(self.log_box)
+        options.addWidget(self.smoothing)
         options.addStretch(1)
         self.stale_banner = QtWidgets.QLabel()
         self.stale_banner.setWordWrap(True)
@@ -240,15 +250,14 @@ class CurvesPanel(QtWidgets.QWidget):
         it = arr[self.x_key]
         shown: dict[str, list[np.ndarray]] = {key: [] for key in self.plots}
         for key, line in self.lines.items():
-            y = arr[key]
             plot = self._plot_of(key)
-            y = _positive(y) if self._log[plot] else y
+            y = self.shown_values(plot, arr[key])
             line.setData(it, y, connect="finite")
             shown[plot].append(y)
         breg = arr["bregman"]
         self._ensure_layers(breg.shape[1] if breg.ndim == 2 else 0)
         for i, line in enumerate(self.layer_lines):
-            y = _positive(breg[:, i])
+            y = self.shown_values("terms", breg[:, i])
             line.setData(it, y, connect="finite")
             shown["terms"].append(y)
         if live_until is None:
@@ -315,11 +324,17 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.setLogMode(x=False, y=self._log[key])
         self._redraw()
 
+    def shown_values(self, plot: str, y: np.ndarray) -> np.ndarray:
+        """What a line of ``plot`` draws for the values ``y``: smoothed, positive on log axes."""
+        y = smooth(y, float(self.smoothing.value()))
+        return _positive(y) if self._log[plot] else y
+
     def _redraw(self) -> None:
         """Draw the current store again (axes, restart marks, references) after a change."""
         self._release_ranges()
         if self._store is not None:
             self.update_curves(self._store)
+        self.overlay.redraw()
         for _plot, line in self.restart_lines:
             line.setValue(self._x_of(self._restart_at[id(line)]))
         self.set_references(*self._ref_values)
