@@ -25,6 +25,8 @@ TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
 #: What a title says when its column is too narrow for the long form.
 SHORT_TITLES = {"truth": "x†", "decoder": "D(y^δ)", "iterate": "x", "error": "x − x†"}
 TITLE_SIZE = "10pt"
+#: Below this width (pixels) the four views go into two rows.
+TWO_ROWS_BELOW = 520
 
 
 class ImageGrid(QtWidgets.QWidget):
@@ -90,6 +92,7 @@ class ImageGrid(QtWidgets.QWidget):
         self._long: dict[str, str] = {}  # the long title of each view (what _title was given)
         self._short = False
         self.stale = False
+        self.rows = 1
         self.user_zoomed = False  # True after a manual zoom/pan: resizes then keep the view
         self._image_shape: tuple[int, int] | None = None
         for plot in self.plots.values():
@@ -222,7 +225,31 @@ class ImageGrid(QtWidgets.QWidget):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)
+        self.reflow(event.size().width())
         self._refit.start()  # after the scene has laid out at the new size
+
+    def reflow(self, width: int) -> None:
+        """One row of four views when they fit, else two rows of two (no view is cut)."""
+        rows = 1 if width >= TWO_ROWS_BELOW else 2
+        if rows == self.rows:
+            return
+        self.rows = rows
+        ci = self.glw.ci
+        items = [self.plots["truth"], self.plots["decoder"], self.plots["iterate"],
+                 self.shared_bar, self.plots["error"], self.error_bar]
+        for item in items:
+            ci.removeItem(item)
+        places = ([(0, c) for c in range(6)] if rows == 1 else
+                  [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)])
+        for item, (r, c) in zip(items, places, strict=True):
+            ci.addItem(item, row=r, col=c)
+        for col in range(6):
+            stretch = (1 if col in (0, 1, 2, 4) else 0) if rows == 1 else (1 if col < 2 else 0)
+            ci.layout.setColumnStretchFactor(col, stretch)
+        QtCore.QTimer.singleShot(0, self._fit_scene)
+
+    def _fit_scene(self) -> None:
+        self.glw.ci.setGeometry(QtCore.QRectF(self.glw.viewport().rect()))
 
     def _choose_titles(self) -> None:
         """Short titles when the widest long title does not fit its column."""

@@ -122,6 +122,11 @@ def test_titles_never_overprint_and_plots_are_not_cut(qtbot, fake_engine, make_w
     for i in range(len(boxes)):
         for j in range(i + 1, len(boxes)):
             assert not boxes[i].intersects(boxes[j]), (i, j, boxes[i], boxes[j])
+    view = grid.glw.viewport().rect()
+    for key, plot in grid.plots.items():  # every image view whole and of a usable size
+        box = plot.vb.sceneBoundingRect()
+        assert box.left() >= -1 and box.right() <= view.width() + 1, (key, box, view)
+        assert box.bottom() <= view.height() + 1 and box.width() >= 40, (key, box, view)
     curves = win.curves
     width = curves.glw.viewport().width()
     for key, plot in curves.plots.items():
