@@ -127,7 +127,7 @@ class CurvesPanel(QtWidgets.QWidget):
         self._legends = (legend_terms, legend_res)
         for legend in self._legends:  # small and see-through: curves stay readable beneath
             legend.setBrush(pg.mkBrush(255, 255, 255, 190))
-            legend.layout.setVerticalSpacing(-4)
+            legend.layout.setVerticalSpacing(0)
             legend.layout.setContentsMargins(2, 0, 2, 0)
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
@@ -193,7 +193,8 @@ class CurvesPanel(QtWidgets.QWidget):
 
     def reflow(self, width: int) -> None:
         """Three, two or one plot(s) per row, whichever keeps each plot readable."""
-        columns = max(1, min(3, width // MIN_PLOT_WIDTH))
+        # the vertical scroll bar and the layout margins take ~30 pixels of the width
+        columns = max(1, min(3, (width - 30) // MIN_PLOT_WIDTH))
         rows = math.ceil(len(self._order) / columns)
         self.glw.setMinimumHeight(rows * MIN_PLOT_HEIGHT)
         if columns == self.columns:
