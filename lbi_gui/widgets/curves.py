@@ -23,7 +23,7 @@ from lbi_gui.widgets.curve_overlay import Overlay, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
-MIN_PLOT_WIDTH = 240
+MIN_PLOT_WIDTH = 225
 MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
@@ -99,7 +99,7 @@ class CurvesPanel(QtWidgets.QWidget):
             axes = {"left": LogAxis("left")} if log else None
             plot = pg.PlotItem(axisItems=axes)
             self.glw.addItem(plot, row=i // 3, col=i % 3)
-            plot.setTitle(title, size="10pt")
+            plot.setTitle(title, size="9pt")
             plot.setLogMode(x=False, y=log)
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setLabel("bottom", "iteration")
@@ -194,7 +194,9 @@ class CurvesPanel(QtWidgets.QWidget):
     def reflow(self, width: int) -> None:
         """Three, two or one plot(s) per row, whichever keeps each plot readable."""
         # the vertical scroll bar and the layout margins take ~30 pixels of the width
-        columns = max(1, min(3, (width - 30) // MIN_PLOT_WIDTH))
+        # (and each plot needs its title's width plus the grid's spacing)
+        need = max(MIN_PLOT_WIDTH, *(int(p.minimumWidth()) + 6 for p in self.plots.values()))
+        columns = max(1, min(3, (width - 20) // need))
         rows = math.ceil(len(self._order) / columns)
         self.glw.setMinimumHeight(rows * MIN_PLOT_HEIGHT)
         if columns == self.columns:
