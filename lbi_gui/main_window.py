@@ -81,8 +81,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.setAcceptDrops(True)
         self.setDockOptions(QtWidgets.QMainWindow.DockOption.AnimatedDocks
                             | QtWidgets.QMainWindow.DockOption.AllowTabbedDocks)
-        # The app may pass a controller it created (and booted) before importing this module,
-        # so the engine process loads torch while the window is being built.
+        # A caller may pass its own controller (e.g. one whose engine is already loading).
         self.controller = controller or RunController(self)
         self.controller.setParent(self)
         self.network_panel = NetworkPanel()
