@@ -422,7 +422,10 @@ def write_result_folder(
     # Everything is written into a fresh sibling folder that then replaces ``out`` in one
     # step (lbi_engine.folder_swap): an export that dies halfway leaves the previous result
     # complete, and a finished one leaves no file of the previous result behind.
-    with staged_folder(out, keep=lambda name: name not in RUN_FILES, last="result.json") as new:
+    from lbi_engine.folder_lock import output_folder_lock
+
+    with output_folder_lock(out), \
+            staged_folder(out, keep=lambda name: name not in RUN_FILES, last="result.json") as new:
         written = {"reconstruction.npy": save_npy(new / "reconstruction.npy", reconstruction)}
         written["reconstruction.png"] = save_png(new / "reconstruction.png", display)
         if records is not None:

@@ -31,9 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="measured network output y (NPY)")
     p.add_argument("--resize", action="store_true", default=None,
                    help="resize --image to the network's input size")
-    p.add_argument("--allow-pickle", action="store_true", default=None,
-                   help="allow a pickled whole model (runs code from the file; trusted files "
-                        "only)")
+    p.add_argument("--allow-code", "--allow-pickle", dest="allow_pickle", action="store_true",
+                   default=None,
+                   help="consent, for this run, to open a model whose loading runs code from "
+                        "the file (TorchScript, a pickled whole model); trusted files only")
     p.add_argument("--noise-std", type=float, help="Gaussian noise standard deviation")
     p.add_argument("--seed", type=int, help="noise seed")
     p.add_argument("--alpha", type=float, help="regularisation weight α")

@@ -42,6 +42,7 @@ DEFAULT_REQUEST: dict[str, Any] = {
     "layer_alphas": None,
     "allow_pickle": False,
     "options": {},
+    "feature_prior": None,
 }
 
 #: The annotations of ``InversionRequest`` (a test checks they equal the engine's), so a
@@ -97,7 +98,7 @@ PROBLEM_KEYS = frozenset({"network", "input_shape", "dataset", "split", "index",
                           "truth", "data", "resize", "allow_pickle", "device", "dtype"})
 
 #: Network suffixes the Open… dialog and drag-and-drop accept.
-NETWORK_SUFFIXES = (".pt", ".pth", ".ts", ".torchscript", ".onnx", ".safetensors", ".json",
+NETWORK_SUFFIXES = (".pt", ".pth", ".pt2", ".ts", ".torchscript", ".onnx", ".safetensors", ".json",
                     ".bin", ".ckpt")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm", ".npy", ".npz")
 SESSION_SUFFIX = ".lbisession"

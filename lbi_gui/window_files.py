@@ -17,7 +17,7 @@ from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 
 RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
                  "data": "Measured data"}
-NETWORK_FILTER = ("Networks (*.pt *.pth *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
+NETWORK_FILTER = ("Networks (*.pt *.pth *.pt2 *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
                   "*.ckpt);;All files (*)")
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz);;All files (*)"
 SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"
@@ -190,6 +190,8 @@ class FilesMixin:
         if self.controller.engine_info is not None:
             self.controller.prepare(self.current_request())
         self._update_actions()
+        for note in state.warnings:  # e.g. the file asked to run model code: ignored
+            self.statusBar().showMessage(note, 20000)
         return True
 
     def update_recent_menu(self) -> None:

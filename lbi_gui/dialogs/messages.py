@@ -83,14 +83,19 @@ def confirm_overwrite(parent: QtWidgets.QWidget | None, paths: list[str]) -> boo
 
 
 def confirm_pickle(parent: QtWidgets.QWidget | None, path: str, message: str) -> bool:
-    """Explain why a pickled model is dangerous and ask for explicit consent."""
-    text = (f"{path}\n\nThis file is a Python pickle of a whole model. Opening it runs code "
-            "stored inside the file, which can do anything your user account can do "
-            "(read or delete files, install programs).\n\nOnly continue if you made this "
-            "file yourself or fully trust where it came from. Safer formats: TorchScript, "
-            f"ONNX, or a state dict with a model card.\n\nDetails: {message}\n\n"
+    """Explain why a code-running model file (pickle, TorchScript) is dangerous; ask consent.
+
+    The answer holds for this file in this window only; sessions never store it.
+    """
+    text = (f"{path}\n\nOpening this file runs code stored inside it (a pickled Python "
+            "object, or a TorchScript program whose loading code runs while it is read). "
+            "That code can do anything your user account can do: read, change or delete "
+            "files, install programs.\n\nOnly continue if you made this file yourself or "
+            "fully trust where it came from. Safe formats that never run code: safetensors "
+            "or a state dict with a model card, ONNX, torch.export (.pt2); File → Import "
+            f"network… (or `lbi convert`) turns a trusted file into one.\n\nDetails: {message}\n\n"
             "Load it anyway and run its code?")
-    return confirm(parent, "Load a pickled model? (runs code)", text)
+    return confirm(parent, "Run code from this model file?", text)
 
 
 def install_excepthook(window_getter: object) -> None:

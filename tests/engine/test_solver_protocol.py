@@ -34,6 +34,7 @@ from tests.engine._solver_cases import (
     relu_perceptron,
     run,
     tv_numpy,
+    with_feature_prior,
 )
 
 METHODS = ("pdhg", "joint", "layerwise", "landweber", "backprop")
@@ -55,6 +56,8 @@ def _problem(method: str, batch: int = 2, std: float = 0.05, truth: bool = True)
     else:
         net = relu_mlp((36, 72, 108), 0)
     problem = problem_for(net, _x_true(batch), ALPHA, std=std)
+    if method == "layerwise":
+        with_feature_prior(problem)
     if not truth:
         problem.x_true = None
     return problem
@@ -91,7 +94,9 @@ def test_records_have_the_documented_fields_and_shapes(method: str) -> None:
         # discrepancy is ||N(x) - y_delta||, both recomputed here.
         torch.testing.assert_close(r.objective, r.bregman_terms.sum(dim=1) + r.reg_term)
         tv = np.array([tv_numpy(v, 6, 6) for v in r.x.numpy()])
-        np.testing.assert_allclose(r.reg_term.numpy(), ALPHA * tv, rtol=1e-12, atol=1e-15)
+        # layer-wise's input stage records the alpha it chose (discrepancy principle)
+        alpha = float(r.extras.get("alpha", ALPHA))
+        np.testing.assert_allclose(r.reg_term.numpy(), alpha * tv, rtol=1e-12, atol=1e-15)
         residual = problem.network.forward(r.x) - problem.y_delta
         torch.testing.assert_close(r.discrepancy, residual.norm(dim=1))
     last = records[-1]
@@ -109,9 +114,10 @@ def test_records_come_every_report_every_iterations(method: str) -> None:
 
 def test_layerwise_reports_every_report_every_iterations_of_each_stage() -> None:
     records = run(_problem("layerwise"), "layerwise", stop=StopRule(max_iter=20, tol=0),
-                  report_every=4)
+                  report_every=4, options={"input_alpha": "given"})
     seen = [(r.stage, r.iteration) for r in records if not r.final]
-    assert seen == [("layer 2/2", 0), ("layer 2/2", 4), ("layer 2/2", 8),
+    # every stage ends with a record of its result (here at its cap, 10)
+    assert seen == [("layer 2/2", 0), ("layer 2/2", 4), ("layer 2/2", 8), ("layer 2/2", 10),
                     ("layer 1/2", 10), ("layer 1/2", 14), ("layer 1/2", 18)]
     assert records[-1].iteration == 20 and records[-1].stage == "layer 1/2"
 
@@ -205,6 +211,8 @@ def test_time_budget_stops_every_method(method: str) -> None:
     budget = 0.15
     problem = _problem(method)
     problem.delta = None  # Landweber would stop by the discrepancy principle first
+    if method == "layerwise":  # without a noise level its stage weights must be given
+        problem.layer_alphas = [1e-3]
     last = final(solve(problem, method,
                        stop=StopRule(max_iter=10**7, tol=0, time_budget=budget)))
     assert last.stop_reasons == ["time_budget", "time_budget"]
@@ -291,7 +299,8 @@ RUNS: dict[str, dict[str, object]] = {
     "pdhg": {"stop": StopRule(max_iter=300, tol=0)},
     # The x_0 block solved to convergence (100 PDHG steps per sweep): block-coordinate descent.
     "joint": {"stop": StopRule(max_iter=30, tol=0), "options": {"n_inner": 100}},
-    "layerwise": {"stop": StopRule(max_iter=150, tol=0)},
+    # the input stage at the given alpha (the discrepancy search: test_solver_layerwise.py)
+    "layerwise": {"stop": StopRule(max_iter=150, tol=0), "options": {"input_alpha": "given"}},
     "landweber": {"stop": StopRule(max_iter=300, tol=0)},
     "backprop": {"stop": StopRule(max_iter=300, tol=0)},
 }
@@ -301,7 +310,7 @@ def _reversed_batch(problem: InversionProblem) -> InversionProblem:
     """The same problem with the samples in the opposite order (same data, same noise)."""
     delta = problem.delta.flip(0) if problem.delta is not None else None
     return InversionProblem(problem.network, problem.y_delta.flip(0), problem.regulariser,
-                            problem.alpha, delta=delta)
+                            problem.alpha, delta=delta, feature_priors=problem.feature_priors)
 
 
 @pytest.mark.parametrize("method", METHODS)
