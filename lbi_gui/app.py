@@ -102,12 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from PySide6 import QtGui, QtWidgets
 
-    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
-    controller = _early_engine()
-
     from lbi_gui.dialogs.messages import install_excepthook
     from lbi_gui.main_window import MainWindow
 
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("lbi-gui")
     app.setOrganizationName("lbi")
     app.setApplicationDisplayName("lbi")
@@ -123,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke_test:
         request["max_iter"] = min(int(request.get("max_iter") or 200), 200)
     window = MainWindow(request, autorun=args.run or args.smoke_test,
-                        restore_layout=not args.no_restore and not args.smoke_test,
-                        controller=controller)
+                        restore_layout=not args.no_restore and not args.smoke_test)
     try:
         if args.smoke_test:
             return _smoke_test(app, window)
@@ -135,23 +132,6 @@ def main(argv: list[str] | None = None) -> int:
         return int(app.exec())
     finally:
         _end_engine()
-
-
-def _early_engine() -> Any:
-    """With the process backend, start the engine child (torch import, ~4 s) now, before
-    pyqtgraph and the window are built, so both load side by side; None otherwise (a thread
-    backend would import torch in this process and hold up the window)."""
-    from lbi_gui.settings import engine_backend
-
-    if engine_backend() != "process":
-        return None
-    from lbi_gui.controller import RunController
-
-    controller = RunController()
-    if type(controller.backend).__name__ != "ProcessBackend":
-        return controller  # an in-process engine: the window boots it after it shows
-    controller.boot()
-    return controller
 
 
 def _end_engine() -> None:

@@ -81,8 +81,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.setAcceptDrops(True)
         self.setDockOptions(QtWidgets.QMainWindow.DockOption.AnimatedDocks
                             | QtWidgets.QMainWindow.DockOption.AllowTabbedDocks)
-        # The app may pass a controller it created (and booted) before importing this module,
-        # so the engine process loads torch while the window is being built.
+        # A caller may pass its own controller (e.g. one whose engine is already loading).
         self.controller = controller or RunController(self)
         self.controller.setParent(self)
         self.network_panel = NetworkPanel()
@@ -340,6 +339,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.run_table.run_all_requested.connect(self.run_all_or_cancel)
         c.queue_progress.connect(self._on_queue_progress)
         self.run_table.load_requested.connect(self.load_run_parameters)
+        self.run_table.table.itemSelectionChanged.connect(self._overlay_selected)
         self.run_table.export_table_requested.connect(self.export_runs_table)
         self.run_table.show_requested.connect(self.show_result)
         self.image_grid.shared_bar.sigLevelsChanged.connect(

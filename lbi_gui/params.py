@@ -54,7 +54,7 @@ REQUEST_TYPES: dict[str, Any] = {
     "method": str, "steps": str, "max_iter": int, "tol": float, "tol_mode": str,
     "time_budget": float | None, "device": str, "dtype": str, "report_every": int,
     "threads": int | None, "layer_alphas": list[float] | None, "allow_pickle": bool,
-    "options": dict[str, Any],
+    "options": dict[str, Any], "feature_prior": str | None,
 }
 
 #: (engine name, label shown to the user)

@@ -181,6 +181,11 @@ class RunMixin:
         else:
             self.statusBar().showMessage("All methods finished; see the Runs table", 5000)
 
+    def _overlay_selected(self) -> None:
+        """Two or more runs selected in the table: their curves overlaid on the plots."""
+        selected = self.run_table.selected()
+        self.curves.overlay.set_runs(selected if len(selected) >= 2 else [])
+
     def show_result(self, result: RunResult) -> None:
         """Show a finished run from the table (image and curves)."""
         if self.controller.running:

@@ -19,10 +19,11 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.runs import CurveStore
+from lbi_gui.widgets.curve_overlay import Overlay, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
-MIN_PLOT_WIDTH = 240
+MIN_PLOT_WIDTH = 225
 MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
@@ -98,7 +99,7 @@ class CurvesPanel(QtWidgets.QWidget):
             axes = {"left": LogAxis("left")} if log else None
             plot = pg.PlotItem(axisItems=axes)
             self.glw.addItem(plot, row=i // 3, col=i % 3)
-            plot.setTitle(title, size="10pt")
+            plot.setTitle(title, size="9pt")
             plot.setLogMode(x=False, y=log)
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setLabel("bottom", "iteration")
@@ -126,7 +127,7 @@ class CurvesPanel(QtWidgets.QWidget):
         self._legends = (legend_terms, legend_res)
         for legend in self._legends:  # small and see-through: curves stay readable beneath
             legend.setBrush(pg.mkBrush(255, 255, 255, 190))
-            legend.layout.setVerticalSpacing(-4)
+            legend.layout.setVerticalSpacing(0)
             legend.layout.setContentsMargins(2, 0, 2, 0)
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
@@ -156,12 +157,21 @@ class CurvesPanel(QtWidgets.QWidget):
         self.log_box.setChecked(True)
         self.log_box.setToolTip("Logarithmic y axes for objective, terms, discrepancy and "
                                 "residuals")
+        self.smoothing = QtWidgets.QDoubleSpinBox()
+        self.smoothing.setRange(0.0, 0.99)
+        self.smoothing.setSingleStep(0.1)
+        self.smoothing.setPrefix("smooth ")
+        self.smoothing.setToolTip("Exponential moving average of the curves (TensorBoard's "
+                                  "smoothing, debiased); 0 = the raw values")
+        self.smoothing.valueChanged.connect(lambda _v: self._redraw())
+        self.overlay = Overlay(self)
         self.x_choice.activated.connect(lambda _i: self.set_x_axis(self.x_choice.currentData()))
         self.log_box.toggled.connect(self.set_log_y)
         options = QtWidgets.QHBoxLayout()
         options.setContentsMargins(4, 0, 4, 0)
         options.addWidget(self.x_choice)
         options.addWidget(self.log_box)
+        options.addWidget(self.smoothing)
         options.addStretch(1)
         self.stale_banner = QtWidgets.QLabel()
         self.stale_banner.setWordWrap(True)
@@ -183,7 +193,10 @@ class CurvesPanel(QtWidgets.QWidget):
 
     def reflow(self, width: int) -> None:
         """Three, two or one plot(s) per row, whichever keeps each plot readable."""
-        columns = max(1, min(3, width // MIN_PLOT_WIDTH))
+        # the vertical scroll bar and the layout margins take ~30 pixels of the width
+        # (and each plot needs its title's width plus the grid's spacing)
+        need = max(MIN_PLOT_WIDTH, *(int(p.minimumWidth()) + 6 for p in self.plots.values()))
+        columns = max(1, min(3, (width - 20) // need))
         rows = math.ceil(len(self._order) / columns)
         self.glw.setMinimumHeight(rows * MIN_PLOT_HEIGHT)
         if columns == self.columns:
@@ -240,15 +253,14 @@ class CurvesPanel(QtWidgets.QWidget):
         it = arr[self.x_key]
         shown: dict[str, list[np.ndarray]] = {key: [] for key in self.plots}
         for key, line in self.lines.items():
-            y = arr[key]
             plot = self._plot_of(key)
-            y = _positive(y) if self._log[plot] else y
+            y = self.shown_values(plot, arr[key])
             line.setData(it, y, connect="finite")
             shown[plot].append(y)
         breg = arr["bregman"]
         self._ensure_layers(breg.shape[1] if breg.ndim == 2 else 0)
         for i, line in enumerate(self.layer_lines):
-            y = _positive(breg[:, i])
+            y = self.shown_values("terms", breg[:, i])
             line.setData(it, y, connect="finite")
             shown["terms"].append(y)
         if live_until is None:
@@ -315,11 +327,17 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.setLogMode(x=False, y=self._log[key])
         self._redraw()
 
+    def shown_values(self, plot: str, y: np.ndarray) -> np.ndarray:
+        """What a line of ``plot`` draws for the values ``y``: smoothed, positive on log axes."""
+        y = smooth(y, float(self.smoothing.value()))
+        return _positive(y) if self._log[plot] else y
+
     def _redraw(self) -> None:
         """Draw the current store again (axes, restart marks, references) after a change."""
         self._release_ranges()
         if self._store is not None:
             self.update_curves(self._store)
+        self.overlay.redraw()
         for _plot, line in self.restart_lines:
             line.setValue(self._x_of(self._restart_at[id(line)]))
         self.set_references(*self._ref_values)

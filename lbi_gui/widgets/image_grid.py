@@ -5,7 +5,7 @@ grey values compare directly; the signed error has its own diverging bar. Views 
 zooming one zooms all. Images are updated in place with ``setImage``.
 
 The views refit to the image whenever the widget is resized or a new image size arrives,
-unless the user zoomed by hand (then "Fit view" brings the whole image back). Titles switch to
+unless the user zoomed by hand (then "Fit" brings the whole image back). Titles switch to
 short forms when the columns are too narrow for the long ones, so they never overprint. The
 line under the images reads out the pixel under the mouse (row, column, value) in every view.
 """
@@ -18,12 +18,15 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
 from lbi_gui.widgets.image_tools import ContrastTools
+from lbi_gui.widgets.line_profile import LineProfile
 
 TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
           "iterate": "Iterate x", "error": "Error x − x†"}
 #: What a title says when its column is too narrow for the long form.
 SHORT_TITLES = {"truth": "x†", "decoder": "D(y^δ)", "iterate": "x", "error": "x − x†"}
 TITLE_SIZE = "10pt"
+#: Below this width (pixels) the four views go into two rows.
+TWO_ROWS_BELOW = 520
 
 
 class ImageGrid(QtWidgets.QWidget):
@@ -67,14 +70,16 @@ class ImageGrid(QtWidgets.QWidget):
         self.readout.setObjectName("pixelReadout")
         self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setMinimumWidth(20)  # long read-outs are cut, never widen the window
-        self.fit_button = QtWidgets.QToolButton(text="Fit view")
+        self.fit_button = QtWidgets.QToolButton(text="Fit")
         self.fit_button.setToolTip("Show the whole image in every view (F)")
         self.fit_button.clicked.connect(self.fit_view)
         row = QtWidgets.QHBoxLayout()
         row.setContentsMargins(4, 0, 4, 0)
         row.addWidget(self.readout, 1)
         self.tools = ContrastTools(self)
+        self.profile = LineProfile(self)
         row.addWidget(self.tools)
+        row.addWidget(self.profile)
         row.addWidget(self.fit_button)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -82,10 +87,12 @@ class ImageGrid(QtWidgets.QWidget):
         lay.addWidget(self.glw, 1)
         lay.addLayout(row)
         lay.addWidget(self.tools.hist)
+        lay.addWidget(self.profile.plot)
         self._titles: dict[str, str] = {}
         self._long: dict[str, str] = {}  # the long title of each view (what _title was given)
         self._short = False
         self.stale = False
+        self.rows = 1
         self.user_zoomed = False  # True after a manual zoom/pan: resizes then keep the view
         self._image_shape: tuple[int, int] | None = None
         for plot in self.plots.values():
@@ -129,6 +136,8 @@ class ImageGrid(QtWidgets.QWidget):
     def _changed(self) -> None:
         if self.tools.hist.isVisible():
             self.tools.update_histogram()
+        if self.profile.plot.isVisible():
+            self.profile.update_profile()
 
     def set_truth(self, img: np.ndarray | None) -> None:
         self.truth = None if img is None else np.asarray(img)
@@ -216,7 +225,31 @@ class ImageGrid(QtWidgets.QWidget):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802
         super().resizeEvent(event)
+        self.reflow(event.size().width())
         self._refit.start()  # after the scene has laid out at the new size
+
+    def reflow(self, width: int) -> None:
+        """One row of four views when they fit, else two rows of two (no view is cut)."""
+        rows = 1 if width >= TWO_ROWS_BELOW else 2
+        if rows == self.rows:
+            return
+        self.rows = rows
+        ci = self.glw.ci
+        items = [self.plots["truth"], self.plots["decoder"], self.plots["iterate"],
+                 self.shared_bar, self.plots["error"], self.error_bar]
+        for item in items:
+            ci.removeItem(item)
+        places = ([(0, c) for c in range(6)] if rows == 1 else
+                  [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (1, 2)])
+        for item, (r, c) in zip(items, places, strict=True):
+            ci.addItem(item, row=r, col=c)
+        for col in range(6):
+            stretch = (1 if col in (0, 1, 2, 4) else 0) if rows == 1 else (1 if col < 2 else 0)
+            ci.layout.setColumnStretchFactor(col, stretch)
+        QtCore.QTimer.singleShot(0, self._fit_scene)
+
+    def _fit_scene(self) -> None:
+        self.glw.ci.setGeometry(QtCore.QRectF(self.glw.viewport().rect()))
 
     def _choose_titles(self) -> None:
         """Short titles when the widest long title does not fit its column."""

@@ -22,6 +22,19 @@ CLIP_PERCENT = 0.5
 HIST_BINS = 64
 
 
+def toggle_and_plot(text: str, tip: str, height: int
+                    ) -> tuple[QtWidgets.QToolButton, pg.PlotWidget]:
+    """A checkable tool button and the small (hidden) plot it shows under the images."""
+    button = QtWidgets.QToolButton(text=text)
+    button.setCheckable(True)
+    button.setToolTip(tip)
+    plot = pg.PlotWidget(background="w")
+    plot.setFixedHeight(height)
+    plot.hideButtons()
+    plot.hide()
+    return button, plot
+
+
 class ContrastTools(QtWidgets.QWidget):
     """LUT combo, Auto contrast and Histogram buttons for an :class:`ImageGrid` ``grid``."""
 
@@ -32,19 +45,17 @@ class ContrastTools(QtWidgets.QWidget):
         for label, name in LUTS:
             self.lut.addItem(label, name)
         self.lut.setToolTip("Colour map of truth, decoder output and iterate")
+        self.lut.setSizeAdjustPolicy(
+            QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.lut.setMinimumContentsLength(4)
         self.auto = QtWidgets.QToolButton(text="Auto")
         self.auto.setToolTip(f"Auto contrast: levels from the {CLIP_PERCENT}th to the "
                              f"{100 - CLIP_PERCENT}th percentile of the images' values")
-        self.hist_button = QtWidgets.QToolButton(text="Hist")
-        self.hist_button.setCheckable(True)
-        self.hist_button.setToolTip("Histogram: the iterate's (else the truth's) values with "
-                                    "the display levels")
-        self.hist = pg.PlotWidget(background="w")
-        self.hist.setFixedHeight(90)
-        self.hist.hideButtons()
+        self.hist_button, self.hist = toggle_and_plot(
+            "Hist", "Histogram: the iterate's (else the truth's) values with the display "
+            "levels", height=90)
         self.hist.setMouseEnabled(x=False, y=False)
         self.hist.getAxis("left").setStyle(showValues=False)
-        self.hist.hide()
         self._bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush="#7f9fbf", pen=None)
         self.hist.addItem(self._bars)
         self._marks = [pg.InfiniteLine(angle=90, pen=pg.mkPen("#d62728", width=1.5))
@@ -53,6 +64,7 @@ class ContrastTools(QtWidgets.QWidget):
             self.hist.addItem(mark)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
         lay.addWidget(self.lut)
         lay.addWidget(self.auto)
         lay.addWidget(self.hist_button)

@@ -32,11 +32,9 @@ def wait_until(cond: Any, timeout: float = 120.0) -> None:
 
 def main(out_dir: str) -> int:
     app = QtWidgets.QApplication(sys.argv[:1])
-    from lbi_gui.app import _early_engine
     from lbi_gui.main_window import MainWindow
 
-    controller = _early_engine()
-    win = MainWindow({"max_iter": 1500}, restore_layout=False, controller=controller)
+    win = MainWindow({"max_iter": 1500}, restore_layout=False)
     win.show()
     win.raise_()
     win.activateWindow()

@@ -78,3 +78,70 @@ def test_lut_auto_contrast_and_histogram(qtbot, image_grid) -> None:
     counts, edges = tools.update_histogram()
     assert counts.sum() == iterate.size and edges[-1] == pytest.approx(40.0)
     assert [m.value() for m in tools._marks] == pytest.approx([lo, hi])
+
+
+def test_line_profile_reads_the_pixels_under_the_segment(qtbot, image_grid) -> None:
+    grid = image_grid
+    truth = np.arange(256, dtype=np.float64).reshape(16, 16) / 256
+    iterate = truth[::-1].copy()
+    grid.set_truth(truth)
+    grid.set_iterate(iterate, 1)
+    grid.profile.button.click()
+    assert grid.profile.plot.isVisibleTo(grid) and grid.profile.roi is not None
+    grid.profile.set_segment((0.5, 5.5), (15.5, 5.5))  # through the centres of row 5
+    prof = grid.profile.profiles()
+    np.testing.assert_allclose(prof["truth"], truth[5, :16], atol=1e-9)
+    np.testing.assert_allclose(prof["iterate"], iterate[5, :16], atol=1e-9)
+    grid.profile.set_segment((3.5, 0.5), (3.5, 15.5))  # down column 3
+    np.testing.assert_allclose(grid.profile.profiles()["truth"], truth[:16, 3], atol=1e-9)
+    line = grid.profile.lines["iterate"]
+    np.testing.assert_allclose(line.yData, iterate[:16, 3], atol=1e-9)
+    between = grid.profile.profiles()  # half-way between two pixels: their mean
+    grid.profile.set_segment((3.0, 0.5), (3.0, 15.5))
+    np.testing.assert_allclose(grid.profile.profiles()["truth"],
+                               (truth[:16, 2] + truth[:16, 3]) / 2, atol=1e-9)
+    assert between["truth"].size == 16
+    grid.profile.button.click()
+    assert grid.profile.roi is None and not grid.profile.plot.isVisibleTo(grid)
+
+
+def test_smoothing_is_a_debiased_moving_average(qtbot) -> None:
+    from lbi_gui.widgets.curve_overlay import smooth
+
+    y = np.array([1.0, 3.0, np.nan, 5.0])
+    s = smooth(y, 0.5)
+    # TensorBoard: last = w·last + (1−w)·v, shown last / (1 − w^n)
+    assert s[0] == pytest.approx(1.0) and np.isnan(s[2])
+    assert s[1] == pytest.approx((0.25 + 0.5 * 3.0) / 0.75)
+    assert s[3] == pytest.approx(((0.25 + 1.5) * 0.5 + 2.5) / 0.875)
+    np.testing.assert_array_equal(smooth(y, 0.0), y)
+    panel = CurvesPanel()
+    qtbot.addWidget(panel)
+    store = _store()
+    panel.set_run(store)
+    panel.set_log_y(False)
+    panel.smoothing.setValue(0.6)
+    np.testing.assert_allclose(panel.lines["psnr"].yData, smooth(store.arrays()["psnr"], 0.6))
+    np.testing.assert_allclose(panel.lines["objective"].yData,
+                               smooth(store.arrays()["objective"], 0.6))
+
+
+def test_selected_runs_are_overlaid(qtbot, fake_engine, make_window) -> None:
+    from tests.gui.conftest import wait_idle
+
+    fake_engine()
+    win = make_window({"network": "fake-net", "max_iter": 30})
+    for alpha in (0.01, 0.02):
+        win.set_request({**win.current_request(), "alpha": alpha})
+        win.flush_changes()
+        win.run()
+        wait_idle(qtbot, win)
+    assert len(win.run_table.runs) == 2
+    win.run_table.select_ids([1, 2])
+    overlay = win.curves.overlay
+    assert [r.run_id for r in overlay.runs] == [1, 2] and len(overlay.lines) == 6
+    objective_lines = [ln for plot, ln in overlay.lines if plot is win.curves.plots["objective"]]
+    for run, line in zip(win.run_table.runs, objective_lines, strict=True):
+        np.testing.assert_allclose(line.xData, run.curves.arrays()["iteration"])
+    win.run_table.select_ids([2])
+    assert overlay.lines == []

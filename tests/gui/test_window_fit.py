@@ -111,10 +111,12 @@ def test_every_parameter_control_is_reachable(qtbot, fake_engine, make_window, s
     assert checked > 20
 
 
-def test_titles_never_overprint_and_plots_are_not_cut(qtbot, fake_engine, make_window) -> None:
+@pytest.mark.parametrize("screen", [(1280, 720), (1024, 700)])
+def test_titles_never_overprint_and_plots_are_not_cut(qtbot, fake_engine, make_window,
+                                                      screen) -> None:
     fake_engine()
     win = make_window()
-    win.resize(1024 - FRAME_MARGIN[0], 700 - FRAME_MARGIN[1])
+    win.resize(screen[0] - FRAME_MARGIN[0], screen[1] - FRAME_MARGIN[1])
     _settle(qtbot, 150)
     grid = win.image_grid
     boxes = [p.titleLabel.item.mapRectToScene(p.titleLabel.item.boundingRect())
@@ -122,6 +124,11 @@ def test_titles_never_overprint_and_plots_are_not_cut(qtbot, fake_engine, make_w
     for i in range(len(boxes)):
         for j in range(i + 1, len(boxes)):
             assert not boxes[i].intersects(boxes[j]), (i, j, boxes[i], boxes[j])
+    view = grid.glw.viewport().rect()
+    for key, plot in grid.plots.items():  # every image view whole and of a usable size
+        box = plot.vb.sceneBoundingRect()
+        assert box.left() >= -1 and box.right() <= view.width() + 1, (key, box, view)
+        assert box.bottom() <= view.height() + 1 and box.width() >= 40, (key, box, view)
     curves = win.curves
     width = curves.glw.viewport().width()
     for key, plot in curves.plots.items():
@@ -199,3 +206,17 @@ def test_curves_share_one_x_range_in_every_layout(qtbot) -> None:
         assert len(set(ranges)) == 1, (width, ranges)
         widths = {round(p.vb.sceneBoundingRect().width()) for p in panel.plots.values()}
         assert max(widths) - min(widths) <= 1, (width, widths)
+
+
+def test_curve_plots_fit_at_every_width_with_a_scroll_bar(qtbot) -> None:
+    from lbi_gui.widgets.curves import CurvesPanel
+
+    panel = CurvesPanel()
+    qtbot.addWidget(panel)
+    panel.show()
+    for width in range(250, 800, 15):  # short panel: the vertical scroll bar is there
+        panel.resize(width, 260)
+        _settle(qtbot, 30)
+        view = panel.glw.viewport().width()
+        for key, plot in panel.plots.items():
+            assert plot.sceneBoundingRect().right() <= view + 1, (width, key, view)
