@@ -60,15 +60,29 @@ REQUEST_TYPES: dict[str, Any] = {
 #: (engine name, label shown to the user)
 METHODS: list[tuple[str, str]] = [
     ("joint", "Joint (coordinate descent)"),
-    ("layerwise", "Layer-wise (sequential, experimental)"),
+    ("layerwise", "Layer-wise (sequential, learned feature prior)"),
     ("pdhg", "PDHG (one layer)"),
     ("landweber", "Landweber (discrepancy)"),
     ("backprop", "Backprop baseline (Adam)"),
 ]
 METHOD_LABELS = dict(METHODS)
-#: Methods "Run all" leaves out: layer-wise is being rebuilt (issue #20, defect 2); it stays
-#: selectable by hand, marked experimental.
-EXPERIMENTAL_METHODS = frozenset({"layerwise"})
+#: Methods that need a file beside the network: layer-wise inversion of several layers needs a
+#: learned feature prior (shipped for the zoo's CNN; ``lbi feature-prior`` for others).
+PRIOR_METHODS = frozenset({"layerwise"})
+
+
+def feature_prior_available(network: str, feature_prior: str | None) -> bool:
+    """Whether layer-wise inversion has a feature prior for ``network``, checked from the files
+    alone (the GUI process never imports torch): a chosen prior, or the zoo's shipped one."""
+    from pathlib import Path
+
+    from lbi_engine.resource_files import resources_dir
+
+    if feature_prior:  # NAME, NAME.json or NAME.safetensors: both files must exist
+        text = str(feature_prior).removesuffix(".safetensors").removesuffix(".json")
+        return all(Path(f"{text}.{ext}").is_file() for ext in ("json", "safetensors"))
+    models = resources_dir() / "models"
+    return all((models / f"{network}.prior.{ext}").is_file() for ext in ("json", "safetensors"))
 
 REGULARISERS: list[tuple[str, str]] = [
     ("tv", "Total variation (isotropic)"),

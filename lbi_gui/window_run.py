@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 
 from lbi_gui.dialogs.messages import confirm, show_error
-from lbi_gui.params import EXPERIMENTAL_METHODS, METHOD_LABELS, METHODS, STALE_KEYS, describe_change
+from lbi_gui.params import (
+    METHOD_LABELS,
+    METHODS,
+    PRIOR_METHODS,
+    STALE_KEYS,
+    describe_change,
+    feature_prior_available,
+)
 from lbi_gui.runs import RunResult
 from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
 
@@ -78,10 +85,15 @@ class RunMixin:
         if self.controller.engine_info is None:
             return
         self._fresh_run = True
-        methods = [m for m, _label in METHODS if m not in EXPERIMENTAL_METHODS]
+        request = self.current_request()
+        methods = [m for m, _label in METHODS]
         if self.info is not None and len(self.info.layers) > 1:
             methods.remove("pdhg")  # PDHG inverts one layer; the others cover deep networks
-        self.controller.run_all(self.current_request(), methods)
+            if not feature_prior_available(str(request.get("network")),
+                                           request.get("feature_prior")):
+                # refused before running rather than run to return noise (issue #23)
+                methods = [m for m in methods if m not in PRIOR_METHODS]
+        self.controller.run_all(request, methods)
         self.docks["runs"].raise_()
 
     # ---- display of a run -----------------------------------------------------------------

@@ -87,15 +87,30 @@ def test_noise_controls_disabled_for_measured_y(qtbot, fake_engine, make_window,
     assert win.noise_panel.std.isEnabled()
 
 
-def test_run_all_leaves_out_the_experimental_layerwise(qtbot, fake_engine, make_window,
-                                                       monkeypatch) -> None:
+def test_run_all_leaves_out_layerwise_without_a_feature_prior(qtbot, fake_engine, make_window,
+                                                              monkeypatch) -> None:
     fake_engine()
     win = make_window({"network": "fake-net"})
     asked: list[list[str]] = []
     monkeypatch.setattr(win.controller, "run_all", lambda req, methods: asked.append(methods))
     win.run_all_methods()
-    assert asked and "layerwise" not in asked[0] and "joint" in asked[0]
-    assert "experimental" in METHOD_LABELS["layerwise"]
+    assert asked and "joint" in asked[0]
+    if win.info is not None and len(win.info.layers) > 1:  # fake-net has no prior file
+        assert "layerwise" not in asked[0]
+    assert "feature prior" in METHOD_LABELS["layerwise"]
+
+
+def test_feature_prior_availability_is_read_from_files(tmp_path) -> None:
+    from lbi_gui.params import feature_prior_available
+
+    assert feature_prior_available("mnist-cnn-ae", None)  # shipped beside the weights
+    assert not feature_prior_available("mnist-perceptron-ae", None)
+    base = tmp_path / "mine.prior"
+    assert not feature_prior_available("x", str(base))
+    (tmp_path / "mine.prior.json").write_text("{}")
+    assert not feature_prior_available("x", str(base) + ".json")  # tensors missing
+    (tmp_path / "mine.prior.safetensors").write_bytes(b"")
+    assert feature_prior_available("x", str(base))
 
 
 def test_shortcuts_work_while_a_number_field_has_focus(qtbot, fake_engine, make_window) -> None:

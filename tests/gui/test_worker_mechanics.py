@@ -127,6 +127,10 @@ def test_run_all_collects_errors_in_one_dialog(qtbot, fake_engine, make_window,
                     len(win.run_table.runs) == 4, timeout=20000)
     qtbot.waitUntil(lambda: bool(shown), timeout=20000)
     methods = [r.request["method"] for r in win.run_table.runs]
-    # pdhg skipped: 2-layer network; layer-wise: experimental, not in Run all (issue #20)
-    assert methods == ["joint", "backprop"]
+    # pdhg skipped: 2-layer network; layer-wise only where the network has a feature prior
+    from lbi_gui.params import feature_prior_available
+
+    request = win.current_request()
+    with_prior = feature_prior_available(request["network"], request.get("feature_prior"))
+    assert methods == (["joint", "layerwise", "backprop"] if with_prior else ["joint", "backprop"])
     assert "landweber" in shown[0][1]
