@@ -316,6 +316,7 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "reg_term": scalar(record.reg_term),
         "iterations": record.iteration,
         "stop_reason": (record.stop_reasons or [None])[sample] if record.final else None,
+        "stop_rule": _stop_rule(prepared.request),
         "seconds": record.elapsed,
         "psnr": scalar(record.psnr),
         "ssim": scalar(record.ssim),
@@ -329,6 +330,13 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "noise_norm": prepared.noise_norm,
         "decoder_psnr": prepared.decoder_psnr,
     }
+
+
+def _stop_rule(request: InversionRequest) -> str:
+    """What a "tolerance" stop_reason measured, in words (result.json)."""
+    from lbi_engine.solvers.base import TOL_MEANING
+
+    return f"{TOL_MEANING[request.tol_mode]} < {request.tol:g} (tol_mode {request.tol_mode})"
 
 
 def _first(t: Tensor) -> float | None:

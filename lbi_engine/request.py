@@ -16,6 +16,7 @@ import torch
 
 from lbi_engine._record_types import hint_name, json_type_ok
 from lbi_engine.errors import FormatVersionError, InputError
+from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
 from lbi_engine.solvers import METHODS, SolverOptions, StopRule
 
 FORMAT_VERSION = 1
@@ -26,31 +27,31 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 class InversionRequest:
     """Everything that defines a run; the defaults open the bundled CNN on a digit."""
 
-    network: str = "mnist-cnn-ae"
-    input_shape: tuple[int, ...] | None = None
-    dataset: str = "mnist"
-    split: str = "val"
-    index: int = 0
-    image: str | None = None
-    truth: str | None = None
-    data: str | None = None
-    resize: bool = False
-    noise_std: float = 0.05
-    seed: int = 0
-    alpha: float = 9e-3
-    regulariser: str = "tv"
-    method: str = "joint"
-    steps: str = "auto"
-    max_iter: int = 1500
-    tol: float = 1e-5
-    tol_mode: str = "relative"
-    time_budget: float | None = None
-    device: str = "cpu"
-    dtype: str = "float32"
-    report_every: int = 10
-    threads: int | None = None
-    layer_alphas: list[float] | None = None
-    allow_pickle: bool = False
+    network: str = D["network"]
+    input_shape: tuple[int, ...] | None = D["input_shape"]
+    dataset: str = D["dataset"]
+    split: str = D["split"]
+    index: int = D["index"]
+    image: str | None = D["image"]
+    truth: str | None = D["truth"]
+    data: str | None = D["data"]
+    resize: bool = D["resize"]
+    noise_std: float = D["noise_std"]
+    seed: int = D["seed"]
+    alpha: float = D["alpha"]
+    regulariser: str = D["regulariser"]
+    method: str = D["method"]
+    steps: str = D["steps"]
+    max_iter: int = D["max_iter"]
+    tol: float = D["tol"]
+    tol_mode: str = D["tol_mode"]
+    time_budget: float | None = D["time_budget"]
+    device: str = D["device"]
+    dtype: str = D["dtype"]
+    report_every: int = D["report_every"]
+    threads: int | None = D["threads"]
+    layer_alphas: list[float] | None = D["layer_alphas"]
+    allow_pickle: bool = D["allow_pickle"]
     options: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> InversionRequest:

@@ -1,4 +1,5 @@
-"""The GUI's parameter vocabulary, mirrored from ``lbi_engine.api.InversionRequest``.
+"""The GUI's parameter vocabulary, mirrored from ``lbi_engine.api.InversionRequest``
+(the defaults come from the torch-free ``lbi_engine.request_defaults``).
 
 Why a mirror: the window must appear before torch (and so ``lbi_engine.api``) is imported,
 yet every panel needs the defaults and the choice lists at construction time. The engine
@@ -13,36 +14,10 @@ import math
 from typing import Any
 
 from lbi_engine._record_types import hint_name, json_type_ok
+from lbi_engine.request_defaults import REQUEST_DEFAULTS
 
 #: Field names and defaults of ``InversionRequest`` (the GUI runs one solver thread: threads=1).
-DEFAULT_REQUEST: dict[str, Any] = {
-    "network": "mnist-cnn-ae",
-    "input_shape": None,
-    "dataset": "mnist",
-    "split": "val",
-    "index": 0,
-    "image": None,
-    "truth": None,
-    "data": None,
-    "resize": False,
-    "noise_std": 0.05,
-    "seed": 0,
-    "alpha": 9e-3,
-    "regulariser": "tv",
-    "method": "joint",
-    "steps": "auto",
-    "max_iter": 1500,
-    "tol": 1e-5,
-    "tol_mode": "relative",
-    "time_budget": None,
-    "device": "cpu",
-    "dtype": "float32",
-    "report_every": 10,
-    "threads": 1,
-    "layer_alphas": None,
-    "allow_pickle": False,
-    "options": {},
-}
+DEFAULT_REQUEST: dict[str, Any] = {**copy.deepcopy(REQUEST_DEFAULTS), "threads": 1}
 
 #: The annotations of ``InversionRequest`` (a test checks they equal the engine's), so a
 #: session's request can be type-checked on the GUI thread without importing torch.

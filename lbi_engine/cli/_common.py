@@ -26,6 +26,18 @@ METHOD_NAMES = ("pdhg", "joint", "layerwise", "landweber", "backprop")
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
                      "none")
 STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
+TOL_MODES = ("objective", "relative", "absolute")
+TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "
+            "moved by less than T * |objective| over the second half of the run (an estimate "
+            "of the remaining relative gap to the optimum); relative/absolute: when the change "
+            "of x and of the dual in one iteration is below T (0: never stop on it)")
+
+
+def request_default(name: str) -> str:
+    """'(default: X)' for a flag whose default lives in the run record (torch-free)."""
+    from lbi_engine.request_defaults import REQUEST_DEFAULTS
+
+    return f"(default: {REQUEST_DEFAULTS[name]})"
 
 
 class UsageError(Exception):

@@ -107,36 +107,37 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     one.add_argument("--data", metavar="Y.npy",
                      help="measured output y^delta; no ground truth, no noise added")
     src.add_argument("--dataset", choices=("mnist", "cartoon"),
-                     help="bundled dataset of --sample (request default: mnist)")
+                     help="bundled dataset of --sample " + c.request_default("dataset"))
     src.add_argument("--split", metavar="SPLIT",
                      help="mnist: train|val|all; cartoon: disc|squares|rectangles|mixtures "
-                          "(request default: val)")
+                          + c.request_default("split"))
     src.add_argument("--resize", action="store_true", default=None,
                      help="resize --image to the network's input size")
     noise = p.add_argument_group("noise (simulated data only)")
     noise.add_argument("--noise-std", type=c.nonnegative_float, metavar="S",
                        help="std of the Gaussian added to y = N(x); y^delta is then clipped into "
-                            "the last activation's range (request default: 0.05)")
+                            "the last activation's range " + c.request_default("noise_std"))
     noise.add_argument("--seed", type=c.nonnegative_int, metavar="K",
-                       help="seed of the noise (request default: 0)")
+                       help="seed of the noise " + c.request_default("seed"))
     prob = p.add_argument_group("problem and method")
     prob.add_argument("--alpha", type=c.any_float, metavar="A",
-                      help="regularisation weight alpha > 0 (request default: 9e-3)")
+                      help="regularisation weight alpha > 0 " + c.request_default("alpha"))
     prob.add_argument("--regulariser", metavar="R",
                       help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
-                           "added, e.g. tv+nonneg (request default: tv = isotropic TV)")
+                           "added, e.g. tv+nonneg (tv = isotropic TV) "
+                           + c.request_default("regulariser"))
     prob.add_argument("--method", choices=c.METHOD_NAMES,
                       help="pdhg: one-layer networks (paper eq. 12); joint: all layers by "
                            "coordinate descent (eqs. 13-15); layerwise: layer by layer; "
                            "landweber: baseline with the discrepancy principle; backprop: "
-                           "gradient descent through the network (request default: joint)")
+                           "gradient descent through the network " + c.request_default("method"))
     prob.add_argument("--steps", choices=c.STEP_RULES,
                       help="step-size rule; all but paper are provably convergent: auto "
                            "(accelerated for pdhg with TV on the CPU, else balanced; safe "
                            "for the joint method's x_0 block), accelerated (FISTA with an "
                            "inexact TV prox), balanced, safe, conservative, or paper "
                            "(tau_x = 1.99/||W||^2, "
-                           "tau_z = 1/(8 alpha)) (request default: safe)")
+                           "tau_z = 1/(8 alpha)) " + c.request_default("steps"))
     prob.add_argument("--layer-alphas", type=c.float_list, metavar="A1,A2,..",
                       help="per-layer weights of the auxiliary priors (layerwise method)")
     prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
@@ -144,25 +145,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "tv_smoothing, layer_tikhonov, inner_max_iter")
     stop = p.add_argument_group("stopping")
     stop.add_argument("--max-iter", type=c.positive_int, metavar="N",
-                      help="iteration cap (request default: 1500)")
+                      help="iteration cap " + c.request_default("max_iter"))
     stop.add_argument("--tol", type=c.nonnegative_float, metavar="T",
-                      help="stop when the changes of x and of the dual are below T "
-                           "(request default: 1e-5)")
-    stop.add_argument("--tol-mode", choices=("relative", "absolute"),
-                      help="relative: ||dx||/||x||; absolute: the paper's ||dx|| "
-                           "(request default: relative)")
+                      help=c.TOL_HELP + " " + c.request_default("tol"))
+    stop.add_argument("--tol-mode", choices=c.TOL_MODES,
+                      help="objective: the objective's change over the second half of the run; "
+                           "relative: ||dx||/||x|| per iteration; absolute: the paper's ||dx|| "
+                           + c.request_default("tol_mode"))
     stop.add_argument("--time-budget", type=c.positive_float, metavar="SECONDS",
                       help="stop after this much solver time")
     run = p.add_argument_group("run")
     run.add_argument("--record", metavar="FILE",
                      help="repeat a run: a result.json of `lbi invert` or a run record (run.json) "
                           "saved by the GUI; flags given here override its values")
-    run.add_argument("--device", choices=("cpu", "cuda"), help="(request default: cpu)")
-    run.add_argument("--dtype", choices=("float32", "float64"), help="(request default: float32)")
+    run.add_argument("--device", choices=("cpu", "cuda"), help=c.request_default("device"))
+    run.add_argument("--dtype", choices=("float32", "float64"), help=c.request_default("dtype"))
     run.add_argument("--threads", type=c.positive_int, metavar="N", help="torch CPU threads")
     run.add_argument("--report-every", type=c.positive_int, metavar="K",
                      help="record an iterate (a row of curves.csv) every K iterations "
-                          "(request default: 10)")
+                          + c.request_default("report_every"))
     run.add_argument("--out", required=True, metavar="DIR",
                      help="output folder (created if needed)")
     run.add_argument("--overwrite", action="store_true",

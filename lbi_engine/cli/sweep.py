@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from lbi_engine.cli import _common as c
+from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
 
 DESCRIPTION = """\
 Run a grid of inversions: every combination of alpha x noise std x method, each on the same
@@ -66,9 +67,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--regulariser", default="tv", metavar="R",
                    help="prior: " + ", ".join(c.REGULARISER_NAMES))
     p.add_argument("--steps", choices=c.STEP_RULES, default="auto", help="step-size rule")
-    p.add_argument("--max-iter", type=c.positive_int, default=1500, metavar="N")
-    p.add_argument("--tol", type=c.nonnegative_float, default=1e-5, metavar="T")
-    p.add_argument("--tol-mode", choices=("relative", "absolute"), default="relative")
+    p.add_argument("--max-iter", type=c.positive_int, default=D["max_iter"], metavar="N")
+    p.add_argument("--tol", type=c.nonnegative_float, default=D["tol"], metavar="T",
+                   help=c.TOL_HELP)
+    p.add_argument("--tol-mode", choices=c.TOL_MODES, default=D["tol_mode"])
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--threads", type=c.positive_int, default=1, metavar="N",

@@ -26,6 +26,7 @@ from lbi_engine.errors import InputError
 from lbi_engine.experiments.report import mean, table
 from lbi_engine.exports import csv_text
 from lbi_engine.io import atomic_write_text
+from lbi_engine.request_defaults import REQUEST_DEFAULTS
 
 RESULTS = "results.csv"
 KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed", "noise_std",
@@ -50,9 +51,9 @@ class SweepSpec:
     seed: int = 0
     regulariser: str = "tv"
     steps: str = "safe"
-    max_iter: int = 1500
-    tol: float = 1e-5
-    tol_mode: str = "relative"
+    max_iter: int = REQUEST_DEFAULTS["max_iter"]
+    tol: float = REQUEST_DEFAULTS["tol"]
+    tol_mode: str = REQUEST_DEFAULTS["tol_mode"]
     input_shape: tuple[int, ...] | None = None
     device: str = "cpu"
     dtype: str = "float32"

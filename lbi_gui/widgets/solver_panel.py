@@ -29,11 +29,14 @@ class SolverPanel(ParamPanel):
         self.max_iter.setRange(1, 10_000_000)
         self.max_iter.setSingleStep(100)
         self.max_iter.setKeyboardTracking(False)
-        self.tol = ScientificSpinBox(0.0, 1.0, 1e-5, allow_zero=True)
-        self.tol.setToolTip("Stop when the relative change of x and of the dual/auxiliary "
-                            "variables falls below this (0: never)")
+        self.tol = ScientificSpinBox(0.0, 1.0, 1e-4, allow_zero=True)
+        self.tol.setToolTip("objective: stop when the objective moved by less than this "
+                            "(relative) over the second half of the run; relative/absolute: "
+                            "when the change of x and of the dual in one iteration is below "
+                            "this (0: never)")
         self.tol_mode = QtWidgets.QComboBox()
-        self.tol_mode.addItem("relative", "relative")
+        self.tol_mode.addItem("objective", "objective")
+        self.tol_mode.addItem("relative step", "relative")
         self.tol_mode.addItem("absolute (paper)", "absolute")
         self.report_every = QtWidgets.QSpinBox()
         self.report_every.setRange(1, 100_000)

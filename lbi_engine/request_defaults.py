@@ -1,0 +1,47 @@
+"""The defaults of a run (``InversionRequest``), importable without torch.
+
+One table read by the run record (``request.py``), the command line's help texts (which
+must show the real defaults without importing torch) and the GUI's first window. Change a
+default here and every one of them follows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Field name -> default of ``InversionRequest`` (mutable defaults are copied by the users).
+REQUEST_DEFAULTS: dict[str, Any] = {
+    "network": "mnist-cnn-ae",
+    "input_shape": None,
+    "dataset": "mnist",
+    "split": "val",
+    "index": 0,
+    "image": None,
+    "truth": None,
+    "data": None,
+    "resize": False,
+    "noise_std": 0.05,
+    "seed": 0,
+    "alpha": 9e-3,
+    "regulariser": "tv",
+    "method": "joint",
+    "steps": "auto",
+    # the stop rule decides; the cap only guards against a run that never settles
+    "max_iter": 10_000,
+    "tol": 1e-4,
+    "tol_mode": "objective",
+    "time_budget": None,
+    "device": "cpu",
+    "dtype": "float32",
+    "report_every": 10,
+    "threads": None,
+    "layer_alphas": None,
+    "allow_pickle": False,
+    "options": {},
+}
+
+
+def default(name: str) -> Any:
+    """The default of one request field (a copy for lists and dicts)."""
+    value = REQUEST_DEFAULTS[name]
+    return type(value)(value) if isinstance(value, (list, dict)) else value
