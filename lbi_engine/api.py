@@ -139,7 +139,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     from lbi_engine.zoo import load_network
 
     request.validate()
-    device, dtype = torch.device(request.device), DTYPES[request.dtype]
+    device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
     if bundle is None:
         bundle = load_network(
             request.network, input_shape=request.input_shape, allow_pickle=request.allow_pickle
@@ -310,7 +310,12 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         return value if math.isfinite(value) else None
 
     has_image = problem.image_shape is not None
+    from lbi_engine.solvers import resolve_method
+
     return {
+        "method_run": resolve_method(prepared.request.method, problem),
+        "device_run": str(problem.device),
+        "alpha": float(problem.alpha),
         "objective": scalar(record.objective),
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),

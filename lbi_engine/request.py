@@ -72,8 +72,8 @@ class InversionRequest:
             )
         if self.dtype not in DTYPES:
             raise InputError(f"dtype={self.dtype!r}: use float32 or float64.")
-        if self.device != "cpu" and not self.device.startswith("cuda"):
-            raise InputError(f"device={self.device!r}: use 'cpu' or 'cuda'.")
+        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
+            raise InputError(f"device={self.device!r}: use 'auto', 'cpu' or 'cuda'.")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
         if self.max_iter < 1 or self.max_iter > 10_000_000:
@@ -87,6 +87,12 @@ class InversionRequest:
             raise InputError("give at most one of image, truth and data.")
         self.solver_options()
         return self
+
+    def resolved_device(self) -> str:
+        """``auto``: CUDA when torch finds a GPU, else the CPU."""
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device
 
     def solver_options(self) -> SolverOptions:
         return SolverOptions.from_dict({"steps": self.steps, **self.options})

@@ -33,9 +33,11 @@ REQUEST_TYPES: dict[str, Any] = {
 
 #: (engine name, label shown to the user)
 METHODS: list[tuple[str, str]] = [
+    ("auto", "Auto (one-layer or joint)"),
     ("joint", "Joint (coordinate descent)"),
     ("layerwise", "Layer-wise (sequential)"),
-    ("pdhg", "PDHG (one layer)"),
+    ("one-layer", "One layer (accelerated)"),
+    ("pdhg", "PDHG (alias of one layer)"),
     ("landweber", "Landweber (discrepancy)"),
     ("backprop", "Backprop baseline (Adam)"),
 ]

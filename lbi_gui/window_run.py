@@ -69,9 +69,10 @@ class RunMixin:
         if self.controller.engine_info is None:
             return
         self._fresh_run = True
-        methods = [m for m, _label in METHODS]
+        # auto repeats another method, pdhg is an alias of one-layer
+        methods = [m for m, _label in METHODS if m not in ("auto", "pdhg")]
         if self.info is not None and len(self.info.layers) > 1:
-            methods.remove("pdhg")  # PDHG inverts one layer; the others cover deep networks
+            methods.remove("one-layer")  # inverts one layer; the others cover deep networks
         self.controller.run_all(self.current_request(), methods)
         self.docks["runs"].raise_()
 

@@ -22,7 +22,7 @@ EXIT_INTERRUPTED = 130
 
 # Copies of engine registries, so that building the parser (and `lbi --help`) does not import
 # torch; tests/cli/test_help.py checks that they equal the engine's.
-METHOD_NAMES = ("pdhg", "joint", "layerwise", "landweber", "backprop")
+METHOD_NAMES = ("auto", "one-layer", "pdhg", "joint", "layerwise", "landweber", "backprop")
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
                      "none")
 STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")

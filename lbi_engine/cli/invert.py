@@ -127,13 +127,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "added, e.g. tv+nonneg (tv = isotropic TV) "
                            + c.request_default("regulariser"))
     prob.add_argument("--method", choices=c.METHOD_NAMES,
-                      help="pdhg: one-layer networks (paper eq. 12); joint: all layers by "
+                      help="auto: one-layer for one lifted layer, joint for several "
+                           "(result.json's method_run says which ran); one-layer (alias pdhg): "
+                           "one-layer networks (paper eq. 12) by accelerated proximal gradient "
+                           "for TV, else PDHG; joint: all layers by "
                            "coordinate descent (eqs. 13-15); layerwise: layer by layer; "
                            "landweber: baseline with the discrepancy principle; backprop: "
                            "gradient descent through the network " + c.request_default("method"))
     prob.add_argument("--steps", choices=c.STEP_RULES,
                       help="step-size rule; all but paper are provably convergent: auto "
-                           "(accelerated for pdhg with TV on the CPU, else balanced; safe "
+                           "(accelerated for one-layer with TV on the CPU, else balanced; safe "
                            "for the joint method's x_0 block), accelerated (FISTA with an "
                            "inexact TV prox), balanced, safe, conservative, or paper "
                            "(tau_x = 1.99/||W||^2, "
@@ -158,7 +161,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--record", metavar="FILE",
                      help="repeat a run: a result.json of `lbi invert` or a run record (run.json) "
                           "saved by the GUI; flags given here override its values")
-    run.add_argument("--device", choices=("cpu", "cuda"), help=c.request_default("device"))
+    run.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                     help="auto: CUDA when torch finds a GPU, else the CPU (result.json's "
+                          "device_run says which) " + c.request_default("device"))
     run.add_argument("--dtype", choices=("float32", "float64"), help=c.request_default("dtype"))
     run.add_argument("--threads", type=c.positive_int, metavar="N", help="torch CPU threads")
     run.add_argument("--report-every", type=c.positive_int, metavar="K",
@@ -305,7 +310,8 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
 
     m = final_metrics(prepared, final)
     r = prepared.request
-    print(f"{r.network}: {r.method}, {r.regulariser}, alpha={r.alpha:g}: "
+    print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
+          f"alpha={m['alpha']:g}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
           f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "

@@ -43,6 +43,7 @@ class SolverPanel(ParamPanel):
         self.report_every.setToolTip("Report (curve point, image) every N iterations; the window "
                                      "redraws at most 30 times per second regardless")
         self.device = QtWidgets.QComboBox()
+        self.device.addItem("Auto (CUDA if present)", "auto")
         self.device.addItem("CPU", "cpu")
         self.device.setToolTip("CUDA appears when torch finds a GPU")
         self.dtype = QtWidgets.QComboBox()
@@ -113,12 +114,13 @@ class SolverPanel(ParamPanel):
             self.device.addItem("CUDA (GPU)", "cuda")
 
     def set_layer_count(self, n: int) -> None:
-        """PDHG inverts one layer: offer it only for one-layer networks (others explain why)."""
-        idx = self.method.findData("pdhg")
-        item = self.method.model().item(idx)
-        item.setEnabled(n == 1)
-        item.setToolTip("" if n == 1 else f"PDHG inverts a single layer; this network has {n}. "
-                        "Use joint or layer-wise.")
+        """One-layer (alias PDHG) inverts one layer: offer it only for one-layer networks
+        (others explain why)."""
+        for name in ("one-layer", "pdhg"):
+            item = self.method.model().item(self.method.findData(name))
+            item.setEnabled(n == 1)
+            item.setToolTip("" if n == 1 else f"This method inverts a single layer; this "
+                            f"network has {n}. Use auto, joint or layer-wise.")
 
     def toggle_joint_layerwise(self) -> None:
         """Joint → layer-wise, anything else → joint; emits ``changed("method")``."""

@@ -132,3 +132,17 @@ def test_relative_and_absolute_modes_ignore_the_objective() -> None:
     problem = _one_layer("tv")
     monitor = RunMonitor(problem, "test", StopRule(tol=1e-3, tol_mode="relative"), None, 10)
     assert _feed(monitor, {k: [1.0, 1.0] for k in range(10, 200, 10)}) is None
+
+
+# -- method auto -------------------------------------------------------------------------------
+def test_auto_runs_one_layer_for_one_layer_and_joint_for_several() -> None:
+    one = _one_layer("tv")
+    rec = final(solve(one, "auto", stop=StopRule(max_iter=3)))
+    ref = final(solve(one, "one-layer", stop=StopRule(max_iter=3)))
+    assert rec.method == "one-layer"
+    torch.testing.assert_close(rec.x, ref.x, rtol=0, atol=0)  # the same iteration exactly
+    net = relu_mlp((36, 60, 48), seed=1)
+    x_true = torch.stack([disc(6, 2.0)]).reshape(1, -1)
+    deep = problem_for(net, x_true, 0.01, std=0.05)
+    assert final(solve(deep, "auto", stop=StopRule(max_iter=3))).method == "joint"
+    assert final(solve(one, "pdhg", stop=StopRule(max_iter=3))).method == "one-layer"
