@@ -184,7 +184,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         network=encoder,
         y_delta=y_delta,
         regulariser=regulariser,
-        alpha=float(request.alpha),
+        alpha=request.fixed_alpha(),
         x_true=x_true,
         data_range=float(getattr(preprocessing, "data_range", 1.0)),
         display_offset=float(getattr(preprocessing, "display_offset", 0.0)),
@@ -284,15 +284,18 @@ def iterate(
     if request.threads:
         torch.set_num_threads(int(request.threads))
     init = warm_start(warm_start_from, problem) if warm_start_from is not None else None
-    return solve(
-        problem,
-        request.method,
-        stop=request.stop_rule(),
-        options=request.solver_options(),
-        init=init,
-        cancel=cancel,
-        report_every=request.report_every,
-    )
+
+    def run(p: InversionProblem, start: dict | None) -> Iterator[IterateRecord]:
+        return solve(p, request.method, stop=request.stop_rule(),
+                     options=request.solver_options(), init=start, cancel=cancel,
+                     report_every=request.report_every)
+
+    if request.alpha == "auto" and alpha is None and request.method != "landweber":
+        from lbi_engine.solvers.alpha import stream_alpha
+
+        rule = None if request.alpha_rule == "auto" else request.alpha_rule
+        return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
+    return run(problem, init)
 
 
 def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0) -> dict[str, Any]:
@@ -315,7 +318,10 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
     return {
         "method_run": resolve_method(prepared.request.method, problem),
         "device_run": str(problem.device),
-        "alpha": float(problem.alpha),
+        "alpha": float(record.extras.get("alpha", problem.alpha)),
+        "alpha_rule": record.extras.get("alpha_rule", "fixed"),
+        "alpha_path": record.extras.get("alpha_path"),
+        "alpha_target": record.extras.get("alpha_target"),
         "objective": scalar(record.objective),
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),

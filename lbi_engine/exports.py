@@ -308,11 +308,14 @@ def result_document(
     metrics = final_metrics(prepared, final_record, sample)
     extras = _field(final_record, "extras") or {}
     warning = extras.get("warning") if isinstance(extras, dict) else None
+    record = request.to_dict()
+    if metrics.get("alpha_rule", "fixed") != "fixed":  # --record repeats it with alpha frozen
+        record["alpha"] = metrics["alpha"]
     document: dict[str, Any] = {
         "kind": RESULT_KIND,
         "format_version": RESULT_FORMAT_VERSION,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "request": request.to_dict(),
+        "request": record,
         "network": {
             "name": getattr(bundle, "name", request.network),
             "sha256": getattr(bundle, "sha256", None),

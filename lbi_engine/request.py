@@ -38,7 +38,9 @@ class InversionRequest:
     resize: bool = D["resize"]
     noise_std: float = D["noise_std"]
     seed: int = D["seed"]
-    alpha: float = D["alpha"]
+    alpha: float | str = D["alpha"]
+    alpha_rule: str = D["alpha_rule"]
+    noise_level: float | None = D["noise_level"]
     regulariser: str = D["regulariser"]
     method: str = D["method"]
     steps: str = D["steps"]
@@ -58,11 +60,14 @@ class InversionRequest:
         """Raises InputError naming the first bad parameter; returns self."""
         if self.method not in METHODS:
             raise InputError(f"method={self.method!r}: choose one of {', '.join(METHODS)}.")
-        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha)):
-            raise InputError(f"alpha={self.alpha!r}: must be a finite number > 0.")
-        if self.alpha <= 0 and self.method not in ("landweber",):
+        if self.alpha == "auto":
+            self._validate_auto_alpha()
+        elif not (isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool)
+                  and math.isfinite(self.alpha)):
+            raise InputError(f"alpha={self.alpha!r}: must be 'auto' or a finite number > 0.")
+        elif self.alpha <= 0 and self.method not in ("landweber",):
             raise InputError(f"alpha={self.alpha}: must be > 0 (typical 1e-4 .. 1e-1).")
-        if self.alpha > 1e6:
+        elif self.alpha > 1e6:
             raise InputError(
                 f"alpha={self.alpha}: absurdly large; typical values are 1e-4 .. 1e-1."
             )
@@ -87,6 +92,32 @@ class InversionRequest:
             raise InputError("give at most one of image, truth and data.")
         self.solver_options()
         return self
+
+    def _validate_auto_alpha(self) -> None:
+        from lbi_engine.solvers.alpha import RULES
+
+        if self.alpha_rule not in ("auto", *RULES):
+            raise InputError(f"alpha_rule={self.alpha_rule!r}: choose auto, "
+                             f"{', '.join(RULES)}.")
+        if self.noise_level is not None and not (math.isfinite(self.noise_level)
+                                                 and self.noise_level > 0):
+            raise InputError(f"noise_level={self.noise_level!r}: give the per-entry noise std "
+                             "of the measurement, a number > 0 (e.g. 0.05).")
+
+    def fixed_alpha(self) -> float:
+        """The weight a solve starts with: the request's number; for "auto" the start of the
+        path (Landweber has no prior: 0)."""
+        if self.alpha != "auto":
+            return float(self.alpha)
+        from lbi_engine.solvers.alpha import ALPHA_START
+
+        return 0.0 if self.method == "landweber" else ALPHA_START
+
+    def noise_std_known(self) -> float | None:
+        """The noise level the alpha rule may use: the simulated std, or for measured data
+        the stated ``noise_level``; None when unknown (or zero)."""
+        level = self.noise_level if self.data else (self.noise_level or self.noise_std)
+        return float(level) if level else None
 
     def resolved_device(self) -> str:
         """``auto``: CUDA when torch finds a GPU, else the CPU."""

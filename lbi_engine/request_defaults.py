@@ -22,7 +22,13 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "resize": False,
     "noise_std": 0.05,
     "seed": 0,
-    "alpha": 9e-3,
+    # "auto": chosen from the data on a warm-started path (lbi_engine/solvers/alpha.py)
+    "alpha": "auto",
+    # the rule for alpha "auto": "auto" = discrepancy when the noise level is known, else
+    # quasi-optimality
+    "alpha_rule": "auto",
+    # per-entry noise std of measured data (--data), for the discrepancy rule
+    "noise_level": None,
     "regulariser": "tv",
     "method": "auto",
     "steps": "auto",

@@ -24,7 +24,8 @@ DEFAULT_REQUEST: dict[str, Any] = {**copy.deepcopy(REQUEST_DEFAULTS), "threads":
 REQUEST_TYPES: dict[str, Any] = {
     "network": str, "input_shape": tuple[int, ...] | None, "dataset": str, "split": str,
     "index": int, "image": str | None, "truth": str | None, "data": str | None,
-    "resize": bool, "noise_std": float, "seed": int, "alpha": float, "regulariser": str,
+    "resize": bool, "noise_std": float, "seed": int, "alpha": float | str,
+    "alpha_rule": str, "noise_level": float | None, "regulariser": str,
     "method": str, "steps": str, "max_iter": int, "tol": float, "tol_mode": str,
     "time_budget": float | None, "device": str, "dtype": str, "report_every": int,
     "threads": int | None, "layer_alphas": list[float] | None, "allow_pickle": bool,
@@ -101,13 +102,17 @@ def request_problems(request: dict[str, Any]) -> list[str]:
     if problems:
         return problems
 
+    if isinstance(request.get("alpha"), str) and request["alpha"] != "auto":
+        return [f"alpha={request['alpha']!r} (must be 'auto' or a finite number > 0)"]
+
     def finite(key: str) -> bool:
         v = request.get(key)
-        return v is None or math.isfinite(float(v))
+        return v is None or v == "auto" or math.isfinite(float(v))
 
+    alpha = request.get("alpha", 1.0)
     checks = [
-        ("alpha", finite("alpha") and float(request.get("alpha", 1.0)) >= 0,
-         "a finite number > 0"),
+        ("alpha", finite("alpha") and (alpha == "auto" or float(alpha) >= 0),
+         "'auto' or a finite number > 0"),
         ("noise_std", finite("noise_std") and float(request.get("noise_std", 0.0)) >= 0,
          "a finite number >= 0"),
         ("tol", finite("tol") and float(request.get("tol", 0.0)) >= 0, "a finite number >= 0"),

@@ -137,6 +137,11 @@ class RunMixin:
         self.curves.update_curves(result.curves)
         self._update_status(result.iterations)
         self.status_reason.setText(f"stopped: {result.stop_reason}")
+        if result.metrics.get("alpha_rule", "fixed") != "fixed":  # Auto α: show its choice
+            self.reg_panel.show_chosen_alpha(float(result.metrics["alpha"]))
+            self.status_reason.setText(f"stopped: {result.stop_reason}; α = "
+                                       f"{float(result.metrics['alpha']):.3g} "
+                                       f"({result.metrics['alpha_rule']})")
         if result.user_action != "stop":
             self.run_table.add(result)
             self.shown_result = result

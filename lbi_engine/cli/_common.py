@@ -99,6 +99,11 @@ def any_float(text: str) -> float:
     return _float(text)
 
 
+def alpha_value(text: str) -> float | str:
+    """"auto" or a number (the request checks its range)."""
+    return "auto" if text.strip().lower() == "auto" else _float(text)
+
+
 def _float(text: str) -> float:
     try:
         value = float(text)

@@ -63,6 +63,8 @@ _FIELDS = {
     "noise_std": "noise_std",
     "seed": "seed",
     "alpha": "alpha",
+    "alpha_rule": "alpha_rule",
+    "noise_level": "noise_level",
     "regulariser": "regulariser",
     "method": "method",
     "steps": "steps",
@@ -117,11 +119,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     noise.add_argument("--noise-std", type=c.nonnegative_float, metavar="S",
                        help="std of the Gaussian added to y = N(x); y^delta is then clipped into "
                             "the last activation's range " + c.request_default("noise_std"))
+    noise.add_argument("--noise-level", type=c.positive_float, metavar="S",
+                       help="for measured --data: the per-entry noise std (as --noise-std), "
+                            "so that --alpha auto can use the discrepancy principle")
     noise.add_argument("--seed", type=c.nonnegative_int, metavar="K",
                        help="seed of the noise " + c.request_default("seed"))
     prob = p.add_argument_group("problem and method")
-    prob.add_argument("--alpha", type=c.any_float, metavar="A",
-                      help="regularisation weight alpha > 0 " + c.request_default("alpha"))
+    prob.add_argument("--alpha", type=c.alpha_value, metavar="A|auto",
+                      help="regularisation weight alpha > 0, or auto: chosen from the data on "
+                           "a warm-started path from large to small alpha, by the discrepancy "
+                           "principle when the noise level is known (--noise-std for simulated "
+                           "data, --noise-level for --data), else by quasi-optimality; "
+                           "result.json records alpha, alpha_rule, alpha_path, and its request "
+                           "repeats the run with that alpha frozen " + c.request_default("alpha"))
+    prob.add_argument("--alpha-rule", choices=("auto", "discrepancy", "quasi-optimality"),
+                      help="the rule of --alpha auto " + c.request_default("alpha_rule"))
     prob.add_argument("--regulariser", metavar="R",
                       help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
                            "added, e.g. tv+nonneg (tv = isotropic TV) "
@@ -310,8 +322,9 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
 
     m = final_metrics(prepared, final)
     r = prepared.request
+    how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
     print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
-          f"alpha={m['alpha']:g}: "
+          f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
           f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
