@@ -50,7 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="input shape when the model file does not record it")
     p.add_argument("--allow-pickle", action="store_true",
                    help="allow a pickled nn.Module file (runs code from the file)")
-    p.add_argument("--alphas", type=c.float_list, required=True, metavar="LIST",
+    p.add_argument("--alphas", type=_alphas, required=True, metavar="LIST",
                    help="regularisation weights, e.g. 1e-3,1e-2 or log:1e-4:1e-2:5")
     p.add_argument("--noise-stds", type=c.float_list, default=[0.05], metavar="LIST",
                    help="noise stds on the network output")
@@ -80,6 +80,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
     p.set_defaults(handler=run)
     return p
+
+
+def _alphas(text: str) -> list[float | str]:
+    """A list of alphas (c.float_list syntax) in which "auto" may appear, alone or not:
+    cells keyed "auto" choose alpha per sample (their rows record it in alpha_chosen)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    auto = [p for p in parts if p.lower() == "auto"]
+    rest = ",".join(p for p in parts if p.lower() != "auto")
+    values: list[float | str] = c.float_list(rest) if rest else []
+    return values + (["auto"] if auto else [])
 
 
 def _methods(text: str) -> list[str]:

@@ -33,7 +33,8 @@ KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed",
                "alpha", "method", "regulariser", "steps", "max_iter", "tol", "tol_mode", "dtype")
 METRIC_COLUMNS = ("psnr", "ssim", "decoder_psnr", "objective", "reg_term", "bregman_terms",
                   "iterations", "stop_reason", "seconds", "discrepancy", "delta",
-                  "delta_squared", "noise_norm", "l2_norm", "tv_iso", "tv_aniso")
+                  "delta_squared", "noise_norm", "l2_norm", "tv_iso", "tv_aniso",
+                  "alpha_chosen", "alpha_rule")
 COLUMNS = KEY_COLUMNS + METRIC_COLUMNS
 
 
@@ -42,7 +43,7 @@ class SweepSpec:
     """The grid and the fixed parameters of a sweep."""
 
     network: str
-    alphas: tuple[float, ...]
+    alphas: tuple[float | str, ...]  # "auto": chosen per sample (alpha_chosen column)
     noise_stds: tuple[float, ...]
     methods: tuple[str, ...]
     indices: tuple[int, ...]
@@ -147,7 +148,7 @@ def run_sweep(
     def sample_keys(std: float, method: str, alpha: float) -> list[dict[str, Any]]:
         return [{"network": spec.network, "network_sha256": sha, "dataset": spec.dataset,
                  "split": spec.split, "index": i, "seed": spec.seed + i, "noise_std": float(std),
-                 "alpha": float(alpha), "method": method, "regulariser": spec.regulariser,
+                 "alpha": _alpha(alpha), "method": method, "regulariser": spec.regulariser,
                  "steps": spec.steps, "max_iter": spec.max_iter, "tol": float(spec.tol),
                  "tol_mode": spec.tol_mode, "dtype": spec.dtype} for i in spec.indices]
 
@@ -165,23 +166,53 @@ def run_sweep(
             prepared_std.clear()  # cells are ordered by std: keep one noise draw at a time
             prepared_std[std] = prepare_batch(spec.request(std, method, alpha), truths,
                                               [spec.seed + i for i in spec.indices], bundle)
-        batch = prepared_std[std].with_alpha(alpha)
-        final = solve_batch(batch, method=method)
-        for key, metrics in zip(sample_keys(std, method, alpha), sample_metrics(batch, final),
-                                strict=True):
-            rows.append({c: _cell_text(v) for c, v in {**key, **metrics}.items()
+        if alpha == "auto":
+            found = _auto_alpha_metrics(spec, std, method, bundle)
+        else:
+            batch = prepared_std[std].with_alpha(alpha)
+            found = sample_metrics(batch, solve_batch(batch, method=method))
+        for key, metrics in zip(sample_keys(std, method, alpha), found, strict=True):
+            rows.append({c: _cell_text(v) for c, v in {**metrics, **key}.items()
                          if c in COLUMNS})
         atomic_write_text(csv_path, csv_text(COLUMNS, [[r.get(c, "") for c in COLUMNS]
                                                        for r in rows]))
         if progress is not None:
-            progress(skipped + number, len(cells),
-                     f"std {std:g}, {method}, alpha {alpha:g}")
+            progress(skipped + number, len(cells), f"std {std:g}, {method}, alpha {alpha}")
     if not csv_path.exists():  # nothing ran and nothing was there: still leave the header
         atomic_write_text(csv_path, csv_text(COLUMNS, []))
     keys = {_key(k) for cell in cells for k in sample_keys(*cell)}
     mine = [r for r in rows if _key(r) in keys]
     files = write_summary(spec, mine, out)
     return SweepResult(csv_path, len(todo), skipped, mine, [csv_path, *files])
+
+
+def _alpha(alpha: float | str) -> float | str:
+    """A cell's alpha key: a float, or "auto"."""
+    return alpha if alpha == "auto" else float(alpha)
+
+
+def _alpha_order(alpha: float | str) -> tuple[int, float]:
+    return (1, 0.0) if alpha == "auto" else (0, float(alpha))
+
+
+def _auto_alpha_metrics(spec: SweepSpec, std: float, method: str, bundle: Any) -> list[dict]:
+    """alpha "auto" is chosen per sample (lbi_engine/solvers/alpha.py): one run per sample,
+    with the noise draw of the numeric cells (seed SEED + INDEX); the row records the
+    chosen alpha in ``alpha_chosen``."""
+    import dataclasses
+
+    from lbi_engine import api
+    from lbi_engine.solvers import final
+
+    rows = []
+    for index in spec.indices:
+        request = dataclasses.replace(spec.request(std, method, "auto"), index=index,
+                                      seed=spec.seed + index)
+        prepared = api.prepare(request, bundle)
+        last = final(api.iterate(prepared))
+        metrics = api.final_metrics(prepared, last)
+        rows.append({**metrics, "alpha_chosen": metrics["alpha"]})
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,7 +231,7 @@ def aggregate(rows: Sequence[dict[str, str]]) -> dict[tuple[str, float, float], 
     """Mean metrics per (method, noise std, alpha) over the samples."""
     groups: dict[tuple[str, float, float], list[dict[str, str]]] = {}
     for row in rows:
-        key = (row["method"], float(row["noise_std"]), float(row["alpha"]))
+        key = (row["method"], float(row["noise_std"]), _alpha(row["alpha"]))
         groups.setdefault(key, []).append(row)
     return {
         key: {
@@ -210,8 +241,10 @@ def aggregate(rows: Sequence[dict[str, str]]) -> dict[tuple[str, float, float], 
             "decoder_psnr": mean([_float(r["decoder_psnr"]) for r in group]),
             "delta_squared": mean([_float(r["delta_squared"]) for r in group]),
             "iterations": mean([_float(r["iterations"]) for r in group]),
+            "alpha_chosen": mean([_float(r.get("alpha_chosen")) for r in group]),
         }
-        for key, group in sorted(groups.items())
+        for key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                 _alpha_order(kv[0][2])))
     }
 
 
@@ -223,10 +256,11 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
     stats = aggregate(rows)
     if not stats:
         return []
+    grid = [a for a in spec.alphas if a != "auto"]  # plots and "best" are over the numbers
     by_alpha = []
     for method in spec.methods:
         for std in spec.noise_stds:
-            points = [(a, stats[(method, float(std), float(a))]["psnr"]) for a in spec.alphas
+            points = [(a, stats[(method, float(std), float(a))]["psnr"]) for a in grid
                       if (method, float(std), float(a)) in stats]
             if points:
                 by_alpha.append(Series([p[0] for p in points], [p[1] for p in points],
@@ -238,7 +272,7 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
     for method in spec.methods:
         xs, ys = [], []
         for std in spec.noise_stds:
-            cands = [(stats[(method, float(std), float(a))]["psnr"], a) for a in spec.alphas
+            cands = [(stats[(method, float(std), float(a))]["psnr"], a) for a in grid
                      if (method, float(std), float(a)) in stats
                      and stats[(method, float(std), float(a))]["psnr"] is not None]
             if cands:
@@ -265,9 +299,11 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
     text.write(table(["method", "noise std", "best α", "mean PSNR", "mean decoder PSNR",
                       "mean δ²"], best_rows))
     text.write("\n\n## Every cell (means over the samples)\n\n")
-    text.write(table(["method", "noise std", "α", "samples", "PSNR", "SSIM", "iterations"],
+    text.write(table(["method", "noise std", "α", "samples", "PSNR", "SSIM", "iterations",
+                      "mean chosen α (auto)"],
                      [[k[0], k[1], k[2], v["samples"], v["psnr"], v["ssim"],
-                       None if v["iterations"] is None else round(v["iterations"])]
+                       None if v["iterations"] is None else round(v["iterations"]),
+                       v["alpha_chosen"]]
                       for k, v in stats.items()]))
     text.write("\n\n![PSNR against alpha](psnr_vs_alpha.png)\n\n"
                "![PSNR against noise](psnr_vs_noise.png)\n")

@@ -28,6 +28,10 @@ SSIM_LIVE_MAX_BATCH = 4
 # from x_0 = 0 can be slow to move the objective for reasons that say nothing about
 # convergence (e.g. a tiny first step of a backtracking method).
 OBJECTIVE_MIN_RUN = 20
+# The objective rule reads the objective of the records: with it on, records come at least
+# this often (a larger report_every is lowered to it), so a run never overshoots its stop by
+# more than this many iterations. (A record costs about one forward pass.)
+OBJECTIVE_CHECK_MAX = 50
 
 
 class RunMonitor:
@@ -47,6 +51,8 @@ class RunMonitor:
         self.stop = stop
         self.cancel = cancel
         self.report_every = max(1, int(report_every))
+        if stop.tol_mode == "objective" and stop.tol > 0:
+            self.report_every = min(self.report_every, OBJECTIVE_CHECK_MAX)
         self.iteration = int(start_iteration)
         self.start_iteration = int(start_iteration)
         batch = problem.batch

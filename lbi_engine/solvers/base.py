@@ -46,14 +46,15 @@ class StopRule:
 
     ``tol_mode="objective"`` (default): a sample stops when its objective E has moved by less
     than ``tol * |E_k|`` over the second half of the run so far, i.e. when
-    max_{k/2 <= j <= k} |E_j - E_k| <= tol |E_k| over the reported iterates j (checked at every
-    record, so every ``report_every`` iterations). For a method converging at rate O(1/k) or
-    faster, E_{k/2} - E_k bounds the remaining gap E_k - E* from above (O(1/k): they are equal;
-    O(1/k^2) or linear: it overestimates), and the max also covers methods whose objective
+    max_{k/2 <= j <= k} |E_j - E_k| <= tol |E_k| over the reported iterates j. It is checked at
+    every record (every ``report_every`` iterations; with this rule on, records come at least
+    every 50 iterations, ``_monitor.OBJECTIVE_CHECK_MAX``). For a method converging at rate
+    O(1/k) or faster, E_{k/2} - E_k bounds the remaining gap E_k - E* from above (O(1/k):
+    equal; O(1/k^2) or linear: larger), and the max also covers methods whose objective
     oscillates (Condat–Vũ). Unlike a step-change rule it fires in float32: the objective
-    settles to rounding level while the dual keeps moving (benchmarks/RESULTS.md, stop rule).
-    The default 1e-4 leaves the objective within about 1e-4 relative of the optimum
-    (tests/engine/test_stop_rule.py checks 1e-3 against independent solutions).
+    settles to rounding level while the dual keeps moving. The default 1e-4 leaves the
+    objective within about 1e-4 relative of the optimum (tests/engine/test_stop_rule.py
+    checks 1e-3 against independent solutions).
     ``"relative"``: ‖Δx‖/max(‖x‖,1e-12) < tol **and** ‖Δz‖/max(‖z‖,1e-12) < tol for the primal x
     and dual z in one iteration; ``"absolute"`` is the paper's rule (‖Δx‖ < tol and ‖Δz‖ < tol),
     which on the circle problem never fires (MATH.md §3.3).

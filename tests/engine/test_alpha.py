@@ -117,3 +117,25 @@ def test_measured_data_without_a_noise_level_uses_quasi_optimality(tmp_path) -> 
                  "--out", str(tmp_path / "d")]) == 0
     m = json.loads((tmp_path / "d" / "result.json").read_text())["metrics"]
     assert m["alpha_rule"] == "discrepancy"
+
+
+def test_sweep_cells_keyed_auto_record_the_chosen_alpha(tmp_path) -> None:
+    import csv
+
+    from lbi_engine.cli import main
+
+    assert main(["sweep", "--network", "mnist-perceptron-ae", "--methods", "auto",
+                 "--alphas", "0.02,auto", "--noise-stds", "0.05", "--samples", "5", "-q",
+                 "--out", str(tmp_path / "s")]) == 0
+    with open(tmp_path / "s" / "results.csv", newline="") as fh:
+        rows = {r["alpha"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"0.02", "auto"}
+    assert float(rows["auto"]["alpha_chosen"]) > 0 and rows["auto"]["alpha_rule"] == "discrepancy"
+    assert rows["0.02"]["alpha_chosen"] == ""
+    # the same sample and noise draw as a single run with --alpha auto (the sweep reports, and
+    # so checks the stop rule, every 50 iterations instead of 10: the paths stop a few
+    # iterations apart)
+    assert main(["invert", "--network", "mnist-perceptron-ae", "--sample", "5", "--seed", "5",
+                 "--threads", "1", "-q", "--out", str(tmp_path / "one")]) == 0
+    one = json.loads((tmp_path / "one" / "result.json").read_text())["metrics"]
+    assert float(rows["auto"]["alpha_chosen"]) == pytest.approx(one["alpha"], rel=1e-2)
