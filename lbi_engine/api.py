@@ -7,6 +7,7 @@ run with ``lbi invert --record FILE``. ``prepare`` turns it into an ``InversionP
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import DTYPES, FORMAT_VERSION, InversionRequest
 from lbi_engine.solvers import solve, warm_start
+from lbi_engine.solvers.alpha import PATH_TOL, stream_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord
 
 __all__ = [
@@ -285,13 +287,16 @@ def iterate(
         torch.set_num_threads(int(request.threads))
     init = warm_start(warm_start_from, problem) if warm_start_from is not None else None
 
-    def run(p: InversionProblem, start: dict | None) -> Iterator[IterateRecord]:
-        return solve(p, request.method, stop=request.stop_rule(),
+    def run(p: InversionProblem, start: dict | None, loose: bool = False
+            ) -> Iterator[IterateRecord]:
+        stop = request.stop_rule()
+        if loose and stop.tol_mode == "objective" and 0 < stop.tol < PATH_TOL:
+            stop = dataclasses.replace(stop, tol=PATH_TOL)  # a path solve (alpha auto)
+        return solve(p, request.method, stop=stop,
                      options=request.solver_options(), init=start, cancel=cancel,
                      report_every=request.report_every)
 
     if request.alpha == "auto" and alpha is None and request.method != "landweber":
-        from lbi_engine.solvers.alpha import stream_alpha
 
         rule = None if request.alpha_rule == "auto" else request.alpha_rule
         return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)

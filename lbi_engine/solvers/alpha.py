@@ -32,10 +32,15 @@ from torch import Tensor
 from lbi_engine.errors import InputError
 
 RULES = ("discrepancy", "quasi-optimality")
-#: Path start and floor; the step between neighbours (four per decade).
-ALPHA_START = 1.0
+#: Path start, floor and ceiling; the step between neighbours (four per decade). The
+#: discrepancy rule walks up from the start when its first solve already fits below target.
+ALPHA_START = 0.1
 ALPHA_MIN = 1e-4
+ALPHA_MAX = 1e3
 FACTOR = 10.0 ** -0.25
+#: Objective tolerance of the path's solves (the chosen alpha's solve uses the run's own):
+#: the rules only need the residual and the iterate to about a percent.
+PATH_TOL = 1e-3
 #: Morozov's factor on the expected noise norm (see ``tau_for``).
 TAU = 1.0
 
@@ -111,15 +116,16 @@ def _point(alpha: float, first: Any, last: Any) -> PathPoint:
 _FATAL = ("cancelled", "time_budget", "diverged")
 
 
-def stream_alpha(problem: object, solve: Callable[[object, dict | None], Iterator[Any]], *,
+def stream_alpha(problem: object, solve: Callable[[object, dict | None, bool], Iterator[Any]], *,
                  noise_std: float | None, rule: str | None = None, tau: float = TAU,
                  start: float = ALPHA_START, alpha_min: float = ALPHA_MIN,
                  factor: float = FACTOR) -> Iterator[Any]:
     """Walks the path, applies ``rule`` (default: discrepancy with a noise level, else
     quasi-optimality) and yields every record on the way, like one solver run: only the
     last record is final, and its ``extras`` hold ``alpha``, ``alpha_rule``, ``alpha_path``
-    (see :class:`AlphaChoice`). ``solve(problem, init)`` runs the method and yields its
-    records; each record's ``stage`` names the alpha it belongs to. Uses sample 0."""
+    (see :class:`AlphaChoice`). ``solve(problem, init, loose)`` runs the method and yields
+    its records (``loose``: a path solve, to ``PATH_TOL``); each record's ``stage`` names the
+    alpha it belongs to. Uses sample 0."""
     rule = rule or ("discrepancy" if noise_std is not None and noise_std > 0
                     else "quasi-optimality")
     if rule not in RULES:
@@ -130,8 +136,8 @@ def stream_alpha(problem: object, solve: Callable[[object, dict | None], Iterato
     target = tau * expected_noise_norm(problem, noise_std) if rule == "discrepancy" else None
     path: list[PathPoint] = []
     finals: list[Any] = []
-    alpha, init = start, None
-    while alpha >= alpha_min * (1 - 1e-9):
+    alpha, init, step = start, None, factor
+    while alpha_min * (1 - 1e-9) <= alpha <= ALPHA_MAX:
         first, last = yield from _solve_at(problem, alpha, solve, init,
                                            f"alpha path: {alpha:.3g}",
                                            sum(p.seconds for p in path))
@@ -140,9 +146,18 @@ def stream_alpha(problem: object, solve: Callable[[object, dict | None], Iterato
         init = _warm(last, problem)
         if last.stop_reason in _FATAL:
             break
-        if target is not None and path[-1].discrepancy <= target:
-            break
-        alpha *= factor
+        if target is not None:
+            below = path[-1].discrepancy <= target
+            if len(path) == 1 and below:
+                step = 1.0 / factor  # already below the target: walk up to the crossing
+            elif (step < 1.0) == below:  # crossed it (going down: now below; up: above)
+                break
+        alpha *= step
+    if target is not None and step > 1.0:  # walked up: the same order as a downward path
+        order = sorted(range(len(path)), key=lambda i: -path[i].alpha)
+        path, finals = [path[i] for i in order], [finals[i] for i in order]
+        keep = next((i for i, p in enumerate(path) if p.discrepancy <= target), len(path) - 1)
+        path, finals = path[:keep + 1], finals[:keep + 1]
     if finals[-1].stop_reason in _FATAL:
         chosen, index = path[-1].alpha, len(path) - 1
     elif rule == "discrepancy":
@@ -157,7 +172,7 @@ def stream_alpha(problem: object, solve: Callable[[object, dict | None], Iterato
     choice = AlphaChoice(chosen, rule, path, None, target=target,
                          seconds=sum(p.seconds for p in path))
     previous = None
-    for record in solve(_with_alpha(problem, chosen), _warm(finals[near], problem)):
+    for record in solve(_with_alpha(problem, chosen), _warm(finals[near], problem), False):
         record.elapsed += choice.seconds  # solver time of the whole run, path included
         if previous is not None:
             yield previous
@@ -175,7 +190,7 @@ def _solve_at(problem: object, alpha: float, solve: Callable[..., Iterator[Any]]
     """Yields one path solve's records as non-final, their solver time counted from
     ``offset`` (the path's so far); returns (first, final) records with their own time."""
     first = last = None
-    for record in solve(_with_alpha(problem, alpha), init):
+    for record in solve(_with_alpha(problem, alpha), init, True):
         first = record if first is None else first
         last = record
         shown = dataclasses.replace(record, final=False, stop_reasons=None, stage=stage,

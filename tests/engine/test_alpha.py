@@ -29,7 +29,7 @@ def _problem(std: float = 0.05):
 
 
 def _runner(tol: float = 1e-6):
-    def run(problem, init):
+    def run(problem, init, loose=False):
         return solve(problem, "one-layer", stop=StopRule(max_iter=20_000, tol=tol), init=init)
     return run
 
@@ -51,6 +51,18 @@ def test_discrepancy_rule_meets_its_target_and_the_path_is_monotone() -> None:
     # log-linear interpolation of a smooth monotone curve: close to the target
     assert float(last.discrepancy[0]) == pytest.approx(target, rel=0.1)
     assert last.extras["alpha_rule"] == "discrepancy"
+
+
+def test_a_start_below_the_target_walks_up_to_the_same_crossing() -> None:
+    problem = _problem()
+    down = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1.0))[-1]
+    up = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1e-4))[-1]
+    path = up.extras["alpha_path"]
+    assert [p["alpha"] for p in path] == sorted((p["alpha"] for p in path), reverse=True)
+    assert len(path) == 2  # the bracket: one point above the target, one below
+    assert path[0]["discrepancy"] > up.extras["alpha_target"] >= path[1]["discrepancy"]
+    # both bracket the same crossing on the same grid of quarter decades
+    assert up.extras["alpha"] == pytest.approx(down.extras["alpha"], rel=0.05)
 
 
 def test_expected_noise_norm_matches_the_realised_one_for_relu_outputs() -> None:
