@@ -32,7 +32,7 @@ def _row(f: Figure) -> str:
 def render(sections: list[Section], info: dict[str, Any], quick: bool,
            loads: tuple[float | None, float | None], seconds: float, command: str,
            preamble: str = "") -> str:
-    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Benchmark results",
         "",

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from lbi_engine._onnx_graph import BATCHES
 from lbi_engine.errors import UnsupportedLayerError
 from lbi_engine.operators import Reshape, ScaleShift
 
@@ -32,6 +33,8 @@ class _NodeContext:
     seq: nn.Sequential
     node: Any
     index: int
+    static_batch: int | None  # the graph input's fixed batch size, if it has one
+    shape_vals: dict[str, tuple[np.ndarray, np.ndarray]]  # batch-dependent shape tensors
 
     def label(self) -> str:
         """Names the node three ways (name, op type, index) so a user can find it in any viewer."""
@@ -71,8 +74,17 @@ class _NodeContext:
             base = (self.node.name or self.node.op_type).replace(".", "_") or "node"
             key = base if base not in self.seq._modules else f"{base}_{self.index}_{k}"
             self.seq.add_module(key, m)
+            self.budget().check(m, self.shape)  # memory estimate before the real dry run
             with torch.no_grad():
                 self.shape = tuple(m(torch.zeros(1, *self.shape)).shape[1:])
+
+    def budget(self) -> Any:
+        """The memory budget of this import (lbi_engine.footprint.ChainBudget), made once."""
+        if getattr(self, "_budget", None) is None:
+            from lbi_engine.footprint import ChainBudget
+
+            self._budget = ChainBudget(f"network of ONNX file {self.path}")
+        return self._budget
 
 
 class _OpTranslators(_NodeContext):
@@ -257,18 +269,71 @@ class _OpTranslators(_NodeContext):
                         "sample dims; only axis=1 keeps samples apart")
         self.add(nn.Flatten())
 
-    def _op_Reshape(self, a: dict) -> None:  # noqa: N802
+    def _reshape_targets(self) -> list[list[int]]:
+        """The Reshape target for a batch of 2 and of 3 (see ``_onnx_graph.BATCHES``)."""
+        name = self.node.input[1] if len(self.node.input) > 1 else ""
+        if name in self.shape_vals:  # computed from Shape(x): batch-dependent
+            return [[int(v) for v in t.reshape(-1)] for t in self.shape_vals[name]]
         target = [int(v) for v in self.const(1).reshape(-1)]
+        if self.static_batch is not None and target and target[0] == self.static_batch:
+            # exported with a fixed batch (torch.onnx.export(dynamo=True) writes the traced
+            # batch into every view): the leading entry is the batch dimension
+            return [[b, *target[1:]] for b in BATCHES]
+        return [target, target]
+
+    def _op_Reshape(self, a: dict) -> None:  # noqa: N802
         outs = []
-        for batch in (2, 3):  # the batch dim must follow the input's, whatever it is
+        targets = self._reshape_targets()
+        for batch, target in zip(BATCHES, targets, strict=True):
             full = (batch, *self.shape)
             shape = [full[i] if v == 0 and not a.get("allowzero", 0) else v
                      for i, v in enumerate(target)]
             try:
                 outs.append(torch.empty(full, device="meta").reshape(shape).shape)
             except RuntimeError as exc:
-                self.refuse(f"shape {target} does not fit the input {full}: {exc}")
-        if outs[0][0] != 2 or outs[1][0] != 3 or outs[0][1:] != outs[1][1:]:
-            self.refuse(f"Reshape to {target} does not keep the batch dimension first; use "
+                self.refuse(f"shape {targets[0]} does not fit the input {full}: {exc}")
+        if outs[0][0] != BATCHES[0] or outs[1][0] != BATCHES[1] or outs[0][1:] != outs[1][1:]:
+            self.refuse(f"Reshape to {targets[0]} does not keep the batch dimension first; use "
                         "shape [-1, ...] or [0, ...]")
         self.add(Reshape(tuple(outs[0][1:])))
+
+    def _axes_arg(self, a: dict) -> list[int] | None:
+        """``axes`` from the attribute (old opsets) or the second input (newer ones)."""
+        if "axes" in a:
+            return [int(v) for v in a["axes"]]
+        c = self.const(1, required=False)
+        return None if c is None else [int(v) for v in np.asarray(c).reshape(-1)]
+
+    def _squeeze_like(self, op: str, axes: list[int] | None) -> None:
+        if op == "Unsqueeze":
+            rank = len(self.shape) + 1 + len(axes or [])
+        else:
+            rank = len(self.shape) + 1
+        norm = [v % rank for v in (axes or [])]
+        if 0 in norm or (op == "Squeeze" and axes is None):
+            self.refuse(f"{op} over the batch axis (axes={axes}) mixes samples; give explicit "
+                        "axes >= 1")
+        x = np.zeros((1, *self.shape))
+        y = np.squeeze(x, axis=tuple(norm)) if op == "Squeeze" else x
+        if op == "Unsqueeze":
+            for ax in sorted(norm):
+                y = np.expand_dims(y, ax)
+        self.add(Reshape(tuple(y.shape[1:])))
+
+    def _op_Squeeze(self, a: dict) -> None:  # noqa: N802
+        self._squeeze_like("Squeeze", self._axes_arg(a))
+
+    def _op_Unsqueeze(self, a: dict) -> None:  # noqa: N802
+        self._squeeze_like("Unsqueeze", self._axes_arg(a))
+
+    def _op_ReduceMean(self, a: dict) -> None:  # noqa: N802
+        """The mean over H and W (AdaptiveAvgPool2d(1) as the dynamo exporter writes it)."""
+        axes = self._axes_arg(a)
+        rank = len(self.shape) + 1
+        if rank != 4 or axes is None or sorted(v % rank for v in axes) != [2, 3]:
+            self.refuse(f"ReduceMean over axes {axes} of a rank-{rank} tensor; only the mean "
+                        "over H and W of (N, C, H, W) (global average pooling) is supported. "
+                        "Use nn.AdaptiveAvgPool2d(1) or nn.AvgPool2d")
+        self.add(nn.AdaptiveAvgPool2d(1))
+        if not a.get("keepdims", 1):
+            self.add(nn.Flatten())

@@ -144,7 +144,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
     if bundle is None:
         bundle = load_network(
-            request.network, input_shape=request.input_shape, allow_pickle=request.allow_pickle
+            request.network, input_shape=request.input_shape, allow_code=request.allow_code
         )
     encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)
@@ -194,7 +194,12 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         if noise_norm is None
         else torch.tensor([noise_norm], device=device, dtype=dtype),
         layer_alphas=request.layer_alphas,
+        feature_priors=_feature_priors(request, bundle, encoder),
     )
+    if request.method == "layerwise":  # refused here, before anything runs
+        from lbi_engine.solvers.layerwise import check_ready
+
+        check_ready(problem)
     decoder_image = decoder_psnr = None
     if getattr(bundle, "decoder", None) is not None:
         decoded = bundle.decode(y_delta.to("cpu", torch.float32))
@@ -222,6 +227,31 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         noise_norm,
         y_clean,
     )
+
+
+def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any:
+    """The learned feature prior for the layer-wise method: the request's file, else the one
+    shipped beside a zoo network's weights, else None. Checked against the weights' hash."""
+    from lbi_engine import feature_prior as fp
+    from lbi_engine.zoo import list_zoo
+
+    if len(encoder.layers) < 2:
+        return None
+    if request.feature_prior:
+        priors = fp.load_feature_priors(request.feature_prior)
+    elif request.network in list_zoo():
+        priors = fp.zoo_feature_priors(request.network)
+    else:
+        return None
+    if priors is None:
+        return None
+    expected = priors.card.get("weights_sha256")
+    if expected and bundle.sha256 and expected != bundle.sha256:
+        raise InputError(f"the feature prior was fitted for weights {expected[:12]}..., not for "
+                         f"{request.network!r} ({bundle.sha256[:12]}...); fit it again with "
+                         "`lbi feature-prior`.")
+    priors.check_network(encoder)
+    return priors
 
 
 def _warm_up(network: Any, method: str, device: torch.device, dtype: torch.dtype) -> Any:
@@ -296,7 +326,12 @@ def iterate(
                      options=request.solver_options(), init=start, cancel=cancel,
                      report_every=request.report_every)
 
-    if request.alpha == "auto" and alpha is None and request.method != "landweber":
+    # Layer-wise chooses its input stage's alpha itself when the noise level is known
+    # (SolverOptions.input_alpha, discrepancy principle): no outer path then.
+    delegated = request.method == "layerwise" and request.noise_std_known() is not None \
+        and request.solver_options().input_alpha == "discrepancy"
+    if request.alpha == "auto" and alpha is None and request.method != "landweber" \
+            and not delegated:
 
         rule = None if request.alpha_rule == "auto" else request.alpha_rule
         return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
@@ -345,6 +380,10 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "delta_squared": prepared.delta_squared,
         "noise_norm": prepared.noise_norm,
         "decoder_psnr": prepared.decoder_psnr,
+        # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
+        "alpha_used": record.extras.get("alpha", prepared.problem.alpha),
+        **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
+                       for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
     }
 
 

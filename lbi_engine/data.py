@@ -6,24 +6,23 @@ dimension, i.e. ``(B, C, H, W)``. Labels are int64 tensors ``(B,)``. A network t
 different value range (e.g. centred MNIST) declares it with :class:`Preprocessing`; PSNR and
 display always use [0, 1] with data range 1.
 
-Bundled files are found by :func:`resources_dir`: ``$LBI_RESOURCES`` if set, else the
-``resources/`` folder next to the ``lbi_engine`` package (a source checkout or an editable
-install), else ``resources/`` inside a PyInstaller bundle. Nothing is downloaded, ever.
+Bundled files are found by :func:`resources_dir` (lbi_engine/resource_files.py): the checkout's
+``resources/`` folder, installed as the package ``lbi_resources`` and located with
+importlib.resources, so wheels and non-editable installs find them too. Nothing is downloaded,
+ever.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 # User-file readers live in their own room; re-exported so `lbi_engine.data` is the one API.
 from lbi_engine.datafiles import load_array, load_idx, load_image, load_torchvision_folder
 from lbi_engine.errors import DataFileError, InputError, ShapeMismatchError
+from lbi_engine.resource_files import resources_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,27 +78,6 @@ class Preprocessing:
         """Inverse of :meth:`to_dict`; ``None`` means identity."""
         d = d or {}
         return cls(offset=float(d.get("offset", 0.0)), scale=float(d.get("scale", 1.0)))
-
-
-def resources_dir() -> Path:
-    """The folder holding ``datasets/`` and ``models/`` (see the module docstring)."""
-    env = os.environ.get("LBI_RESOURCES")
-    if env:
-        p = Path(env).expanduser()
-        if not p.is_dir():
-            raise DataFileError(f"LBI_RESOURCES={env} is not a directory; point it at the "
-                                "folder that contains datasets/ and models/, or unset it")
-        return p
-    candidates = [Path(__file__).resolve().parent.parent / "resources"]
-    if getattr(sys, "frozen", False):  # PyInstaller one-folder/one-file bundles
-        candidates.insert(0, Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent))
-                          / "resources")
-    for c in candidates:
-        if (c / "models").is_dir() or (c / "datasets").is_dir():
-            return c
-    looked = ", ".join(map(str, candidates))
-    raise DataFileError(f"bundled resources not found (looked in {looked}); use a source "
-                        "checkout or editable install, or set LBI_RESOURCES")
 
 
 # ---------------------------------------------------------------------------------------------

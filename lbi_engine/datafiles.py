@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +24,35 @@ __all__ = ["load_image", "load_array", "load_idx", "load_torchvision_folder"]
 
 #: Largest image (pixels) and array (bytes) lbi reads: far above any network input, far below
 #: what exhausts memory. Both are checked from the file's header, before anything is allocated.
-MAX_IMAGE_PIXELS = 2**26
+MAX_IMAGE_PIXELS = 2**24
 MAX_ARRAY_BYTES = 2**31
+
+#: Raster formats lbi opens, recognised by their first bytes (never by the file name): only
+#: decoders inside Pillow. Formats Pillow hands to external programs (EPS/PostScript ->
+#: Ghostscript) or that can hold scripts are never opened, whatever the extension says.
+_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"), (b"BM", "BMP"),
+    *((f"P{k}".encode(), "PPM") for k in range(1, 7)),  # Netpbm: PBM/PGM/PPM
+)
+_NPY_MAGIC = b"\x93NUMPY"
+IMAGE_FORMATS = "PNG, JPEG, TIFF, BMP, PGM/PPM or a .npy array"
+
+
+def _image_kind(p: Path) -> str:
+    """'PNG', 'JPEG', ..., or 'NPY' from the file's first bytes; DataFileError otherwise."""
+    with open(p, "rb") as fh:
+        head = fh.read(16)
+    if head.startswith(_NPY_MAGIC):
+        return "NPY"
+    for magic, kind in _IMAGE_MAGIC:
+        if head.startswith(magic) and (kind != "PPM" or head[2:3].isspace()):
+            return kind
+    what = ("PostScript/EPS, which lbi never opens (reading it would start an external "
+            "interpreter)" if head.lstrip().startswith((b"%!", b"\xc5\xd0\xd3\xc6"))
+            else "not an image format lbi reads")
+    raise DataFileError(f"{p} is {what}; give {IMAGE_FORMATS} (the format is recognised from "
+                        "the file's content, not its name)")
 
 
 def _require_file(path: str | os.PathLike[str], what: str) -> Path:
@@ -50,7 +78,8 @@ def _check_pixels(size: tuple[int, int]) -> None:
     if width * height > MAX_IMAGE_PIXELS:
         raise DataFileError(f"its header claims {width} x {height} = {width * height:,} "
                             f"pixels; lbi reads images of at most {MAX_IMAGE_PIXELS:,} pixels "
-                            "(a larger header is usually a corrupt file): downscale it first")
+                            "(4096 x 4096, far more than a network input; or the header is "
+                            "corrupt): downscale it first")
 
 
 def _check_npy_header(p: Path) -> None:
@@ -110,13 +139,25 @@ def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     """
     import numpy as np
     import torch
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    from lbi_engine.limits import check_bytes
 
     p = _require_file(path, "image file")
+    kind = _image_kind(p)
+    if kind == "NPY":
+        return _npy_as_image(p, size, grayscale)
     try:
-        with Image.open(p) as im:
+        # formats=: Pillow may only use the decoder the content was recognised as
+        with Image.open(p, formats=[kind]) as im:
             _check_pixels(im.size)  # from the header, before decoding allocates anything
+            bands = len(im.getbands())
+            # decoded pixels, float64 copies for conversion and scaling, a resized copy
+            check_bytes(im.size[0] * im.size[1] * bands * 8 * 4, f"image file {p} "
+                        f"({im.size[0]} x {im.size[1]} pixels, {bands} channel(s))",
+                        "downscale the image to about the network's input size first")
             im.load()
+            im = ImageOps.exif_transpose(im)  # the orientation a viewer shows
             arr = _pil_to_float(im)
     except Image.DecompressionBombError as exc:
         raise DataFileError(f"image file {p} is too large to read ({exc}); lbi reads images of "
@@ -130,6 +171,12 @@ def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
         raise DataFileError(f"image file {p} is truncated or corrupt ({exc}); save it "
                             "again") from exc
     if arr.ndim == 3 and grayscale:
+        if arr.shape[2] >= 3 and not (np.array_equal(arr[..., 0], arr[..., 1])
+                                      and np.array_equal(arr[..., 1], arr[..., 2])):
+            warnings.warn(f"{p}: a colour image was converted to grey (ITU-R 601 luma "
+                          "0.299 R + 0.587 G + 0.114 B), because the network takes one "
+                          "channel; convert it yourself to choose another mapping.",
+                          stacklevel=2)
         arr = arr[..., :3] @ np.array([0.299, 0.587, 0.114]) if arr.shape[2] >= 3 else arr[..., 0]
     elif arr.ndim == 3:
         arr = arr[..., :3] if arr.shape[2] >= 3 else arr[..., 0]
@@ -138,10 +185,35 @@ def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
         hw = (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
         if min(hw) < 1:
             raise InputError(f"image size {size} must be positive")
+        h0, w0 = arr.shape[:2]
+        if abs(h0 * hw[1] - w0 * hw[0]) > 0.01 * max(h0 * hw[1], w0 * hw[0]):
+            warnings.warn(f"{p}: the {w0} x {h0} image was resized to {hw[1]} x {hw[0]}, which "
+                          "changes its aspect ratio (it is stretched); crop it to that aspect "
+                          "ratio first to avoid this.", stacklevel=2)
         chans = [np.asarray(Image.fromarray(c.astype(np.float32)).resize(
             (hw[1], hw[0]), Image.Resampling.BILINEAR)) for c in chans]
     out = np.clip(np.stack(chans), 0.0, 1.0).astype(np.float32)
     return torch.from_numpy(out)[None]
+
+
+def _npy_as_image(p: Path, size: Any, grayscale: bool) -> Tensor:
+    """A .npy given as an image: read without pickles (load_array); (H, W) or (C, H, W)."""
+    import torch
+
+    arr = load_array(p)  # header checked, no pickles, finite, float
+    a = arr[0] if arr.dim() >= 3 and arr.shape[0] == 1 else arr
+    if a.dim() == 2:
+        a = a[None]
+    if a.dim() != 3:
+        raise DataFileError(f"{p} has shape {tuple(arr.shape)}; an image array is (H, W) or "
+                            "(C, H, W)")
+    if grayscale and a.shape[0] > 1:
+        raise DataFileError(f"{p} has {a.shape[0]} channels; give a one-channel (H, W) array")
+    if size is not None:
+        hw = (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        a = torch.nn.functional.interpolate(a[None].float(), size=hw, mode="bilinear",
+                                            antialias=True, align_corners=False)[0]
+    return a.clamp(0.0, 1.0).to(torch.float32)[None]
 
 
 def _pil_to_float(im: Any) -> np.ndarray:

@@ -65,14 +65,28 @@ CURVE_COLUMNS_TAIL = (
 
 
 def package_versions() -> dict[str, str]:
-    """Versions that decide the numbers of a run (written into result.json)."""
-    import torch
+    """Versions that decide the numbers of a run (written into result.json).
+
+    torch's version is read from the installed package's metadata when torch is not imported
+    yet, so a caller without torch (the GUI process) writes the same document for free.
+    """
+    import sys
 
     from lbi_engine import __version__
 
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch_version = str(torch.__version__)
+    else:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            torch_version = version("torch")
+        except PackageNotFoundError:
+            torch_version = "not installed"
     return {
         "lbi": __version__,
-        "torch": str(torch.__version__),
+        "torch": torch_version,
         "numpy": str(np.__version__),
         "python": platform.python_version(),
     }
@@ -308,26 +322,41 @@ def result_document(
     metrics = final_metrics(prepared, final_record, sample)
     extras = _field(final_record, "extras") or {}
     warning = extras.get("warning") if isinstance(extras, dict) else None
-    record = request.to_dict()
-    if metrics.get("alpha_rule", "fixed") != "fixed":  # --record repeats it with alpha frozen
-        record["alpha"] = metrics["alpha"]
+    network = {
+        "name": getattr(bundle, "name", request.network),
+        "sha256": getattr(bundle, "sha256", None),
+        "input_shape": list(encoder.input_shape),
+        "output_shape": list(encoder.output_shape),
+        "layers": len(encoder.layers),
+        "has_decoder": getattr(bundle, "decoder", None) is not None,
+    }
+    return build_result_document(request.to_dict(), network, metrics,
+                                 [warning] if warning else [], extra)
+
+
+def build_result_document(
+    request: dict[str, Any],
+    network: dict[str, Any],
+    metrics: dict[str, Any],
+    warnings: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """result.json from plain values (no torch): the CLI (via :func:`result_document`) and
+    the GUI (from what its engine process sent) build the same document here. After alpha
+    "auto" the request records the chosen alpha, so that ``--record`` repeats the run with it
+    frozen."""
+    if metrics.get("alpha_rule", "fixed") != "fixed":
+        request = {**request, "alpha": metrics["alpha"]}
     document: dict[str, Any] = {
         "kind": RESULT_KIND,
         "format_version": RESULT_FORMAT_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "request": record,
-        "network": {
-            "name": getattr(bundle, "name", request.network),
-            "sha256": getattr(bundle, "sha256", None),
-            "input_shape": list(encoder.input_shape),
-            "output_shape": list(encoder.output_shape),
-            "layers": len(encoder.layers),
-            "has_decoder": getattr(bundle, "decoder", None) is not None,
-        },
-        "seed": request.seed,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "request": request,
+        "network": network,
+        "seed": request.get("seed"),
         "versions": package_versions(),
         "metrics": metrics,
-        "warnings": [warning] if warning else [],
+        "warnings": list(warnings or []),
     }
     if extra:
         document.update(extra)
@@ -353,8 +382,38 @@ def export_run(
     not write (a decoder image, curves.csv) are gone afterwards; other entries of the folder
     are kept.
     """
+    problem = prepared.problem
+    x = np.asarray(_to_numpy(_field(final_record, "x")), dtype=np.float32)[sample]
+    reconstruction = np.asarray(prepared.bundle.preprocessing.undo(x), dtype=np.float32)
+    reconstruction = reconstruction.reshape(tuple(problem.input_shape))
+    return write_result_folder(
+        out_dir,
+        reconstruction=reconstruction,
+        display=prepared.to_display(x),
+        records=records,
+        decoder=prepared.decoder_image,
+        document=lambda: result_document(prepared, final_record, sample, extra),
+        overwrite=overwrite,
+        sample=sample,
+    )
+
+
+def write_result_folder(
+    out_dir: str | Path,
+    *,
+    reconstruction: Any,
+    display: Any,
+    records: Sequence[Any] | None,
+    decoder: Any,
+    document: Any,
+    overwrite: bool = False,
+    sample: int = 0,
+) -> dict[str, Path]:
+    """The one writer of a run's folder (CLI and GUI): reconstruction.npy (display-space
+    values in the network's input shape), reconstruction.png, curves.csv, decoder.*,
+    result.json (``document``: a dict, or a callable that builds it). Torch-free."""
     out = Path(out_dir)
-    has_decoder = prepared.decoder_image is not None
+    has_decoder = decoder is not None
     names = [
         n
         for n in RUN_FILES
@@ -364,23 +423,21 @@ def export_run(
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"{out} is a file, not a folder; give a folder for the results")
     check_outputs_free(out, names, overwrite)
-    problem = prepared.problem
-    x = np.asarray(_to_numpy(_field(final_record, "x")), dtype=np.float32)[sample]
-    reconstruction = np.asarray(prepared.bundle.preprocessing.undo(x), dtype=np.float32)
-    reconstruction = reconstruction.reshape(tuple(problem.input_shape))
     # Everything is written into a fresh sibling folder that then replaces ``out`` in one
     # step (lbi_engine.folder_swap): an export that dies halfway leaves the previous result
     # complete, and a finished one leaves no file of the previous result behind.
-    with staged_folder(out, keep=lambda name: name not in RUN_FILES, last="result.json") as new:
+    from lbi_engine.folder_lock import output_folder_lock
+
+    with output_folder_lock(out), \
+            staged_folder(out, keep=lambda name: name not in RUN_FILES, last="result.json") as new:
         written = {"reconstruction.npy": save_npy(new / "reconstruction.npy", reconstruction)}
-        written["reconstruction.png"] = save_png(new / "reconstruction.png",
-                                                 prepared.to_display(x))
+        written["reconstruction.png"] = save_png(new / "reconstruction.png", display)
         if records is not None:
             written["curves.csv"] = write_curves_csv(records, new / "curves.csv", sample)
         if has_decoder:
-            written["decoder.npy"] = save_npy(new / "decoder.npy", prepared.decoder_image)
-            written["decoder.png"] = save_png(new / "decoder.png", prepared.decoder_image)
-        document = result_document(prepared, final_record, sample, extra)
-        document["files"] = sorted([*written, "result.json"])
-        written["result.json"] = write_json(new / "result.json", document)
+            written["decoder.npy"] = save_npy(new / "decoder.npy", decoder)
+            written["decoder.png"] = save_png(new / "decoder.png", decoder)
+        doc = dict(document() if callable(document) else document)
+        doc["files"] = sorted([*written, "result.json"])
+        written["result.json"] = write_json(new / "result.json", doc)
     return {name: out / name for name in written}

@@ -15,11 +15,13 @@ file systems) it is two renames (old aside, new in); a crash between them leaves
 a complete ``lbi-old`` backup, which :func:`recover_folder` (run by every export to the same
 target) renames back before anything else happens. Leftover temporary folders are removed
 by the next export to the same target. Two exports to the same folder at the same time are
-not supported (the later one removes the other's temporary folder).
+prevented by ``lbi_engine.folder_lock`` (the second one is refused at once).
 
 Entries of the old folder that the new result does not write (a user's notes, other runs in
-subfolders) are carried into the new folder as hard links (copies where links are refused),
-so a swap never deletes anything but the replaced result files. Where the folder cannot be
+subfolders) are carried into the new folder as hard links (copies where links are refused;
+re-created folders keep their owner and mode), and whatever another program creates in the
+old folder while the swap runs is moved over before the old folder is removed, so a swap
+never deletes anything but the replaced result files. Where the folder cannot be
 renamed away (the working directory lies inside it, as with ``lbi invert --out .``; it is a
 mount point; its parent is read-only) the files are staged inside it and moved in one by
 one, result.json last (removed first), so a result.json on disk still means a complete
@@ -108,14 +110,50 @@ def _carry_over(old: Path, new: Path, keep: Callable[[str], bool]) -> None:
             os.symlink(os.readlink(entry), dst)
         elif entry.is_dir():
             shutil.copytree(entry, dst, symlinks=True, copy_function=_link_or_copy)
+            _copy_owners(entry, dst)
         else:
             _link_or_copy(str(entry), str(dst))
     with contextlib.suppress(OSError):
         shutil.copymode(old, new)
+    _copy_owner(old, new)
 
 
-def _swap_in(staging: Path, target: Path) -> None:
-    """Make ``staging`` the ``target`` folder; the old target (if any) is removed."""
+def _copy_owner(src: Path, dst: Path) -> None:
+    """Give a re-created folder its original owner and group (where the system lets us)."""
+    with contextlib.suppress(OSError, AttributeError):
+        st = os.stat(src, follow_symlinks=False)
+        if (st.st_uid, st.st_gid) != (os.stat(dst).st_uid, os.stat(dst).st_gid):
+            os.chown(dst, st.st_uid, st.st_gid, follow_symlinks=False)
+
+
+def _copy_owners(src: Path, dst: Path) -> None:
+    """:func:`_copy_owner` for a copied tree's folders (files are hard links: same inode)."""
+    _copy_owner(src, dst)
+    for root, dirs, _files in os.walk(src):
+        for d in dirs:
+            rel = Path(root, d).relative_to(src)
+            if not Path(root, d).is_symlink():
+                _copy_owner(Path(root, d), dst / rel)
+
+
+def _rescue(old: Path, new: Path, keep: Callable[[str], bool], top: bool = True) -> None:
+    """Move into ``new`` what appeared in ``old`` after it was carried over (another program
+    wrote there during the swap), so that removing ``old`` deletes only lbi's own files."""
+    for entry in list(old.iterdir()):
+        if top and not keep(entry.name):
+            continue  # a file of the replaced result
+        dst = new / entry.name
+        if not os.path.lexists(dst):
+            with contextlib.suppress(OSError):
+                os.rename(entry, dst)
+        elif entry.is_dir() and not entry.is_symlink() and dst.is_dir() \
+                and not dst.is_symlink():
+            _rescue(entry, dst, keep, top=False)
+
+
+def _swap_in(staging: Path, target: Path, keep: Callable[[str], bool] = lambda n: True) -> None:
+    """Make ``staging`` the ``target`` folder; the old target (if any) is removed, after
+    anything in it that lbi did not write has been moved into the new one."""
     if not target.exists():
         os.rename(staging, target)
         _fsync_dir(target.parent)
@@ -131,6 +169,7 @@ def _swap_in(staging: Path, target: Path) -> None:
             os.rename(backup, target)
             raise
     _fsync_dir(target.parent)
+    _rescue(backup, target, keep)
     shutil.rmtree(backup, ignore_errors=True)
 
 
@@ -204,7 +243,7 @@ def staged_folder(target: str | os.PathLike[str],
             return
         if t.is_dir():
             _carry_over(t, staging, keep)
-        _swap_in(staging, t)
+        _swap_in(staging, t, keep)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

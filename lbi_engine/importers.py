@@ -1,11 +1,17 @@
 """Model files -> LiftedNetwork: checks shared by all formats, and the TorchScript importer.
 
-TorchScript archives (``torch.jit.save``) hold TorchScript code and tensors, no Python pickle,
-so loading them runs no Python code from the file. The archive's module tree is rebuilt as
-plain torch.nn modules: scripted modules keep their hyper-parameters as attributes (stride,
-padding, ...); traced modules do not, so those are read from the constants of the module's
-straight-line graph. The rebuilt network is lifted and then checked against the scripted
-module's own forward.
+TorchScript archives (``torch.jit.save``) hold a *program*: ``torch.jit.load`` runs the
+archive's scripted ``__setstate__`` methods while reading it, and those can read and write
+any file the user can (``torch.from_file(..., shared=True)``). So a TorchScript file is only
+opened after the person consented for this run (``allow_code=True``; CLI ``--allow-code``;
+GUI: a dialog), exactly like a pickle. Safe alternatives: safetensors + card, ONNX, ``.pt2``.
+
+After consent, the archive's module tree is rebuilt as plain torch.nn modules from an
+allow-list of layer types: scripted modules keep their hyper-parameters as attributes
+(stride, padding, ...); traced modules do not, so those are read from the constants of the
+module's straight-line graph. Every container's graph is read (never run) to check that its
+forward only calls its children in order. The lifted network is then verified against that
+rebuilt module, which lbi constructed itself: the file's own ``forward`` is never executed.
 """
 
 from __future__ import annotations
@@ -232,11 +238,56 @@ def _refuse_unknown(sm: Any, qual: str, position: int) -> None:
         "BatchNorm (eval), Flatten, activations) or export to ONNX.")
 
 
+def _chain_calls(sm: Any, qual: str) -> list[str]:
+    """The child names a container's forward calls, in order, read from its graph (not run).
+
+    Only a straight chain ``x -> child_1 -> child_2 -> ... -> return`` is accepted: anything
+    else (a skip connection, arithmetic, control flow) would make the rebuilt chain differ
+    from what the file's forward computes, and that forward is never executed to compare.
+    """
+    kind = getattr(sm, "original_name", type(sm).__name__)
+    why = (f"TorchScript container '{qual or kind}' ({kind}) does more in its forward than "
+           "call its layers one after the other (e.g. a skip connection or arithmetic); "
+           "write it as an nn.Sequential of supported layers, or export it to ONNX.")
+    try:
+        graph = sm.graph
+    except (AttributeError, RuntimeError) as exc:
+        raise UnsupportedLayerError(why) from exc
+    inputs = list(graph.inputs())
+    if len(inputs) != 2:
+        raise UnsupportedLayerError(why)
+    this, current = inputs
+    attrs: dict[Any, str] = {}
+    calls: list[str] = []
+    for node in graph.nodes():
+        kind_n = node.kind()
+        ins = list(node.inputs())
+        if kind_n == "prim::GetAttr" and ins == [this]:
+            attrs[node.output()] = node.s("name")
+        elif kind_n == "prim::Constant":  # harmless; where it is used is checked there
+            continue
+        elif (kind_n == "prim::CallMethod" and node.s("name") == "forward" and len(ins) >= 2
+              and ins[0] in attrs and ins[1] == current and all(map(_is_none, ins[2:]))):
+            calls.append(attrs[ins[0]])
+            current = node.output()
+        else:
+            raise UnsupportedLayerError(why)
+    if list(graph.outputs()) != [current]:
+        raise UnsupportedLayerError(why)
+    return calls
+
+
+def _is_none(value: Any) -> bool:
+    """A graph value that is the constant None (e.g. ConvTranspose2d's output_size)."""
+    node = value.node()
+    return node.kind() == "prim::Constant" and value.toIValue() is None
+
+
 def rebuild_torchscript(sm: Any, qual: str = "", counter: list[int] | None = None) -> nn.Module:
     """An nn.Sequential (nested as in the archive) equivalent to the scripted module tree.
 
-    Non-Sequential containers are rebuilt as the chain of their children; whether that is
-    what their forward does is checked afterwards against the scripted forward.
+    Containers are rebuilt as the chain of the children their forward calls, after
+    :func:`_chain_calls` has read from the graph that the forward is exactly that chain.
     """
     counter = [0] if counter is None else counter
     kind = getattr(sm, "original_name", type(sm).__name__)
@@ -247,17 +298,31 @@ def rebuild_torchscript(sm: Any, qual: str = "", counter: list[int] | None = Non
         return module
     if not children:
         _refuse_unknown(sm, qual or kind, counter[0])
+    # children first, so an unsupported layer is named precisely; then the call order
+    built = {name: rebuild_torchscript(child, f"{qual}.{name}" if qual else name, counter)
+             for name, child in children}
     seq = nn.Sequential()
-    for name, child in children:
-        seq.add_module(name, rebuild_torchscript(child, f"{qual}.{name}" if qual else name,
-                                                 counter))
+    for name in _chain_calls(sm, qual):
+        seq.add_module(name, built[name])
     return seq
 
 
 def load_torchscript(path: str | Path, input_shape: Sequence[int] | None = None,
-                     name: str | None = None) -> Any:
+                     name: str | None = None, *, allow_code: bool = False) -> Any:
     """LiftedNetwork from a TorchScript archive; see the module docstring."""
-    from lbi_engine.network import LiftedNetwork, verify_against
+    return load_torchscript_module(path, input_shape, name, allow_code=allow_code)[0]
+
+
+def load_torchscript_module(path: str | Path, input_shape: Sequence[int] | None = None,
+                            name: str | None = None, *, allow_code: bool = False
+                            ) -> tuple[Any, nn.Module]:
+    """(LiftedNetwork, the nn.Sequential lbi rebuilt) from a TorchScript archive.
+
+    Without ``allow_code`` the file is refused (:class:`UnsafeFileError`) before torch reads
+    it; the check of the zip's magic bytes is all that touches it.
+    """
+    from lbi_engine.io import refuse_code_format
+    from lbi_engine.network import LiftedNetwork
 
     p = check_model_file(path, "TorchScript")
     with open(p, "rb") as f:
@@ -266,6 +331,8 @@ def load_torchscript(path: str | Path, input_shape: Sequence[int] | None = None,
         raise ModelFileError(f"{str(p)!r} is not a TorchScript archive (a zip file written by "
                              f"torch.jit.save; this file starts with {head!r}). For ONNX files "
                              "use LiftedNetwork.from_onnx.")
+    if not allow_code:
+        refuse_code_format(p, "TorchScript")
     try:
         sm = jit_load(p)
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... here
@@ -281,12 +348,13 @@ def load_torchscript(path: str | Path, input_shape: Sequence[int] | None = None,
         raise ModelFileError(f"TorchScript file {str(p)!r} holds modules that could not be "
                              f"rebuilt ({type(exc).__name__}: {exc}); save it again with "
                              "torch.jit.script, or export to ONNX.") from exc
+    del sm  # nothing of the file's program is used from here on
+    module.requires_grad_(False)  # train/eval flags stay as saved: a training Dropout is refused
     if input_shape is None:
         input_shape = first_shape_hint(module)
         if input_shape is None:
             raise InputError(f"TorchScript file {str(p)!r} does not record its input shape; pass "
                              "input_shape (one sample, e.g. (1, 28, 28)).")
-    net = LiftedNetwork.from_module(module, input_shape, name=name or p.stem, verify=False)
-    sm.eval()
-    verify_against(net, sm, what=f"TorchScript model {p.name!r}")
-    return net
+    # verified against the module lbi built from allow-listed layer types, never sm.forward
+    net = LiftedNetwork.from_module(module, input_shape, name=name or p.stem, verify=True)
+    return net, module

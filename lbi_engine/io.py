@@ -8,9 +8,12 @@ file stays untouched.
 
 Why "safe" loading: a whole pickled ``nn.Module`` (``torch.save(model)``) is a program, not
 data; unpickling it runs whatever functions the file names. :func:`load_model_file` recognises
-such files *without unpickling them* and refuses them unless the caller opts in with
-``allow_pickle=True``. Weights-only formats (safetensors, state dicts read with
-``torch.load(weights_only=True)``, TorchScript, ONNX) are loaded directly.
+such files *without unpickling them* and refuses them unless the person opts in for this run
+with ``allow_code=True`` (``allow_pickle=True`` is its old name). TorchScript is refused the
+same way: ``torch.jit.load`` runs the archive's scripted ``__setstate__`` methods. Data-only
+formats (safetensors, state dicts read with ``torch.load(weights_only=True)``, ONNX, cards)
+are loaded directly. Consent never comes from a file (a run record, a session): see
+:func:`lbi_engine.request.strip_file_consent`.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ __all__ = [
     "sniff_model_format",
     "pickle_globals",
     "load_model_file",
+    "refuse_code_format",
+    "SAFE_FORMATS_HINT",
 ]
 
 
@@ -150,11 +155,27 @@ def _is_tensor_global(name: str) -> bool:
         and (name.endswith("Storage") or name.split(".")[1] in _DTYPE_NAMES))
 
 
+SAFE_FORMATS_HINT = (
+    "Formats lbi opens without running anything from the file: safetensors (or a "
+    "torch.save(model.state_dict()) state dict) with a card JSON, ONNX (.onnx), and "
+    "torch.export programs (.pt2); `lbi convert` turns a file you trust into one of them.")
 _CONVERT_HINT = (
-    "Convert it once, somewhere you trust the file: save the weights with "
-    "`torch.save(model.state_dict(), 'model.pt')` (or safetensors) and describe the "
-    "architecture in a card JSON next to it, or save TorchScript with "
-    "`torch.jit.script(model).save('model.ts')`.")
+    "Better: convert it once, where you trust the file, with `lbi convert FILE --allow-code "
+    "--out DIR` (writes DIR/NAME.safetensors + DIR/NAME.json, which load without this flag), "
+    "or export the model to ONNX (`torch.onnx.export`) or .pt2 (`torch.export.save`), which "
+    "lbi reads without running code; see docs/own-network.md.")
+_CONSENT_HINT = ("Load it only if you trust its source, for this run: CLI --allow-code "
+                 "(alias --allow-pickle), Python allow_code=True (alias allow_pickle), "
+                 "GUI: confirm the dialog.")
+
+
+def refuse_code_format(p: Path, fmt: str) -> None:
+    """Raise UnsafeFileError for a format whose loading runs code stored in the file."""
+    raise UnsafeFileError(
+        f"{p} is a {fmt} file: loading it runs the program stored in the file (TorchScript "
+        "executes the archive's scripted __setstate__ methods while reading it), which can "
+        "read, change or delete your files, so lbi refuses it by default. "
+        + SAFE_FORMATS_HINT + " " + _CONSENT_HINT)
 
 
 def sniff_model_format(path: str | os.PathLike[str]) -> str:
@@ -187,13 +208,20 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
         except (zipfile.BadZipFile, OSError) as exc:
             raise ModelFileError(f"model file {p} is a truncated or corrupt zip archive "
                                  f"({exc}); save or download it again") from exc
+        from lbi_engine.pt2_import import is_pt2_archive
+
+        if is_pt2_archive(names):  # torch.export.save: read as data, never torch.export.load
+            return "pt2"
         if any(n.endswith("constants.pkl") or "/code/" in n for n in names):
             return "torchscript"
         if any(n.endswith("data.pkl") for n in names):
             return "torch-zip"
         raise ModelFileError(f"{p} is a zip archive but not a PyTorch file (no data.pkl); "
-                             "expected a state dict, TorchScript, safetensors or ONNX file")
-    if head[:1] == b"\x80" or suffix in (".pkl", ".pickle"):
+                             "expected a state dict, a .pt2 (torch.export.save), safetensors "
+                             "or ONNX file")
+    # A safetensors header length of 128 (mod 256) also starts with 0x80, like a pickle: the
+    # JSON '{' at byte 8 tells them apart (no pickle has it there).
+    if (head[:1] == b"\x80" and head[8:9] != b"{") or suffix in (".pkl", ".pickle"):
         return "torch-legacy"
     if suffix == ".safetensors" or (len(head) >= 9 and head[8:9] == b"{"):
         header_len = int.from_bytes(head[:8], "little") if len(head) >= 8 else -1
@@ -208,7 +236,7 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
         return "card"
     raise ModelFileError(
         f"{p} is not a model format lbi understands; expected .safetensors (+ card JSON), "
-        "a .pt/.pth state dict (+ card JSON), TorchScript (.pt/.ts), ONNX (.onnx), or a card")
+        "a .pt/.pth state dict (+ card JSON), ONNX (.onnx), torch.export (.pt2), or a card")
 
 
 def _pickle_streams(p: Path, fmt: str) -> list[bytes]:
@@ -283,15 +311,25 @@ def _refuse_pickle(p: Path, fmt: str, exc: Exception) -> None:
     raise UnsafeFileError(
         f"{p} is a pickled Python object (it references {shown}), not plain weights. "
         "Unpickling it would run code chosen by whoever made the file, which can read, change "
-        "or delete your files (arbitrary code execution), so lbi refuses it by default. Load "
-        "it only if you trust its source: pass allow_pickle=True (CLI: --allow-pickle). "
-        + _CONVERT_HINT)
+        "or delete your files (arbitrary code execution), so lbi refuses it by default. "
+        + _CONSENT_HINT + " " + _CONVERT_HINT)
 
 
 def _torch_load_weights(p: Path, fmt: str) -> Any:
     """``torch.load(weights_only=True)``; pickles of arbitrary objects become UnsafeFileError."""
     import torch
 
+    from lbi_engine.limits import check_bytes
+
+    if fmt == "torch-zip":  # sizes declared in the zip directory, before inflating anything
+        try:
+            with zipfile.ZipFile(p) as zf:
+                unpacked = sum(i.file_size for i in zf.infolist())
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ModelFileError(f"model file {p} is a truncated or corrupt zip archive "
+                                 f"({exc}); save or download it again") from exc
+        check_bytes(2 * unpacked, f"model file {p} (its tensors unpacked)",
+                    "it is damaged, or far larger than a network lbi can invert")
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols it then rejects
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
@@ -326,19 +364,22 @@ def _card_for(p: Path, card_path: str | os.PathLike[str] | None) -> Path:
         raise ModelFileError(
             f"{p} holds only weights; lbi needs a card JSON with the architecture to rebuild "
             f"the network, but {card} does not exist. Put NAME.json next to the weights or "
-            "pass card_path=... (Python API); see resources/models/README.md for the format")
+            "pass card_path=... (CLI: lbi convert --card; see resources/models/README.md), or "
+            "export the model to ONNX or .pt2 instead, which need no card "
+            "(docs/own-network.md)")
     return card
 
 
 def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...] | None = None,
-                    allow_pickle: bool = False,
+                    allow_code: bool = False, allow_pickle: bool = False,
                     card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
     """Load any supported model file into a :class:`lbi_engine.zoo.ModelBundle`.
 
     Formats (detected by :func:`sniff_model_format`): safetensors or a ``.pt/.pth`` state
     dict, each with a card JSON holding the architecture (``card_path`` or ``NAME.json`` beside
-    the file); a card JSON itself; TorchScript; ONNX; and a whole pickled ``nn.Module`` only
-    with ``allow_pickle=True`` (otherwise :class:`UnsafeFileError`). ``input_shape`` (without
+    the file); a card JSON itself; ONNX; and, only with ``allow_code=True`` (the person's
+    consent for this run; ``allow_pickle`` is its alias), TorchScript and a whole pickled
+    ``nn.Module`` (otherwise :class:`UnsafeFileError`). ``input_shape`` (without
     batch) is needed where the file does not say it (TorchScript, ONNX, pickled modules whose
     first layer is not Linear) and overrides a card's.
     """
@@ -346,14 +387,17 @@ def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...
 
     p = Path(path)
     fmt = sniff_model_format(p)
+    consent = bool(allow_code or allow_pickle)
     shape = tuple(int(s) for s in input_shape) if input_shape is not None else None
     if fmt == "card":
         return zoo.bundle_from_card(p, input_shape=shape)
     if fmt == "safetensors":
         return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape)
-    if fmt in ("torchscript", "onnx"):
-        return zoo.bundle_from_graph(p, fmt, input_shape=shape)
-    if not allow_pickle:
+    if fmt == "torchscript" and not consent:
+        refuse_code_format(p, "TorchScript")
+    if fmt in ("torchscript", "onnx", "pt2"):
+        return zoo.bundle_from_graph(p, fmt, input_shape=shape, allow_code=consent)
+    if not consent:
         state = _extract_state_dict(_torch_load_weights(p, fmt), p)
         return zoo.bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape,
                                     state_dict=state)

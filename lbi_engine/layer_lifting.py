@@ -36,8 +36,11 @@ from lbi_engine.operators import (
 )
 
 _MAXPOOL_HINT = ("Nearest alternative: nn.AvgPool2d with the same kernel and stride (affine, "
-                 "merged into W), or an exact rewrite with ReLUs, max(a, b) = ReLU(a - b) + "
-                 "ReLU(b) - ReLU(-b) (MATH.md §2.5).")
+                 "merged into W), or its exact rewrite with ReLUs, max(a, b) = ReLU(a - b) + "
+                 "ReLU(b) - ReLU(-b) (MATH.md §2.5): "
+                 "`lbi convert MODEL --maxpool-relu --out DIR` or "
+                 "lbi_engine.maxpool_relu.rewrite_maxpool(model, input_shape) replace every "
+                 "MaxPool2d by it.")
 
 # (module types, why it cannot be lifted, nearest supported alternative)
 _REFUSALS: list[tuple[tuple[type, ...], str, str]] = [
@@ -332,6 +335,10 @@ class ModuleWalker:
         return y
 
     def walk(self, module: nn.Module, name: str = "") -> None:
+        from lbi_engine.maxpool_relu import REWRITE_MAXPOOL
+
+        if isinstance(module, nn.MaxPool2d) and REWRITE_MAXPOOL.get():
+            return self._walk_maxpool(module, name)
         # a Sequential subclass with its own forward is traced like any user module
         if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
             for cname, child in module.named_children():
@@ -342,3 +349,17 @@ class ModuleWalker:
             from lbi_engine.fx_chain import walk_fx
 
             walk_fx(self, module, name)
+
+    def _walk_maxpool(self, module: nn.MaxPool2d, name: str) -> None:
+        """MaxPool2d as its exact ReLU layers (lbi_engine.maxpool_relu), when asked for."""
+        from lbi_engine.maxpool_relu import maxpool_as_relu, why_not_rewritable
+
+        label = name or "MaxPool2d"
+        why = why_not_rewritable(module)
+        if why is not None or self.x.dim() != 4:
+            refuse(label, module, len(self.entries), "its exact ReLU rewrite does not apply: "
+                   f"{why or 'it needs (C, H, W) samples'}", "Use nn.AvgPool2d, or MaxPool2d "
+                   "with padding=0, dilation=1, ceil_mode=False.")
+        relu = maxpool_as_relu(module, int(self.x.shape[1])).to(self.x.dtype)
+        for cname, child in relu.named_children():
+            self.add(f"{label}.relu{cname}", child)

@@ -58,6 +58,11 @@ def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]
     return shape
 
 
+def check_input_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
+    """A sample shape as a tuple of positive ints within MAX_INPUT_VALUES; InputError else."""
+    return _check_shape(input_shape, what)
+
+
 def _check_finite_weights(module: nn.Module, name: str) -> None:
     """Refuse NaN/Inf weights by name (else the forward check reports a vague mismatch)."""
     for kind, items in (("parameter", module.named_parameters()),
@@ -101,7 +106,8 @@ def group_layers(entries: Sequence[Any]) -> list[LiftedLayer]:
 class LiftedNetwork:
     """A chain of LiftedLayer objects with the original network's forward.
 
-    Build it with :meth:`from_module`, :meth:`from_torchscript` or :meth:`from_onnx`.
+    Build it with :meth:`from_module`, :meth:`from_onnx`, :meth:`from_pt2` or
+    :meth:`from_torchscript`.
     """
 
     def __init__(self, layers: Sequence[LiftedLayer], input_shape: Sequence[int],
@@ -209,6 +215,11 @@ class LiftedNetwork:
         if not isinstance(module, nn.Module):
             raise InputError(f"from_module needs a torch.nn.Module, got {type(module).__name__}.")
         shape = _check_shape(input_shape)
+        from lbi_engine.footprint import check_network_memory
+
+        # sizes before any real tensor; a layer that does not fit the shape is named below
+        check_network_memory(module, shape, f"network '{name or type(module).__name__}'",
+                             shape_errors=False)
         _check_finite_weights(module, name or type(module).__name__)
         ref = next(iter(module.parameters()), None)
         if ref is None:
@@ -228,11 +239,17 @@ class LiftedNetwork:
 
     @classmethod
     def from_torchscript(cls, path: str | Path, input_shape: Sequence[int] | None = None,
-                         name: str | None = None) -> LiftedNetwork:
-        """Lift a TorchScript archive (torch.jit.save); no Python pickle is executed."""
+                         name: str | None = None, *, allow_code: bool = False,
+                         allow_pickle: bool = False) -> LiftedNetwork:
+        """Lift a TorchScript archive (torch.jit.save).
+
+        Loading TorchScript runs code stored in the file, so it needs ``allow_code=True``
+        (alias ``allow_pickle``), the caller's consent for this call; UnsafeFileError
+        otherwise. The file's own forward is never run (see lbi_engine.importers).
+        """
         from lbi_engine.importers import load_torchscript
 
-        return load_torchscript(path, input_shape, name)
+        return load_torchscript(path, input_shape, name, allow_code=allow_code or allow_pickle)
 
     @classmethod
     def from_onnx(cls, path: str | Path, input_shape: Sequence[int] | None = None,
@@ -241,6 +258,15 @@ class LiftedNetwork:
         from lbi_engine.onnx_import import load_onnx
 
         return load_onnx(path, input_shape, name)
+
+    @classmethod
+    def from_pt2(cls, path: str | Path, input_shape: Sequence[int] | None = None,
+                 name: str | None = None) -> LiftedNetwork:
+        """Lift a torch.export archive (torch.export.save) by reading its graph and weights;
+        the program is never loaded or run (see :mod:`lbi_engine.pt2_import`)."""
+        from lbi_engine.pt2_import import load_pt2
+
+        return load_pt2(path, input_shape, name)
 
 
 def _identity() -> Any:

@@ -37,6 +37,8 @@ class InversionProblem:
         layer_alphas: per-layer weights for the layer-wise method (len L-1), else alpha.
         image_shape: how to view a flat input as an image for the regulariser and SSIM;
             inferred for image-shaped inputs and for flat inputs of square length.
+        feature_priors: learned priors on the auxiliary variables x_1 .. x_{L-1}
+            (``lbi_engine.feature_prior.FeaturePriors``); the layer-wise method needs them.
     """
 
     network: object  # LiftedNetwork (kept untyped to avoid importing it eagerly)
@@ -50,6 +52,7 @@ class InversionProblem:
     layer_alphas: list[float] | None = None
     image_shape: tuple[int, ...] | None = None
     extras: dict = field(default_factory=dict)
+    feature_priors: object | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.y_delta, Tensor):

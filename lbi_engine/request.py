@@ -20,6 +20,10 @@ from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
 from lbi_engine.solvers import METHODS, SolverOptions, StopRule
 
 FORMAT_VERSION = 1
+#: Smallest alpha accepted: below it, step sizes such as 1/(8 alpha) overflow float32/64.
+MIN_ALPHA = 1e-30
+#: Fields through which a file could claim consent to run code; a file's value is ignored.
+CONSENT_FIELDS = ("allow_pickle", "allow_code")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
@@ -53,8 +57,22 @@ class InversionRequest:
     report_every: int = D["report_every"]
     threads: int | None = D["threads"]
     layer_alphas: list[float] | None = D["layer_alphas"]
+    #: The person's consent, for this run, to open a model format whose loading runs code from
+    #: the file (TorchScript, pickled modules); ``allow_code`` is the same flag. Set it only
+    #: from the person (a flag, a dialog, a keyword): records and sessions never grant it,
+    #: see :func:`strip_file_consent`. (Named allow_pickle for older records.)
     allow_pickle: bool = D["allow_pickle"]
     options: dict[str, Any] = field(default_factory=dict)
+    feature_prior: str | None = D["feature_prior"]  # layer-wise: BASE of a feature prior
+
+    @property
+    def allow_code(self) -> bool:
+        """Consent to run code from the model file (same flag as ``allow_pickle``)."""
+        return self.allow_pickle
+
+    @allow_code.setter
+    def allow_code(self, value: bool) -> None:
+        self.allow_pickle = bool(value)
 
     def validate(self) -> InversionRequest:
         """Raises InputError naming the first bad parameter; returns self."""
@@ -67,6 +85,11 @@ class InversionRequest:
             raise InputError(f"alpha={self.alpha!r}: must be 'auto' or a finite number > 0.")
         elif self.alpha <= 0 and self.method not in ("landweber",):
             raise InputError(f"alpha={self.alpha}: must be > 0 (typical 1e-4 .. 1e-1).")
+        elif 0 < self.alpha < MIN_ALPHA:  # e.g. 1e-320: step sizes 1/alpha overflow
+            raise InputError(
+                f"alpha={self.alpha}: absurdly small (below {MIN_ALPHA:g}); typical values are "
+                "1e-4 .. 1e-1."
+            )
         elif self.alpha > 1e6:
             raise InputError(
                 f"alpha={self.alpha}: absurdly large; typical values are 1e-4 .. 1e-1."
@@ -83,6 +106,10 @@ class InversionRequest:
             raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
         if self.max_iter < 1 or self.max_iter > 10_000_000:
             raise InputError(f"max_iter={self.max_iter}: must be between 1 and 10,000,000.")
+        for name in ("seed", "index"):
+            value = getattr(self, name)
+            if not 0 <= value < 2**63:
+                raise InputError(f"{name}={value}: must be an integer between 0 and 2^63 - 1.")
         if self.report_every < 1:
             raise InputError(f"report_every={self.report_every}: must be at least 1.")
         if self.threads is not None and not 1 <= self.threads <= 256:
@@ -179,3 +206,24 @@ class InversionRequest:
             data["input_shape"] = tuple(int(v) for v in data["input_shape"])
         return cls(**data).validate()
 
+
+
+class ConsentIgnoredWarning(UserWarning):
+    """A record or session file asked to run code from its model file; that was ignored."""
+
+
+def strip_file_consent(data: dict[str, Any], source: str) -> tuple[dict[str, Any], str | None]:
+    """``data`` without consent fields, and a warning when the file tried to grant consent.
+
+    Why: consent to run a model file's code must come from the person at run time, never from
+    a file that may have been sent along with the model (``"allow_pickle": true`` in a run
+    record would otherwise unpickle the model without a question).
+    """
+    clean = {k: v for k, v in data.items() if k not in CONSENT_FIELDS}
+    asked = any(data.get(k) is True for k in CONSENT_FIELDS)
+    if not asked:
+        return clean, None
+    return clean, (f"{source} asks to run code from its model file (allow_pickle/allow_code); "
+                   "a file cannot give that consent, so it was ignored. If you trust the model "
+                   "file, consent for this run yourself: CLI --allow-code, Python "
+                   "allow_code=True, GUI: confirm the dialog when the network is opened.")

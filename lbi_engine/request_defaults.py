@@ -44,6 +44,8 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "layer_alphas": None,
     "allow_pickle": False,
     "options": {},
+    # layer-wise: BASE of a feature prior (lbi_engine/feature_prior.py)
+    "feature_prior": None,
 }
 
 

@@ -134,7 +134,7 @@ def _base_card(recipe: Recipe) -> dict[str, Any]:
         "architecture": {"layers": recipe.layers, "encoder_layers": recipe.encoder_layers},
         "input_shape": list(recipe.input_shape),
         "torch_version": torch.__version__.split("+")[0],
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "notes": list(recipe.notes),
     }
 

@@ -108,7 +108,9 @@ def zoo_dir() -> Path:
 def list_zoo() -> list[str]:
     """Names of the bundled networks (one ``NAME.json`` card each), sorted."""
     d = zoo_dir()
-    return sorted(p.stem for p in d.glob("*.json")) if d.is_dir() else []
+    # NAME.prior.json beside a network is its feature prior's card (feature_prior.py), no network
+    return sorted(p.stem for p in d.glob("*.json") if not p.stem.endswith(".prior")) \
+        if d.is_dir() else []
 
 
 def zoo_card(name: str) -> dict[str, Any]:
@@ -130,9 +132,14 @@ def load_zoo(name: str, device: torch.device | str = "cpu",
 
 
 def load_network(name_or_path: str | os.PathLike[str], *,
-                 input_shape: tuple[int, ...] | None = None, allow_pickle: bool = False,
+                 input_shape: tuple[int, ...] | None = None, allow_code: bool = False,
+                 allow_pickle: bool = False,
                  card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
-    """A zoo name or a model file path -> :class:`ModelBundle` (see ``io.load_model_file``)."""
+    """A zoo name or a model file path -> :class:`ModelBundle` (see ``io.load_model_file``).
+
+    ``allow_code`` (alias ``allow_pickle``) is the person's consent, for this call, to open a
+    format whose loading runs code from the file (TorchScript, pickled modules).
+    """
     from lbi_engine.io import load_model_file
 
     text = os.fspath(name_or_path)
@@ -148,7 +155,7 @@ def load_network(name_or_path: str | os.PathLike[str], *,
         raise ModelFileError(f"{text!r} is neither a bundled network ({', '.join(list_zoo())}) "
                              "nor an existing model file; check the name or path")
     return load_model_file(Path(text).expanduser(), input_shape=input_shape,
-                           allow_pickle=allow_pickle, card_path=card_path)
+                           allow_code=allow_code or allow_pickle, card_path=card_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,6 +198,19 @@ def bundle_from_card(card_path: Path, weights_path: Path | None = None,
     seeded = state_dict is None and weights_path is None and wspec.get("source") == "seeded-init"
     # Layer construction draws random initial weights: fork the RNG so loading a network never
     # shifts the caller's random stream (noise seeds, experiments).
+    # Sizes first, on the meta device (no memory): a card of a few bytes can describe
+    # a network of tens of gigabytes; it is refused with the estimate before any layer exists.
+    from lbi_engine.footprint import check_network_memory
+
+    with torch.device("meta"):
+        probe = build_module(layers, where=f"model card {card_path}")
+    probe_shape = input_shape or tuple(card.get("input_shape") or ()) or first_shape_hint(probe)
+    if probe_shape:
+        from lbi_engine.network import check_input_shape
+
+        check_network_memory(probe, check_input_shape(probe_shape),
+                             f"network of model card {card_path}")
+    del probe
     with torch.random.fork_rng(devices=[]):
         if seeded:
             torch.manual_seed(int(wspec["seed"]))
@@ -257,17 +277,21 @@ def _with_path(exc: LbiError, path: Path) -> LbiError:
     return new
 
 
-def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None) -> ModelBundle:
-    """TorchScript or ONNX file -> bundle (encoder only; identity preprocessing)."""
+def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None,
+                      allow_code: bool = False) -> ModelBundle:
+    """TorchScript (only with ``allow_code``), ONNX or .pt2 file -> bundle (encoder only; identity
+    preprocessing). A TorchScript bundle's module is the nn.Sequential lbi rebuilt."""
     from lbi_engine.network import LiftedNetwork
 
     module = None
     try:
         if fmt == "torchscript":
-            from lbi_engine.importers import jit_load
+            from lbi_engine.importers import load_torchscript_module
 
-            encoder = LiftedNetwork.from_torchscript(path, input_shape, name=path.stem)
-            module = jit_load(path)
+            encoder, module = load_torchscript_module(path, input_shape, name=path.stem,
+                                                      allow_code=allow_code)
+        elif fmt == "pt2":
+            encoder = LiftedNetwork.from_pt2(path, input_shape, name=path.stem)
         else:
             encoder = LiftedNetwork.from_onnx(path, input_shape, name=path.stem)
     except (UnsupportedLayerError, InputError) as exc:  # name the file

@@ -24,6 +24,12 @@ def _action(window: QtWidgets.QMainWindow, text: str, slot: Any, shortcut: str |
     return act
 
 
+def _import_network(w: Any) -> None:
+    from lbi_gui.dialogs.import_network import open_import_dialog
+
+    open_import_dialog(w)
+
+
 def build_actions(w: Any) -> SimpleNamespace:
     """Create every action of MainWindow ``w`` and put them into menus and the toolbar."""
     sp = QtWidgets.QStyle.StandardPixmap
@@ -40,6 +46,9 @@ def build_actions(w: Any) -> SimpleNamespace:
     a.run_all = _action(w, "Run &all methods", w.run_all_methods, "Ctrl+Shift+R",
                         "Run every method on the current sample")
     a.open_network = _action(w, "Open &network…", w.open_network_dialog, "Ctrl+Shift+N")
+    a.import_network = _action(w, "Im&port network…", lambda: _import_network(w), None,
+                               "Convert ONNX / .pt2 / a state dict + card once into the zoo's "
+                               "safe format and open it")
     a.open_image = _action(w, "Open &image / NPY…", w.open_image_dialog, "Ctrl+I")
     a.open_data = _action(w, "Load measured &y…", w.open_data_dialog)
     a.open_session = _action(w, "&Open session…", w.open_session_dialog, "Ctrl+O")
@@ -50,11 +59,15 @@ def build_actions(w: Any) -> SimpleNamespace:
                        sp.SP_DialogSaveButton)
     a.quit = _action(w, "&Quit", w.close, "Ctrl+Q", "Quit (stops a running solve cleanly)")
     a.about = _action(w, "&About lbi", w.show_about)
+    a.guide = _action(w, "&User guide", w.show_user_guide, "F1",
+                      "The user guide: the maths in a few lines and every control explained")
     a.reset_layout = _action(w, "Reset &layout", w.reset_layout)
+    a.fit_view = _action(w, "&Fit images to view", w.image_grid.fit_view, "Ctrl+0",
+                         "Show the whole image in every view (resets the zoom)")
 
     bar = w.menuBar()
     file_menu = bar.addMenu("&File")
-    for act in (a.open_network, a.open_image, a.open_data):
+    for act in (a.open_network, a.import_network, a.open_image, a.open_data):
         file_menu.addAction(act)
     file_menu.addSeparator()
     file_menu.addAction(a.open_session)
@@ -72,7 +85,10 @@ def build_actions(w: Any) -> SimpleNamespace:
     run_menu.addAction(a.switch)
     run_menu.addAction(a.run_all)
     a.view_menu = bar.addMenu("&View")
+    a.view_menu.addAction(a.fit_view)
+    a.view_menu.addSeparator()
     help_menu = bar.addMenu("&Help")
+    help_menu.addAction(a.guide)
     help_menu.addAction(a.about)
 
     tb = w.addToolBar("Run control")

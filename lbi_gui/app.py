@@ -31,9 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", help="measured network output y (NPY)")
     p.add_argument("--resize", action="store_true", default=None,
                    help="resize --image to the network's input size")
-    p.add_argument("--allow-pickle", action="store_true", default=None,
-                   help="allow a pickled whole model (runs code from the file; trusted files "
-                        "only)")
+    p.add_argument("--allow-code", "--allow-pickle", dest="allow_pickle", action="store_true",
+                   default=None,
+                   help="consent, for this run, to open a model whose loading runs code from "
+                        "the file (TorchScript, a pickled whole model); trusted files only")
     p.add_argument("--noise-std", type=float, help="Gaussian noise standard deviation")
     p.add_argument("--seed", type=int, help="noise seed")
     p.add_argument("--alpha", type=_alpha, help="regularisation weight α, or auto (chosen from "
@@ -106,20 +107,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from PySide6 import QtGui, QtWidgets
 
+    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    controller = _early_engine()
+
     from lbi_gui.dialogs.messages import install_excepthook
     from lbi_gui.main_window import MainWindow
 
-    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("lbi-gui")
     app.setOrganizationName("lbi")
     app.setApplicationDisplayName("lbi")
-    icon = Path(__file__).resolve().parent.parent / "resources" / "icons" / "lbi.png"
+    from lbi_engine.errors import DataFileError
+    from lbi_engine.resource_files import resources_dir
+
+    try:
+        icon = resources_dir() / "icons" / "lbi.png"
+    except DataFileError:  # no icon is no reason not to start; the run will name the problem
+        icon = Path("/nonexistent")
     if icon.is_file():
         app.setWindowIcon(QtGui.QIcon(str(icon)))
     if args.smoke_test:
         request["max_iter"] = min(int(request.get("max_iter") or 200), 200)
     window = MainWindow(request, autorun=args.run or args.smoke_test,
-                        restore_layout=not args.no_restore and not args.smoke_test)
+                        restore_layout=not args.no_restore and not args.smoke_test,
+                        controller=controller)
     try:
         if args.smoke_test:
             return _smoke_test(app, window)
@@ -130,6 +140,23 @@ def main(argv: list[str] | None = None) -> int:
         return int(app.exec())
     finally:
         _end_engine()
+
+
+def _early_engine() -> Any:
+    """With the process backend, start the engine child (torch import, ~4 s) now, before
+    pyqtgraph and the window are built, so both load side by side; None otherwise (a thread
+    backend would import torch in this process and hold up the window)."""
+    from lbi_gui.settings import engine_backend
+
+    if engine_backend() != "process":
+        return None
+    from lbi_gui.controller import RunController
+
+    controller = RunController()
+    if type(controller.backend).__name__ != "ProcessBackend":
+        return controller  # an in-process engine: the window boots it after it shows
+    controller.boot()
+    return controller
 
 
 def _end_engine() -> None:
@@ -156,6 +183,7 @@ def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:
         app.quit()
 
     controller = window.controller
+    window.confirm_quit = False  # the smoke test's run is not the user's
     controller.run_finished.connect(finished)
     controller.run_failed.connect(failed)
     controller.boot_failed.connect(failed)

@@ -55,6 +55,7 @@ class RunController(QtCore.QObject):
     run_failed = QtCore.Signal(object)  # ErrorInfo
     state_changed = QtCore.Signal(str)  # booting | idle | preparing | running | paused
     queue_done = QtCore.Signal(list)  # ErrorInfo list of a "run all" batch
+    queue_progress = QtCore.Signal(int, int, str)  # "run all": number (1-based), total, method
 
     def __init__(self, parent: QtCore.QObject | None = None, backend: str | None = None) -> None:
         super().__init__(parent)
@@ -87,6 +88,7 @@ class RunController(QtCore.QObject):
         self._queue_active = False
         self._ips_mark: tuple[float, float] | None = None
         self._shut = False
+        self.boot_requested = False
 
     # ---- state ----------------------------------------------------------------------------
     @property
@@ -108,7 +110,10 @@ class RunController(QtCore.QObject):
 
     # ---- commands ---------------------------------------------------------------------------
     def boot(self) -> None:
-        self.backend.boot()
+        """Load the engine (once): the app calls this as early as it can (see app.main)."""
+        if not self.boot_requested:
+            self.boot_requested = True
+            self.backend.boot()
 
     def prepare(self, request: dict[str, Any]) -> int:
         """Load/prepare ``request`` for display; a newer prepare makes older results stale."""
@@ -138,9 +143,18 @@ class RunController(QtCore.QObject):
     def run_all(self, request: dict[str, Any], methods: list[str]) -> None:
         """Run every method on the same problem, one after another (each cold)."""
         self._queue = [dict(request, method=m) for m in methods]
+        self._queue_total = len(self._queue)
         self._queue_errors = []
         self._queue_active = True
         self._next_in_queue()
+
+    @property
+    def queue_active(self) -> bool:
+        return self._queue_active
+
+    def cancel_queue(self) -> None:
+        """Cancel "run all": the running method is stopped (discarded), the rest never run."""
+        self.stop()
 
     def pause(self) -> None:
         if self.running and not self._paused:
@@ -290,7 +304,10 @@ class RunController(QtCore.QObject):
                            iterations=out.iterations, elapsed=out.elapsed, metrics=out.metrics,
                            x_raw=out.x_raw, x_display=out.x_display, curves=self.curves,
                            user_action=out.user_action,
-                           decoder_psnr=self.run_info.decoder_psnr if self.run_info else None)
+                           decoder_psnr=self.run_info.decoder_psnr if self.run_info else None,
+                           segments=list(getattr(out, "segments", []) or []),
+                           truth=self.run_info.truth if self.run_info else None,
+                           **_problem_of(self.run_info))
         self.last_result = result
         self._set_state("idle")
         self.run_finished.emit(result)
@@ -318,8 +335,22 @@ class RunController(QtCore.QObject):
 
     def _next_in_queue(self) -> None:
         if self._queue:
-            self.start(self._queue.pop(0))
+            request = self._queue.pop(0)
+            total = getattr(self, "_queue_total", 0)
+            self.queue_progress.emit(total - len(self._queue), total, str(request["method"]))
+            self.start(request)
         elif self._queue_active:
             self._queue_active = False
             errors, self._queue_errors = self._queue_errors, []
             self.queue_done.emit(errors)
+
+
+def _problem_of(info: PreparedInfo | None) -> dict[str, Any]:
+    """What a RunResult keeps of its problem, so an export writes what ``lbi invert`` does."""
+    if info is None:
+        return {}
+    return {"network": {"name": info.network_name, "sha256": getattr(info, "sha256", None),
+                        "input_shape": list(info.input_shape),
+                        "output_shape": list(info.output_shape), "layers": len(info.layers),
+                        "has_decoder": bool(getattr(info, "has_decoder", False))},
+            "preprocessing": dict(info.preprocessing or {}), "decoder": info.decoder}

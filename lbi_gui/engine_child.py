@@ -138,6 +138,9 @@ def main(conn: Any) -> None:
             kind = msg[0]
             if kind == "exit":
                 break
+            if kind == "ping":  # heartbeat: answered by this listener, whatever jobs do
+                send(("pong", msg[1]))
+                continue
             ch = msg[1]
             if kind == "close":
                 chan = channels.pop(ch, None)

@@ -10,6 +10,13 @@ QObjects, not lambdas); the slot routes it to the window's
 :func:`shutdown_host`): asked to exit, joined with a timeout, then terminated, then killed, so
 no orphan or zombie is left. If it dies, the jobs it held fail with a clear message and the
 next job starts a fresh child.
+
+Heartbeat: the GUI thread pings the child every HEARTBEAT_MS; the child's listener thread
+answers at once, whatever its jobs are doing. A child that stops answering (stopped with
+SIGSTOP, swapping to death, deadlocked) is noticed: :meth:`EngineHost.responsive` turns
+False after STALE_S, Stop then ends it (terminate, then kill: see
+``ProcessBackend.request_stop``), and after DEAD_S without an answer it is ended even without
+a Stop. Its jobs fail with a message saying so, and the next job starts a fresh child.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import multiprocessing
 import signal
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore
@@ -33,6 +41,12 @@ EXIT_TIMEOUT_S = 3.0
 #: At most this long a closing window waits for its job in the child to end: a job that
 #: cannot be cancelled (loading a network) goes on in the child, which nothing then waits for.
 CLOSE_WAIT_MS = 2000
+#: Heartbeat period; a child silent for STALE_S counts as unresponsive (Stop then ends it);
+#: one silent for DEAD_S is ended without waiting for a Stop. DEAD_S is generous because a
+#: child may hold its interpreter lock for seconds (numba compiling a kernel).
+HEARTBEAT_MS = 1000
+STALE_S = 4.0
+DEAD_S = 45.0
 
 
 class EngineStartError(RuntimeError):
@@ -58,6 +72,12 @@ class EngineHost(QtCore.QObject):
         self._next_channel = 0
         self.hello: tuple | None = None  # the child's ("hello", pid, Qt modules it imported)
         self._message.connect(self._dispatch, QtCore.Qt.ConnectionType.QueuedConnection)
+        self._last_pong = time.monotonic()
+        self._ping_no = 0
+        self._end_reason: str | None = None  # why this side ended the child (unresponsive)
+        self._beat = QtCore.QTimer(self)
+        self._beat.setInterval(HEARTBEAT_MS)
+        self._beat.timeout.connect(self._heartbeat)
 
     # ---- child life -------------------------------------------------------------------------
     @property
@@ -89,6 +109,50 @@ class EngineHost(QtCore.QObject):
         self._reader = threading.Thread(target=self._read, args=(parent_conn, self._gen),
                                         name="lbi-engine-reader", daemon=True)
         self._reader.start()
+        self._last_pong, self._end_reason = time.monotonic(), None
+        if QtCore.QThread.currentThread() is self.thread():
+            self._beat.start()
+
+    # ---- heartbeat --------------------------------------------------------------------------
+    def silence_s(self) -> float:
+        """Seconds since the child last answered a ping (0 when no child runs)."""
+        return time.monotonic() - self._last_pong if self._alive else 0.0
+
+    def responsive(self) -> bool:
+        return not self._alive or self.silence_s() < STALE_S
+
+    @QtCore.Slot()
+    def _heartbeat(self) -> None:
+        if not self._alive or self._proc is None:
+            self._beat.stop()
+            return
+        if self.silence_s() > DEAD_S:
+            self.end_unresponsive(f"it stopped responding for {DEAD_S:.0f} s and was ended")
+            return
+        self._ping_no += 1
+        try:
+            if self._send_lock.acquire(timeout=0.2):  # never block the GUI thread on a pipe
+                try:
+                    self._conn.send(("ping", self._ping_no))
+                finally:
+                    self._send_lock.release()
+        except (OSError, ValueError):
+            pass  # the reader reports the death
+
+    def end_unresponsive(self, why: str) -> None:
+        """End a child that does not answer: SIGTERM, then SIGKILL (which also ends a
+        SIGSTOPped process); its jobs fail with ``why``. The next job starts a fresh one."""
+        proc = self._proc
+        if not self._alive or proc is None:
+            return
+        self._end_reason = why
+        print(f"lbi-gui: the engine process (pid {proc.pid}) {why}", file=sys.stderr)
+        proc.terminate()
+        proc.join(1.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2.0)
+        self._on_died(self._gen)
 
     def _read(self, conn: Any, gen: int) -> None:
         """Reader thread: receive, post to the GUI thread; never touches widgets."""
@@ -101,6 +165,10 @@ class EngineHost(QtCore.QObject):
                 import traceback
 
                 traceback.print_exc(file=sys.stderr)
+                continue
+            if msg[0] == "pong":
+                if gen == self._gen:
+                    self._last_pong = time.monotonic()
                 continue
             if msg[0] == "closed":
                 self._event(msg[1]).set()
@@ -142,11 +210,15 @@ class EngineHost(QtCore.QObject):
         """Ask the child to exit; join, terminate, kill as needed. Safe to call twice."""
         proc, conn = self._proc, self._conn
         self._stopping, self._alive = True, False
+        self._beat.stop()
         if proc is None:
             return
         try:
-            with self._send_lock:
-                conn.send(("exit",))
+            if self._send_lock.acquire(timeout=1.0):  # a stopped child may not read
+                try:
+                    conn.send(("exit",))
+                finally:
+                    self._send_lock.release()
         except (OSError, ValueError):
             pass
         proc.join(timeout)
@@ -207,8 +279,11 @@ class EngineHost(QtCore.QObject):
         if gen != self._gen or not self._alive:
             return
         self._alive = False
+        self._beat.stop()
         code = self._reap()
-        if code is not None and code < 0:
+        if self._end_reason is not None:
+            why, self._end_reason = self._end_reason, None
+        elif code is not None and code < 0:
             try:
                 why = f"killed by signal {signal.Signals(-code).name}"
             except ValueError:

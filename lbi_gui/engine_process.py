@@ -13,6 +13,7 @@ thread backend of its own, with a warning.
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 from typing import Any
 
@@ -22,6 +23,11 @@ from lbi_gui.engine_host import EngineHost, EngineStartError, engine_host, shutd
 from lbi_gui.run_driver import ErrorInfo, RunJob
 
 __all__ = ["ProcessBackend", "EngineHost", "EngineStartError", "engine_host", "shutdown_host"]
+
+#: How often a pending Stop is checked, and the longest a responsive child may take to end a
+#: run after Stop before it is ended (terminate, then kill).
+STOP_CHECK_MS = 1000
+STOP_HARD_S = 30.0
 
 
 class _ChannelHandle:
@@ -65,6 +71,7 @@ class ProcessBackend(QtCore.QObject):
         self._ending = False
         self._handle: Any = _ChannelHandle(self)
         self._fallback: Any = None  # a ThreadBackend once no child could be started
+        self._stop_asked: tuple[int, float] | None = None  # (run id, when Stop was sent)
 
     @property
     def thread(self) -> Any:
@@ -150,8 +157,33 @@ class ProcessBackend(QtCore.QObject):
         self._send("resume", self.channel)
 
     def request_stop(self, action: str = "stop") -> None:
+        """Cancel the run; if the child does not end it, escalate (see :meth:`_check_stop`)."""
         self._ending = True
         self._send("stop", self.channel, action, self._run)
+        if self._fallback is None and self._run is not None:
+            self._stop_asked = (self._run, time.monotonic())
+            QtCore.QTimer.singleShot(STOP_CHECK_MS, self._check_stop)
+
+    @QtCore.Slot()
+    def _check_stop(self) -> None:
+        """Stop escalates: cancel (sent) -> terminate -> kill, when the child does not answer.
+
+        A child that answers its heartbeat but has not ended the run yet (one long iteration)
+        gets until STOP_HARD_S; one that does not answer is ended at once.
+        """
+        asked = self._stop_asked
+        if asked is None or self.shut or self._run != asked[0]:
+            return  # the run ended (or another one started): the cancel worked
+        waited = time.monotonic() - asked[1]
+        if not self.host.responsive():
+            self.host.end_unresponsive(
+                f"stopped responding (no heartbeat for {self.host.silence_s():.0f} s) and was "
+                "ended when you pressed Stop")
+        elif waited >= STOP_HARD_S:
+            self.host.end_unresponsive(
+                f"did not stop the run within {STOP_HARD_S:.0f} s of Stop and was ended")
+        else:
+            QtCore.QTimer.singleShot(STOP_CHECK_MS, self._check_stop)
 
     def request_restart(self, request: dict[str, Any]) -> bool:
         """Restart warm; the answer is this side's view (the child may have just ended the

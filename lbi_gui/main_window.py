@@ -7,6 +7,7 @@ handled by :class:`~lbi_gui.window_files.FilesMixin`.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pyqtgraph as pg
@@ -28,20 +29,51 @@ from lbi_gui.widgets.noise_panel import NoisePanel
 from lbi_gui.widgets.regularisation_panel import RegularisationPanel
 from lbi_gui.widgets.run_table import RunTable
 from lbi_gui.widgets.solver_panel import SolverPanel
+from lbi_gui.window_data import DataMixin
 from lbi_gui.window_files import FilesMixin
 from lbi_gui.window_run import RunMixin
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=True, foreground="#333333")
 
+#: The window's preferred size; it opens smaller when the screen's available area is smaller.
+PREFERRED_SIZE = (1600, 1000)
+#: Room left for the window manager's frame and title bar (the geometry excludes them).
+FRAME_MARGIN = (16, 40)
+#: Side docks never ask for more width than this; narrower content scrolls instead.
+DOCK_MAX_MIN_WIDTH = 270
+
+
+def fit_geometry(available: QtCore.QRect, wanted: QtCore.QRect | None = None) -> QtCore.QRect:
+    """Where the window opens: ``wanted`` (a remembered geometry) or the preferred size
+    (centred), shrunk to the screen's ``available`` area and moved inside it.
+
+    The geometry excludes the window manager's frame: a border of ``FRAME_MARGIN[0] / 2`` on
+    the left, right and bottom and a title bar making ``FRAME_MARGIN[1]`` in all vertically.
+    """
+    border = FRAME_MARGIN[0] // 2
+    top = FRAME_MARGIN[1] - border
+    max_w = max(200, available.width() - FRAME_MARGIN[0])
+    max_h = max(200, available.height() - FRAME_MARGIN[1])
+    if wanted is None or not wanted.isValid():
+        w, h = min(PREFERRED_SIZE[0], max_w), min(PREFERRED_SIZE[1], max_h)
+        x = available.x() + border + (max_w - w) // 2
+        y = available.y() + top + (max_h - h) // 2
+        return QtCore.QRect(x, y, w, h)
+    w, h = min(wanted.width(), max_w), min(wanted.height(), max_h)
+    x = min(max(wanted.x(), available.x() + border), available.right() + 1 - border - w)
+    y = min(max(wanted.y(), available.y() + top), available.bottom() + 1 - border - h)
+    return QtCore.QRect(x, y, w, h)
+
+
 #: Milliseconds a parameter must stay unchanged before it restarts a run (slider drags).
 CHANGE_DEBOUNCE_MS = 150
 
 
-class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
+class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
     """lbi's desktop window. ``request``: initial parameters; ``autorun``: Run when ready."""
 
     def __init__(self, request: dict[str, Any] | None = None, *, autorun: bool = False,
-                 restore_layout: bool = True) -> None:
+                 restore_layout: bool = True, controller: RunController | None = None) -> None:
         super().__init__()
         gui_gc.install()  # before any worker thread exists: see gui_gc for the deadlock
         self.setWindowTitle("lbi — lifted Bregman inversion")
@@ -49,7 +81,10 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.setAcceptDrops(True)
         self.setDockOptions(QtWidgets.QMainWindow.DockOption.AnimatedDocks
                             | QtWidgets.QMainWindow.DockOption.AllowTabbedDocks)
-        self.controller = RunController(self)
+        # The app may pass a controller it created (and booted) before importing this module,
+        # so the engine process loads torch while the window is being built.
+        self.controller = controller or RunController(self)
+        self.controller.setParent(self)
         self.network_panel = NetworkPanel()
         self.data_panel = DataPanel()
         self.noise_panel = NoisePanel()
@@ -73,6 +108,10 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.shown_result: RunResult | None = None
         self.session_path: str | None = None
         self._autorun = autorun
+        #: Ask about unsaved runs on quit ($LBI_GUI_CONFIRM_QUIT=0: never; tests, scripts).
+        self.confirm_quit = os.environ.get("LBI_GUI_CONFIRM_QUIT", "1") != "0"
+        self.saved_run_ids: set[int] = set()
+        self._closing = False
         self._pending_old: dict[str, Any] | None = None
         self._change_timer = QtCore.QTimer(self, singleShot=True, interval=CHANGE_DEBOUNCE_MS)
         self._change_timer.timeout.connect(self._apply_change)
@@ -86,23 +125,32 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self._default_state = self.saveState()
         self._restored = restore_layout and self._restore_layout()
         self.update_recent_menu()
+        self._show_data_early()
+        self._watch_number_fields()
         self._update_actions()
-        QtCore.QTimer.singleShot(0, self.controller.boot)  # torch loads after the window shows
+        if self.controller.engine_info is not None:  # booted while the window was built
+            QtCore.QTimer.singleShot(0, lambda: self._on_booted(self.controller.engine_info))
+        # A thread backend imports torch in this process: only after the window shows.
+        QtCore.QTimer.singleShot(0, self.controller.boot)
 
     # ---- layout ---------------------------------------------------------------------------
     def _dock(self, title: str, widget: QtWidgets.QWidget, area: QtCore.Qt.DockWidgetArea,
-              scroll: bool = False) -> QtWidgets.QDockWidget:
+              scroll: bool = False, max_min_width: int | None = DOCK_MAX_MIN_WIDTH
+              ) -> QtWidgets.QDockWidget:
         dock = QtWidgets.QDockWidget(title, self)
         dock.setObjectName(f"dock_{title.lower()}")
         if scroll:
             sa = QtWidgets.QScrollArea()
             sa.setWidgetResizable(True)
             sa.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-            sa.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             sa.setWidget(widget)
-            # Scroll vertically only: the dock is never narrower than its content.
-            sa.setMinimumWidth(widget.minimumSizeHint().width()
-                               + sa.verticalScrollBar().sizeHint().width() + 2)
+            # Scroll vertically; horizontally only when the user narrows the dock below its
+            # content (a dock that insisted on its content's width pushed the window past
+            # a 1024-pixel screen).
+            need = widget.minimumSizeHint().width() + sa.verticalScrollBar().sizeHint().width() + 2
+            sa.setMinimumWidth(need if max_min_width is None else min(max_min_width, need))
+            if max_min_width is None:
+                sa.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
             widget = sa
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
@@ -135,9 +183,11 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             QtCore.Qt.DockWidgetArea.RightDockWidgetArea
         bottom = QtCore.Qt.DockWidgetArea.BottomDockWidgetArea
         self.docks = {
-            "network": self._dock("Network", self.network_panel, left),
+            "network": self._dock("Network", self.network_panel, left, scroll=True),
             "data": self._dock("Data", self.data_panel, left, scroll=True),
-            "parameters": self._dock("Parameters", self._parameters_widget(), right, scroll=True),
+            # Parameters keep their full width (sliders beside values); they scroll vertically.
+            "parameters": self._dock("Parameters", self._parameters_widget(), right, scroll=True,
+                                     max_min_width=None),
             "curves": self._dock("Curves", self.curves, bottom),
             "runs": self._dock("Runs", self.run_table, bottom),
         }
@@ -147,14 +197,21 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.docks["curves"].raise_()
         self.setCorner(QtCore.Qt.Corner.BottomLeftCorner, left)
         self.setCorner(QtCore.Qt.Corner.BottomRightCorner, right)
-        self.resize(1600, 1000)
+        self.setGeometry(fit_geometry(self._available()))
         self._sized = False
+
+    def _available(self) -> QtCore.QRect:
+        """The available area (without panels/taskbars) of the screen the window is on."""
+        screen = self.screen() or QtGui.QGuiApplication.primaryScreen()
+        return screen.availableGeometry() if screen is not None else QtCore.QRect(0, 0, 1280, 720)
 
     def _default_dock_sizes(self) -> None:
         """Dock proportions that fit the content (only meaningful once the window is shown)."""
-        self.resizeDocks([self.docks["data"], self.docks["parameters"]], [380, 370],
+        side = max(DOCK_MAX_MIN_WIDTH, min(380, self.width() // 4))
+        self.resizeDocks([self.docks["data"], self.docks["parameters"]], [side, 370],
                          QtCore.Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["curves"]], [420], QtCore.Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["curves"]], [max(200, int(self.height() * 0.4))],
+                         QtCore.Qt.Orientation.Vertical)
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802
         super().showEvent(event)
@@ -176,21 +233,30 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         for w in (self.status_state, self.status_iter, self.status_speed, self.status_time,
                   self.progress, self.status_reason):
             bar.addPermanentWidget(w)
-        self.status_iter.setMinimumWidth(90)
-        self.status_speed.setMinimumWidth(80)
-        self.status_reason.setMinimumWidth(220)
+        self.status_iter.setMinimumWidth(70)
+        self.status_speed.setMinimumWidth(60)
+        self.status_reason.setMinimumWidth(120)
 
     def _restore_layout(self) -> bool:
         """The remembered geometry and dock layout; False when there is none."""
         s = settings()
         geometry, state = s.value("window/geometry"), s.value("window/state")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
+        if geometry is not None and self.restoreGeometry(geometry):
+            # Qt's restore clamps to the screen it sees now; the size the user chose is
+            # remembered on its own, and shrunk only to this screen's available area.
+            size = s.value("window/size")
+            wanted = self.geometry()
+            if isinstance(size, QtCore.QSize) and size.isValid():
+                wanted.setSize(size)
+            if not self.isMaximized():
+                self.setGeometry(fit_geometry(self._available(), wanted))
         return state is not None and bool(self.restoreState(state))
 
     def save_layout(self) -> None:
         s = settings()
         s.setValue("window/geometry", self.saveGeometry())
+        normal = self.normalGeometry() if self.isMaximized() else self.geometry()
+        s.setValue("window/size", normal.size())
         s.setValue("window/state", self.saveState())
 
     def reset_layout(self) -> None:
@@ -216,13 +282,17 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         merged.update({k: v for k, v in request.items() if k in DEFAULT_REQUEST})
         self._request = merged  # fields without a widget (time_budget, options) come from here
         self._request = self.current_request()
+        self.noise_panel.set_measured(bool(self._request.get("data")))
 
     def _panel_changed(self, key: str) -> None:
         if self._pending_old is None:
             self._pending_old = dict(self._request)
         if key == "method":
             self.reg_panel.set_method(self.solver_panel.values()["method"])
+        if key in ("network", "dataset"):
+            self._match_network_and_data(key)
         self._request = self.current_request()
+        self.noise_panel.set_measured(bool(self._request.get("data")))
         if key in ("network", "input_shape"):
             self.network_panel.allow_pickle = False
             self._request["allow_pickle"] = False
@@ -233,7 +303,11 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         if old is None:
             return
         new = self.current_request()
+        if self.controller.engine_info is None:
+            self._preview_truth()  # the booted handler prepares whatever is on screen then
+            return
         outcome = self.controller.change(old, new)
+        self.refresh_stale()
         if outcome == "restart":
             self.statusBar().showMessage(f"Warm restart: {describe_change(old, new)}", 4000)
         elif outcome == "stopped":
@@ -263,7 +337,10 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self.data_panel.open_data_requested.connect(self.open_data_dialog)
         self.data_panel.splits_needed.connect(self._load_splits)
         self.data_panel.thumbnails_needed.connect(self._load_thumbnails)
-        self.run_table.run_all_requested.connect(self.run_all_methods)
+        self.run_table.run_all_requested.connect(self.run_all_or_cancel)
+        c.queue_progress.connect(self._on_queue_progress)
+        self.run_table.load_requested.connect(self.load_run_parameters)
+        self.run_table.export_table_requested.connect(self.export_runs_table)
         self.run_table.show_requested.connect(self.show_result)
         self.image_grid.shared_bar.sigLevelsChanged.connect(
             lambda _bar: setattr(self.run_table, "levels", self.image_grid.levels()))
@@ -274,45 +351,27 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
         self._load_splits(self._request.get("dataset") or "mnist")
         self.solver_panel.set_cuda_available(bool(info.get("cuda")))
         self.set_request(self._request)
-        self.controller.prepare(self.current_request())
+        if self._autorun:  # a queued run: it prepares the problem itself (one job, not two)
+            self._autorun = False
+            self.run()
+        else:
+            self.controller.prepare(self.current_request())
 
     def _on_boot_failed(self, err: Any) -> None:
+        self._boot_failed = True
+        self._autorun = False
+        self._update_actions()
         self.status_state.setText("Engine not available")
         show_error(self, "The numerical engine could not be loaded", err.message,
                    detail=err.detail, fix="Check the installation (pip install -e .) and "
                                           "restart lbi-gui.")
 
-    def _load_splits(self, dataset: str) -> None:
-        """Splits of ``dataset`` ("" = keep them) and the size of the chosen split."""
-        from lbi_gui import engine
-
-        if not engine.engine_loaded():
-            return
-        eng = engine.load_engine()
-        values = self.data_panel.values()
-        try:
-            if dataset:
-                self.data_panel.set_splits(list(eng.list_splits(dataset)), None)
-                values = self.data_panel.values()
-            self.data_panel.set_size(eng.dataset_size(values["dataset"], values["split"]))
-        except Exception as exc:  # noqa: BLE001 - an unknown dataset name from a session
-            self.statusBar().showMessage(f"Dataset: {exc}", 5000)
-
-    def _load_thumbnails(self, dataset: str, split: str, start: int, count: int) -> None:
-        from lbi_gui import engine
-
-        if not engine.engine_loaded():
-            return  # the booted handler asks again once the engine is there
-        eng = engine.load_engine()
-        images = []
-        for i in range(start, start + count):
-            try:
-                images.append(eng.get_sample(dataset, split, i)[0].detach().cpu().numpy())
-            except Exception:  # noqa: BLE001 - past the end of the split, or an unknown set
-                break
-        self.data_panel.set_thumbnails(start, images)
-
     # ---- misc -----------------------------------------------------------------------------
+    def show_user_guide(self) -> Any:
+        from lbi_gui.dialogs.user_guide import show_user_guide
+
+        return show_user_guide(self)
+
     def show_about(self) -> None:
         from lbi_gui.dialogs.about import show_about
 
@@ -328,8 +387,21 @@ class MainWindow(RunMixin, FilesMixin, QtWidgets.QMainWindow):
             event.acceptProposedAction()
             self.open_path(paths[0])
 
+    def unsaved_runs(self) -> list[RunResult]:
+        """Finished runs that are in no saved session (asked about on quit)."""
+        return [r for r in self.run_table.runs if r.run_id not in self.saved_run_ids]
+
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802
-        """Stop a running solve cleanly (cancel, quit, wait) before the window goes."""
+        """Ask about unsaved runs, then stop a running solve cleanly (cancel, quit, wait)."""
+        unsaved = self.unsaved_runs()
+        if self.confirm_quit and unsaved and not self._closing:
+            from lbi_gui.dialogs import messages
+
+            answer = messages.ask_unsaved_runs(self, len(unsaved))
+            if answer == "cancel" or (answer == "save" and not self.save_session()):
+                event.ignore()
+                return
+        self._closing = True
         self._change_timer.stop()
         self.save_layout()
         self.controller.shutdown()

@@ -29,20 +29,23 @@ REQUEST_TYPES: dict[str, Any] = {
     "method": str, "steps": str, "max_iter": int, "tol": float, "tol_mode": str,
     "time_budget": float | None, "device": str, "dtype": str, "report_every": int,
     "threads": int | None, "layer_alphas": list[float] | None, "allow_pickle": bool,
-    "options": dict[str, Any],
+    "options": dict[str, Any], "feature_prior": str | None,
 }
 
 #: (engine name, label shown to the user)
 METHODS: list[tuple[str, str]] = [
     ("auto", "Auto (one-layer or joint)"),
     ("joint", "Joint (coordinate descent)"),
-    ("layerwise", "Layer-wise (sequential)"),
+    ("layerwise", "Layer-wise (sequential, experimental)"),
     ("one-layer", "One layer (accelerated)"),
     ("pdhg", "PDHG (alias of one layer)"),
     ("landweber", "Landweber (discrepancy)"),
     ("backprop", "Backprop baseline (Adam)"),
 ]
 METHOD_LABELS = dict(METHODS)
+#: Methods "Run all" leaves out: layer-wise is being rebuilt (issue #20, defect 2); it stays
+#: selectable by hand, marked experimental.
+EXPERIMENTAL_METHODS = frozenset({"layerwise"})
 
 REGULARISERS: list[tuple[str, str]] = [
     ("tv", "Total variation (isotropic)"),
@@ -72,7 +75,7 @@ PROBLEM_KEYS = frozenset({"network", "input_shape", "dataset", "split", "index",
                           "truth", "data", "resize", "allow_pickle", "device", "dtype"})
 
 #: Network suffixes the Open… dialog and drag-and-drop accept.
-NETWORK_SUFFIXES = (".pt", ".pth", ".ts", ".torchscript", ".onnx", ".safetensors", ".json",
+NETWORK_SUFFIXES = (".pt", ".pth", ".pt2", ".ts", ".torchscript", ".onnx", ".safetensors", ".json",
                     ".bin", ".ckpt")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm", ".npy", ".npz")
 SESSION_SUFFIX = ".lbisession"
@@ -139,11 +142,26 @@ def request_problems(request: dict[str, Any]) -> list[str]:
     return [f"{key}={request.get(key)!r} (must be {what})" for key, ok, what in checks if not ok]
 
 
-def describe_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+#: Parameters whose change makes a result on screen stale (not: threads, device, updates).
+STALE_KEYS = frozenset((HOT_KEYS | PROBLEM_KEYS | {"max_iter", "tol", "tol_mode",
+                                                   "time_budget"}) - {"device", "allow_pickle"})
+
+
+def _norm(v: Any) -> Any:
+    """Values as a request stores them: tuples as lists, whole floats equal to ints."""
+    if isinstance(v, (list, tuple)):
+        return [_norm(x) for x in v]
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def describe_change(old: dict[str, Any], new: dict[str, Any],
+                    keys: frozenset[str] | None = None) -> str:
     """A short human description of what changed between two requests ("α 0.009→0.02")."""
     parts = []
-    for key in sorted(HOT_KEYS | PROBLEM_KEYS):
-        if old.get(key) != new.get(key):
+    for key in sorted(keys if keys is not None else HOT_KEYS | PROBLEM_KEYS):
+        if _norm(old.get(key)) != _norm(new.get(key)):
             a, b = old.get(key), new.get(key)
             name = {"alpha": "α", "noise_std": "noise"}.get(key, key)
             if isinstance(a, float) and isinstance(b, float):

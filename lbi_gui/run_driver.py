@@ -94,6 +94,8 @@ class PreparedInfo:
     output_shape: tuple[int, ...]
     preprocessing: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what the engine warned about
+    sha256: str | None = None  # of the network file (result.json)
+    has_decoder: bool = False
 
 
 #: Warning classes meant for developers (library deprecations), not for the user.
@@ -128,6 +130,9 @@ class RunOutcome:
     x_display: np.ndarray
     aux_display: list[np.ndarray]
     user_action: str | None
+    #: (first iteration, request) of each segment: the settings the run had from there on
+    #: (one entry without warm restarts).
+    segments: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -260,6 +265,10 @@ class RunDriver:
         restarts: list[tuple[int, str]] = []
         new_info: PreparedInfo | None = None
         last, last_it, last_emit = None, 0, 0.0
+        # max_iter is the run's budget: a warm restart continues it instead of starting it
+        # again (the engine counts max_iter per segment, so each segment gets what is left).
+        budget = int(request.get("max_iter") or 1)
+        segments: list[tuple[int, dict[str, Any]]] = [(0, dict(request))]
         while True:
             token = eng.CancelToken()
             with self._lock:
@@ -296,8 +305,10 @@ class RunDriver:
                 warm = last.to_numpy()
                 elapsed_offset += float(last.elapsed)
                 restarts.append((last_it, describe_change(request, pending)))
+                budget = int(pending.get("max_iter") or budget)
                 request = pending
-                prepared = self._prepare(request)
+                segments.append((last_it, dict(request)))
+                prepared = self._prepare(dict(request, max_iter=max(1, budget - last_it)))
                 new_info = self._info(prepared)
                 continue
             break
@@ -312,12 +323,14 @@ class RunDriver:
                          else last.x[0], copy=True)
         req_dict = prepared.request.to_dict() if hasattr(prepared.request, "to_dict") \
             else dict(request)
+        req_dict["max_iter"] = budget  # the run's budget, not the last segment's remainder
         return RunOutcome(run_id=run_id, request=req_dict,
                           stop_reason=reason or str(last.stop_reason or "max_iterations"),
                           iterations=last_it, elapsed=elapsed_offset + float(last.elapsed),
                           metrics=metrics, x_raw=x_raw,
                           x_display=np.array(prepared.to_display(last.x[0]), copy=True),
-                          aux_display=self._aux(prepared, last), user_action=action)
+                          aux_display=self._aux(prepared, last), user_action=action,
+                          segments=segments)
 
     def _wait_if_paused(self, token: Any) -> None:
         """Pause = stop pulling records; wake up for resume, cancel or shutdown."""
@@ -370,7 +383,9 @@ class RunDriver:
             input_shape=tuple(enc.input_shape), output_shape=tuple(enc.output_shape),
             preprocessing=dict(bundle.preprocessing.to_dict())
             if hasattr(getattr(bundle, "preprocessing", None), "to_dict") else {},
-            warnings=self._notes.pop(id(prepared), []))
+            warnings=self._notes.pop(id(prepared), []),
+            sha256=getattr(bundle, "sha256", None),
+            has_decoder=getattr(bundle, "decoder", None) is not None)
 
     @staticmethod
     def _point(rec: Any, it: int, elapsed_offset: float) -> dict[str, Any]:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from lbi_gui.params import HOT_KEYS
+
 #: Scalar curve columns, in CSV order (per-layer Bregman terms follow as bregman_1..L).
 SCALARS = ("iteration", "objective", "reg_term", "discrepancy", "primal_residual",
            "dual_residual", "psnr", "ssim", "elapsed")
@@ -121,6 +123,16 @@ class RunResult:
     curves: CurveStore = field(default_factory=CurveStore)
     decoder_psnr: float | None = None
     user_action: str | None = None  # "stop" | "finish" | None (not saved)
+    #: (first iteration, request) of each segment between warm restarts.
+    segments: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    #: The ground truth of the run's own problem (display space), None without one: a run
+    #: shown from the table is compared with its own truth, not the current network's.
+    truth: np.ndarray | None = None
+    #: The run's problem as result.json describes it (name, sha256, shapes, layers, decoder)
+    #: and what ``lbi invert`` writes beside the reconstruction (see lbi_gui.export).
+    network: dict[str, Any] = field(default_factory=dict)
+    preprocessing: dict[str, Any] = field(default_factory=dict)
+    decoder: np.ndarray | None = None
 
     @property
     def label(self) -> str:
@@ -132,6 +144,7 @@ class RunResult:
         r, m = self.request, self.metrics
         return {
             "run": self.run_id,
+            "network": _network_name(r),
             "method": r.get("method"),
             "regulariser": r.get("regulariser"),
             "alpha": r.get("alpha"),
@@ -141,12 +154,25 @@ class RunResult:
             "time [s]": self.elapsed,
             "stop": self.stop_reason,
             "restarts": len(self.curves.restarts),
+            "segments": self.segments_text(),
             "PSNR": m.get("psnr"),
             "SSIM": m.get("ssim"),
             "decoder PSNR": self.decoder_psnr,
             "discrepancy": m.get("discrepancy"),
             "objective": m.get("objective"),
         }
+
+    def segments_text(self) -> str:
+        """The settings of each segment, e.g. "k 0: α 0.009; k 120: α 0.02" ("—": one)."""
+        if len(self.segments) < 2:
+            return "—"
+        keys = sorted({k for _, req in self.segments for k in HOT_KEYS
+                       if req.get(k) != self.segments[0][1].get(k)})
+        parts = []
+        for start, req in self.segments:
+            settings = ", ".join(f"{_NAMES.get(k, k)} {_cell_value(req.get(k))}" for k in keys)
+            parts.append(f"k {start}: {settings}")
+        return "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
         """JSON part of a session entry (arrays go to the npz, see :meth:`arrays`)."""
@@ -155,10 +181,16 @@ class RunResult:
             "iterations": self.iterations, "elapsed": self.elapsed,
             "metrics": _jsonable(self.metrics), "decoder_psnr": self.decoder_psnr,
             "restart_notes": [note for _, note in self.curves.restarts],
+            "segments": [[int(k), req] for k, req in self.segments],
+            "network": self.network, "preprocessing": self.preprocessing,
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
         out = {"x_raw": np.asarray(self.x_raw), "x_display": np.asarray(self.x_display)}
+        if self.truth is not None:
+            out["truth"] = np.asarray(self.truth)
+        if self.decoder is not None:
+            out["decoder"] = np.asarray(self.decoder)
         out.update({f"curve_{k}": v for k, v in self.curves.to_arrays().items()})
         return out
 
@@ -170,7 +202,25 @@ class RunResult:
                    stop_reason=str(meta["stop_reason"]), iterations=int(meta["iterations"]),
                    elapsed=float(meta["elapsed"]), metrics=dict(meta["metrics"]),
                    x_raw=np.asarray(arrays["x_raw"]), x_display=np.asarray(arrays["x_display"]),
-                   curves=curves, decoder_psnr=meta.get("decoder_psnr"))
+                   curves=curves, decoder_psnr=meta.get("decoder_psnr"),
+                   segments=[(int(k), dict(req)) for k, req in meta.get("segments", [])],
+                   truth=np.asarray(arrays["truth"]) if "truth" in arrays else None,
+                   network=dict(meta.get("network") or {}),
+                   preprocessing=dict(meta.get("preprocessing") or {}),
+                   decoder=np.asarray(arrays["decoder"]) if "decoder" in arrays else None)
+
+
+_NAMES = {"alpha": "α", "noise_std": "noise", "layer_alphas": "α per layer"}
+
+
+def _cell_value(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def _network_name(r: dict[str, Any]) -> str:
+    """A zoo name as it is, a file by its name."""
+    net = str(r.get("network") or "")
+    return net.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _sample_name(r: dict[str, Any]) -> str:

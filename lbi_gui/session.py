@@ -5,12 +5,18 @@ request — network reference, data and parameters —, GUI settings, the run ta
 and metrics) and ``arrays.npz`` (reconstructions and curves, no pickles). Reading checks the
 version and the structure completely before the window applies anything, so a bad file
 changes nothing; writing is atomic.
+
+A session is a file someone may have sent along with a model: it never grants consent to run
+code from that model (``allow_pickle``/``allow_code`` are dropped with a warning in
+``SessionState.warnings``), and its sizes are checked against the memory limit before
+anything is decompressed (a zip bomb is refused, not inflated).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -19,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from lbi_engine.errors import DataFileError, FormatVersionError
+from lbi_engine.errors import DataFileError, FormatVersionError, LbiError
 from lbi_engine.io import atomic_write_bytes
+from lbi_engine.limits import check_bytes
 from lbi_gui.params import DEFAULT_REQUEST, request_problems
 from lbi_gui.runs import CurveStore, RunResult
 
@@ -37,6 +44,10 @@ class SessionState:
     runs: list[RunResult] = field(default_factory=list)
     curves: CurveStore | None = None  # the curves on screen (current or last run)
     shown: np.ndarray | None = None  # the iterate on screen (display space)
+    warnings: list[str] = field(default_factory=list)  # for the window to show (not saved)
+
+#: Largest session.json read (a GUI state is a few kB; anything huge is damaged or hostile).
+MAX_JSON_BYTES = 32 * 2**20
 
 
 def save_session(path: str | Path, state: SessionState) -> Path:
@@ -89,11 +100,12 @@ def load_session(path: str | Path) -> SessionState:
             names = set(zf.namelist())
             if "session.json" not in names:
                 raise _bad(path, "it has no session.json inside")
+            _check_sizes(path, zf)
             meta = json.loads(zf.read("session.json").decode("utf-8"))
             npz_bytes = zf.read("arrays.npz") if "arrays.npz" in names else None
     except zipfile.BadZipFile as exc:
         raise _bad(path, "it is not a zip archive (empty, truncated or another format)") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise _bad(path, f"its session.json is damaged ({exc})") from exc
     except (OSError, EOFError, zlib.error) as exc:
         raise _bad(path, f"it could not be read ({exc})") from exc
@@ -110,20 +122,63 @@ def load_session(path: str | Path) -> SessionState:
     if npz_bytes is None:
         raise _bad(path, "arrays.npz is missing")
     try:
+        with zipfile.ZipFile(io.BytesIO(npz_bytes)) as inner:
+            _check_sizes(path, inner)
         with np.load(io.BytesIO(npz_bytes), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
+    except LbiError:
+        raise
     except Exception as exc:  # noqa: BLE001 - numpy raises many types for damaged data
         raise _bad(path, f"arrays.npz is damaged ({exc})") from exc
     request = meta.get("request")
     if not isinstance(request, dict):
         raise _bad(path, "its request is missing or not an object")
+    from lbi_engine.request import strip_file_consent
+
+    request, consent_warning = strip_file_consent(request, f"session {path}")
     problems = request_problems(request)
     if problems:
         raise _bad(path, "its request has wrong value(s): " + "; ".join(problems))
     try:
-        return _state(meta, arrays)
-    except (KeyError, TypeError, ValueError) as exc:
+        state = _state({**meta, "request": request}, arrays)
+        _check_state(state)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise _bad(path, f"an entry is missing or malformed ({exc!r})") from exc
+    if consent_warning:
+        state.warnings.append(consent_warning)
+    return state
+
+
+def _check_sizes(path: Path, zf: zipfile.ZipFile) -> None:
+    """Refuse before decompressing: declared sizes against the limits (zip bombs)."""
+    total = 0
+    for info in zf.infolist():
+        if info.filename == "session.json" and info.file_size > MAX_JSON_BYTES:
+            raise _bad(path, f"its session.json declares {info.file_size} bytes (a GUI state "
+                             "is a few kB)")
+        total += info.file_size
+    check_bytes(total, f"session {path} (its contents unpacked)",
+                "it is damaged or not a session saved by lbi; choose another file")
+
+
+def _check_state(state: SessionState) -> None:
+    """Everything the window will apply has the type it needs (ValueError otherwise), so
+    applying a session cannot fail half-way."""
+    gui = state.gui
+    if "alpha_c" in gui and not (isinstance(gui["alpha_c"], (int, float))
+                                 and not isinstance(gui["alpha_c"], bool)
+                                 and math.isfinite(gui["alpha_c"]) and gui["alpha_c"] > 0):
+        raise ValueError(f"gui.alpha_c={gui['alpha_c']!r} is not a number > 0")
+    levels = gui.get("levels")
+    if levels is not None and not (
+            isinstance(levels, list) and len(levels) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and math.isfinite(v) for v in levels) and levels[0] < levels[1]):
+        raise ValueError(f"gui.levels={levels!r} is not [low, high] with low < high")
+    shown = state.shown
+    if shown is not None and not (isinstance(shown, np.ndarray) and 1 <= shown.ndim <= 3
+                                  and shown.size > 0 and np.issubdtype(shown.dtype, np.number)):
+        raise ValueError("the image on screen (current__shown) is not a numeric 1-3 d array")
 
 
 def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
@@ -142,5 +197,8 @@ def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
         cur = {k[len("current__"):]: v for k, v in arrays.items() if k.startswith("current__")}
         curves = CurveStore.from_arrays(cur, current.get("restart_notes", []))
     shown = arrays.get("current__shown") if current.get("has_shown") else None
-    return SessionState(request=request, gui=dict(meta.get("gui", {})), runs=runs,
+    gui = meta.get("gui", {})
+    if not isinstance(gui, dict):
+        raise ValueError(f"gui={gui!r} is not an object")
+    return SessionState(request=request, gui=dict(gui), runs=runs,
                         curves=curves, shown=shown)

@@ -8,13 +8,16 @@ from typing import Any
 from PySide6 import QtWidgets
 
 from lbi_engine.errors import LbiError
+from lbi_engine.io import atomic_write_text
 from lbi_gui import export as exporter
 from lbi_gui import session as sessions
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
 from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 
-NETWORK_FILTER = ("Networks (*.pt *.pth *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
+RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
+                 "data": "Measured data"}
+NETWORK_FILTER = ("Networks (*.pt *.pth *.pt2 *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
                   "*.ckpt);;All files (*)")
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz);;All files (*)"
 SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"
@@ -142,6 +145,7 @@ class FilesMixin:
                        fix="Choose a folder you can write to, with free space.")
             return False
         self.session_path = path
+        self.saved_run_ids = {r.run_id for r in self.run_table.runs}
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
@@ -168,6 +172,7 @@ class FilesMixin:
         if state.gui.get("levels"):
             self.image_grid.set_levels(tuple(state.gui["levels"]))
         self.run_table.set_runs(state.runs)
+        self.saved_run_ids = {r.run_id for r in state.runs}
         self.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
         if state.curves is not None:
             self.curves.set_run(state.curves)
@@ -177,6 +182,7 @@ class FilesMixin:
         self.shown_result = state.runs[-1] if state.runs else None
         self._restoring = True  # the next prepare must not clear the restored iterate
         self.session_path = path
+        self.saved_run_ids = {r.run_id for r in self.run_table.runs}
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
@@ -184,16 +190,44 @@ class FilesMixin:
         if self.controller.engine_info is not None:
             self.controller.prepare(self.current_request())
         self._update_actions()
+        for note in state.warnings:  # e.g. the file asked to run model code: ignored
+            self.statusBar().showMessage(note, 20000)
         return True
 
     def update_recent_menu(self) -> None:
+        """File → Open recent: sessions, networks, images and measured data, newest first."""
         menu = self.actions_.recent_menu
         menu.clear()
-        for path in recent_files():
-            act = menu.addAction(Path(path).name)
-            act.setToolTip(path)
-            act.triggered.connect(lambda _c=False, p=path: self.open_session(p))
+        openers = {"sessions": self.open_session, "networks": self.open_network,
+                   "images": lambda p: self.open_data_file("image", p),
+                   "data": lambda p: self.open_data_file("data", p)}
+        for kind, opener in openers.items():
+            paths = recent_files(kind)
+            if not paths:
+                continue
+            if menu.actions():
+                menu.addSeparator()
+            menu.addSection(RECENT_TITLES[kind])
+            for path in paths:
+                act = menu.addAction(Path(path).name)
+                act.setToolTip(path)
+                act.setData(kind)
+                act.triggered.connect(lambda _c=False, p=path, o=opener: o(p))
         menu.setEnabled(bool(menu.actions()))
+
+    def remember_opened(self, request: dict[str, Any]) -> None:
+        """Files of a problem that prepared fine join File → Open recent."""
+        changed = False
+        network = str(request.get("network") or "")
+        if network and Path(network).is_absolute():
+            add_recent(network, "networks")
+            changed = True
+        for key, kind in (("image", "images"), ("truth", "images"), ("data", "data")):
+            if request.get(key):
+                add_recent(str(request[key]), kind)
+                changed = True
+        if changed:
+            self.update_recent_menu()
 
     # ---- export ---------------------------------------------------------------------------
     def export_target(self) -> Any:
@@ -217,6 +251,40 @@ class FilesMixin:
             return
         remember_dir("export", dialog.folder.text())
         self.export_result(result, dialog.paths())
+
+    def load_run_parameters(self, run: Any) -> None:
+        """Put a finished run's parameters on screen ("load these parameters")."""
+        if self.controller.running:
+            self.statusBar().showMessage("Stop the running inversion first", 4000)
+            return
+        old = dict(self._request)
+        self.set_request(dict(run.request))
+        self._pending_old = old
+        self._apply_change()
+        self.statusBar().showMessage(f"Parameters of run #{run.run_id} loaded", 4000)
+
+    def export_runs_table(self, path: str | None = None) -> bool:
+        """The runs table as CSV (asks for a file unless ``path``; asks before replacing)."""
+        if path is None:
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(
+                self, "Export the runs table", str(Path(last_dir("export")) / "runs.csv"),
+                "CSV (*.csv)")
+            if not path:
+                return False
+            confirmed = True  # the file dialog asked about replacing
+        else:
+            confirmed = not Path(path).exists()
+        if not confirmed and not confirm_overwrite(self, [path]):
+            return False
+        try:
+            atomic_write_text(Path(path), self.run_table.table_csv())
+        except OSError as exc:
+            show_error(self, "Could not export the table", f"{path}: {exc}",
+                       fix="Choose a folder you can write to.")
+            return False
+        remember_dir("export", path)
+        self.statusBar().showMessage(f"Runs table saved to {path}", 4000)
+        return True
 
     def export_result(self, result: Any, paths: dict[str, Path]) -> list[Path]:
         """Write ``paths``; asks once before replacing existing files, else writes nothing."""

@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from lbi_gui.dialogs.messages import show_error
-from lbi_gui.params import METHODS
+from lbi_gui.dialogs.messages import confirm, show_error
+from lbi_gui.params import EXPERIMENTAL_METHODS, METHOD_LABELS, METHODS, STALE_KEYS, describe_change
 from lbi_gui.runs import RunResult
+from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
 CURVES_INTERVAL = 0.25
@@ -19,7 +20,7 @@ IMAGES_INTERVAL = 0.1
 #: At most this many auxiliary-variable views are built ahead of a run.
 AUX_RESERVE_MAX = 8
 
-STATE_TEXT = {"booting": "Loading the engine…", "idle": "Ready", "preparing": "Preparing…",
+STATE_TEXT = {"booting": "Starting engine…", "idle": "Ready", "preparing": "Preparing…",
               "running": "Running", "paused": "Paused"}
 
 
@@ -28,11 +29,19 @@ class RunMixin:
 
     # ---- commands -------------------------------------------------------------------------
     def run(self) -> None:
-        """Start a fresh run with the current parameters (Ctrl+R)."""
+        """Start a fresh run with the current parameters (Ctrl+R); a run in progress is
+        discarded only when the user says so."""
         self.flush_changes()
+        if self.controller.running and not confirm(
+                self, "Discard the running inversion?",
+                "A run is in progress. Start a new run and discard this one?\n\n"
+                "(Finish now keeps the current iterate as a result instead.)",
+                yes="Discard and run"):
+            return
         if self.controller.engine_info is None:
-            self._autorun = True  # run as soon as the engine and problem are ready
-            self.statusBar().showMessage("Will run once the engine has loaded…", 3000)
+            # Queued: the run begins by itself once the engine has loaded and prepared.
+            self._autorun = True
+            self._update_actions()
             return
         self._fresh_run = True  # old curves stay until the new run reports (it may fail)
         self.shown_result = None
@@ -70,7 +79,8 @@ class RunMixin:
             return
         self._fresh_run = True
         # auto repeats another method, pdhg is an alias of one-layer
-        methods = [m for m, _label in METHODS if m not in ("auto", "pdhg")]
+        methods = [m for m, _label in METHODS
+                   if m not in EXPERIMENTAL_METHODS and m not in ("auto", "pdhg")]
         if self.info is not None and len(self.info.layers) > 1:
             methods.remove("one-layer")  # inverts one layer; the others cover deep networks
         self.controller.run_all(self.current_request(), methods)
@@ -81,6 +91,7 @@ class RunMixin:
         if getattr(self, "_fresh_run", False):
             self._fresh_run = False
             self.curves.clear()
+            self.set_stale(None)
         curves = self.controller.curves
         psnr = None
         if len(curves):
@@ -100,11 +111,9 @@ class RunMixin:
         self._update_status(prog.iteration, prog.stage)
 
     def _expected_end(self) -> int:
-        """The iteration the current run segment stops at if nothing else stops it."""
-        c = self.controller
-        restarts = c.curves.restarts
-        base = restarts[-1][0] if restarts else 0
-        return base + max(1, int((c.run_request or {}).get("max_iter", 1)))
+        """The iteration the run stops at if nothing else stops it (max_iter is the whole
+        run's budget: warm restarts continue it)."""
+        return max(1, int((self.controller.run_request or {}).get("max_iter", 1)))
 
     def _update_status(self, iteration: int, stage: str = "") -> None:
         c = self.controller
@@ -112,12 +121,9 @@ class RunMixin:
         self.status_speed.setText(f"{c.iterations_per_second:,.0f} it/s")
         elapsed = c.curves.arrays()["elapsed"][-1] if len(c.curves) else 0.0
         self.status_time.setText(f"{elapsed:.1f} s")
-        req = c.run_request or {}
-        restarts = c.curves.restarts
-        base = restarts[-1][0] if restarts else 0
-        max_iter = max(1, int(req.get("max_iter", 1)))
+        max_iter = self._expected_end()
         self.progress.setMaximum(max_iter)
-        self.progress.setValue(min(max_iter, iteration - base))
+        self.progress.setValue(min(max_iter, iteration))
 
     def _on_restart_marked(self, iteration: int, what: str) -> None:
         self.curves.mark_restart(iteration, what)
@@ -145,6 +151,8 @@ class RunMixin:
         if result.user_action != "stop":
             self.run_table.add(result)
             self.shown_result = result
+        self.set_stale(None)
+        self.refresh_stale()
         self._update_actions()
 
     def _on_run_failed(self, err: Any) -> None:
@@ -154,7 +162,23 @@ class RunMixin:
                    fix=None if err.is_user_error else
                    "Try the safe step sizes, a smaller α or another method.")
 
+    def _on_queue_progress(self, number: int, total: int, method: str) -> None:
+        """Run all: which method of how many is running now."""
+        self.queue_text = f"Run all {number}/{total}: {METHOD_LABELS.get(method, method)}"
+        self.run_table.run_all.setText(CANCEL_TEXT)
+        self._update_actions()
+
+    def run_all_or_cancel(self) -> None:
+        """The runs table's button: Run all, or Cancel while a Run all is going."""
+        if self.controller.queue_active:
+            self.controller.cancel_queue()
+            self.statusBar().showMessage("Run all cancelled", 4000)
+        else:
+            self.run_all_methods()
+
     def _on_queue_done(self, errors: list[Any]) -> None:
+        self.queue_text = ""
+        self.run_table.run_all.setText(RUN_ALL_TEXT)
         self._update_actions()
         if errors:
             lines = "\n".join(f"• {e.request.get('method') if e.request else '?'}: {e.message}"
@@ -169,10 +193,19 @@ class RunMixin:
         if self.controller.running:
             return
         self.shown_result = result
+        current = self.info.request if self.info is not None else {}
+        own_problem = not self._problem_keys_differ(current, result.request)
+        if result.truth is not None or not own_problem:
+            # The run's own ground truth (None: unknown), never the current network's.
+            self.image_grid.set_truth(result.truth)
+            if not own_problem:
+                self.image_grid.set_decoder(None)
         self.image_grid.set_iterate(result.x_display, result.iterations,
                                     _num(result.metrics.get("psnr")))
         self.curves.set_run(result.curves)
         self.status_reason.setText(f"run #{result.run_id}: {result.stop_reason}")
+        self.set_stale(None)
+        self.refresh_stale()
 
     # ---- problem display ------------------------------------------------------------------
     def _on_prepared(self, info: Any, from_run: bool) -> None:
@@ -180,6 +213,7 @@ class RunMixin:
         changed_problem = self.info is None or not from_run and self._problem_differs(info)
         self.info = info
         self.good_request = dict(info.request) if info.request else self.current_request()
+        self.remember_opened(self.good_request)
         self.network_panel.clear_problem()
         self.network_panel.show_network(info.network_name, info.layers, info.card,
                                         info.input_shape, info.output_shape)
@@ -189,6 +223,7 @@ class RunMixin:
         self.reg_panel.set_delta(info.delta)
         self.reg_panel.set_layer_count(max(0, len(info.layers) - 1))
         self.solver_panel.set_layer_count(len(info.layers))
+        self._drop_disabled_method(len(info.layers))
         # Views for the auxiliary variables x_1 … x_{L−1} are built now, not at the run's
         # first update (that stalled the event loop for ~70 ms as the run started).
         self.aux_strip.reserve(min(AUX_RESERVE_MAX, max(0, len(info.layers) - 1)))
@@ -209,6 +244,41 @@ class RunMixin:
             self.run()
         self._update_actions()
 
+    def _drop_disabled_method(self, n_layers: int) -> None:
+        """A method the new network cannot use (PDHG on a multi-layer network) falls back to
+        joint, with a note, instead of failing at the next Run."""
+        if n_layers > 1 and self.solver_panel.values()["method"] == "pdhg":
+            self.solver_panel.set_values({"method": "joint"})
+            self.reg_panel.set_method("joint")
+            self._request = self.current_request()
+            self.statusBar().showMessage(
+                f"PDHG inverts a single layer; this network has {n_layers}: method set to "
+                "joint", 8000)
+
+    # ---- stale results ----------------------------------------------------------------------
+    def refresh_stale(self) -> None:
+        """Mark the result on screen stale when the parameters on screen are not its own."""
+        shown = self.shown_result
+        if shown is None or self.controller.running:
+            return
+        change = describe_change(shown.request, self.current_request(), STALE_KEYS)
+        self.set_stale(change or None, shown.run_id)
+
+    def set_stale(self, change: str | None, run_id: int | None = None) -> None:
+        """Dim the iterate, error and curves and say why (``change``), or undo that (None)."""
+        self.image_grid.set_stale(change is not None)
+        self.curves.set_stale(None if change is None else
+                              f"Curves of run #{run_id}; parameters changed since: {change}. "
+                              "Run to update.")
+        if change is not None:
+            self.status_reason.setText(f"stale: {change}")
+
+    @staticmethod
+    def _problem_keys_differ(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        keys = ("network", "dataset", "split", "index", "image", "data", "truth",
+                "noise_std", "seed")
+        return any(a.get(k) != b.get(k) for k in keys)
+
     def _problem_differs(self, info: Any) -> bool:
         old = self.info.request if self.info is not None else {}
         keys = ("network", "dataset", "split", "index", "image", "data", "truth")
@@ -218,14 +288,20 @@ class RunMixin:
         c = self.controller
         ready = c.engine_info is not None and self.info is not None
         a = self.actions_
-        a.run.setEnabled(ready)
+        # Run is enabled while the engine starts: a run asked for then is queued.
+        a.run.setEnabled(not getattr(self, "_boot_failed", False))
         a.run_all.setEnabled(ready and not c.running)
         a.pause.setEnabled(c.running)
         a.pause.setText("Resume" if c.paused else "Pause")
         a.stop.setEnabled(c.running)
         a.finish.setEnabled(c.running)
         a.export.setEnabled(bool(self.run_table.runs) or self.shown_result is not None)
-        self.status_state.setText(STATE_TEXT.get(c.state, c.state))
+        text = STATE_TEXT.get(c.state, c.state)
+        if c.queue_active and getattr(self, "queue_text", ""):
+            text = f"{text} — {self.queue_text}"
+        if c.state == "booting" and self._autorun:
+            text = "Starting engine… (the run begins by itself)"
+        self.status_state.setText(text)
 
 
 def _num(v: Any) -> float | None:

@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                      for r in win.run_table.runs)
     print(f"wrote {out} ({width}x{height}); runs: {runs}; decoder "
           f"{win.info.decoder_psnr:.2f} dB")
+    win.confirm_quit = False  # the screenshot's runs are not the user's
     win.close()
     return 0
 

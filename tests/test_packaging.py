@@ -13,7 +13,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -22,11 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 ICONS = ROOT / "resources" / "icons"
 DESKTOP = ROOT / "packaging" / "lbi.desktop"
 CI_RUN = ROOT / ".ci" / "run"
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: tomli is the same parser, shipped separately.
-    tomllib = pytest.importorskip("tomli")
 
 
 def _pyproject() -> dict:

@@ -1,4 +1,4 @@
-"""The ``lbi`` command: invert, sweep, reproduce, train, list.
+"""The ``lbi`` command: invert, sweep, reproduce, train, list, convert, feature-prior.
 
 A thin layer: argument parsing, progress bars and calls into the engine (``lbi_engine.api``,
 ``lbi_engine.experiments``, ``lbi_engine.training``, ``lbi_engine.zoo``). Subcommand modules
@@ -9,7 +9,8 @@ are imported when the parser is built, but torch is only imported when a command
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from lbi_engine.cli import _common as c
 
@@ -37,6 +38,8 @@ single runs and parameter studies:
   lbi invert --network mnist-cnn-ae --sample 0 --out run1
   lbi sweep --network mnist-cnn-ae --alphas log:1e-4:1e-2:5 --noise-stds 0,0.1 --out sweep1
   lbi train mnist-cnn-ae --out mymodels      retrain a zoo network (how the zoo was made)
+  lbi convert my_encoder.onnx --out mymodels  your own network (ONNX, .pt2, ...) -> zoo format
+  lbi feature-prior NET --samples x.npy --out P  learned feature prior for layer-wise inversion
 
 every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 """
@@ -44,7 +47,7 @@ every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 
 def build_parser() -> c.Parser:
     from lbi_engine import __version__
-    from lbi_engine.cli import invert, misc, reproduce, sweep
+    from lbi_engine.cli import convert, feature_prior, invert, misc, reproduce, sweep
 
     parser = c.Parser(prog="lbi", description=DESCRIPTION, epilog=EPILOG,
                       formatter_class=c.HelpFormatter)
@@ -56,7 +59,30 @@ def build_parser() -> c.Parser:
     reproduce.add_parser(subparsers)
     misc.add_train_parser(subparsers)
     misc.add_list_parser(subparsers)
+    convert.add_parser(subparsers)
+    feature_prior.add_parser(subparsers)
     return parser
+
+
+@contextmanager
+def _memory_limit(limit: int | None) -> Iterator[None]:
+    """--memory-limit for this command only (the engine reads LBI_MEMORY_LIMIT)."""
+    import os
+
+    from lbi_engine.limits import ENV_VAR
+
+    if limit is None:
+        yield
+        return
+    before = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = str(limit)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = before
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not hasattr(args, "handler"):
             parser.print_help()
             return c.EXIT_BAD_INPUT
-        return int(args.handler(args) or 0)
+        with _memory_limit(getattr(args, "memory_limit", None)):
+            return int(args.handler(args) or 0)
     except c.UsageError as exc:
         print(f"{exc.prog}: error: {c.one_line(str(exc))}", file=sys.stderr)
         return c.EXIT_BAD_INPUT

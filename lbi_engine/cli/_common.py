@@ -25,6 +25,8 @@ EXIT_INTERRUPTED = 130
 METHOD_NAMES = ("auto", "one-layer", "pdhg", "joint", "layerwise", "landweber", "backprop")
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
                      "none")
+#: Most values a list argument may expand to (log:1e-4:1:10000000 is a typo, not a grid).
+MAX_LIST = 10_000
 STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
 TOL_MODES = ("objective", "relative", "absolute")
 TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "
@@ -133,7 +135,10 @@ def nonnegative_int(text: str) -> int:
 
 def shape(text: str) -> tuple[int, ...]:
     """"1,28,28" or "784" (also "1x28x28") -> a tuple of positive ints."""
-    parts = [p for p in text.replace("x", ",").replace(" ", "").split(",") if p]
+    parts = text.replace("x", ",").replace(" ", "").split(",")
+    if any(not p for p in parts):  # "1,,28,28" or "1,28," is a typo, not a shape
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has an empty dimension; write the shape as C,H,W (e.g. 1,28,28)")
     try:
         dims = tuple(int(p) for p in parts)
     except ValueError:
@@ -143,6 +148,22 @@ def shape(text: str) -> tuple[int, ...]:
     if not dims or any(d < 1 for d in dims):
         raise argparse.ArgumentTypeError(f"{text!r}: every dimension must be an integer >= 1")
     return dims
+
+
+def memory_size(text: str) -> int:
+    """"8G", "512M", "2000000000" -> bytes (see lbi_engine.limits.parse_size)."""
+    from lbi_engine.limits import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_memory_limit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--memory-limit", type=memory_size, metavar="SIZE",
+                        help="refuse inputs whose estimated memory exceeds SIZE, e.g. 8G "
+                             "(default: $LBI_MEMORY_LIMIT, else 80%% of the available memory)")
 
 
 def float_list(text: str) -> list[float]:
@@ -156,6 +177,8 @@ def float_list(text: str) -> list[float]:
             )
         start, stop = _float(rest[0]), _float(rest[1])
         count = positive_int(rest[2])
+        if count > MAX_LIST:
+            raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_LIST:,} grid values")
         if kind == "log" and (start <= 0 or stop <= 0):
             raise argparse.ArgumentTypeError(f"{text!r}: a log grid needs START, STOP > 0")
         if count == 1:
@@ -182,6 +205,8 @@ def int_list(text: str) -> list[int]:
             lo, hi = nonnegative_int(lo_text), nonnegative_int(hi_text)
             if hi < lo:
                 raise argparse.ArgumentTypeError(f"{part!r}: a range is LOW-HIGH with LOW <= HIGH")
+            if hi - lo >= MAX_LIST or len(values) + hi - lo >= MAX_LIST:
+                raise argparse.ArgumentTypeError(f"{part!r}: at most {MAX_LIST:,} indices")
             values.extend(range(lo, hi + 1))
         else:
             values.append(nonnegative_int(part))

@@ -15,6 +15,10 @@ from typing import Any
 
 from lbi_engine.cli import _common as c
 
+#: Warnings meant for developers (a library's deprecation notices), not for the person running
+#: `lbi`: they are dropped from the messages shown and stored (the GUI does the same).
+DEV_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning)
+
 DESCRIPTION = """\
 Invert a pre-trained network: find the input x whose output matches a measured code y^delta,
 by minimising  sum_l B_Psi_l(x_l, W_l x_(l-1) + b_l) + alpha R(x)  (the lifted Bregman
@@ -45,8 +49,8 @@ examples:
   lbi invert --network circle-perceptron --dataset cartoon --split disc --sample 0 \\
              --noise-std 0.005 --alpha 1.5e-2 --method pdhg --steps paper --tol-mode absolute \\
              --max-iter 10000 --out runs/circle
-  # your own network (TorchScript) and a measured code
-  lbi invert --network model.ts --input-shape 1,28,28 --data code.npy --alpha 1e-2 --out runs/mine
+  # your own network (torch.onnx.export or torch.export.save) and a measured code
+  lbi invert --network model.onnx --data code.npy --alpha 1e-2 --out runs/mine
   # repeat a run exactly (same numbers), or with one parameter changed
   lbi invert --record runs/cnn3/result.json --out runs/cnn3-again
   lbi invert --record runs/cnn3/result.json --alpha 3e-3 --out runs/cnn3-alpha3e-3
@@ -77,6 +81,7 @@ _FIELDS = {
     "report_every": "report_every",
     "threads": "threads",
     "layer_alphas": "layer_alphas",
+    "feature_prior": "feature_prior",
 }
 _SOURCES = ("image", "truth", "data")
 
@@ -91,14 +96,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     net = p.add_argument_group("network")
     net.add_argument("--network", metavar="NAME|PATH",
-                     help="a zoo name (see `lbi list`) or a model file: .safetensors/.pt + card "
-                          "JSON, TorchScript, ONNX, or a card JSON (required unless --record)")
+                     help="a zoo name (see `lbi list`) or a model file: ONNX, .pt2 "
+                          "(torch.export), .safetensors/.pt + card JSON, or a card JSON "
+                          "(required unless --record); `lbi convert` turns others into a card")
     net.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                      help="the input shape without batch, only when the file does not record it "
                           "(TorchScript, ONNX)")
-    net.add_argument("--allow-pickle", action="store_true", default=None,
-                     help="allow a whole pickled nn.Module (torch.save(model)); unpickling runs "
-                          "code from the file, so only use files you trust")
+    net.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
+                     default=None,
+                     help="consent, for this run, to open a model format whose loading runs "
+                          "code from the file: TorchScript, a whole pickled nn.Module "
+                          "(torch.save(model)). Only for files you trust; a --record never "
+                          "gives this consent")
     src = p.add_argument_group("data (exactly one source; optional with --record)")
     one = src.add_mutually_exclusive_group()
     one.add_argument("--sample", type=c.nonnegative_int, metavar="INDEX",
@@ -155,9 +164,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "tau_z = 1/(8 alpha)) " + c.request_default("steps"))
     prob.add_argument("--layer-alphas", type=c.float_list, metavar="A1,A2,..",
                       help="per-layer weights of the auxiliary priors (layerwise method)")
+    prob.add_argument("--feature-prior", metavar="BASE",
+                      help="learned feature prior for the layerwise method (BASE.safetensors + "
+                           "BASE.json from `lbi feature-prior`; default for zoo networks: the "
+                           "one shipped beside the weights)")
     prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
                       help="a solver option, repeatable: n_inner, eta, step_scale, optimizer, lr, "
-                           "tv_smoothing, layer_tikhonov, inner_max_iter")
+                           "tv_smoothing, layer_tikhonov, inner_max_iter, input_alpha "
+                           "(layerwise: discrepancy or given)")
     stop = p.add_argument_group("stopping")
     stop.add_argument("--max-iter", type=c.positive_int, metavar="N",
                       help="iteration cap " + c.request_default("max_iter"))
@@ -186,6 +200,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true",
                      help="replace files of an earlier run in DIR (refused otherwise)")
     run.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    c.add_memory_limit(p)
     p.set_defaults(handler=run_invert)
     return p
 
@@ -203,7 +218,7 @@ def load_record(path: str) -> tuple[dict[str, Any], Path]:
         raise DataFileError(f"--record {path}: no such file; give a result.json or run.json")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise DataFileError(f"--record {path}: not readable JSON ({exc}); give a result.json "
                             "written by `lbi invert` or a run.json saved by the GUI") from exc
     if isinstance(data, dict) and isinstance(data.get("request"), dict):
@@ -211,7 +226,12 @@ def load_record(path: str) -> tuple[dict[str, Any], Path]:
     if not isinstance(data, dict) or data.get("kind", "lbi-run-record") != "lbi-run-record":
         raise FormatVersionError(f"--record {path}: not an lbi run record (no 'request' and "
                                  "kind != 'lbi-run-record')")
-    return dict(data), file.resolve().parent
+    from lbi_engine.request import strip_file_consent
+
+    clean, warning = strip_file_consent(dict(data), f"--record {path}")
+    if warning:
+        c.warn(warning)
+    return clean, file.resolve().parent
 
 
 def _resolve_path(value: str | None, record_dir: Path | None) -> str | None:
@@ -245,7 +265,7 @@ def build_request(args: argparse.Namespace) -> Any:
         value = getattr(args, flag)
         if value is not None:
             data[name] = list(value) if isinstance(value, tuple) else value
-    if args.allow_pickle:
+    if args.allow_code:  # the person's consent, from this command line only
         data["allow_pickle"] = True
     if args.resize:
         data["resize"] = True
@@ -258,6 +278,11 @@ def build_request(args: argparse.Namespace) -> Any:
             data["index"] = args.sample
     for name in ("network", *_SOURCES):
         data[name] = _resolve_path(data.get(name), record_dir)
+    if data.get("feature_prior"):  # a BASE name: resolved through its card
+        from lbi_engine.feature_prior import prior_paths
+
+        card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
+        data["feature_prior"] = card
     return InversionRequest.from_dict(data)
 
 
@@ -275,17 +300,24 @@ def _light(record: Any) -> dict[str, Any]:
 
 
 def run_invert(args: argparse.Namespace) -> int:
+    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
+
+    # Refuse before the (possibly long) run, not after it: a path that cannot be written,
+    # a folder another run is writing to, results that would be replaced without --overwrite.
+    out = prepare_output_folder(args.out)
+    request = build_request(args)
+    with output_folder_lock(out):
+        return _run_locked(args, request, out)
+
+
+def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     from lbi_engine import api, exports
 
-    request = build_request(args)
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise c.UsageError(f"--out {args.out} is a file; give a folder", "lbi invert")
-    # Refuse before the (possibly long) run, not after it.
     exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
-    if request.allow_pickle:
-        c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded; "
-               "use it only for files you trust")
+    if request.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it "
+               "(TorchScript, pickle), which can do anything you can; use it only for files "
+               "you trust")
     from lbi_engine.experiments.batch import torch_threads
 
     messages: list[str] = []
@@ -303,7 +335,7 @@ def run_invert(args: argparse.Namespace) -> int:
                 bar.set_postfix(objective=f"{float(record.objective[0]):.5g}", refresh=False)
                 records.append(_light(record))
                 final = record
-    messages.extend(str(w.message) for w in caught)
+    messages.extend(str(w.message) for w in caught if not issubclass(w.category, DEV_WARNINGS))
     assert final is not None and final.final
     if final.extras.get("warning"):
         messages.append(str(final.extras["warning"]))
@@ -326,6 +358,10 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    if m.get("alpha_rule"):
+        print(f"  alpha: {m['alpha_rule']}")
+    for stage in m.get("stages") or []:
+        print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
           f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
           f"delta^2 {c.fmt(m['delta_squared'])}")

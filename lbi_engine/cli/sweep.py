@@ -48,8 +48,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="zoo name or model file (as for lbi invert)")
     p.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                    help="input shape when the model file does not record it")
-    p.add_argument("--allow-pickle", action="store_true",
-                   help="allow a pickled nn.Module file (runs code from the file)")
+    p.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
+                   help="consent, for this run, to open a model format whose loading runs code "
+                        "from the file (TorchScript, a pickled nn.Module); trusted files only")
     p.add_argument("--alphas", type=_alphas, required=True, metavar="LIST",
                    help="regularisation weights, e.g. 1e-3,1e-2 or log:1e-4:1e-2:5")
     p.add_argument("--noise-stds", type=c.float_list, default=[0.05], metavar="LIST",
@@ -78,8 +79,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (resumed if it "
                    "holds a results.csv)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    c.add_memory_limit(p)
     p.set_defaults(handler=run)
     return p
+
+
+#: Most inversions one sweep may ask for (cells x samples): more is a typo in a grid.
+MAX_SOLVES = 100_000
 
 
 def _alphas(text: str) -> list[float | str]:
@@ -103,25 +109,34 @@ def _methods(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from lbi_engine.experiments.batch import torch_threads
     from lbi_engine.experiments.sweep import SweepSpec, run_sweep
+    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
 
+    out = prepare_output_folder(args.out)
+    cells = len(args.alphas) * len(args.noise_stds) * len(args.methods)
+    if cells * len(args.samples) > MAX_SOLVES:  # refused before any list of cells exists
+        raise c.UsageError(
+            f"the grid has {cells:,} cells x {len(args.samples):,} samples = "
+            f"{cells * len(args.samples):,} inversions, more than {MAX_SOLVES:,}; give fewer "
+            "alphas, noise stds, methods or samples", "lbi sweep")
     spec = SweepSpec(
         network=args.network, alphas=tuple(args.alphas), noise_stds=tuple(args.noise_stds),
         methods=tuple(args.methods), indices=tuple(args.samples), dataset=args.dataset,
         split=args.split, seed=args.seed, regulariser=args.regulariser, steps=args.steps,
         max_iter=args.max_iter, tol=args.tol, tol_mode=args.tol_mode,
         input_shape=args.input_shape, device=args.device, dtype=args.dtype,
-        allow_pickle=args.allow_pickle, threads=args.threads,
+        allow_pickle=args.allow_code, threads=args.threads,
     )
-    if args.allow_pickle:
-        c.warn("--allow-pickle: a pickled model file can run arbitrary code when loaded")
+    if args.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it "
+               "(TorchScript, pickle); use it only for files you trust")
     total = len(spec.cells())
     with c.progress_bar(total, "sweep", unit="cell") as bar:
         def progress(done: int, _total: int, text: str) -> None:
             c.advance_to(bar, done)
             bar.set_postfix_str(text, refresh=True)
 
-        with torch_threads(args.threads):
-            result = run_sweep(spec, args.out, progress)
+        with torch_threads(args.threads), output_folder_lock(out):
+            result = run_sweep(spec, out, progress)
     if not args.quiet:
         print(f"sweep: {total} cell(s) x {len(spec.indices)} sample(s): ran {result.ran}, "
               f"skipped {result.skipped} already in {result.csv_path}")

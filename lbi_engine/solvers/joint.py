@@ -1,7 +1,10 @@
-"""Joint multi-layer inversion by coordinate descent (paper eqs. 13–15; MATH.md §5.3–5.4).
+"""Joint multi-layer inversion of the lifted objective (paper eqs. 13–15; MATH.md §5.3–5.4).
 
-Each sweep: ``n_inner`` PDHG steps on x_0 against x_1, then one proximal-gradient step on
-each auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l+1}).
+Default (``steps="auto"``/``"accelerated"``, TV without box, ``n_inner=1``): an accelerated
+proximal gradient step on all blocks at once (``_joint_accel.py``), 5-10x fewer steps than
+the paper's sweeps at the same cost per step. Otherwise the paper's coordinate descent: each
+sweep ``n_inner`` PDHG steps on x_0 against x_1, then one proximal-gradient step on each
+auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l+1}).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from lbi_engine.solvers import _joint_accel as _accel
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
 from lbi_engine.solvers.options import SolverOptions
@@ -63,6 +67,13 @@ def run_joint(
         x0 = init.get("x", problem.zeros_input())
         aux = list(init["aux"]) if init.get("aux") else problem.forward_aux(x0)
         aux = [layers[i].activation.project(a) for i, a in enumerate(aux)]
+    if _accel.supported(problem, options):
+        if "x" not in init:  # a cheap start: the scaled back-projection of the code
+            with torch.no_grad():
+                x0 = _accel.backprojection_start(problem)
+                aux = problem.forward_aux(x0)
+        yield from _run_accelerated(problem, monitor, x0, aux, init, options)
+        return
     block = PrimalDualBlock(layers[0], problem, options, x0, init.get("dual"),
                             fixed_data=depth == 1)
     factor = PAPER_PRIMAL if options.steps == "paper" else AUX_SAFE
@@ -112,6 +123,35 @@ def run_joint(
             aux = new_aux
             monitor.iteration += 1
             monitor.converged(dx, dz)
+            if monitor.running and monitor.due():
+                yield record()
+    monitor.watch.pause()
+    yield record(final=True)
+
+
+def _run_accelerated(problem: object, monitor: RunMonitor, x0: Tensor, aux: list[Tensor],
+                     init: dict, options: SolverOptions) -> Iterator[IterateRecord]:
+    state = _accel.JointFista(problem, [x0, *aux], init.get("dual"), options.step_scale,
+                              init.get("x_prev"), init.get("momentum"))
+    monitor.extras.update(steps="accelerated", tau_x=state.taus[0], tau_aux=state.taus[1:])
+
+    def record(final: bool = False) -> IterateRecord:
+        monitor.extras["dual"] = state.dual
+        monitor.extras["restarts"] = state.restarts
+        monitor.extras["x_prev"], monitor.extras["momentum"] = state.momentum_state
+        return monitor.record(state.xs[0], state.xs[1:], final=final)
+
+    yield record()
+    monitor.watch.start()
+    with torch.no_grad():
+        while monitor.before_iteration():
+            new, change = state.step(), None
+            for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
+                new[i], moved = monitor.accept(candidate, old)
+                change = moved if change is None else torch.maximum(change, moved)
+            state.accept(new)
+            monitor.iteration += 1
+            monitor.converged(change)
             if monitor.running and monitor.due():
                 yield record()
     monitor.watch.pause()

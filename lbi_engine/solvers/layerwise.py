@@ -1,52 +1,59 @@
-"""Sequential layer-wise inversion (the paper's remark; MATH.md §5.5).
+"""Sequential layer-wise inversion (the paper's remark; MATH.md §5.5; docs/LAYERWISE.md).
 
-Stage l = L .. 2 solves  x_{l-1} = argmin_x B_{Psi_l}(x_l, W_l x + b_l) + a_{l-1} Psi_{l-1}(x)
-(+ beta/2 ||x||^2) by FISTA, using the previous stage's estimate as data (x_L = y_delta);
-the last stage solves the input problem with the user's regulariser by PDHG. Iteration
-numbers continue across stages; each record names its stage.
+Stage l = L .. 2 estimates the auxiliary variable x_{l-1} from the previous stage's estimate
+x_l (x_L = y_delta), keeping the lifted Bregman loss and a learned Gaussian feature prior:
+
+    x_{l-1} = argmin_h B_{Psi_l}(x_l, W_l h + b_l) + w_{l-1} R_{l-1}(h) + iota_{dom Psi_{l-1}}(h),
+    R(h) = 1/2 (h - mu)^T Sigma^{-1} (h - mu),  w = sigma^2 (or layer_alphas when given),
+
+solved by FISTA (``_feature_stage.py``). The last stage solves the input problem
+B_{Psi_1}(x_1, W_1 x + b_1) + alpha R(x) with the user's regulariser (``pdhg``'s block), alpha
+from the discrepancy principle on the measured code (``_stage_alpha.py``) unless
+``input_alpha="given"``. Without feature priors a network with hidden layers is refused
+before anything runs: the stages are then under-determined and return noise (FINDINGS §1).
+
+The stages share the run's iteration budget: each gets the budget left divided by the stages
+left (``inner_max_iter`` caps the intermediate ones instead). Iteration numbers continue
+across stages; every record names its stage, and ``extras["stages"]`` lists each finished
+stage's iterations, weight and stop reasons.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 
+from lbi_engine.errors import InputError
+from lbi_engine.solvers._feature_stage import RELATIVE_FLOOR, GaussianStage, stage_weights
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import (
-    CancelToken,
-    IterateRecord,
-    StopReason,
-    StopRule,
-    relative_change,
-)
+from lbi_engine.solvers._stage_alpha import search_alpha
+from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
 from lbi_engine.solvers.options import SolverOptions
-from lbi_engine.solvers.pdhg import PrimalDualBlock
+from lbi_engine.solvers.pdhg import make_block
+
+NO_PRIOR = (
+    "layer-wise inversion of {name!r} needs a learned prior on its {n} intermediate feature "
+    "variable(s): with only the activations' domains as prior the stages are under-determined "
+    "and the result is noise. Fit one from clean sample inputs with `lbi feature-prior "
+    "NETWORK --samples FILE.npy --out PRIOR` and pass it (--feature-prior PRIOR), or use "
+    "method 'joint'."
+)
 
 
-def _stage_prox(activation: object, v: Tensor, tau: float, weight: float, beta: float) -> Tensor:
-    """prox of tau (weight Psi + beta/2 ||.||^2).
-
-    Equals prox_{tau weight / (1 + tau beta) Psi}(v / (1 + tau beta)).
-    """
-    shrink = 1.0 + tau * beta
-    t = tau * weight / shrink
-    scaled = v / shrink
-    if t <= 0:
-        return activation.project(scaled)
-    return activation.prox(scaled, t)
-
-
-def _stage_objective(
-    layer: object, prior: object, x: Tensor, data: Tensor, weight: float, beta: float
-) -> Tensor:
-    value = layer.activation.bregman(data, layer.affine.apply(x))
-    if weight > 0:
-        value = value + weight * prior.psi(x)
-    if beta > 0:
-        value = value + 0.5 * beta * x.reshape(x.shape[0], -1).pow(2).sum(dim=1)
-    return value
+def check_ready(problem: object) -> None:
+    """Raises InputError (before anything runs) when layer-wise cannot give a sound result."""
+    if problem.depth == 1:
+        return
+    priors = getattr(problem, "feature_priors", None)
+    if priors is None:
+        raise InputError(NO_PRIOR.format(name=getattr(problem.network, "name", "network"),
+                                         n=problem.depth - 1))
+    priors.check_network(problem.network)
+    stage_weights(problem)  # raises when neither a noise level nor layer_alphas is known
 
 
 def run_layerwise(
@@ -57,74 +64,93 @@ def run_layerwise(
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:
+    check_ready(problem)
     layers = problem.network.layers
     depth = len(layers)
     init = init or {}
-    monitor = RunMonitor(
-        problem,
-        "layerwise",
-        stop,
-        cancel,
-        report_every,
-        start_iteration=int(init.get("iteration", 0)),
-    )
-    # The stages share the run's iteration budget, so a run never exceeds max_iter in total
-    # (unless inner_max_iter sets each stage's cap explicitly).
-    per_stage = options.inner_max_iter or max(1, -(-stop.max_iter // problem.depth))
-    stage_stop = StopRule(
-        max_iter=per_stage,
-        tol=stop.tol,
-        tol_mode=stop.tol_mode,
-        residual_tol=stop.residual_tol,
-        time_budget=stop.time_budget,
-        min_iter=stop.min_iter,
-    )
+    weights, weight_rule = stage_weights(problem) if depth > 1 else ([], "")
+    monitor = RunMonitor(problem, "layerwise", stop, cancel, report_every,
+                         start_iteration=int(init.get("iteration", 0)))
+    first_iteration = monitor.iteration
+    stages: list[dict] = []
+    monitor.extras["stages"] = stages
+    if depth > 1:
+        monitor.extras["weight_rule"] = weight_rule
     with torch.no_grad():
         x0 = init.get("x", problem.zeros_input())
-        aux = list(init["aux"]) if init.get("aux") else problem.forward_aux(x0)
+        warm_aux = list(init["aux"]) if init.get("aux") else None
+        aux = warm_aux or problem.forward_aux(x0)
     data = problem.y_delta
-    # Stages for the auxiliary variables, from the output down.
+
+    def stage_cap(left: int, intermediate: bool) -> int:
+        if intermediate and options.inner_max_iter:
+            return int(options.inner_max_iter)
+        remaining = stop.max_iter - (monitor.iteration - first_iteration)
+        return max(0, -(-remaining // left))
+
     for index in range(depth - 1, 0, -1):
-        layer, prior = layers[index], layers[index - 1].activation
-        weight = problem.layer_alpha(index)
-        beta = options.layer_tikhonov
-        tau = options.step_scale / max(float(layer.affine.norm()) ** 2, 1e-30)
-        _start_stage(monitor, f"layer {index + 1}/{depth}", stage_stop)
-        x = aux[index - 1]
-        y, t_prev = x, 1.0
-
-        def stage_record(
-            x: Tensor, ctx: tuple = (index, layer, prior, data, weight, beta)
-        ) -> IterateRecord:
-            return _stage_record(monitor, problem, x0, aux, x, ctx)
-
-        yield stage_record(x)
+        prior = problem.feature_priors.layers[index - 1]
+        below = layers[index - 1].activation
+        name = f"layer {index + 1}/{depth}"
+        _start_stage(monitor, name, _with_cap(stop, stage_cap(index + 1, True)))
+        with torch.no_grad():
+            start = warm_aux[index - 1] if warm_aux else prior.mean_like(aux[index - 1])
+        solver = GaussianStage(layers[index], below, prior, data, weights[index - 1],
+                               options.layer_tikhonov, options.step_scale, start)
+        aux[index - 1] = solver.x
+        reported = monitor.iteration
+        yield _stage_record(monitor, problem, x0, aux, index, solver)
         monitor.watch.start()
         with torch.no_grad():
             while monitor.before_iteration():
-                grad = layer.affine.adjoint(layer.activation.sigma(layer.affine.apply(y)) - data)
-                x_new = _stage_prox(prior, y - tau * grad, tau, weight, beta)
-                (x_new,) = monitor.guard_finite([x_new], [x])
-                x_new = monitor.freeze(x_new, x)
-                t_next = 0.5 * (1.0 + (1.0 + 4.0 * t_prev * t_prev) ** 0.5)
-                y = x_new + ((t_prev - 1.0) / t_next) * (x_new - x)
-                t_prev = t_next
-                dx = relative_change(x_new, x, stop.tol_mode)
-                x = x_new
+                x_new = solver.step()
+                x_new, change = monitor.accept(x_new, solver.x)
+                solver.accept(x_new)
                 monitor.iteration += 1
-                monitor.converged(dx)
+                monitor.converged(change)
                 if monitor.running and monitor.due():
-                    yield stage_record(x)
+                    aux[index - 1] = solver.x
+                    reported = monitor.iteration
+                    yield _stage_record(monitor, problem, x0, aux, index, solver)
         monitor.watch.pause()
-        aux[index - 1] = x
-        data = x
+        aux[index - 1] = data = solver.x
+        stages.append(_stage_summary(monitor, name, solver.weight, restarts=solver.restarts))
         if _run_stopped(monitor):
-            yield monitor.record(x0, aux, final=True)
+            yield _stage_record(monitor, problem, x0, aux, index, solver, final=True)
             return
+        if reported != monitor.iteration:  # every stage ends with a record of its result
+            yield _stage_record(monitor, problem, x0, aux, index, solver)
+
     # Input stage: the perceptron problem with the user's regulariser.
-    _start_stage(monitor, f"layer 1/{depth}", stage_stop)
-    block = PrimalDualBlock(layers[0], problem, options, x0, init.get("dual"))
-    monitor.extras.update(tau_x=block.tau_x, tau_z=block.tau_z)
+    name = f"layer 1/{depth}"
+    _start_stage(monitor, name, _with_cap(stop, stage_cap(1, False)))
+    alpha, rule, dual = float(problem.alpha), "given", init.get("dual")
+    delta = _delta(problem)
+    if depth > 1 and options.input_alpha == "discrepancy" and delta is not None:
+        monitor.watch.start()
+        time_left = None if stop.time_budget is None else \
+            max(stop.time_budget - monitor.watch.elapsed, 1e-9)
+        found = search_alpha(problem, data, delta, options.eta, options, x0, stop.tol, cancel,
+                             budget=monitor.stop.max_iter, time_budget=time_left)
+        monitor.watch.pause()
+        monitor.iteration += found.iterations
+        x0, dual, alpha = found.x, found.dual, found.alpha
+        rule = f"discrepancy principle (eta {options.eta:g})"
+        monitor.extras["alpha_search"] = [list(t) for t in found.trail]
+        if found.cancelled:
+            monitor.finish(monitor.active.clone(), StopReason.CANCELLED)
+        if found.saturated:
+            rule += "; the code discrepancy saturates above eta delta: alpha within eta of " \
+                    "the smallest discrepancy"
+        if found.exhausted:
+            rule += "; search cut short by the iteration or time budget"
+    elif depth > 1 and options.input_alpha == "discrepancy":
+        rule = "given (no noise level known for the discrepancy principle)"
+    staged = problem if alpha == problem.alpha else dataclasses.replace(problem, alpha=alpha)
+    monitor.problem = staged
+    monitor.extras.update(alpha=alpha, alpha_rule=rule)
+    block = make_block(layers[0], staged, options, x0, dual)
+    monitor.extras.update(tau_x=block.tau_x, tau_z=block.tau_z, steps=block.rule)
 
     def input_record(final: bool = False) -> IterateRecord:
         monitor.extras["dual"] = block.z
@@ -140,27 +166,46 @@ def run_layerwise(
             if monitor.running and monitor.due():
                 yield input_record()
     monitor.watch.pause()
+    stages.append(_stage_summary(monitor, name, alpha))
     yield input_record(final=True)
 
 
-def _stage_record(
-    monitor: RunMonitor, problem: object, x0: Tensor, aux: list[Tensor], x: Tensor, ctx: tuple
-) -> IterateRecord:
+def _delta(problem: object) -> Tensor | None:
+    """Per-sample ||y_delta - y|| for the discrepancy principle, floored as the weights are."""
+    if problem.delta is None:
+        return None
+    batch = problem.batch
+    delta = torch.as_tensor(problem.delta, dtype=problem.dtype, device=problem.device)
+    delta = delta.reshape(-1).expand(batch)
+    m = math.prod(problem.y_delta.shape[1:])
+    rms = problem.y_delta.reshape(batch, -1).pow(2).mean(dim=1).sqrt()
+    return torch.maximum(delta, RELATIVE_FLOOR * rms * math.sqrt(m))
+
+
+def _with_cap(stop: StopRule, cap: int) -> StopRule:
+    """The run's rule with a stage's cap (at least one iteration, so a stage whose budget the
+    earlier stages used up still reports its own stop reason: max_iterations)."""
+    return dataclasses.replace(stop, max_iter=max(int(cap), 1))
+
+
+def _stage_summary(monitor: RunMonitor, name: str, weight: object, restarts: int = 0) -> dict:
+    weight_list = weight.tolist() if isinstance(weight, Tensor) else [float(weight)]
+    return {"stage": name, "iterations": monitor.iteration - monitor.start_iteration,
+            "weight": weight_list, "restarts": restarts,
+            "stop_reasons": [r or StopReason.FINISHED.value for r in monitor.reasons]}
+
+
+def _stage_record(monitor: RunMonitor, problem: object, x0: Tensor, aux: list[Tensor],
+                  index: int, solver: GaussianStage, final: bool = False) -> IterateRecord:
     """A record during an auxiliary stage: the stage's objective, its layer's Bregman term."""
-    index, layer, prior, data, weight, beta = ctx
-    value = _stage_objective(layer, prior, x, data, weight, beta)
-    depth = problem.depth
-    bregman = torch.full((problem.batch, depth), float("nan"), device=x.device, dtype=x.dtype)
-    z = layer.affine.apply(x)
-    bregman[:, index] = layer.activation.bregman(data, z)
-    discrepancy = (layer.activation.sigma(z) - data).reshape(problem.batch, -1).norm(dim=1)
-    parts = {
-        "total": value,
-        "bregman": bregman,
-        "reg": value - bregman[:, index],
-        "discrepancy": discrepancy,
-    }
-    return monitor.record(x0, aux[: index - 1] + [x] + aux[index:], parts=parts)
+    with torch.no_grad():
+        parts = solver.objective(solver.x)
+    bregman = torch.full((problem.batch, problem.depth), float("nan"),
+                         device=x0.device, dtype=x0.dtype)
+    bregman[:, index] = parts["bregman"]
+    parts = {"total": parts["bregman"] + parts["reg"], "bregman": bregman, "reg": parts["reg"],
+             "discrepancy": parts["discrepancy"]}
+    return monitor.record(x0, list(aux), parts=parts, final=final)
 
 
 def _start_stage(monitor: RunMonitor, name: str, stop: StopRule) -> None:
@@ -177,3 +222,6 @@ def _run_stopped(monitor: RunMonitor) -> bool:
     """Cancel, time budget or divergence in a stage ends the whole run."""
     fatal = {StopReason.CANCELLED.value, StopReason.TIME_BUDGET.value, StopReason.DIVERGED.value}
     return any(reason in fatal for reason in monitor.reasons)
+
+
+__all__ = ["check_ready", "run_layerwise"]

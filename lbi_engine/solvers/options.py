@@ -10,6 +10,10 @@ from lbi_engine.errors import InputError
 STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
 
 
+#: Upper bound of n_inner: more PDHG steps per sweep than this is a typo, not a setting.
+MAX_INNER = 10_000
+
+
 @dataclass(frozen=True)
 class SolverOptions:
     """Method options; each method reads the ones it needs and ignores the rest.
@@ -34,11 +38,12 @@ class SolverOptions:
     step_scale: multiplies every primal step (for experiments; > 1 can diverge).
     eta: discrepancy-principle factor for Landweber (stop when ||residual|| <= eta * delta).
     optimizer / lr / tv_smoothing: the backpropagation baseline (Adam or gradient descent).
-    layer_tikhonov: beta/2 ||x_l||^2 added to the layer-wise priors (MATH.md A4). The
-        intermediate stages are under-determined (the CNN's code has 300 values, its last
-        feature map 784): with beta = 0 the paper's CNN inverts to -21 dB PSNR, with the
-        default 0.1 to +7 dB (joint: 24 dB). Layer-wise is the weaker method there.
+    layer_tikhonov: beta/2 ||x_l||^2 added to the layer-wise stages' learned feature priors
+        (default 0: the Gaussian prior already makes every stage well-posed; docs/LAYERWISE.md).
     inner_max_iter: iteration cap of each intermediate stage of the layer-wise method.
+    input_alpha: the layer-wise input stage's alpha: ``"discrepancy"`` (default: the largest
+        alpha whose result reproduces the code to eta times the noise level, when it is
+        known) or ``"given"`` (the run's alpha).
     anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the
         input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
     """
@@ -50,29 +55,54 @@ class SolverOptions:
     optimizer: str = "adam"
     lr: float = 1e-2
     tv_smoothing: float = 1e-3
-    layer_tikhonov: float = 0.1
+    layer_tikhonov: float = 0.0
     inner_max_iter: int | None = None
+    input_alpha: str = "discrepancy"
     anderson: int = 0
 
     def __post_init__(self) -> None:
+        self._check_types()
         if self.steps not in STEP_RULES:
             raise InputError(f"steps={self.steps!r}: choose one of {', '.join(STEP_RULES)}.")
-        if self.n_inner < 1:
-            raise InputError(f"n_inner={self.n_inner}: must be at least 1.")
-        if not (math.isfinite(self.step_scale) and self.step_scale > 0):
-            raise InputError(f"step_scale={self.step_scale}: must be a finite number > 0.")
+        if not 1 <= self.n_inner <= MAX_INNER:
+            raise InputError(f"n_inner={self.n_inner}: must be between 1 and {MAX_INNER:,} "
+                             "(PDHG steps per sweep; 1-10 is typical).")
+        if self.inner_max_iter is not None and not 1 <= self.inner_max_iter <= 10_000_000:
+            raise InputError(f"inner_max_iter={self.inner_max_iter}: must be between 1 and "
+                             "10,000,000 (or left unset: the stages share max_iter).")
+        if not (math.isfinite(self.step_scale) and 0 < self.step_scale <= 1e30):
+            raise InputError(f"step_scale={self.step_scale}: must be a number in (0, 1e30] "
+                             "(1 is the provably convergent step; > 1 can diverge).")
         if not self.eta > 1:
             raise InputError(f"eta={self.eta}: the discrepancy factor must be > 1 (e.g. 1.05).")
         if self.optimizer not in ("adam", "gd"):
             raise InputError(f"optimizer={self.optimizer!r}: use 'adam' or 'gd'.")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise InputError(f"lr={self.lr}: the learning rate must be a finite number > 0.")
-        if not self.tv_smoothing > 0:
+        if not (self.tv_smoothing > 0 and math.isfinite(self.tv_smoothing)):
             raise InputError(f"tv_smoothing={self.tv_smoothing}: must be > 0 (e.g. 1e-3).")
         if not (isinstance(self.anderson, int) and 0 <= self.anderson <= 50):
             raise InputError(f"anderson={self.anderson!r}: give a memory between 0 (off) and 50.")
-        if not self.layer_tikhonov >= 0:
+        if self.input_alpha not in ("discrepancy", "given"):
+            raise InputError(f"input_alpha={self.input_alpha!r}: use 'discrepancy' or 'given'.")
+        if not (self.layer_tikhonov >= 0 and math.isfinite(self.layer_tikhonov)):
             raise InputError(f"layer_tikhonov={self.layer_tikhonov}: must be >= 0.")
+
+    def _check_types(self) -> None:
+        """InputError (not a TypeError deeper down) for a value of the wrong kind, e.g.
+        ``--option n_inner=abc`` or ``n_inner=2.5``."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.name == "inner_max_iter":
+                continue
+            kind = type(f.default) if f.default is not None else int
+            if kind is float:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+            if not ok:
+                raise InputError(f"solver option {f.name}={value!r}: must be {kind.__name__}, "
+                                 f"not {type(value).__name__}.")
 
     def to_dict(self) -> dict:
         return asdict(self)

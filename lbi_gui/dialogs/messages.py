@@ -58,6 +58,22 @@ def confirm(parent: QtWidgets.QWidget | None, title: str, text: str,
     return answer == buttons.Yes
 
 
+def ask_unsaved_runs(parent: QtWidgets.QWidget | None, count: int) -> str:
+    """Quit with runs not in a saved session: "save", "discard" or "cancel"."""
+    buttons = QtWidgets.QMessageBox.StandardButton
+    box = QtWidgets.QMessageBox(parent)
+    box.setIcon(QtWidgets.QMessageBox.Icon.Question)
+    box.setWindowTitle("Unsaved runs")
+    box.setText(f"{count} finished run{'s are' if count != 1 else ' is'} not saved in a "
+                "session.")
+    box.setInformativeText("Save them before quitting?")
+    box.setStandardButtons(buttons.Save | buttons.Discard | buttons.Cancel)
+    box.setDefaultButton(buttons.Save)
+    answer = box.exec()
+    return {buttons.Save: "save", buttons.Discard: "discard"}.get(
+        buttons(answer), "cancel")
+
+
 def confirm_overwrite(parent: QtWidgets.QWidget | None, paths: list[str]) -> bool:
     """Ask before replacing existing files (lists them)."""
     names = "\n".join(f"  • {p}" for p in paths[:12])
@@ -67,14 +83,19 @@ def confirm_overwrite(parent: QtWidgets.QWidget | None, paths: list[str]) -> boo
 
 
 def confirm_pickle(parent: QtWidgets.QWidget | None, path: str, message: str) -> bool:
-    """Explain why a pickled model is dangerous and ask for explicit consent."""
-    text = (f"{path}\n\nThis file is a Python pickle of a whole model. Opening it runs code "
-            "stored inside the file, which can do anything your user account can do "
-            "(read or delete files, install programs).\n\nOnly continue if you made this "
-            "file yourself or fully trust where it came from. Safer formats: TorchScript, "
-            f"ONNX, or a state dict with a model card.\n\nDetails: {message}\n\n"
+    """Explain why a code-running model file (pickle, TorchScript) is dangerous; ask consent.
+
+    The answer holds for this file in this window only; sessions never store it.
+    """
+    text = (f"{path}\n\nOpening this file runs code stored inside it (a pickled Python "
+            "object, or a TorchScript program whose loading code runs while it is read). "
+            "That code can do anything your user account can do: read, change or delete "
+            "files, install programs.\n\nOnly continue if you made this file yourself or "
+            "fully trust where it came from. Safe formats that never run code: safetensors "
+            "or a state dict with a model card, ONNX, torch.export (.pt2); File → Import "
+            f"network… (or `lbi convert`) turns a trusted file into one.\n\nDetails: {message}\n\n"
             "Load it anyway and run its code?")
-    return confirm(parent, "Load a pickled model? (runs code)", text)
+    return confirm(parent, "Run code from this model file?", text)
 
 
 def install_excepthook(window_getter: object) -> None:

@@ -23,6 +23,8 @@ class AuxStrip(QtWidgets.QWidget):
         self.placeholder = QtWidgets.QLabel(
             "Auxiliary variables x₁ … x_{L−1} appear here for multi-layer methods.")
         self.placeholder.setStyleSheet("color: #777; padding: 6px;")
+        self.placeholder.setWordWrap(True)  # its width must never widen the window
+        self.placeholder.setMinimumWidth(60)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.placeholder)
@@ -31,6 +33,8 @@ class AuxStrip(QtWidgets.QWidget):
         self.plots: list[pg.PlotItem] = []
         self._titles: list[str] = []
         self._cmap = pg.colormap.get("viridis").getLookupTable(nPts=256)
+        self.glw.hide()
+        self.setMaximumHeight(self.placeholder.sizeHint().height() + 4)
 
     def set_aux(self, images: list[np.ndarray]) -> None:
         if len(images) > len(self.items):
@@ -52,6 +56,8 @@ class AuxStrip(QtWidgets.QWidget):
                 plot.show()
         self.placeholder.setVisible(not images)
         self.glw.setVisible(bool(images))
+        # Empty, the strip is one line high, so the images above get the room.
+        self.setMaximumHeight(16777215 if images else self.placeholder.sizeHint().height() + 4)
 
     def reserve(self, n: int) -> None:
         """Have at least ``n`` views ready (hidden until used).

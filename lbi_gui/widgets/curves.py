@@ -3,17 +3,29 @@
 One PlotDataItem per curve, created once and updated in place with ``setData``; log-scale
 plots get non-positive values replaced by NaN (log of 0 is not a point) and draw with
 ``connect="finite"`` so gaps stay gaps.
+
+The six plots reflow to the panel's width (three, two or one per row) inside a scroll area
+that scrolls vertically when the panel is too short for plots of a readable height, so no
+plot is ever cut. During a run the x axis follows the data (it grows by half when the data
+reaches its end), never a fixed ``max_iter``.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.runs import CurveStore
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+#: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
+MIN_PLOT_WIDTH = 240
+MIN_PLOT_HEIGHT = 150
+#: Heights (fraction of the plot, from the bottom) of successive restart labels.
+RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
 
 
@@ -84,12 +96,14 @@ class CurvesPanel(QtWidgets.QWidget):
         self.plots: dict[str, pg.PlotItem] = {}
         for i, (key, title, log) in enumerate(specs):
             axes = {"left": LogAxis("left")} if log else None
-            plot = self.glw.addPlot(row=i // 3, col=i % 3, axisItems=axes)
+            plot = pg.PlotItem(axisItems=axes)
+            self.glw.addItem(plot, row=i // 3, col=i % 3)
             plot.setTitle(title, size="10pt")
             plot.setLogMode(x=False, y=log)
             plot.showGrid(x=True, y=True, alpha=0.25)
             plot.setLabel("bottom", "iteration")
             plot.getAxis("left").setWidth(48)
+            plot.getAxis("bottom").setStyle(hideOverlappingLabels=True)
             for side in ("left", "bottom"):
                 # Axes (ticks, labels and the grid across the view) are cached as pixmaps:
                 # replaying their pictures on each redraw held the GIL ~2 ms per axis.
@@ -100,8 +114,8 @@ class CurvesPanel(QtWidgets.QWidget):
             self.plots[key] = plot
         self._log = {key: log for key, _t, log in specs}
         self.lines: dict[str, pg.PlotDataItem] = {}
-        legend_terms = self.plots["terms"].addLegend(offset=(-5, 5), labelTextSize="8pt")
-        legend_res = self.plots["residuals"].addLegend(offset=(-5, 5), labelTextSize="8pt")
+        legend_terms = self.plots["terms"].addLegend(offset=(-5, 5), labelTextSize="7pt")
+        legend_res = self.plots["residuals"].addLegend(offset=(-5, 5), labelTextSize="7pt")
         self._add("objective", "objective", "#d62728")
         self._add("terms", "reg_term", "#ff7f0e", name="αR(x)")
         self._add("psnr", "psnr", "#1f77b4", name="inversion")
@@ -110,15 +124,89 @@ class CurvesPanel(QtWidgets.QWidget):
         self._add("residuals", "dual_residual", "#d62728", name="dual")
         self._add("ssim", "ssim", "#9467bd")
         self._legends = (legend_terms, legend_res)
+        for legend in self._legends:  # small and see-through: curves stay readable beneath
+            legend.setBrush(pg.mkBrush(255, 255, 255, 190))
+            legend.layout.setVerticalSpacing(-4)
+            legend.layout.setContentsMargins(2, 0, 2, 0)
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
+        self._restart_at: dict[int, int] = {}  # id(line) -> its iteration
         self._refs: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self._x_hi: float | None = None  # held x range during a run (see update_curves)
         self._y_ranges: dict[str, tuple[float, float]] = {}
+        self.stale = False
+        self._order = [key for key, _t, _l in specs]
+        self.columns = 3
+        self.scroll = QtWidgets.QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll.setWidget(self.glw)
+        self.glw.setMinimumSize(1, 2 * MIN_PLOT_HEIGHT)
+        self.x_key = "iteration"  # or "elapsed" (wall time of the solver, seconds)
+        self._store: CurveStore | None = None
+        self._ref_values: tuple[float | None, float | None] = (None, None)
+        self._log_default = dict(self._log)
+        self.x_choice = QtWidgets.QComboBox()
+        self.x_choice.addItem("x: iterations", "iteration")
+        self.x_choice.addItem("x: wall time [s]", "elapsed")
+        self.x_choice.setToolTip("Plot the curves against the iteration or the solver's time")
+        self.log_box = QtWidgets.QCheckBox("log y")
+        self.log_box.setChecked(True)
+        self.log_box.setToolTip("Logarithmic y axes for objective, terms, discrepancy and "
+                                "residuals")
+        self.x_choice.activated.connect(lambda _i: self.set_x_axis(self.x_choice.currentData()))
+        self.log_box.toggled.connect(self.set_log_y)
+        options = QtWidgets.QHBoxLayout()
+        options.setContentsMargins(4, 0, 4, 0)
+        options.addWidget(self.x_choice)
+        options.addWidget(self.log_box)
+        options.addStretch(1)
+        self.stale_banner = QtWidgets.QLabel()
+        self.stale_banner.setWordWrap(True)
+        self.stale_banner.setStyleSheet("background: #fff7e0; color: #7a5300; padding: 3px;")
+        self.stale_banner.hide()
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.glw)
+        lay.setSpacing(0)
+        lay.addLayout(options)
+        lay.addWidget(self.stale_banner)
+        lay.addWidget(self.scroll)
+
+    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt override
+        return QtCore.QSize(MIN_PLOT_WIDTH, MIN_PLOT_HEIGHT)
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.reflow(event.size().width())
+
+    def reflow(self, width: int) -> None:
+        """Three, two or one plot(s) per row, whichever keeps each plot readable."""
+        columns = max(1, min(3, width // MIN_PLOT_WIDTH))
+        rows = math.ceil(len(self._order) / columns)
+        self.glw.setMinimumHeight(rows * MIN_PLOT_HEIGHT)
+        if columns == self.columns:
+            return
+        self.columns = columns
+        layout = self.glw.ci
+        for key in self._order:
+            layout.removeItem(self.plots[key])
+        for i, key in enumerate(self._order):
+            layout.addItem(self.plots[key], row=i // columns, col=i % columns)
+        # Equal columns: linked x axes of plots with different widths show different ranges
+        # (pyqtgraph aligns linked views by screen position).
+        widest = max(p.minimumWidth() for p in self.plots.values())
+        for plot in self.plots.values():
+            plot.setMinimumWidth(widest)
+            plot.setPreferredWidth(widest)
+        for c in range(3):
+            layout.layout.setColumnStretchFactor(c, 1 if c < columns else 0)
+        # The grid keeps the old column widths until the view sets its geometry again.
+        QtCore.QTimer.singleShot(0, self._fit_layout)
+
+    def _fit_layout(self) -> None:
+        self.glw.ci.setGeometry(QtCore.QRectF(self.glw.viewport().rect()))
 
     def _add(self, plot: str, key: str, colour: str, name: str | None = None) -> None:
         self.lines[key] = self.plots[plot].plot([], [], pen=pg.mkPen(colour, width=1.6),
@@ -147,8 +235,9 @@ class CurvesPanel(QtWidgets.QWidget):
         several-fold and stall the event loop for 50–100 ms per redraw. Without it (a
         finished or stored run) the plots auto-range exactly.
         """
+        self._store = store
         arr = store.arrays()
-        it = arr["iteration"]
+        it = arr[self.x_key]
         shown: dict[str, list[np.ndarray]] = {key: [] for key in self.plots}
         for key, line in self.lines.items():
             y = arr[key]
@@ -164,20 +253,23 @@ class CurvesPanel(QtWidgets.QWidget):
             shown["terms"].append(y)
         if live_until is None:
             self._release_ranges()
-        else:
-            self._hold_ranges(it, shown, live_until)
+        else:  # the expected end is an iteration: no cap on a time axis
+            self._hold_ranges(it, shown, live_until if self.x_key == "iteration" else 1e300)
 
     def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
                      live_until: int) -> None:
-        """Fixed x range [0, expected end]; y ranges that only change when data leaves them."""
+        """An x range [first, end] that grows by half whenever the data reaches its end (so
+        it follows the data instead of squashing it into [0, max_iter]); y ranges that only
+        change when the data leaves them. ``live_until`` caps the x range at the iteration the
+        run stops at."""
         if not it.size:
             return
         last = float(it[-1])
         if self._x_hi is None or last > self._x_hi:
-            self._x_hi = float(max(live_until, 1.25 * last, 1.0))
+            self._x_hi = float(min(max(1.5 * last, 10.0), max(live_until, last, 1.0)))
             for plot in self.plots.values():
                 plot.disableAutoRange()
-            self.plots["objective"].setXRange(0.0, self._x_hi, padding=0.02)  # x is linked
+            self.plots["objective"].setXRange(float(it[0]), self._x_hi, padding=0.02)  # linked
         for key, plot in self.plots.items():
             target = _nice_range(shown[key], log=self._log[key])
             if target is None:
@@ -206,24 +298,70 @@ class CurvesPanel(QtWidgets.QWidget):
                 "discrepancy": "discrepancy", "primal_residual": "residuals",
                 "dual_residual": "residuals", "ssim": "ssim"}[key]
 
-    def mark_restart(self, iteration: int, what: str) -> None:
-        """A vertical dashed line on every plot at a warm restart."""
-        self.restarts.append((int(iteration), what))
+    # ---- view options ------------------------------------------------------------------
+    def set_x_axis(self, key: str) -> None:
+        """Curves against ``"iteration"`` or ``"elapsed"`` (the solver's seconds)."""
+        self.x_key = key
+        self.x_choice.setCurrentIndex(self.x_choice.findData(key))
+        for plot in self.plots.values():
+            plot.setLabel("bottom", "iteration" if key == "iteration" else "time [s]")
+        self._redraw()
+
+    def set_log_y(self, on: bool) -> None:
+        """Log or linear y axes for the plots that are logarithmic by default."""
+        self.log_box.setChecked(on)
         for key, plot in self.plots.items():
-            line = pg.InfiniteLine(pos=iteration, angle=90, pen=RESTART_PEN, movable=False,
+            self._log[key] = bool(on and self._log_default[key])
+            plot.setLogMode(x=False, y=self._log[key])
+        self._redraw()
+
+    def _redraw(self) -> None:
+        """Draw the current store again (axes, restart marks, references) after a change."""
+        self._release_ranges()
+        if self._store is not None:
+            self.update_curves(self._store)
+        for _plot, line in self.restart_lines:
+            line.setValue(self._x_of(self._restart_at[id(line)]))
+        self.set_references(*self._ref_values)
+
+    def _x_of(self, iteration: int) -> float:
+        """Where iteration ``iteration`` lies on the current x axis."""
+        if self.x_key == "iteration" or self._store is None or not len(self._store):
+            return float(iteration)
+        arr = self._store.arrays()
+        return float(np.interp(iteration, arr["iteration"], arr["elapsed"]))
+
+    def set_stale(self, message: str | None) -> None:
+        """Dim the curves and say why they are not current (None: current again)."""
+        self.stale = message is not None
+        self.stale_banner.setText(message or "")
+        self.stale_banner.setVisible(self.stale)
+        for line in [*self.lines.values(), *self.layer_lines]:
+            line.setOpacity(0.35 if self.stale else 1.0)
+
+    def mark_restart(self, iteration: int, what: str) -> None:
+        """A vertical dashed line on every plot at a warm restart; the labels (objective
+        plot) step down the plot one line per restart, so neighbours never overprint."""
+        self.restarts.append((int(iteration), what))
+        position = RESTART_LABEL_ROWS[(len(self.restarts) - 1) % len(RESTART_LABEL_ROWS)]
+        for key, plot in self.plots.items():
+            line = pg.InfiniteLine(pos=self._x_of(iteration), angle=90, pen=RESTART_PEN,
+                                   movable=False,
                                    label=what if key == "objective" else None,
-                                   labelOpts={"position": 0.92, "color": "#b35900",
+                                   labelOpts={"position": position, "color": "#b35900",
                                               "fill": (255, 255, 255, 200),
                                               "anchors": [(0, 0.5), (0, 0.5)]})
             line.setToolTip(f"warm restart at iteration {iteration}: {what}")
             plot.addItem(line)
             self.restart_lines.append((plot, line))
+            self._restart_at[id(line)] = int(iteration)
 
     def set_references(self, decoder_psnr: float | None, noise_norm: float | None) -> None:
         """Dashed reference lines: decoder PSNR and the noise norm ‖n‖ (discrepancy level)."""
         for plot, ref in self._refs:
             plot.removeItem(ref)
         self._refs = []
+        self._ref_values = (decoder_psnr, noise_norm)
         pen = pg.mkPen("#7f7f7f", width=1, style=QtCore.Qt.PenStyle.DotLine)
         if decoder_psnr is not None and np.isfinite(decoder_psnr):
             ref = pg.InfiniteLine(pos=decoder_psnr, angle=0, pen=pen,
@@ -233,7 +371,8 @@ class CurvesPanel(QtWidgets.QWidget):
             self.plots["psnr"].addItem(ref)
             self._refs.append((self.plots["psnr"], ref))
         if noise_norm is not None and noise_norm > 0:
-            ref = pg.InfiniteLine(pos=np.log10(noise_norm), angle=0, pen=pen, label="‖n‖",
+            level = np.log10(noise_norm) if self._log["discrepancy"] else noise_norm
+            ref = pg.InfiniteLine(pos=level, angle=0, pen=pen, label="‖n‖",
                                   labelOpts={"position": 0.1, "color": "#555"})
             self.plots["discrepancy"].addItem(ref)
             self._refs.append((self.plots["discrepancy"], ref))
@@ -255,6 +394,7 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.removeItem(line)
         self.restart_lines = []
         self.restarts = []
+        self._restart_at = {}
 
     def export_item(self) -> pg.GraphicsLayout:
         """What plot exports render (all curves as one figure)."""

@@ -3,18 +3,26 @@
 Truth, decoder output and iterate share one colour bar (levels and colour map), so their
 grey values compare directly; the signed error has its own diverging bar. Views are linked:
 zooming one zooms all. Images are updated in place with ``setImage``.
+
+The views refit to the image whenever the widget is resized or a new image size arrives,
+unless the user zoomed by hand (then "Fit view" brings the whole image back). Titles switch to
+short forms when the columns are too narrow for the long ones, so they never overprint. The
+line under the images reads out the pixel under the mouse (row, column, value) in every view.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
+from lbi_gui.widgets.image_tools import ContrastTools
 
 TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
           "iterate": "Iterate x", "error": "Error x − x†"}
+#: What a title says when its column is too narrow for the long form.
+SHORT_TITLES = {"truth": "x†", "decoder": "D(y^δ)", "iterate": "x", "error": "x − x†"}
 TITLE_SIZE = "10pt"
 
 
@@ -55,10 +63,36 @@ class ImageGrid(QtWidgets.QWidget):
         self.glw.addItem(self.error_bar, row=0, col=5)
         for col in (0, 1, 2, 4):
             self.glw.ci.layout.setColumnStretchFactor(col, 1)
+        self.readout = QtWidgets.QLabel(" ")
+        self.readout.setObjectName("pixelReadout")
+        self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.readout.setMinimumWidth(20)  # long read-outs are cut, never widen the window
+        self.fit_button = QtWidgets.QToolButton(text="Fit view")
+        self.fit_button.setToolTip("Show the whole image in every view (F)")
+        self.fit_button.clicked.connect(self.fit_view)
+        row = QtWidgets.QHBoxLayout()
+        row.setContentsMargins(4, 0, 4, 0)
+        row.addWidget(self.readout, 1)
+        self.tools = ContrastTools(self)
+        row.addWidget(self.tools)
+        row.addWidget(self.fit_button)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.glw)
+        lay.setSpacing(0)
+        lay.addWidget(self.glw, 1)
+        lay.addLayout(row)
+        lay.addWidget(self.tools.hist)
         self._titles: dict[str, str] = {}
+        self._long: dict[str, str] = {}  # the long title of each view (what _title was given)
+        self._short = False
+        self.stale = False
+        self.user_zoomed = False  # True after a manual zoom/pan: resizes then keep the view
+        self._image_shape: tuple[int, int] | None = None
+        for plot in self.plots.values():
+            plot.vb.sigRangeChangedManually.connect(self._zoomed_by_hand)
+        self.glw.scene().sigMouseMoved.connect(self._hover)
+        self._refit = QtCore.QTimer(self, singleShot=True, interval=0)
+        self._refit.timeout.connect(self._refit_now)
         self.truth: np.ndarray | None = None
         self.iterate: np.ndarray | None = None
         self._error_auto = True
@@ -66,6 +100,14 @@ class ImageGrid(QtWidgets.QWidget):
 
     def _title(self, key: str, text: str) -> None:
         """Set a title only when it changed (setTitle re-lays out the whole scene)."""
+        self._long[key] = text
+        if self._short:
+            head, _sep, tail = text.partition("<br>")
+            for long_name, short in ((TITLES[key], SHORT_TITLES[key]),
+                                     ("Ground truth (unknown)", "x† unknown"),
+                                     ("Decoder (none)", "no decoder")):
+                head = head.replace(long_name, short)
+            text = f"{head}<br>{tail}"
         if self._titles.get(key) != text:
             self._titles[key] = text
             self.plots[key].setTitle(text, size=TITLE_SIZE)
@@ -81,6 +123,12 @@ class ImageGrid(QtWidgets.QWidget):
         item.setLevels(bar.levels())
         if key != "error":
             item.setLookupTable(bar.colorMap().getLookupTable(nPts=256))
+        if key == "iterate":
+            self._changed()
+
+    def _changed(self) -> None:
+        if self.tools.hist.isVisible():
+            self.tools.update_histogram()
 
     def set_truth(self, img: np.ndarray | None) -> None:
         self.truth = None if img is None else np.asarray(img)
@@ -88,8 +136,7 @@ class ImageGrid(QtWidgets.QWidget):
         self._title("truth", (TITLES["truth"] if img is not None
                                       else "Ground truth (unknown)") + "<br>")
         self._update_error()
-        if img is not None:
-            self.plots["truth"].autoRange(padding=0.02)
+        self._note_shape(img)
 
     def set_decoder(self, img: np.ndarray | None, psnr: float | None = None) -> None:
         self._set("decoder", img)
@@ -107,8 +154,7 @@ class ImageGrid(QtWidgets.QWidget):
         title += f"<br>{psnr:.2f} dB" if psnr is not None and np.isfinite(psnr) else "<br>"
         self._title("iterate", title)
         self._update_error()
-        if img is not None and self.truth is None:
-            self.plots["truth"].autoRange(padding=0.02)
+        self._note_shape(img)
 
     def _update_error(self) -> None:
         err = None
@@ -124,6 +170,82 @@ class ImageGrid(QtWidgets.QWidget):
 
     def _error_levels_touched(self) -> None:
         self._error_auto = False  # the user dragged the error bar: keep their levels
+
+    def set_stale(self, stale: bool) -> None:
+        """Dim the iterate and error (a result of other parameters than those on screen)."""
+        self.stale = stale
+        for key in ("iterate", "error"):
+            self.items[key].setOpacity(0.3 if stale else 1.0)
+        long = self._long.get("iterate", TITLES["iterate"] + "<br>")
+        head, _sep, tail = long.partition("<br>")
+        head = head.replace(" — stale", "")
+        self._title("iterate", (head + " — stale" if stale else head) + "<br>" + tail)
+
+    # ---- view ----------------------------------------------------------------------------
+    def _note_shape(self, img: np.ndarray | None) -> None:
+        """Refit when an image of another size arrives (a new network, a measured y)."""
+        if img is None:
+            return
+        shape = to_view(img).shape[:2]
+        if shape != self._image_shape:
+            self._image_shape = (int(shape[0]), int(shape[1]))
+            self.fit_view()
+
+    def image_rect(self) -> QtCore.QRectF | None:
+        """Bounds of the images on screen (any view that has one: truth may be unknown)."""
+        for key in ("truth", "iterate", "decoder", "error"):
+            item = self.items[key]
+            if item.image is not None:
+                return QtCore.QRectF(0, 0, float(item.width()), float(item.height()))
+        return None
+
+    def fit_view(self) -> None:
+        """Show the whole image in every (linked) view; forget a manual zoom."""
+        self.user_zoomed = False
+        rect = self.image_rect()
+        if rect is not None:
+            self.plots["truth"].vb.setRange(rect, padding=0.02)
+
+    def _zoomed_by_hand(self, *_args: object) -> None:
+        self.user_zoomed = True
+
+    def _refit_now(self) -> None:
+        self._choose_titles()
+        if not self.user_zoomed:
+            self.fit_view()
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._refit.start()  # after the scene has laid out at the new size
+
+    def _choose_titles(self) -> None:
+        """Short titles when the widest long title does not fit its column."""
+        metrics = QtGui.QFontMetrics(self.font())
+        widest = max(metrics.horizontalAdvance(TITLES[k]) for k in TITLES) * 1.15 + 8
+        column = min(p.vb.sceneBoundingRect().width() for p in self.plots.values())
+        short = column < widest
+        if short != self._short:
+            self._short = short
+            for key, text in list(self._long.items()):
+                self._title(key, text)
+
+    def _hover(self, pos: QtCore.QPointF) -> None:
+        """Row, column and value of the pixel under the mouse (scene position ``pos``)."""
+        for key, plot in self.plots.items():
+            if not plot.vb.sceneBoundingRect().contains(pos):
+                continue
+            image = self.items[key].image
+            if image is None:
+                break
+            point = plot.vb.mapSceneToView(pos)
+            col, row = int(np.floor(point.x())), int(np.floor(point.y()))
+            if 0 <= row < image.shape[0] and 0 <= col < image.shape[1]:
+                value = image[row, col]
+                shown = ", ".join(f"{v:.4g}" for v in np.ravel(value))
+                self.readout.setText(f"{SHORT_TITLES[key]}  row {row}, col {col}: {shown}")
+                return
+            break
+        self.readout.setText(" ")
 
     # ---- queries -------------------------------------------------------------------------
     def levels(self) -> tuple[float, float]:

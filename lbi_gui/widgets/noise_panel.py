@@ -49,6 +49,13 @@ class NoisePanel(ParamPanel):
             if "seed" in values:
                 self.seed.setValue(int(values["seed"]))
 
+    def set_measured(self, measured: bool) -> None:
+        """A measured y is used as it is: no noise is added, so the controls do nothing."""
+        for w in (self.std, self.seed, self.resample):
+            w.setEnabled(not measured)
+        tip = "Measured y: used as it is, no noise is added" if measured else ""
+        self.setToolTip(tip)
+
     def show_delta(self, delta: float | None, delta_sq: float | None,
                    noise_norm: float | None) -> None:
         if delta is None:

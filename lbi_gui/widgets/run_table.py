@@ -6,13 +6,19 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
 from lbi_gui.runs import RunResult
 
-COLUMNS = ["run", "method", "regulariser", "alpha", "noise", "sample", "iterations", "time [s]",
-           "stop", "restarts", "PSNR", "SSIM", "decoder PSNR", "discrepancy", "objective"]
+COLUMNS = ["run", "network", "method", "regulariser", "alpha", "noise", "sample", "iterations",
+           "time [s]", "stop", "restarts", "segments", "PSNR", "SSIM", "decoder PSNR",
+           "discrepancy", "objective"]
+
+
+#: The Run all button's text (while a Run all goes: CANCEL_TEXT).
+RUN_ALL_TEXT = "Run all"
+CANCEL_TEXT = "Cancel all"
 
 
 def _cell(value: Any) -> str:
@@ -60,7 +66,7 @@ class CompareView(QtWidgets.QWidget):
         self.text = QtWidgets.QLabel("Select two runs in the table to compare them.")
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.text.setMinimumWidth(170)
+        self.text.setMinimumWidth(130)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.glw, 1)
@@ -98,6 +104,8 @@ class RunTable(QtWidgets.QWidget):
 
     show_requested = QtCore.Signal(object)  # RunResult
     run_all_requested = QtCore.Signal()
+    load_requested = QtCore.Signal(object)  # RunResult: put its parameters on screen
+    export_table_requested = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -112,18 +120,31 @@ class RunTable(QtWidgets.QWidget):
         self.table.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)  # oldest run first
         self.table.setAlternatingRowColors(True)
         self.compare_view = CompareView()
-        self.run_all = QtWidgets.QPushButton("Run all methods")
+        self.run_all = QtWidgets.QToolButton(text=RUN_ALL_TEXT)
         self.run_all.setToolTip("Run every method on the current sample, one after another")
-        self.remove = QtWidgets.QPushButton("Remove")
-        self.remove.setToolTip("Remove the selected runs from the table")
+        self.remove = QtWidgets.QToolButton(text="Delete")
+        self.remove.setToolTip("Remove the selected runs from the table (Delete)")
+        self.load = QtWidgets.QToolButton(text="Load params")
+        self.load.setToolTip("Put the selected run's parameters on screen (to repeat or vary "
+                             "it)")
+        self.export_table = QtWidgets.QToolButton(text="CSV…")
+        self.export_table.setToolTip("Save the table (every run, all columns) as CSV")
+        self.filter = QtWidgets.QLineEdit()
+        self.filter.setPlaceholderText("Filter runs…")
+        self.filter.setToolTip("Show only runs with this text in any column (e.g. joint, "
+                               "circle, tv)")
+        self.filter.setClearButtonEnabled(True)
         buttons = QtWidgets.QHBoxLayout()
         buttons.addWidget(self.run_all)
+        buttons.addWidget(self.load)
         buttons.addWidget(self.remove)
+        buttons.addWidget(self.export_table)
         buttons.addStretch(1)
         top = QtWidgets.QWidget()
         top_lay = QtWidgets.QVBoxLayout(top)
         top_lay.setContentsMargins(0, 0, 0, 0)
         top_lay.addLayout(buttons)
+        top_lay.addWidget(self.filter)  # its own row: the dock stays narrow on small screens
         top_lay.addWidget(self.table)
         split = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         split.addWidget(top)
@@ -140,6 +161,13 @@ class RunTable(QtWidgets.QWidget):
         self.table.itemDoubleClicked.connect(self._double_clicked)
         self.run_all.clicked.connect(self.run_all_requested)
         self.remove.clicked.connect(self.remove_selected)
+        self.load.clicked.connect(self._load_selected)
+        self.export_table.clicked.connect(self.export_table_requested)
+        self.filter.textChanged.connect(self.apply_filter)
+        delete = QtGui.QShortcut(QtGui.QKeySequence(QtGui.QKeySequence.StandardKey.Delete),
+                                 self.table)
+        delete.setContext(QtCore.Qt.ShortcutContext.WidgetShortcut)
+        delete.activated.connect(self.remove_selected)
 
     def add(self, run: RunResult) -> None:
         self.runs.append(run)
@@ -160,6 +188,7 @@ class RunTable(QtWidgets.QWidget):
             self.table.setItem(r, c, item)
         self.table.setSortingEnabled(sorting)
         self.table.resizeColumnsToContents()
+        self.apply_filter(self.filter.text())
 
     def set_runs(self, runs: list[RunResult]) -> None:
         self.runs = []
@@ -192,6 +221,29 @@ class RunTable(QtWidgets.QWidget):
         for run in self.runs:
             if run.run_id == run_id:
                 self.show_requested.emit(run)
+
+    def apply_filter(self, text: str) -> None:
+        """Hide rows without ``text`` (case-insensitive) in any cell."""
+        needle = text.strip().lower()
+        for r in range(self.table.rowCount()):
+            cells = (self.table.item(r, c) for c in range(self.table.columnCount()))
+            hit = not needle or any(needle in cell.text().lower() for cell in cells if cell)
+            self.table.setRowHidden(r, not hit)
+
+    def table_csv(self) -> str:
+        """Every run (filtered or not) with every column, in the table's current order."""
+        from lbi_engine.exports import csv_text
+
+        order = [self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole + 1)
+                 for r in range(self.table.rowCount())]
+        by_id = {run.run_id: run for run in self.runs}
+        rows = [list(by_id[i].table_row().values()) for i in order if i in by_id]
+        return csv_text(COLUMNS, rows)
+
+    def _load_selected(self) -> None:
+        sel = self.selected()
+        if sel:
+            self.load_requested.emit(sel[-1])
 
     def remove_selected(self) -> None:
         gone = {r.run_id for r in self.selected()}

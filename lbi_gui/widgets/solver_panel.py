@@ -25,6 +25,13 @@ class SolverPanel(ParamPanel):
         self.steps = QtWidgets.QComboBox()
         for name, label in STEP_MODES:
             self.steps.addItem(label, name)
+        for combo in (self.method, self.steps):
+            # Long labels are elided in the closed box (the list shows them whole), so the
+            # parameter column stays narrow enough for a 1024-pixel screen.
+            combo.setSizeAdjustPolicy(
+                QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(20)
+            combo.view().setMinimumWidth(combo.view().sizeHintForColumn(0) + 24)
         self.max_iter = QtWidgets.QSpinBox()
         self.max_iter.setRange(1, 10_000_000)
         self.max_iter.setSingleStep(100)

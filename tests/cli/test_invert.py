@@ -140,8 +140,9 @@ def test_user_torchscript_network_with_measured_data(tmp_path: Path, cli) -> Non
     x[0, 9:11] = 1.0
     y = model(x).detach().double().numpy()[0]
     np.save(tmp_path / "y.npy", y)
-    code, _, err = cli("invert", "--network", tmp_path / "model.pt", "--input-shape", "16",
-                       "--data", tmp_path / "y.npy", "--alpha", "1e-3", "--method", "pdhg",
+    code, _, err = cli("invert", "--network", tmp_path / "model.pt", "--allow-code",
+                       "--input-shape", "16", "--data", tmp_path / "y.npy", "--alpha", "1e-3",
+                       "--method", "pdhg",
                        "--dtype", "float64", "--max-iter", "300", "--out", tmp_path / "r",
                        "--quiet")
     assert code == 0, err

@@ -114,3 +114,18 @@ def cvx_solve(objective: object) -> float:
     problem.solve(solver="CLARABEL")
     assert problem.status == "optimal", problem.status
     return float(problem.value)
+
+
+def with_feature_prior(problem: InversionProblem, count: int = 300, spread: float = 0.3,
+                       rank: int = 8, seed: int = 0) -> InversionProblem:
+    """Attach a Gaussian feature prior fitted on ``count`` perturbed copies of the truth (the
+    layer-wise method needs one for networks with hidden layers)."""
+    from lbi_engine.feature_prior import fit_feature_priors
+
+    g = torch.Generator().manual_seed(seed)
+    base = problem.x_true[:1] if problem.x_true is not None else \
+        torch.zeros((1, *problem.input_shape), dtype=problem.dtype)
+    noise = torch.randn((count, *problem.input_shape), generator=g, dtype=torch.float64)
+    samples = (base + spread * noise.to(problem.dtype)).clamp(0.0, 1.0)
+    problem.feature_priors = fit_feature_priors(problem.network, samples, rank)
+    return problem

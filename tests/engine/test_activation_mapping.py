@@ -7,6 +7,8 @@ supported alternative.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -101,7 +103,10 @@ def test_activation_from_module_maps_and_computes_the_same(module, spec):
     with torch.no_grad():
         want = module.double()(z)
     assert (act.sigma(z) - want).abs().max() < 1e-12
-    # autograd through sigma (Landweber/backprop solvers) gives the module's derivative
+    # autograd through sigma (Landweber/backprop solvers) gives the module's derivative, on a
+    # grid off the kinks (0, 6, +-3, +-lambda, ...): there any subgradient is right, and torch
+    # changed its pick between releases (ReLU6 at 6, Hardsigmoid at +-3: 2.6 vs 2.15).
+    z = z + 1e-3 * math.pi
     w = torch.cos(3 * z)
     za, zb = z.clone().requires_grad_(), z.clone().requires_grad_()
     (act.sigma(za) * w).sum().backward()

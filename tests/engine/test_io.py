@@ -219,12 +219,12 @@ def test_torchscript_ok_and_unsupported_layer(tmp_path):
     m = _mlp()
     torch.jit.script(m).save(str(tmp_path / "ok.ts"))
     assert sniff_model_format(tmp_path / "ok.ts") == "torchscript"
-    b = load_model_file(tmp_path / "ok.ts")
+    b = load_model_file(tmp_path / "ok.ts", allow_code=True)
     _assert_same(b.encoder, m, (6,))
     pool = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
     torch.jit.script(pool).save(str(tmp_path / "pool.pt"))
     with pytest.raises(UnsupportedLayerError, match="MaxPool"):
-        load_model_file(tmp_path / "pool.pt", input_shape=(1, 8, 8))
+        load_model_file(tmp_path / "pool.pt", input_shape=(1, 8, 8), allow_code=True)
 
 
 def test_card_with_maxpool_is_refused_by_name(tmp_path):

@@ -80,7 +80,9 @@ def test_tv_iso_dual_prox_moreau_and_direct_projection(sigma):
     moreau = v - sigma * _tv_prox_h_bruteforce(v / sigma, sigma)
     for alpha in (0.01, 1.0, 7.0):  # h* is an indicator: alpha and the step do not matter
         got = reg.prox_dual(torch.tensor(v), sigma, alpha).numpy()
-        np.testing.assert_allclose(got, moreau, atol=1e-8)
+        # The SLSQP reference stops ~2e-7 short of the optimum with scipy 1.11 (1e-10 with
+        # 1.17); the exact check is the direct projection below. A wrong prox is off by O(1).
+        np.testing.assert_allclose(got, moreau, atol=1e-6)
     # direct: argmin_p ½||p - v||^2 s.t. every pixel's 2*C vector has norm <= 1
     flat = v.reshape(4, 6)
     res = minimize(lambda p: 0.5 * ((p - flat.ravel()) ** 2).sum(), np.zeros(24),

@@ -80,7 +80,7 @@ def test_jointly_convex_lifting_reaches_the_cvxpy_minimum() -> None:
                       + cvx_bregman("relu", y, a3 @ x2 + b3) + alpha * cvx_tv(x0, side, side))
     rec = final(run(problem, "joint", stop=StopRule(max_iter=1500, tol=0), report_every=500))
     assert abs(float(rec.objective[0]) - value) < 1e-4 * value
-    assert float(rec.objective[0]) >= value * (1 - 1e-9)
+    assert float(rec.objective[0]) >= value * (1 - 1e-8)  # Clarabel: ~1e-8 accurate
     np.testing.assert_allclose(rec.x.reshape(-1).numpy(), x0.value, atol=2e-2 * abs(x0.value).max())
 
 
@@ -198,3 +198,19 @@ def test_float32_joint_run() -> None:
     assert records[-1].x.dtype == torch.float32
     assert records[-1].aux[0].dtype == torch.float32
     np.testing.assert_allclose(objectives(records), objectives(ref_records), rtol=1e-4)
+
+
+def test_accelerated_default_reaches_the_same_stationary_point_in_fewer_steps() -> None:
+    """The all-block FISTA default (docs/LAYERWISE.md §5) against the paper's sweeps: the same
+    objective and block optimality, in under a third of the steps (measured 350 vs 1940 on
+    dense3, 425 vs 5380 on conv3, at tol 1e-8)."""
+    problem = _relu_problem("dense3")
+    stop = StopRule(max_iter=20000, tol=1e-8)
+    fast = final(run(problem, "joint", stop=stop, report_every=20000))
+    slow = final(run(problem, "joint", stop=stop, options={"steps": "safe"}, report_every=20000))
+    assert fast.extras["steps"] == "accelerated" and "steps" not in slow.extras
+    assert fast.stop_reasons == slow.stop_reasons == ["tolerance"]
+    assert fast.iteration < slow.iteration / 3
+    assert abs(float(fast.objective[0]) - float(slow.objective[0])) < 1e-7 * float(
+        slow.objective[0])
+    assert max(_block_residuals(problem, fast)) < 1e-5

@@ -26,8 +26,18 @@ def _temporary_qsettings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_qsettings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test starts with empty settings: a window size, dock layout or recent file that
+    one test remembers never leaks into the next."""
+    folder = tmp_path_factory.mktemp("qsettings_test")
+    for fmt in (QtCore.QSettings.Format.IniFormat, QtCore.QSettings.Format.NativeFormat):
+        QtCore.QSettings.setPath(fmt, QtCore.QSettings.Scope.UserScope, str(folder))
+    yield
+
+
 @pytest.fixture
-def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
     """Switch the GUI to the numpy fake engine (optionally slowed down)."""
     from lbi_gui import engine
     from tests.gui.fake_engine import make_fake_engine
@@ -36,7 +46,17 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
         fake = make_fake_engine(delay)
         monkeypatch.setattr(engine, "ENGINE_FACTORY", lambda: fake)
 
-    return use
+    yield use
+    _forget_bundles()
+
+
+def _forget_bundles() -> None:
+    """Networks the fake engine 'loaded' are cached by name (run_driver); a later test with
+    the real engine must not be handed them."""
+    from lbi_gui import run_driver
+
+    with run_driver._BUNDLES_LOCK:
+        run_driver._BUNDLES.clear()
 
 
 @pytest.fixture
@@ -77,3 +97,15 @@ def wait_idle(qtbot: Any, win: Any, timeout: int = 60000) -> None:
 def wait_iterations(qtbot: Any, win: Any, k: int, timeout: int = 60000) -> None:
     """Until the running solve has reported iteration ``k`` or later."""
     qtbot.waitUntil(lambda: win.controller.curves.last_iteration >= k, timeout=timeout)
+
+
+@pytest.fixture
+def image_grid(qtbot: Any) -> Any:
+    """A shown ImageGrid (900×300) without a window."""
+    from lbi_gui.widgets.image_grid import ImageGrid
+
+    grid = ImageGrid()
+    qtbot.addWidget(grid)
+    grid.resize(900, 300)
+    grid.show()
+    return grid

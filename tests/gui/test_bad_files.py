@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from PySide6 import QtWidgets
@@ -29,7 +31,12 @@ def files(tmp_path):
     out["truncated"].write_bytes(ts.read_bytes()[: ts.stat().st_size // 2])
     out["wrong"].write_text("this is not an ONNX model\n")
     gelu = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.GELU(), nn.Linear(32, 8))
-    torch.jit.trace(gelu, torch.zeros(1, 1, 28, 28)).save(str(out["gelu"]))
+    torch.save(gelu.state_dict(), out["gelu"])  # weights + card: opening it runs no code
+    layers = [{"type": "Flatten"}, {"type": "Linear", "in_features": 784, "out_features": 32},
+              {"type": "GELU"}, {"type": "Linear", "in_features": 32, "out_features": 8}]
+    (tmp_path / "gelu.json").write_text(json.dumps(
+        {"name": "gelu", "format_version": 1, "input_shape": [1, 28, 28],
+         "architecture": {"layers": layers, "encoder_layers": 4}}), encoding="utf-8")
     torch.save(good, out["pickle"])
     return out
 

@@ -38,7 +38,8 @@ def test_switch_joint_layerwise_and_compare(qtbot, make_window) -> None:
 def test_run_all_methods_fills_the_table(qtbot, make_window) -> None:
     win = make_window({"max_iter": 60})
     win.run_all_methods()
-    qtbot.waitUntil(lambda: not win.controller.running and len(win.run_table.runs) >= 4,
+    qtbot.waitUntil(lambda: not win.controller.running and len(win.run_table.runs) >= 3,
                     timeout=180000)
     methods = {r.request["method"] for r in win.run_table.runs}
-    assert methods == {"joint", "layerwise", "landweber", "backprop"}  # PDHG: one layer only
+    # PDHG: one layer only; layer-wise: experimental, left out of Run all (issue #20)
+    assert methods == {"joint", "landweber", "backprop"}

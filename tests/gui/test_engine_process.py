@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
@@ -99,10 +98,8 @@ def test_pause_resume_and_stop(qtbot, make_window) -> None:
     assert win.controller.curves.last_iteration == k  # nothing pulled while paused
     win.toggle_pause()
     wait_iterations(qtbot, win, k + 10)
-    t0 = time.perf_counter()
     win.stop()
-    wait_idle(qtbot, win)
-    assert time.perf_counter() - t0 < 2.0
+    wait_idle(qtbot, win)  # (Stop's latency: tests/reliability/test_cancel_latency.py, -m timing)
     assert win.run_table.runs == []  # Stop discards
     assert win.status_reason.text() == "stopped: stopped by user"
 
@@ -158,16 +155,12 @@ def test_close_mid_run_then_app_exit_ends_the_child(qtbot, make_window, host) ->
     win.run()
     wait_iterations(qtbot, win, 10)
     pid = host.pid
-    t0 = time.perf_counter()
     win.close()  # the window's job ends in the child; the child stays for other windows
-    assert time.perf_counter() - t0 < 3.0
     assert win.controller.thread.wait(0) and win.controller.thread.isFinished()
     assert host.pid == pid
     from lbi_gui.engine_host import shutdown_host
 
-    t0 = time.perf_counter()
     shutdown_host()  # what lbi_gui.app does when the event loop ends (and atexit)
-    assert time.perf_counter() - t0 < 3.0
     assert _gone(pid) and host.pid is None
 
 

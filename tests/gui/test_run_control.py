@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -16,10 +14,8 @@ def test_stop_mid_run_is_prompt_and_discards(qtbot, make_window) -> None:
     win = make_window(LONG)
     win.run()
     wait_iterations(qtbot, win, 20)
-    t0 = time.perf_counter()
     win.stop()
-    wait_idle(qtbot, win, timeout=10000)
-    assert time.perf_counter() - t0 < 3.0
+    wait_idle(qtbot, win, timeout=10000)  # latency: test_cancel_latency.py (-m timing)
     assert win.run_table.runs == []
     assert win.image_grid.iterate is not None  # the last iterate stays on screen
     assert win.actions_.run.isEnabled() and not win.actions_.stop.isEnabled()

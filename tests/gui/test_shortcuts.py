@@ -10,7 +10,6 @@ the controller drives.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import pytest
@@ -131,10 +130,8 @@ def test_ctrl_q_during_a_run_closes_cleanly_and_ends_the_solver(qtbot, make_wind
     assert win.actions_.quit.shortcut() == QtGui.QKeySequence("Ctrl+Q")
     thread = win.controller.thread
     _focus_window(win)
-    t0 = time.perf_counter()
     qtbot.keyClick(win, Key.Key_Q, CTRL)
     assert not win.isVisible()  # closing stops the run and waits for it before returning
-    assert time.perf_counter() - t0 < 10.0
     assert thread.wait(10000) and thread.isFinished()
     assert not any(t.isRunning() for t in win.findChildren(QtCore.QThread))
     qtbot.wait(200)  # anything the solver still had queued is delivered (and ignored)

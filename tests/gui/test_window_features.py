@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import torch
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 from PySide6 import QtCore, QtGui
-from torch import nn
 
 from lbi_gui.settings import last_dir, recent_files, settings
 from tests.gui.conftest import wait_idle, wait_iterations
@@ -30,9 +31,19 @@ def test_shortcuts(qtbot, make_window) -> None:
 
 def test_drop_a_network_file(qtbot, make_window, tmp_path) -> None:
     win = make_window()
-    net = nn.Sequential(nn.Flatten(), nn.Linear(784, 16), nn.ReLU())
+    # Flatten -> Linear 784->16 -> ReLU, written with onnx.helper: the legacy torch exporter is
+    # deprecated and the new one takes ~10 s; the test is about the drop, not the export.
+    w = np.random.default_rng(0).normal(size=(16, 784)).astype(np.float32) / 28
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["f"]),
+         helper.make_node("Gemm", ["f", "w", "b"], ["z"], transB=1),
+         helper.make_node("Relu", ["z"], ["y"])],
+        "dropped",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 1, 28, 28])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 16])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.zeros(16, np.float32), "b")])
     path = tmp_path / "dropped.onnx"
-    torch.onnx.export(net, torch.zeros(1, 1, 28, 28), str(path), dynamo=False)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     mime = QtCore.QMimeData()
     mime.setUrls([QtCore.QUrl.fromLocalFile(str(path))])
     event = QtGui.QDropEvent(QtCore.QPointF(10, 10), QtCore.Qt.DropAction.CopyAction, mime,

@@ -90,13 +90,16 @@ CASES: list[Case] = [
     Case("pickled-whole-module", mk.whole_module_pickle, UnsafeFileError,
          ("whole_model.pt", "pickle", "code")),
     # layers and weights
-    Case("unsupported-gelu", mk.gelu_torchscript, UnsupportedLayerError, ("gelu",)),
+    # (TorchScript cases carry the person's consent, allow_pickle; GUI: given as a parameter)
+    Case("unsupported-gelu", mk.gelu_torchscript, UnsupportedLayerError, ("gelu",), gui="param"),
     Case("unsupported-maxpool-onnx", mk.maxpool_onnx, UnsupportedLayerError,
          ("maxpool", "averagepool")),
     Case("nan-in-weights", mk.nan_weights, InputError, ("weight", "nan")),
-    Case("inf-in-weights", mk.inf_weights_torchscript, InputError, ("bias", "inf")),
-    Case("input-shape-absurd", mk.absurd_input_shape, InputError, ("100000", "too large")),
-    Case("input-shape-mismatch", mk.mismatched_input_shape, ShapeMismatchError, ("1024",)),
+    Case("inf-in-weights", mk.inf_weights_torchscript, InputError, ("bias", "inf"), gui="param"),
+    Case("input-shape-absurd", mk.absurd_input_shape, InputError, ("100000", "too large"),
+         gui="param"),
+    Case("input-shape-mismatch", mk.mismatched_input_shape, ShapeMismatchError, ("1024",),
+         gui="param"),
     # ground-truth arrays and images
     Case("truth-nan", lambda c: mk.truth(c, "t_nan.npy", mk.digit_with(np.nan)), DataFileError,
          ("t_nan.npy", "nan")),
@@ -217,6 +220,8 @@ def to_argv(request: dict[str, Any], out: Path) -> list[str]:
         argv += ["--sample", str(request["index"])]
     if request.get("resize"):
         argv.append("--resize")
+    if request.get("allow_pickle"):  # the person's consent, given on the command line
+        argv.append("--allow-code")
     for key, value in (request.get("options") or {}).items():
         argv += ["--option", f"{key}={value}"]
     return argv

@@ -187,10 +187,12 @@ def card_weights_mismatch(ctx: Ctx) -> dict[str, Any]:
 
 
 def gelu_torchscript(ctx: Ctx) -> dict[str, Any]:
+    """A TorchScript file the person consented to (allow_pickle): the layer is refused."""
     torch.manual_seed(0)
     m = nn.Sequential(nn.Flatten(), nn.Linear(784, 8), nn.GELU()).eval()
     torch.jit.script(m).save(str(ctx.tmp / "gelu_net.pt"))
-    return {"network": str(ctx.tmp / "gelu_net.pt"), "input_shape": (1, 28, 28)}
+    return {"network": str(ctx.tmp / "gelu_net.pt"), "input_shape": (1, 28, 28),
+            "allow_pickle": True}
 
 
 def maxpool_onnx(ctx: Ctx) -> dict[str, Any]:
@@ -237,7 +239,8 @@ def inf_weights_torchscript(ctx: Ctx) -> dict[str, Any]:
     with torch.no_grad():
         m[1].bias[0] = float("inf")
     torch.jit.script(m).save(str(ctx.tmp / "inf_ts.pt"))
-    return {"network": str(ctx.tmp / "inf_ts.pt"), "input_shape": (1, 28, 28)}
+    return {"network": str(ctx.tmp / "inf_ts.pt"), "input_shape": (1, 28, 28),
+            "allow_pickle": True}
 
 
 def card_is_binary(ctx: Ctx) -> dict[str, Any]:
@@ -278,11 +281,13 @@ def float_tiff(ctx: Ctx, name: str, value: float) -> dict[str, Any]:
 
 
 def absurd_input_shape(ctx: Ctx) -> dict[str, Any]:
-    return {"network": str(ctx.kit.torchscript), "input_shape": (100000, 100000, 100000)}
+    return {"network": str(ctx.kit.torchscript), "input_shape": (100000, 100000, 100000),
+            "allow_pickle": True}
 
 
 def mismatched_input_shape(ctx: Ctx) -> dict[str, Any]:
-    return {"network": str(ctx.kit.torchscript), "input_shape": (1, 32, 32)}
+    return {"network": str(ctx.kit.torchscript), "input_shape": (1, 32, 32),
+            "allow_pickle": True}
 
 
 # ---- builders: data files ------------------------------------------------------------------

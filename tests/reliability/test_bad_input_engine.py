@@ -110,7 +110,8 @@ def test_good_files_load_from_non_utf8_paths(kit: Kit, tmp_path: Path) -> None:
     assert "\udcff" in paths["ts.pt"]
     for name in ("ts.pt", "net.onnx", "state.pt", "w.safetensors", "card.json"):
         shape = (1, 28, 28) if name in ("ts.pt", "net.onnx") else None
-        request = kit.base_request(network=paths[name], input_shape=shape, max_iter=3)
+        request = kit.base_request(network=paths[name], input_shape=shape, max_iter=3,
+                                   allow_pickle=name == "ts.pt")  # consent for TorchScript
         _, final, _ = api.run_to_end(_request(request))
         assert final.iteration == 3 and torch.isfinite(final.x).all(), name
     # and a non-UTF-8 data file
@@ -132,4 +133,5 @@ def test_absurd_shapes_are_refused_before_allocating(kit: Kit) -> None:
         with pytest.raises(InputError, match="too large"):
             LiftedNetwork.from_module(tiny_module(), shape)
     with pytest.raises(InputError, match="too large"):
-        LiftedNetwork.from_torchscript(kit.torchscript, (100000, 100000, 100000))
+        LiftedNetwork.from_torchscript(kit.torchscript, (100000, 100000, 100000),
+                                       allow_code=True)

@@ -9,7 +9,6 @@ rounds fit in the default suite's time.
 from __future__ import annotations
 
 import gc
-import time
 
 from tests.reliability.conftest import os_threads, wait_ready
 
@@ -33,7 +32,6 @@ def test_close_mid_run_fifty_times(qtbot, window, dialogs, kit) -> None:
     _close(qtbot, first)
     qtbot.wait(50)
     baseline = os_threads()
-    started = time.perf_counter()
     for i in range(ROUNDS):
         moment = i % 3
         win = window(REQUEST if i % 5 == 0 else small, wait=moment != 0)
@@ -49,7 +47,5 @@ def test_close_mid_run_fifty_times(qtbot, window, dialogs, kit) -> None:
         _close(qtbot, win)
     qtbot.wait(100)
     gc.collect()
-    elapsed = time.perf_counter() - started
     assert os_threads() <= baseline + 1, (os_threads(), baseline)
     assert not dialogs, dialogs
-    assert elapsed < 300, f"{ROUNDS} open/run/close rounds took {elapsed:.0f} s"

@@ -47,8 +47,8 @@ def test_window_opens_a_network_whose_file_name_is_not_utf8(qtbot, window, dialo
     import os
 
     win = window(kit.base_request(max_iter=10))
-    path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/r\xe9seau.pt")
-    Path(path).write_bytes(kit.torchscript.read_bytes())
+    path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/r\xe9seau.onnx")
+    Path(path).write_bytes(kit.onnx.read_bytes())
     win.network_panel.set_values({"input_shape": (1, 28, 28)})
     win.open_network(path)
     qtbot.waitUntil(lambda: bool(dialogs) or (win.info is not None and

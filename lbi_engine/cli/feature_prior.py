@@ -1,0 +1,79 @@
+"""``lbi feature-prior``: fit the learned Gaussian feature prior that layer-wise inversion needs."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from lbi_engine.cli import _common as c
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "feature-prior", help="fit the feature prior of a network (needed by method layerwise)",
+        description="Fit a Gaussian prior (mean and Ledoit-Wolf shrunk covariance, stored as "
+                    "low rank + diagonal) on the intermediate features of a network, from clean "
+                    "sample inputs, and write PRIOR.safetensors + PRIOR.json (a card with the "
+                    "network's weight hash, the samples, the rank and the file's sha256). For a "
+                    "zoo network without --samples the bundled training split is used. See "
+                    "docs/LAYERWISE.md.",
+        formatter_class=c.HelpFormatter,
+        epilog="examples:\n  lbi feature-prior mnist-cnn-ae --out resources/models/"
+               "mnist-cnn-ae.prior\n  lbi feature-prior my_net.safetensors --samples clean.npy "
+               "--out my_net.prior\n  lbi invert --network my_net.safetensors --method layerwise "
+               "--feature-prior my_net.prior ...")
+    p.add_argument("network", metavar="NETWORK", help="zoo name or model file")
+    p.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
+                   help="the input shape without batch, only when the file does not record it "
+                        "(TorchScript, ONNX)")
+    p.add_argument("--allow-code", action="store_true",
+                   help="allow loading a model file by running code stored in it (TorchScript, "
+                        "a pickled module); only for files you trust")
+    p.add_argument("--samples", metavar="PATH", help=".npy array (N, *input_shape) or a folder "
+                   "of images, clean inputs in [0, 1] (default for zoo networks: the bundled "
+                   "training split)")
+    p.add_argument("--out", required=True, metavar="BASE", help="writes BASE.safetensors and "
+                   "BASE.json")
+    p.add_argument("--rank", type=c.positive_int, default=None, metavar="K",
+                   help="rank of the covariance's low-rank part (default 96)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing files")
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from lbi_engine import feature_prior as fp
+    from lbi_engine.errors import InputError
+    from lbi_engine.zoo import list_zoo, load_network
+
+    torch.manual_seed(0)
+    if args.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it")
+    bundle = load_network(args.network, input_shape=args.input_shape,
+                          allow_code=bool(args.allow_code))
+    if len(bundle.encoder.layers) < 2:
+        raise InputError(f"{args.network} has one layer: layer-wise inversion needs no feature "
+                         "prior for it.")
+    rank = args.rank or fp.DEFAULT_RANK
+    if args.samples:
+        inputs = fp.load_samples(args.samples, bundle.input_shape)
+        source = f"{args.samples} ({inputs.shape[0]} samples)"
+    elif args.network in list_zoo():
+        inputs, source = fp.zoo_training_inputs(bundle)
+    else:
+        raise InputError("give --samples (a .npy array or a folder of clean inputs) to fit the "
+                         "prior of a network outside the zoo.")
+    encoder = bundle.encoder.to(dtype=torch.float64)
+    fitted = fp.fit_feature_priors(encoder, bundle.preprocessing.apply(inputs.double()), rank)
+    command = "lbi feature-prior " + " ".join(
+        shlex.quote(a) for a in [args.network] + (["--samples", args.samples] if args.samples
+                                                  else []) + ["--out", "BASE"]
+        + (["--rank", str(args.rank)] if args.rank else []))
+    fitted.card = fp.make_card(bundle.name, bundle.sha256, source, command, fitted, rank)
+    tensors, card = fp.save_feature_priors(fitted, args.out, overwrite=args.overwrite)
+    print(f"{tensors} + {card}: {len(fitted.layers)} feature variable(s), "
+          f"sizes {[p.size for p in fitted.layers]}, rank {rank}, from {source}")
+    return c.EXIT_OK

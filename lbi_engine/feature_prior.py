@@ -1,0 +1,335 @@
+"""Learned Gaussian priors on a network's intermediate features (layer-wise inversion).
+
+For every auxiliary variable x_l (l = 1 .. L-1: the output of layer l's activation) a prior
+N(mu_l, Sigma_l) fitted on clean training inputs, used as the convex regulariser
+
+    R_l(h) = 1/2 (h - mu_l)^T Sigma_l^{-1} (h - mu_l)        (plus h in dom Psi_l)
+
+(docs/LAYERWISE.md). Sigma_l is the Ledoit–Wolf shrunk sample covariance, stored as low rank
+plus diagonal, Sigma = U U^T + diag(d) with U (n, k) and d > 0, so a 1568-wide layer costs
+O(n k) memory and an application of Sigma^{-1} O(n k) work (Woodbury):
+
+    Sigma^{-1} v = D^{-1} v - D^{-1} U (I + U^T D^{-1} U)^{-1} U^T D^{-1} v.
+
+A prior is a safetensors file (tensors only, never code) plus a JSON card that names the
+network's weights (sha256) it was fitted for, the samples, the rank and the shrinkage, and the
+sha256 of the tensor file. ``lbi feature-prior`` writes both.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from lbi_engine.errors import InputError, ModelFileError
+
+PRIOR_FORMAT_VERSION = 1
+DEFAULT_RANK = 96
+PRIOR_SUFFIX = ".prior"  # NAME.prior.safetensors + NAME.prior.json beside the weights
+
+
+@dataclass
+class GaussianFeaturePrior:
+    """N(mean, U U^T + diag(diag)) on one flattened feature vector of length n."""
+
+    mean: Tensor  # (n,)
+    factor: Tensor  # (n, k)
+    diag: Tensor  # (n,), > 0
+
+    def __post_init__(self) -> None:
+        self._cache: dict[tuple, tuple[Tensor, Tensor, Tensor, Tensor]] = {}
+
+    @property
+    def size(self) -> int:
+        return int(self.mean.numel())
+
+    def _parts(self, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(mean, D^-1, D^-1 U, chol(I + U^T D^-1 U)) on like's device and dtype (cached)."""
+        key = (like.device, like.dtype)
+        if key not in self._cache:
+            # The small k x k system is formed in float64 (it may be ill-conditioned).
+            u = self.factor.to(torch.float64)
+            dinv = 1.0 / self.diag.to(torch.float64)
+            dinv_u = dinv[:, None] * u
+            core = torch.eye(u.shape[1], dtype=torch.float64) + u.T @ dinv_u
+            chol = torch.linalg.cholesky(core)
+            self._cache[key] = tuple(
+                t.to(device=like.device, dtype=like.dtype)
+                for t in (self.mean.to(torch.float64), dinv, dinv_u, chol)
+            )  # type: ignore[assignment]
+        return self._cache[key]
+
+    def precision_apply(self, v: Tensor) -> Tensor:
+        """Sigma^{-1} v for v (B, n) (Woodbury)."""
+        _, dinv, dinv_u, chol = self._parts(v)
+        w = torch.cholesky_solve((v @ dinv_u).T, chol).T  # (B, k)
+        return v * dinv - w @ dinv_u.T
+
+    def gradient(self, h: Tensor) -> Tensor:
+        """grad R = Sigma^{-1} (h - mu) for h (B, *shape); same shape."""
+        mean = self._parts(h)[0]
+        flat = h.reshape(h.shape[0], -1) - mean
+        return self.precision_apply(flat).reshape(h.shape)
+
+    def value(self, h: Tensor) -> Tensor:
+        """R(h) = 1/2 (h - mu)^T Sigma^{-1} (h - mu) per sample, (B,)."""
+        mean = self._parts(h)[0]
+        flat = h.reshape(h.shape[0], -1) - mean
+        return 0.5 * (flat * self.precision_apply(flat)).sum(dim=1)
+
+    def precision_norm(self) -> float:
+        """||Sigma^{-1}||_2 = 1 / lambda_min(Sigma) <= 1 / min(d) (U U^T is psd)."""
+        return float(1.0 / self.diag.min())
+
+    def mean_like(self, h: Tensor) -> Tensor:
+        return self._parts(h)[0].reshape(1, *h.shape[1:]).expand_as(h).clone()
+
+
+def fit_gaussian(features: Tensor, rank: int = DEFAULT_RANK) -> tuple[GaussianFeaturePrior, dict]:
+    """Mean and Ledoit–Wolf shrunk covariance of ``features`` (N, n), as low rank + diagonal.
+
+    Shrinkage: Sigma_lw = (1 - s) S + s m I with m = tr(S)/n and the Ledoit–Wolf (2004)
+    intensity s. Low rank + diagonal: U = top-k eigenvectors of (1 - s) S scaled by the
+    square roots of their eigenvalues; d = the diagonal of Sigma_lw - U U^T (>= s m > 0), so
+    the diagonal of Sigma is kept exactly and Sigma >= s m I.
+    """
+    x = features.reshape(features.shape[0], -1).to(torch.float64)
+    count, n = x.shape
+    if count < 2:
+        raise InputError("a feature prior needs at least 2 samples (a few hundred recommended).")
+    mean = x.mean(dim=0)
+    xc = x - mean
+    cov = xc.T @ xc / count
+    mu = float(torch.trace(cov)) / n
+    # Ledoit–Wolf: s = min(1, b^2 / d^2), d^2 = ||S - m I||_F^2, b^2 = mean ||x x^T - S||_F^2 / N.
+    d2 = float(((cov - mu * torch.eye(n, dtype=torch.float64)) ** 2).sum())
+    sq = xc.pow(2)
+    b2 = float((sq.T @ sq).sum() / count - (cov**2).sum()) / count
+    shrink = 1.0 if d2 <= 0 else min(1.0, max(0.0, b2 / d2))
+    floor = max(shrink * mu, 1e-12 * max(mu, 1e-30), 1e-30)
+    k = max(0, min(int(rank), n))
+    evals, evecs = torch.linalg.eigh((1.0 - shrink) * cov)
+    evals, evecs = evals.flip(0)[:k].clamp_min(0.0), evecs.flip(1)[:, :k]
+    factor = evecs * evals.sqrt()
+    diag = ((1.0 - shrink) * torch.diagonal(cov) - factor.pow(2).sum(dim=1)).clamp_min(0.0)
+    diag = diag + floor
+    captured = float(evals.sum() / max(float(torch.trace((1.0 - shrink) * cov)), 1e-300))
+    info = {"samples": count, "size": n, "rank": k, "shrinkage": shrink,
+            "mean_variance": mu, "variance_captured_by_rank": captured}
+    prior = GaussianFeaturePrior(mean.float(), factor.float(), diag.float())
+    return prior, info
+
+
+@dataclass
+class FeaturePriors:
+    """One Gaussian prior per auxiliary variable x_1 .. x_{L-1}, plus its card."""
+
+    layers: list[GaussianFeaturePrior]
+    card: dict[str, Any]
+
+    def check_network(self, network: Any) -> None:
+        """Raises InputError when the priors do not fit the network's feature sizes."""
+        sizes = [math.prod(s.shape[1:]) for s in _feature_shapes(network)]
+        mine = [p.size for p in self.layers]
+        if sizes != mine:
+            raise InputError(
+                f"the feature prior has variables of sizes {mine} but the network's "
+                f"intermediate features have sizes {sizes}; fit a prior for this network "
+                "(lbi feature-prior NETWORK --samples FILE --out PRIOR)."
+            )
+
+
+def _feature_shapes(network: Any) -> list[Tensor]:
+    x = torch.zeros((1, *network.input_shape), dtype=network.dtype, device=network.device)
+    with torch.no_grad():
+        return list(network.forward_states(x))[:-1]
+
+
+def fit_feature_priors(network: Any, inputs: Tensor, rank: int = DEFAULT_RANK,
+                       batch: int = 500) -> FeaturePriors:
+    """Fit a prior for every intermediate feature of ``network`` from network inputs (N, ...)."""
+    if network.layers and len(network.layers) < 2:
+        raise InputError("the network has one layer: layer-wise inversion needs no feature prior.")
+    states: list[list[Tensor]] = [[] for _ in range(len(network.layers) - 1)]
+    with torch.no_grad():
+        for start in range(0, inputs.shape[0], batch):
+            chunk = inputs[start:start + batch].to(network.device, network.dtype)
+            for store, h in zip(states, network.forward_states(chunk)[:-1], strict=False):
+                store.append(h.reshape(h.shape[0], -1).cpu())
+    layers, infos = [], []
+    for store in states:
+        prior, info = fit_gaussian(torch.cat(store), rank)
+        layers.append(prior)
+        infos.append(info)
+    return FeaturePriors(layers, {"layers": infos})
+
+
+# -- files -------------------------------------------------------------------------------------
+
+def prior_paths(base: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """(tensor file, card) for a prior named ``base`` (with or without the suffixes)."""
+    text = os.fspath(base)
+    for tail in (".safetensors", ".json"):
+        if text.endswith(tail):
+            text = text[: -len(tail)]
+    return Path(text + ".safetensors"), Path(text + ".json")
+
+
+def save_feature_priors(priors: FeaturePriors, base: str | os.PathLike[str],
+                        overwrite: bool = False) -> tuple[Path, Path]:
+    """Writes BASE.safetensors and BASE.json atomically; returns their paths."""
+    from safetensors.torch import save as save_safetensors
+
+    from lbi_engine.cards import file_sha256
+    from lbi_engine.io import atomic_write_bytes, atomic_write_text, safe_output_path
+
+    tensors_path, card_path = prior_paths(base)
+    safe_output_path(tensors_path, overwrite)
+    safe_output_path(card_path, overwrite)
+    tensors = {}
+    for i, p in enumerate(priors.layers, start=1):
+        tensors[f"x{i}.mean"] = p.mean.float().contiguous()
+        tensors[f"x{i}.factor"] = p.factor.float().contiguous()
+        tensors[f"x{i}.diag"] = p.diag.float().contiguous()
+    atomic_write_bytes(tensors_path, save_safetensors(tensors))
+    card = {"format_version": PRIOR_FORMAT_VERSION, "kind": "lbi-feature-prior",
+            **priors.card, "tensors": tensors_path.name,
+            "tensors_sha256": file_sha256(tensors_path)}
+    atomic_write_text(card_path, json.dumps(card, indent=2) + "\n")
+    return tensors_path, card_path
+
+
+def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
+    """Reads a prior written by :func:`save_feature_priors` (hash checked; tensors only)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load as load_safetensors
+
+    from lbi_engine.cards import file_sha256
+
+    tensors_path, card_path = prior_paths(base)
+    for p in (tensors_path, card_path):
+        if not p.is_file():
+            raise ModelFileError(f"feature prior {p} does not exist; create it with "
+                                 "`lbi feature-prior NETWORK --samples FILE --out BASE`.")
+    try:
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"feature prior card {card_path} is not valid JSON ({exc}).") from exc
+    if not isinstance(card, dict) or card.get("kind") != "lbi-feature-prior":
+        raise ModelFileError(f"{card_path} is not an lbi feature-prior card.")
+    if card.get("format_version") != PRIOR_FORMAT_VERSION:
+        raise ModelFileError(f"{card_path}: feature-prior format_version "
+                             f"{card.get('format_version')!r} is not {PRIOR_FORMAT_VERSION}.")
+    if file_sha256(tensors_path) != card.get("tensors_sha256"):
+        raise ModelFileError(f"{tensors_path} does not match the sha256 in {card_path}; the file "
+                             "is damaged or was replaced: create the prior again.")
+    try:
+        tensors = load_safetensors(tensors_path.read_bytes())
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ModelFileError(f"feature prior {tensors_path} is unreadable ({exc}).") from exc
+    layers = []
+    i = 1
+    while f"x{i}.mean" in tensors:
+        mean, factor, diag = (tensors[f"x{i}.{k}"].float() for k in ("mean", "factor", "diag"))
+        ok = (mean.ndim == 1 and factor.ndim == 2 and factor.shape[0] == mean.shape[0]
+              and diag.shape == mean.shape and bool((diag > 0).all())
+              and all(bool(torch.isfinite(t).all()) for t in (mean, factor, diag)))
+        if not ok:
+            raise ModelFileError(f"{tensors_path}: variable x{i} has inconsistent or non-finite "
+                                 "tensors; create the prior again.")
+        layers.append(GaussianFeaturePrior(mean, factor, diag))
+        i += 1
+    if not layers:
+        raise ModelFileError(f"{tensors_path} holds no feature prior tensors (x1.mean, ...).")
+    return FeaturePriors(layers, card)
+
+
+def zoo_prior_base(name: str) -> Path:
+    from lbi_engine.zoo import zoo_dir
+
+    return zoo_dir() / f"{name}{PRIOR_SUFFIX}"
+
+
+def zoo_feature_priors(name: str) -> FeaturePriors | None:
+    """The prior shipped beside a bundled network's weights, or None."""
+    tensors_path, card_path = prior_paths(zoo_prior_base(name))
+    if not (tensors_path.is_file() and card_path.is_file()):
+        return None
+    return load_feature_priors(zoo_prior_base(name))
+
+
+def make_card(network_name: str, weights_sha256: str, source: str, command: str,
+              fitted: FeaturePriors, rank: int) -> dict[str, Any]:
+    return {"network": network_name, "weights_sha256": weights_sha256,
+            "samples_source": source, "command": command, "rank": rank,
+            "model": "N(mean, U U^T + diag(d)): Ledoit-Wolf shrunk covariance of the clean "
+                     "samples' features, top-rank eigenpairs + the remaining diagonal",
+            "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **fitted.card}
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm")
+
+
+def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -> Tensor:
+    """Clean sample inputs in display space: a ``.npy`` array (N, *input_shape) or a folder
+    of images (sorted by name, grey, resized to the input's height and width)."""
+    from lbi_engine.data import as_batch
+    from lbi_engine.datafiles import load_array, load_image
+
+    path = Path(source).expanduser()
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        if not files:
+            raise InputError(f"folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}); "
+                             "give a folder of sample inputs or a .npy array")
+        hw = tuple(input_shape[-2:]) if len(input_shape) >= 2 else None
+        images = [load_image(f, size=hw) for f in files]
+        return torch.cat([as_batch(im, input_shape) for im in images])
+    return as_batch(load_array(path).float(), input_shape)
+
+
+def zoo_training_inputs(bundle: Any) -> tuple[Tensor, str]:
+    """The bundled training split that a zoo network was trained on (display space)."""
+    from lbi_engine.data import load_mnist
+
+    dataset = (bundle.card.get("training") or {}).get("data", "")
+    if "mnist_5k" not in str(dataset):
+        raise InputError(f"{bundle.name}: no bundled training split is known for its data "
+                         f"({dataset!r}); give --samples.")
+    images, _ = load_mnist("train")
+    from lbi_engine.data import as_batch
+
+    return as_batch(images, bundle.input_shape), "lbi_engine.data.load_mnist('train') " \
+        f"(resources/datasets/mnist_5k.npz training split, {images.shape[0]} images)"
+
+
+def layerwise_unavailable(network: str, depth: int, feature_prior: str | None = None
+                          ) -> str | None:
+    """Why method ``layerwise`` cannot run for this network (None: it can), without loading
+    anything: for the GUI to disable its button with the reason, before a run is started.
+    ``depth``: the number of lifted layers of the loaded network."""
+    from lbi_engine.zoo import list_zoo
+
+    if depth < 2:
+        return None
+    if feature_prior:
+        tensors, card = prior_paths(feature_prior)
+        if tensors.is_file() and card.is_file():
+            return None
+        return f"the feature prior {card} does not exist."
+    if network in list_zoo():
+        tensors, card = prior_paths(zoo_prior_base(network))
+        if tensors.is_file() and card.is_file():
+            return None
+    return (f"layer-wise inversion of a {depth}-layer network needs a learned feature prior: "
+            "create one from clean sample inputs with `lbi feature-prior NETWORK --samples "
+            "FILE --out PRIOR` and choose it, or use method joint.")

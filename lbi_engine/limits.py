@@ -1,0 +1,113 @@
+"""Memory budget: refuse an input *before* allocating what it would need.
+
+Why: a tiny hostile or mistaken file (a card with 40 x Linear(16384, 16384), an 8000 x 8000
+PNG, a zip bomb, a sweep grid of millions of cells) must end in one clear message, not in a
+machine that swaps to a halt or a MemoryError traceback. Every loader estimates the bytes an
+input needs from its header or shapes alone and calls :func:`check_bytes` first.
+
+The limit: ``LBI_MEMORY_LIMIT`` (e.g. ``8G``, ``512M``, ``2000000000``; the CLI's
+``--memory-limit`` sets it for one run), otherwise 80 % of the memory available now
+(``MemAvailable`` on Linux, physical memory elsewhere), or what an address-space limit
+(``ulimit -v``) still leaves if that is less, and at least 256 MiB.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from lbi_engine.errors import InputError
+
+__all__ = ["ENV_VAR", "MemoryLimitError", "check_bytes", "format_bytes", "memory_limit",
+           "parse_size"]
+
+ENV_VAR = "LBI_MEMORY_LIMIT"
+_MIN_LIMIT = 256 * 2**20
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20,
+          "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40,
+          "tib": 2**40}
+
+
+class MemoryLimitError(InputError):
+    """An input would need more memory than the limit allows (refused before allocating)."""
+
+
+def parse_size(text: str) -> int:
+    """"8G", "512M", "1.5GiB", "2000000000" -> bytes; ValueError naming the text otherwise."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS:
+        raise ValueError(f"{text!r} is not a memory size; write e.g. 8G, 512M or 2000000000")
+    value = float(m.group(1)) * _UNITS[unit]
+    if not 1 <= value < 2**62:
+        raise ValueError(f"{text!r}: a memory size must be between 1 byte and 4 EiB")
+    return int(value)
+
+
+def _available() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+def memory_limit() -> int:
+    """The byte budget of one run (see the module docstring)."""
+    text = os.environ.get(ENV_VAR, "").strip()
+    if text:
+        try:
+            return parse_size(text)
+        except ValueError as exc:
+            raise InputError(f"{ENV_VAR}={text}: {exc}") from None
+    limit = int(_available() * 0.8)
+    room = _address_space_room()
+    if room is not None:
+        limit = min(limit, room)
+    return max(_MIN_LIMIT, limit)
+
+
+def _address_space_room() -> int | None:
+    """What an RLIMIT_AS (ulimit -v) still leaves this process, or None without one."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError, AttributeError):
+        return None
+    if soft in (resource.RLIM_INFINITY, -1) or soft <= 0:
+        return None
+    used = 0
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, soft - used)
+
+
+def format_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def check_bytes(needed: float, what: str, fix: str) -> None:
+    """MemoryLimitError when ``needed`` bytes exceed the limit: names input, estimate, limit."""
+    limit = memory_limit()
+    if needed > limit:
+        raise MemoryLimitError(
+            f"{what} would need about {format_bytes(needed)} of memory, more than the limit of "
+            f"{format_bytes(limit)}; {fix} (or raise the limit with --memory-limit / "
+            f"{ENV_VAR}, e.g. {ENV_VAR}=64G, if the machine really has that much).")

@@ -1,0 +1,145 @@
+"""alpha of the input stage of the layer-wise method by the discrepancy principle.
+
+The input stage solves min_x B_{Psi_1}(x_1^est, W_1 x + b_1) + alpha R(x). Its alpha is the
+one whose result reproduces the measured code to the noise level: the largest alpha with
+
+    mean_i ||f(x_alpha)_i - y_delta_i|| / delta_i  <=  eta           (Morozov)
+
+found by a geometric search (factor 3) from alpha = 0.1, warm-starting each solve from the
+previous one, then one log-linear interpolation between the bracketing values. Every solve
+is the ``pdhg`` method on the one-layer sub-problem (its accelerated default where it applies),
+capped at ``SEARCH_ITER`` iterations: the discrepancy settles long before the iterate does.
+
+When the chain of estimates cannot reproduce the code to eta delta at any alpha (the
+intermediate stages' error is then larger than the noise), the ratio saturates as alpha
+decreases; the search stops at the saturation (less than ``SATURATION`` relative decrease per
+factor 3) and takes the largest alpha within eta times the smallest ratio seen, instead of
+driving alpha to 0. The search uses at most ``budget`` iterations in all.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from lbi_engine.solvers.base import CancelToken, StopReason, StopRule
+
+START, FACTOR, LOWEST, HIGHEST = 0.1, 3.0, 1e-6, 1e4
+SEARCH_ITER = 120
+SATURATION = 0.03
+
+
+@dataclass
+class AlphaSearch:
+    alpha: float
+    x: Tensor
+    dual: Tensor | None
+    iterations: int
+    trail: list[tuple[float, float]] = field(default_factory=list)  # (alpha, ratio)
+    cancelled: bool = False
+    exhausted: bool = False  # the iteration or time budget ended the search
+    saturated: bool = False  # eta delta was out of reach; see the module docstring
+
+
+def sub_problem(problem: object, data: Tensor, alpha: float) -> object:
+    """The input stage as a one-layer problem with data x_1^est."""
+    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.problem import InversionProblem
+
+    first = LiftedNetwork([problem.network.layers[0]], problem.input_shape, name="layer 1")
+    return InversionProblem(network=first, y_delta=data, regulariser=problem.regulariser,
+                            alpha=alpha, image_shape=problem.image_shape)
+
+
+def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, options: object,
+                 x0: Tensor, tol: float, cancel: CancelToken | None, budget: int,
+                 time_budget: float | None = None) -> AlphaSearch:
+    from lbi_engine.solvers import final
+    from lbi_engine.solvers.pdhg import run_pdhg
+
+    state = {"x": x0, "dual": None}
+    used = 0
+    trail: list[tuple[float, float]] = []
+    results: dict[float, tuple[float, Tensor, Tensor | None]] = {}
+
+    start = time.perf_counter()
+
+    def ratio(alpha: float) -> float:
+        nonlocal used
+        cap = min(SEARCH_ITER, budget - used)
+        left = None if time_budget is None else time_budget - (time.perf_counter() - start)
+        if cap < 1 or (left is not None and left <= 0):
+            raise _OutOfBudget
+        sub = sub_problem(problem, data, alpha)
+        init = {"x": state["x"]} | ({"dual": state["dual"]} if state["dual"] is not None else {})
+        rec = final(run_pdhg(sub, StopRule(max_iter=cap, tol=tol, time_budget=left), options,
+                             init, cancel, cap))
+        used += rec.iteration
+        state["x"], state["dual"] = rec.x, rec.extras.get("dual")
+        with torch.no_grad():
+            residual = problem.network.forward(rec.x) - problem.y_delta
+            disc = residual.reshape(problem.batch, -1).norm(dim=1)
+        value = float((disc / delta).mean())
+        trail.append((alpha, value))
+        results[alpha] = (value, rec.x, state["dual"])
+        if rec.stop_reasons and StopReason.CANCELLED.value in rec.stop_reasons:
+            raise _Cancelled
+        return value
+
+    try:
+        alpha = START
+        r = ratio(alpha)
+        if r <= eta:  # go up while the data are still reproduced
+            lo = alpha
+            while r <= eta and alpha < HIGHEST:
+                lo, alpha = alpha, alpha * FACTOR
+                r = ratio(alpha)
+            hi = alpha
+        else:
+            hi = alpha
+            while r > eta and alpha > LOWEST:
+                hi, alpha, previous = alpha, alpha / FACTOR, r
+                r = ratio(alpha)
+                if r > eta and r > (1.0 - SATURATION) * previous:  # saturated: see above
+                    return _saturated(results, eta, used, trail)
+            lo = alpha
+        r_lo, r_hi = results[lo][0], results[hi][0]
+        if lo != hi and r_lo <= eta < r_hi:
+            # one log-linear interpolation of the ratio between the bracket
+            frac = (eta - r_lo) / (r_hi - r_lo) if r_hi > r_lo else 0.0
+            mid = math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo)))
+            state["x"], state["dual"] = results[lo][1], results[lo][2]
+            if ratio(mid) <= eta:
+                lo = mid
+        elif r_hi <= eta:  # the data are reproduced even at the highest alpha tried
+            lo = hi
+        _, x, dual = results[lo]
+        return AlphaSearch(lo, x, dual, used, trail)
+    except _Cancelled:
+        return AlphaSearch(trail[-1][0], state["x"], state["dual"], used, trail, cancelled=True)
+    except _OutOfBudget:
+        if not results:
+            return AlphaSearch(START, x0, None, used, trail, exhausted=True)
+        found = _saturated(results, eta, used, trail)
+        found.exhausted = True
+        return found
+
+
+def _saturated(results: dict, eta: float, used: int, trail: list) -> AlphaSearch:
+    """The largest alpha tried whose ratio is within eta of the smallest ratio seen."""
+    floor = min(value for value, _, _ in results.values())
+    alpha = max(a for a, (value, _, _) in results.items() if value <= eta * max(floor, 1.0))
+    _, x, dual = results[alpha]
+    return AlphaSearch(alpha, x, dual, used, trail, saturated=floor > eta)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class _OutOfBudget(Exception):
+    pass

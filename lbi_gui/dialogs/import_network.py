@@ -1,0 +1,191 @@
+"""File → Import network…: convert a model file once into NAME.safetensors + NAME.json.
+
+The dialog asks for the model file, the output folder and name (and, only where the file does
+not record it, the input shape); the conversion (:func:`lbi_engine.convert.convert_model`,
+which imports torch and reads the file) runs in a QThread so the window keeps painting. On
+success the dialog emits ``converted(card_path)`` and the window opens the converted network.
+Errors are shown in the dialog itself, one line saying what is wrong and what to do. Running
+code from a pickled model needs the box "Allow running code from this file", unticked by
+default and reset for every file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6 import QtCore, QtWidgets
+
+MODEL_FILTER = ("Models (*.onnx *.pt2 *.pt *.pth *.safetensors *.json *.ts *.bin *.ckpt);;"
+                "All files (*)")
+
+
+class _Converter(QtCore.QObject):
+    """Lives in the worker thread; ``run`` converts and reports through queued signals."""
+
+    done = QtCore.Signal(object)  # lbi_engine.convert.ConvertResult
+    failed = QtCore.Signal(str)
+
+    @QtCore.Slot(object)
+    def run(self, job: dict[str, Any]) -> None:
+        from lbi_engine.errors import LbiError, UnsafeFileError
+
+        try:
+            from lbi_engine.convert import convert_model
+
+            self.done.emit(convert_model(**job))
+        except UnsafeFileError:
+            self.failed.emit(f"{Path(job['source']).name} is loaded by running code stored in "
+                             "it (a pickled module or TorchScript). Tick \u201cAllow running code "
+                             "from this file\u201d only if you made it or fully trust its "
+                             "source; better, export the model to ONNX (torch.onnx.export) or "
+                             ".pt2 (torch.export.save), which lbi reads without running code.")
+        except (LbiError, OSError) as exc:
+            self.failed.emit(" ".join(str(exc).split()))
+        except Exception as exc:  # noqa: BLE001 - a bug: still tell the user, keep the window
+            self.failed.emit(f"conversion failed unexpectedly ({type(exc).__name__}: {exc})")
+
+
+class ImportNetworkDialog(QtWidgets.QDialog):
+    """Model file + output folder + name -> converted pair; emits ``converted(card_path)``."""
+
+    converted = QtCore.Signal(str)
+    _start = QtCore.Signal(object)
+
+    def __init__(self, parent: QtWidgets.QWidget | None = None, source: str = "",
+                 out_dir: str = "") -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Import network")
+        self.source = QtWidgets.QLineEdit(source)
+        self.out_dir = QtWidgets.QLineEdit(out_dir)
+        self.name = QtWidgets.QLineEdit()
+        self.shape = QtWidgets.QLineEdit()
+        self.shape.setPlaceholderText("only if the file does not say it, e.g. 1,28,28")
+        self.allow_code = QtWidgets.QCheckBox("Allow running code from this file (pickled "
+                                              "whole models only; trusted files only)")
+        self.maxpool = QtWidgets.QCheckBox("Write MaxPool2d as its exact ReLU layers "
+                                           "(same outputs, more lifted layers)")
+        self.force = QtWidgets.QCheckBox("Replace existing files")
+        self.status = QtWidgets.QLabel("Converts the file once into NAME.safetensors + "
+                                       "NAME.json (the zoo's format), then opens it.")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
+        form = QtWidgets.QFormLayout()
+        form.addRow("Model file", self._with_browse(self.source, self._browse_source))
+        form.addRow("Output folder", self._with_browse(self.out_dir, self._browse_out))
+        form.addRow("Name", self.name)
+        form.addRow("Input shape", self.shape)
+        buttons = QtWidgets.QDialogButtonBox()
+        self.convert_button = buttons.addButton("Convert and open",
+                                                QtWidgets.QDialogButtonBox.ButtonRole.AcceptRole)
+        buttons.addButton(QtWidgets.QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.start)
+        buttons.rejected.connect(self.reject)
+        layout = QtWidgets.QVBoxLayout(self)
+        for item in (form, self.allow_code, self.maxpool, self.force, self.status, buttons):
+            layout.addLayout(item) if isinstance(item, QtWidgets.QLayout) else \
+                layout.addWidget(item)
+        self.source.textChanged.connect(self._source_changed)
+        self._source_changed(source)
+        self.result_path: str | None = None
+        self._thread = QtCore.QThread(self)
+        self._worker = _Converter()
+        self._worker.moveToThread(self._thread)
+        self._start.connect(self._worker.run)
+        self._worker.done.connect(self._done)  # methods of GUI-thread objects (queued)
+        self._worker.failed.connect(self._failed)
+
+    def _with_browse(self, edit: QtWidgets.QLineEdit, slot: Any) -> QtWidgets.QWidget:
+        box = QtWidgets.QWidget()
+        row = QtWidgets.QHBoxLayout(box)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(edit)
+        button = QtWidgets.QPushButton("Browse…")
+        button.clicked.connect(slot)
+        row.addWidget(button)
+        return box
+
+    def _browse_source(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Model file to import",
+                                                        self.source.text(), MODEL_FILTER)
+        if path:
+            self.source.setText(path)
+
+    def _browse_out(self) -> None:
+        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Output folder",
+                                                          self.out_dir.text())
+        if path:
+            self.out_dir.setText(path)
+
+    def _source_changed(self, text: str) -> None:
+        p = Path(text)
+        self.allow_code.setChecked(False)  # consent is per file
+        if text:
+            self.name.setText(p.stem)
+            if not self.out_dir.text():
+                self.out_dir.setText(str(p.parent / "lbi-networks"))
+
+    def job(self) -> dict[str, Any]:
+        """The convert_model arguments from the fields; ValueError names a bad field."""
+        source, out = self.source.text().strip(), self.out_dir.text().strip()
+        if not source:
+            raise ValueError("Choose the model file to import.")
+        if not out:
+            raise ValueError("Choose an output folder.")
+        shape = None
+        if self.shape.text().strip():
+            parts = self.shape.text().replace("x", ",").split(",")
+            try:
+                shape = tuple(int(v) for v in parts if v.strip())
+            except ValueError:
+                raise ValueError(f"Input shape {self.shape.text()!r} is not like 1,28,28.") \
+                    from None
+        return {"source": source, "out_dir": out, "name": self.name.text().strip() or None,
+                "input_shape": shape, "allow_pickle": self.allow_code.isChecked(),
+                "force": self.force.isChecked(), "maxpool_relu": self.maxpool.isChecked()}
+
+    def start(self) -> None:
+        try:
+            job = self.job()
+        except ValueError as exc:
+            self.status.setText(str(exc))
+            return
+        self.convert_button.setEnabled(False)
+        self.status.setText(f"Converting {Path(job['source']).name}…")
+        self._thread.start()  # runs only while converting: an idle dialog holds no thread
+        self._start.emit(job)
+
+    def _stop_thread(self) -> None:
+        self._thread.quit()
+        self._thread.wait()
+
+    def _done(self, result: Any) -> None:
+        self._stop_thread()
+        self.convert_button.setEnabled(True)
+        self.result_path = str(result.card_path)
+        self.status.setText(f"Wrote {result.weights.name} and {result.card_path.name} "
+                            f"(checked: max relative error {result.max_rel_error:.1e}).")
+        self.converted.emit(self.result_path)
+        self.accept()
+
+    def _failed(self, message: str) -> None:
+        self._stop_thread()
+        self.convert_button.setEnabled(True)
+        self.status.setText(message)
+
+    def done(self, code: int) -> None:  # accept/reject/close: let a conversion finish first
+        self._stop_thread()
+        super().done(code)
+
+
+def open_import_dialog(window: Any) -> ImportNetworkDialog:
+    """Show the dialog for ``window``; a converted network is opened with open_network."""
+    from lbi_gui.settings import last_dir
+
+    dialog = ImportNetworkDialog(window, out_dir="")
+    dialog.source.setText("")
+    dialog.out_dir.setPlaceholderText(last_dir("network"))
+    dialog.converted.connect(window.open_network)
+    dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
+    dialog.show()
+    return dialog

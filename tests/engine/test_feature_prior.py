@@ -1,0 +1,95 @@
+"""Learned Gaussian feature priors (lbi_engine/feature_prior.py, docs/LAYERWISE.md)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from lbi_engine import feature_prior as fp
+from lbi_engine.errors import ModelFileError
+from tests.engine._solver_cases import disc, problem_for, relu_mlp, with_feature_prior
+
+
+def _ledoit_wolf(x: np.ndarray) -> np.ndarray:
+    """Ledoit & Wolf (2004), written out from the paper's formulas (sklearn's convention)."""
+    n, p = x.shape
+    xc = x - x.mean(axis=0)
+    s = xc.T @ xc / n
+    mu = np.trace(s) / p
+    d2 = np.sum((s - mu * np.eye(p)) ** 2)
+    b2 = sum(np.sum((np.outer(r, r) - s) ** 2) for r in xc) / n**2
+    shrink = min(b2, d2) / d2
+    return (1 - shrink) * s + shrink * mu * np.eye(p)
+
+
+def test_full_rank_fit_is_the_ledoit_wolf_covariance() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 12)) @ rng.normal(size=(12, 12)) + 3.0
+    prior, info = fp.fit_gaussian(torch.tensor(x), rank=12)
+    sigma = (prior.factor.double() @ prior.factor.double().T + torch.diag(prior.diag.double()))
+    np.testing.assert_allclose(sigma.numpy(), _ledoit_wolf(x), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(prior.mean.numpy(), x.mean(axis=0), rtol=1e-6)
+    assert 0 < info["shrinkage"] < 1 and info["rank"] == 12
+
+
+def test_low_rank_keeps_the_diagonal_and_woodbury_matches_a_dense_inverse() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(200, 40)) @ rng.normal(size=(40, 40))
+    prior, _ = fp.fit_gaussian(torch.tensor(x), rank=5)
+    full = _ledoit_wolf(x)
+    u, d = prior.factor.double().numpy(), prior.diag.double().numpy()
+    sigma = u @ u.T + np.diag(d)
+    np.testing.assert_allclose(np.diag(sigma), np.diag(full), rtol=1e-5)
+    h = torch.tensor(rng.normal(size=(3, 40)))
+    dense_inv = np.linalg.inv(sigma)
+    centred = h.numpy() - prior.mean.double().numpy()
+    np.testing.assert_allclose(prior.gradient(h).numpy(), centred @ dense_inv, rtol=1e-6,
+                               atol=1e-8)
+    np.testing.assert_allclose(prior.value(h).numpy(),
+                               0.5 * np.einsum("bi,ij,bj->b", centred, dense_inv, centred),
+                               rtol=1e-6)
+    assert prior.precision_norm() >= np.linalg.eigvalsh(dense_inv).max() * (1 - 1e-6)
+
+
+def test_saved_prior_round_trips_and_a_changed_file_is_refused(tmp_path) -> None:
+    problem = with_feature_prior(problem_for(relu_mlp((36, 72, 108), 0),
+                                             disc(6, 2.0).reshape(1, 36), 0.05, std=0.02))
+    priors = problem.feature_priors
+    priors.card = fp.make_card("test-net", "abc", "perturbed discs", "test", priors, 8)
+    tensors, card = fp.save_feature_priors(priors, tmp_path / "net.prior")
+    with pytest.raises(Exception, match="exists"):
+        fp.save_feature_priors(priors, tmp_path / "net.prior")
+    loaded = fp.load_feature_priors(tmp_path / "net.prior")
+    for a, b in zip(priors.layers, loaded.layers, strict=True):
+        assert torch.equal(a.mean, b.mean) and torch.equal(a.factor, b.factor)
+    loaded.check_network(problem.network)
+    meta = json.loads(card.read_text())
+    assert meta["kind"] == "lbi-feature-prior" and len(meta["tensors_sha256"]) == 64
+    data = bytearray(tensors.read_bytes())
+    data[-1] ^= 1
+    tensors.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="sha256"):
+        fp.load_feature_priors(tmp_path / "net.prior")
+
+
+def test_the_zoo_prior_fits_the_cnn_and_names_its_weights() -> None:
+    from lbi_engine.zoo import list_zoo, load_zoo
+
+    assert "mnist-cnn-ae.prior" not in list_zoo()
+    bundle = load_zoo("mnist-cnn-ae")
+    priors = fp.zoo_feature_priors("mnist-cnn-ae")
+    assert priors is not None
+    priors.check_network(bundle.encoder)
+    assert priors.card["weights_sha256"] == bundle.sha256
+    assert "train" in priors.card["samples_source"]
+    assert [p.factor.shape[1] for p in priors.layers] == [fp.DEFAULT_RANK] * 2
+
+
+def test_layerwise_availability_is_known_without_loading(tmp_path) -> None:
+    assert fp.layerwise_unavailable("mnist-cnn-ae", 3) is None
+    assert fp.layerwise_unavailable("circle-perceptron", 1) is None
+    assert "feature-prior" in fp.layerwise_unavailable(str(tmp_path / "net.pt"), 2)
+    assert "does not exist" in fp.layerwise_unavailable("x", 2, str(tmp_path / "p"))

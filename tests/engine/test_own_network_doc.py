@@ -1,0 +1,49 @@
+"""docs/own-network.md runs as written: every code block, in order, in an empty folder.
+
+Python blocks run in one namespace (as a reader following the page would), bash blocks are
+`lbi ...` lines run through the CLI's entry point. The blocks assert agreement with the torch
+module themselves; here we also check that each path printed its line.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "own-network.md"
+
+
+def _script() -> str:
+    """One Python program: python blocks verbatim, bash `lbi` lines via lbi_engine.cli.main."""
+    parts = ["import warnings\nwarnings.simplefilter('ignore')  # the exporters' notices\n"
+             "from lbi_engine.cli import main as _lbi\n"]
+    for lang, body in re.findall(r"```(python|bash)\n(.*?)```", DOC.read_text("utf-8"), re.S):
+        if lang == "python":
+            parts.append(body)
+            continue
+        for line in body.strip().splitlines():
+            args = shlex.split(line.split("#")[0])
+            assert args[0] == "lbi", line
+            parts.append(f"assert _lbi({args[1:]!r}) == 0, {line!r}\n")
+    return "\n".join(parts)
+
+
+def test_own_network_doc_examples_run(tmp_path: Path) -> None:
+    pytest.importorskip("onnxscript")  # torch.onnx.export's default (dynamo) exporter needs it
+    repo = str(DOC.parents[1])
+    done = subprocess.run([sys.executable, "-c", _script()], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600,
+                          env={"PYTHONPATH": repo, "OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    for name in ("encoder:", "encoder_legacy:", "encoder_sd:", "encoder_whole:",
+                 "encoder-from-onnx:"):
+        assert name in out, out
+    assert out.count("max |difference|") == 8 and "refused: " in out
+    assert "max-pool as ReLU layers: 4 lifted layers" in out
+    assert (tmp_path / "mymodels" / "encoder_whole.safetensors").exists()

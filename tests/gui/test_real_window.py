@@ -1,0 +1,39 @@
+"""A real window on a virtual screen (Xvfb, xcb): network switch → Run → export, driven with
+mouse and keyboard events (tests/gui/real_window_driver.py). Skipped without xvfb-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(shutil.which("xvfb-run") is None, reason="xvfb-run is not installed")
+def test_network_switch_run_export_in_a_real_window(tmp_path) -> None:
+    out = tmp_path / "export"
+    out.mkdir()
+    env = {**os.environ, "QT_QPA_PLATFORM": "xcb", "PYTHONPATH": str(ROOT),
+           "LBI_ENGINE_BACKEND": "process", "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        ["xvfb-run", "-a", "-s", "-screen 0 1280x720x24", sys.executable, "-m",
+         "tests.gui.real_window_driver", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    seen = json.loads(lines[-1])
+    assert seen["platform"] == "xcb" and seen["truth_at_show"]
+    assert seen["first_network"] == "mnist-cnn-ae" and seen["network"] == "mnist-perceptron-ae"
+    assert seen["run_network"] == "mnist-perceptron-ae" and seen["iterations"] == 80
+    assert seen["psnr"] > 10
+    result = out / "lbi_run1_joint_result"
+    assert {"result.json", "reconstruction.npy", "curves.csv"} <= {p.name for p in
+                                                                   result.iterdir()}
+    assert json.loads((result / "result.json").read_text())["request"]["max_iter"] == 80
