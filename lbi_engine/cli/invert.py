@@ -42,9 +42,11 @@ Files written into --out DIR:
 
 EPILOG = """\
 examples:
-  # a validation digit through the bundled CNN autoencoder (paper Sec. 5.2)
-  lbi invert --network mnist-cnn-ae --sample 3 --noise-std 0.05 --alpha 9e-3 \\
-             --method joint --max-iter 1500 --out runs/cnn3
+  # a validation digit through the bundled CNN autoencoder (paper Sec. 5.2), at the defaults:
+  # alpha chosen from the data (discrepancy principle with the noise std), method auto (joint)
+  lbi invert --network mnist-cnn-ae --sample 3 --noise-std 0.05 --out runs/cnn3
+  # a measured code with a known noise level: alpha by the discrepancy principle
+  lbi invert --network mnist-cnn-ae --data code.npy --noise-level 0.05 --out runs/measured
   # the paper's circle experiment (TV, PDHG, paper step sizes and stopping rule)
   lbi invert --network circle-perceptron --dataset cartoon --split disc --sample 0 \\
              --noise-std 0.005 --alpha 1.5e-2 --method pdhg --steps paper --tol-mode absolute \\
@@ -52,7 +54,7 @@ examples:
   # your own network (torch.onnx.export or torch.export.save) and a measured code
   lbi invert --network model.onnx --data code.npy --alpha 1e-2 --out runs/mine
   # repeat a run exactly (same numbers), or with one parameter changed
-  lbi invert --record runs/cnn3/result.json --out runs/cnn3-again
+  lbi invert --record runs/cnn3/result.json --out runs/cnn3-again   # the chosen alpha, frozen
   lbi invert --record runs/cnn3/result.json --alpha 3e-3 --out runs/cnn3-alpha3e-3
 
 exit status: 0 success, 2 bad input (one-line message on stderr), 1 internal error.
