@@ -181,6 +181,7 @@ def stop_study(quick: bool) -> list[str]:
     import torch
 
     from lbi_engine import data, noise
+    from lbi_engine.errors import InputError
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
     from lbi_engine.solvers import StopRule, final, solve
@@ -205,7 +206,12 @@ def stop_study(quick: bool) -> list[str]:
                 if quick and method == "backprop":
                     continue  # the Adam baseline runs to the cap (see the section's note)
                 t0 = time.perf_counter()
-                last = final(solve(problem, method, stop=StopRule(max_iter=10_000)))
+                try:
+                    last = final(solve(problem, method, stop=StopRule(max_iter=10_000)))
+                except InputError as exc:  # e.g. layer-wise without a learned feature prior
+                    lines.append(f"| {net} | {method} | {std:g} | {alpha:g} | refused: "
+                                 f"{str(exc).split(':')[0]} | – | – |")
+                    continue
                 reasons = last.stop_reasons or []
                 hit = sum(r == "tolerance" for r in reasons)
                 total += len(reasons)
