@@ -342,6 +342,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.run_table.table.itemSelectionChanged.connect(self._overlay_selected)
         self.run_table.export_table_requested.connect(self.export_runs_table)
         self.run_table.show_requested.connect(self.show_result)
+        self.run_table.notes_changed.connect(self._note_edited)
         self.image_grid.shared_bar.sigLevelsChanged.connect(
             lambda _bar: setattr(self.run_table, "levels", self.image_grid.levels()))
 
@@ -390,6 +391,10 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
     def unsaved_runs(self) -> list[RunResult]:
         """Finished runs that are in no saved session (asked about on quit)."""
         return [r for r in self.run_table.runs if r.run_id not in self.saved_run_ids]
+
+    def _note_edited(self, run: RunResult) -> None:
+        """An edited note is not in the saved session yet: quit asks about that run again."""
+        self.saved_run_ids.discard(run.run_id)
 
     def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802
         """Ask about unsaved runs, then stop a running solve cleanly (cancel, quit, wait)."""

@@ -133,6 +133,15 @@ class RunResult:
     network: dict[str, Any] = field(default_factory=dict)
     preprocessing: dict[str, Any] = field(default_factory=dict)
     decoder: np.ndarray | None = None
+    #: The user's free-text note; words starting with '#' are tags (see :attr:`tags`).
+    notes: str = ""
+
+    @property
+    def tags(self) -> list[str]:
+        """The note's words that start with '#', without trailing punctuation
+        (e.g. "#baseline, good" -> ["#baseline"])."""
+        words = (w.rstrip(",;.:!?") for w in self.notes.split())
+        return [w for w in words if w.startswith("#") and len(w) > 1]
 
     @property
     def label(self) -> str:
@@ -162,6 +171,7 @@ class RunResult:
             "decoder PSNR": self.decoder_psnr,
             "discrepancy": m.get("discrepancy"),
             "objective": m.get("objective"),
+            "notes": self.notes,
         }
 
     def segments_text(self) -> str:
@@ -185,6 +195,7 @@ class RunResult:
             "restart_notes": [note for _, note in self.curves.restarts],
             "segments": [[int(k), req] for k, req in self.segments],
             "network": self.network, "preprocessing": self.preprocessing,
+            "notes": self.notes,
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -200,6 +211,9 @@ class RunResult:
     def from_parts(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> RunResult:
         curve_arrays = {k[len("curve_"):]: v for k, v in arrays.items() if k.startswith("curve_")}
         curves = CurveStore.from_arrays(curve_arrays, meta.get("restart_notes", []))
+        notes = meta.get("notes", "")  # sessions written before notes existed have none
+        if not isinstance(notes, str):
+            raise TypeError(f"run {meta.get('run_id')!r}: notes={notes!r} is not text")
         return cls(run_id=int(meta["run_id"]), request=dict(meta["request"]),
                    stop_reason=str(meta["stop_reason"]), iterations=int(meta["iterations"]),
                    elapsed=float(meta["elapsed"]), metrics=dict(meta["metrics"]),
@@ -209,7 +223,8 @@ class RunResult:
                    truth=np.asarray(arrays["truth"]) if "truth" in arrays else None,
                    network=dict(meta.get("network") or {}),
                    preprocessing=dict(meta.get("preprocessing") or {}),
-                   decoder=np.asarray(arrays["decoder"]) if "decoder" in arrays else None)
+                   decoder=np.asarray(arrays["decoder"]) if "decoder" in arrays else None,
+                   notes=notes)
 
 
 _NAMES = {"alpha": "α", "noise_std": "noise", "layer_alphas": "α per layer"}

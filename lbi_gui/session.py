@@ -2,9 +2,10 @@
 
 Format (``.lbisession``): a zip archive holding ``session.json`` (``format_version``, the
 request — network reference, data and parameters —, GUI settings, the run table's parameters
-and metrics) and ``arrays.npz`` (reconstructions and curves, no pickles). Reading checks the
-version and the structure completely before the window applies anything, so a bad file
-changes nothing; writing is atomic.
+and metrics, and the user's notes) and ``arrays.npz`` (reconstructions and curves, no
+pickles). Reading checks the version and the structure completely before the window applies
+anything, so a bad file changes nothing; writing is atomic. Fields added later (a run's
+``notes``) are optional, so older sessions open unchanged and the format version stays 1.
 
 A session is a file someone may have sent along with a model: it never grants consent to run
 code from that model (``allow_pickle``/``allow_code`` are dropped with a warning in

@@ -48,8 +48,11 @@ class NetworkPanel(ParamPanel):
         self.combo.setToolTip("Bundled networks (the zoo) and files you opened")
         self.combo.setMinimumContentsLength(14)
         self.open_button = QtWidgets.QPushButton("Open…")
-        self.open_button.setToolTip("Open a TorchScript (.pt), ONNX (.onnx) or state dict + "
-                                    "model card file (you can also drop it on the window)")
+        self.open_button.setToolTip("Open an ONNX (.onnx), torch.export (.pt2), safetensors or "
+                                    "state dict + model card file (you can also drop it on the "
+                                    "window). TorchScript (.pt) runs code from the file while "
+                                    "it loads: it opens only after you consent, for trusted "
+                                    "files only")
         self.shape_edit = QtWidgets.QLineEdit()
         self.shape_edit.setPlaceholderText("from the file (e.g. 1,28,28)")
         self.shape_edit.setToolTip("Input shape without the batch dimension; needed only when "

@@ -13,7 +13,10 @@ from lbi_gui.runs import RunResult
 
 COLUMNS = ["run", "network", "method", "regulariser", "alpha", "noise", "sample", "iterations",
            "time [s]", "stop", "restarts", "segments", "PSNR", "SSIM", "decoder PSNR",
-           "discrepancy", "objective"]
+           "discrepancy", "objective", "notes"]
+#: The one column the user edits (free text; words starting with '#' are tags).
+NOTES_COLUMN = COLUMNS.index("notes")
+NOTES_TIP = "notes: {}\n(double-click or F2 to edit; words starting with # are tags)"
 
 
 #: The Run all button's text (while a Run all goes: CANCEL_TEXT).
@@ -106,6 +109,7 @@ class RunTable(QtWidgets.QWidget):
     run_all_requested = QtCore.Signal()
     load_requested = QtCore.Signal(object)  # RunResult: put its parameters on screen
     export_table_requested = QtCore.Signal()
+    notes_changed = QtCore.Signal(object)  # RunResult whose note the user edited
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -113,7 +117,9 @@ class RunTable(QtWidgets.QWidget):
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.NoEditTriggers)
+        # only the notes cells are editable (their items carry ItemIsEditable)
+        self.table.setEditTriggers(QtWidgets.QAbstractItemView.EditTrigger.DoubleClicked
+                                   | QtWidgets.QAbstractItemView.EditTrigger.EditKeyPressed)
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QtWidgets.QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setSortingEnabled(True)
@@ -131,8 +137,8 @@ class RunTable(QtWidgets.QWidget):
         self.export_table.setToolTip("Save the table (every run, all columns) as CSV")
         self.filter = QtWidgets.QLineEdit()
         self.filter.setPlaceholderText("Filter runs…")
-        self.filter.setToolTip("Show only runs with this text in any column (e.g. joint, "
-                               "circle, tv)")
+        self.filter.setToolTip("Show only runs with every word in some column (e.g. joint, "
+                               "circle, tv, or a tag from the notes such as #baseline)")
         self.filter.setClearButtonEnabled(True)
         buttons = QtWidgets.QHBoxLayout()
         buttons.addWidget(self.run_all)
@@ -159,6 +165,8 @@ class RunTable(QtWidgets.QWidget):
         self.levels: tuple[float, float] = (0.0, 1.0)
         self.table.itemSelectionChanged.connect(self._selection_changed)
         self.table.itemDoubleClicked.connect(self._double_clicked)
+        self.table.itemChanged.connect(self._item_changed)
+        self._filling = False  # rows being built: their itemChanged is not a user edit
         self.run_all.clicked.connect(self.run_all_requested)
         self.remove.clicked.connect(self.remove_selected)
         self.load.clicked.connect(self._load_selected)
@@ -176,16 +184,26 @@ class RunTable(QtWidgets.QWidget):
     def _append_row(self, run: RunResult) -> None:
         sorting = self.table.isSortingEnabled()
         self.table.setSortingEnabled(False)
+        self._filling = True
         r = self.table.rowCount()
         self.table.insertRow(r)
+        editable = QtCore.Qt.ItemFlag.ItemIsEditable
         for c, (key, value) in enumerate(run.table_row().items()):
-            item = _SortItem(_cell(value))
-            item.setData(QtCore.Qt.ItemDataRole.UserRole,
-                         value if isinstance(value, (int, float)) else str(value))
+            if c == NOTES_COLUMN:
+                item = _SortItem(run.notes)
+                item.setData(QtCore.Qt.ItemDataRole.UserRole, run.notes)
+                item.setToolTip(NOTES_TIP.format(run.notes))
+                item.setFlags(item.flags() | editable)
+            else:
+                item = _SortItem(_cell(value))
+                item.setData(QtCore.Qt.ItemDataRole.UserRole,
+                             value if isinstance(value, (int, float)) else str(value))
+                item.setToolTip(f"{key}: {_cell(value)}")
+                item.setFlags(item.flags() & ~editable)
             if c == 0:
                 item.setData(QtCore.Qt.ItemDataRole.UserRole + 1, run.run_id)
-            item.setToolTip(f"{key}: {_cell(value)}")
             self.table.setItem(r, c, item)
+        self._filling = False
         self.table.setSortingEnabled(sorting)
         self.table.resizeColumnsToContents()
         self.apply_filter(self.filter.text())
@@ -217,17 +235,43 @@ class RunTable(QtWidgets.QWidget):
             self.compare_view.compare(sel[0], sel[1], self.levels)
 
     def _double_clicked(self, item: QtWidgets.QTableWidgetItem) -> None:
+        if item.column() == NOTES_COLUMN:
+            return  # that double-click opens the note's editor
         run_id = self.table.item(item.row(), 0).data(QtCore.Qt.ItemDataRole.UserRole + 1)
         for run in self.runs:
             if run.run_id == run_id:
                 self.show_requested.emit(run)
 
+    def _item_changed(self, item: QtWidgets.QTableWidgetItem) -> None:
+        """A note edited in its cell: keep it on the run, re-filter, tell the window."""
+        if self._filling or item.column() != NOTES_COLUMN:
+            return
+        first = self.table.item(item.row(), 0)
+        run_id = first.data(QtCore.Qt.ItemDataRole.UserRole + 1) if first else None
+        run = next((r for r in self.runs if r.run_id == run_id), None)
+        text = " ".join(item.text().split())  # one line: the CSV and the table stay tidy
+        if run is None or text == run.notes:
+            return
+        run.notes = text
+        self._filling = True  # the updates below change the item again
+        sorting = self.table.isSortingEnabled()
+        self.table.setSortingEnabled(False)  # the row must not move under these updates
+        item.setText(text)
+        item.setData(QtCore.Qt.ItemDataRole.UserRole, text)
+        item.setToolTip(NOTES_TIP.format(text))
+        self.table.setSortingEnabled(sorting)
+        self._filling = False
+        self.apply_filter(self.filter.text())
+        self.notes_changed.emit(run)
+
     def apply_filter(self, text: str) -> None:
-        """Hide rows without ``text`` (case-insensitive) in any cell."""
-        needle = text.strip().lower()
+        """Hide rows unless every word of ``text`` (case-insensitive) is in one of its cells,
+        so "#baseline joint" keeps the joint runs tagged #baseline."""
+        words = text.lower().split()
         for r in range(self.table.rowCount()):
-            cells = (self.table.item(r, c) for c in range(self.table.columnCount()))
-            hit = not needle or any(needle in cell.text().lower() for cell in cells if cell)
+            cells = [cell.text().lower() for c in range(self.table.columnCount())
+                     if (cell := self.table.item(r, c))]
+            hit = all(any(w in cell for cell in cells) for w in words)
             self.table.setRowHidden(r, not hit)
 
     def table_csv(self) -> str:

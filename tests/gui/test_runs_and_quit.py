@@ -12,20 +12,6 @@ from lbi_gui.widgets.run_table import COLUMNS
 from tests.gui.conftest import wait_idle
 
 
-@pytest.fixture
-def two_runs(qtbot, fake_engine, make_window):
-    fake_engine()
-    win = make_window({"network": "fake-net", "max_iter": 20, "alpha": 0.01, "method": "joint"})
-    win.run()
-    wait_idle(qtbot, win)
-    win.set_request({**win.current_request(), "method": "landweber", "alpha": 0.02})
-    win.flush_changes()
-    win.run()
-    qtbot.waitUntil(lambda: len(win.run_table.runs) == 2, timeout=20000)
-    wait_idle(qtbot, win)
-    return win
-
-
 def test_filter_sort_delete_and_export_the_table(qtbot, two_runs, tmp_path) -> None:
     win = two_runs
     table = win.run_table
