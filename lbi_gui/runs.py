@@ -153,12 +153,17 @@ class RunResult:
     def table_row(self) -> dict[str, Any]:
         """Columns of the run table (parameters, then final metrics)."""
         r, m = self.request, self.metrics
+        method, alpha = r.get("method"), r.get("alpha")
+        if method == "auto" and m.get("method_run"):
+            method = f"auto: {m['method_run']}"  # what auto ran, as result.json says
+        if alpha == "auto" and m.get("alpha") is not None:
+            alpha = float(m["alpha"])  # the α auto chose (a number, so the column sorts)
         return {
             "run": self.run_id,
             "network": _network_name(r),
-            "method": r.get("method"),
+            "method": method,
             "regulariser": r.get("regulariser"),
-            "alpha": r.get("alpha"),
+            "alpha": alpha,
             "noise": r.get("noise_std"),
             "sample": _sample_name(r),
             "iterations": self.iterations,

@@ -1,7 +1,7 @@
 """Render a PNG of the lbi-gui window after a short run (offscreen, no screen needed).
 
-    python scripts/screenshot.py                 # -> docs/screenshot.png
-    python scripts/screenshot.py --out shot.png --max-iter 300 --size 1600x1000
+    python scripts/screenshot.py                 # -> docs/screenshot_1280x720.png
+    python scripts/screenshot.py --out shot.png --alpha 0.1 --max-iter 300 --size 1600x1000
 
 Uses a throw-away settings folder, so the remembered layout of a real user is neither read
 nor changed. Exit code 1 if the run fails or times out.
@@ -33,11 +33,13 @@ def wait_until(app, condition, timeout: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(ROOT / "docs" / "screenshot.png"))
-    p.add_argument("--max-iter", type=int, default=300)
+    p.add_argument("--out", default=str(ROOT / "docs" / "screenshot_1280x720.png"))
+    p.add_argument("--max-iter", type=int, default=None, help="default: the app's own")
     p.add_argument("--sample", type=int, default=7)
     p.add_argument("--noise-std", type=float, default=0.33)
-    p.add_argument("--alpha", type=float, default=0.1)
+    p.add_argument("--alpha", default="auto",
+                   help="auto (the app's default: one run, alpha chosen from the data) or a "
+                        "number (two runs, at alpha/3 and alpha, for the comparison table)")
     p.add_argument("--size", default="1600x1000", help="window size WxH in pixels")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--tab", choices=["curves", "runs", "network"], default="curves",
@@ -53,20 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     from lbi_gui.main_window import MainWindow
 
-    win = MainWindow({"max_iter": args.max_iter, "index": args.sample, "alpha": args.alpha,
-                      "noise_std": args.noise_std}, restore_layout=False)
+    alpha: float | str = args.alpha if args.alpha == "auto" else float(args.alpha)
+    request = {"index": args.sample, "alpha": alpha, "noise_std": args.noise_std}
+    if args.max_iter is not None:
+        request["max_iter"] = args.max_iter
+    win = MainWindow(request, restore_layout=False)
     win.resize(width, height)
     win.show()
     if not wait_until(app, lambda: win.info is not None, args.timeout):
         print("screenshot: the engine did not become ready", file=sys.stderr)
         return 1
-    # a first run at a smaller α, so the run table has two rows to compare
-    win.reg_panel.set_values({"alpha": args.alpha / 3})
-    win.set_request(win.current_request())
-    win.run()
-    wait_until(app, lambda: not win.controller.running, args.timeout)
-    win.reg_panel.set_values({"alpha": args.alpha})
-    win.set_request(win.current_request())
+    if alpha != "auto":  # a first run at a smaller α, so the run table has two rows
+        win.reg_panel.set_values({"alpha": alpha / 3})
+        win.set_request(win.current_request())
+        win.run()
+        wait_until(app, lambda: not win.controller.running, args.timeout)
+        win.reg_panel.set_values({"alpha": alpha})
+        win.set_request(win.current_request())
     win.run()
     ok = wait_until(app, lambda: not win.controller.running, args.timeout)
     if not ok or not win.run_table.runs:
