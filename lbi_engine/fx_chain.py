@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
+from lbi_engine._leaf_modules import LiftedActivation, is_leaf
 from lbi_engine.errors import UnsupportedLayerError
 from lbi_engine.operators import Reshape, ScaleShift
 
@@ -145,7 +146,6 @@ def _module_for(node: fx.Node, gm: fx.GraphModule, env: dict[fx.Node, Any], chai
     if target in (torch.clamp, torch.clip, "clamp", "clip"):
         p = _params(node, env, (("min", None), ("max", None)))
         from lbi_engine.activations import activation_from_onnx
-        from lbi_engine.layer_lifting import LiftedActivation
 
         return LiftedActivation(activation_from_onnx("Clip", {"min": p.get("min"),
                                                               "max": p.get("max")}))
@@ -194,8 +194,6 @@ class _LeafTracer(fx.Tracer):
     keeps torch's forward stays one layer instead of an untranslatable F.conv2d call)."""
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
-        from lbi_engine.layer_lifting import is_leaf
-
         return is_leaf(m)
 
 

@@ -17,6 +17,9 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor, nn
 
+from lbi_engine._affine_base import _shape
+from lbi_engine._leaf_modules import LiftedActivation, is_leaf
+from lbi_engine.affine_compose import compose
 from lbi_engine.conv_operators import (
     AdaptiveAvgPool2dMap,
     AvgPool2dMap,
@@ -24,6 +27,7 @@ from lbi_engine.conv_operators import (
     ConvTranspose2dMap,
 )
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.fx_chain import walk_fx
 from lbi_engine.operators import (
     AffineMap,
     IdentityMap,
@@ -257,21 +261,6 @@ def lift_module(m: nn.Module, in_shape: Sequence[int], name: str, position: int)
     return act
 
 
-class LiftedActivation(nn.Module):
-    """Module form of a ProximalActivation (forward = sigma), for importers that build the
-    activation directly (ONNX ops via activation_from_onnx, one-sided clamps)."""
-
-    def __init__(self, activation: Any) -> None:
-        super().__init__()
-        self.activation = activation
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.activation.sigma(x)
-
-    def extra_repr(self) -> str:
-        return repr(self.activation.spec())
-
-
 @dataclass
 class LayerEntry:
     """One leaf layer of the walked module, with its lifted form and sample shapes."""
@@ -282,17 +271,6 @@ class LayerEntry:
     in_shape: tuple[int, ...]
     out_shape: tuple[int, ...]
     lifted: Any  # AffineMap | ProximalActivation
-
-
-def is_leaf(m: nn.Module) -> bool:
-    """Layers whose forward is torch.nn's own (incl. user subclasses that only change
-    __init__) and lbi's small modules are leaves; Sequential and user forwards are walked."""
-    if isinstance(m, (Reshape, ScaleShift, LiftedActivation)):
-        return True
-    if isinstance(m, nn.Sequential):
-        return False
-    forward = getattr(type(m), "forward", None)
-    return getattr(forward, "__module__", "").startswith("torch.nn")
 
 
 class ModuleWalker:
@@ -346,8 +324,6 @@ class ModuleWalker:
         elif is_leaf(module):
             self.add(name or type(module).__name__, module)
         else:
-            from lbi_engine.fx_chain import walk_fx
-
             walk_fx(self, module, name)
 
     def _walk_maxpool(self, module: nn.MaxPool2d, name: str) -> None:
@@ -363,3 +339,18 @@ class ModuleWalker:
         relu = maxpool_as_relu(module, int(self.x.shape[1])).to(self.x.dtype)
         for cname, child in relu.named_children():
             self.add(f"{label}.relu{cname}", child)
+
+
+def affine_from_modules(modules: Sequence[nn.Module], in_shape: Sequence[int]) -> AffineMap:
+    """Compose consecutive affine layers (Linear, Conv2d, BatchNorm (eval), ...) into one map.
+
+    Raises UnsupportedLayerError for a module that is not affine (with the reason and the
+    nearest supported alternative).
+    """
+    shape = _shape(in_shape)
+    maps: list[AffineMap] = []
+    for i, m in enumerate(modules):
+        amap = affine_map_of_module(m, shape, name=str(i), position=i, require=True)
+        maps.append(amap)
+        shape = amap.out_shape
+    return compose(maps) if maps else IdentityMap(shape)

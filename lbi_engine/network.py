@@ -20,8 +20,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from lbi_engine.affine_compose import compose
 from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerError
-from lbi_engine.operators import AffineMap, IdentityMap, compose
+from lbi_engine.operators import AffineMap, IdentityMap
 
 # The lifted forward is checked against the module's own forward at build time (cheap, one
 # batch of 3); a larger relative deviation means the module does something its layers hide.

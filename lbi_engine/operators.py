@@ -32,7 +32,7 @@ from lbi_engine.errors import ShapeMismatchError
 
 __all__ = [
     "AffineMap", "ComposedMap", "IdentityMap", "LinearMap", "PadMap", "Reshape", "ReshapeMap",
-    "ScaleShift", "ScaleShiftMap", "affine_from_modules", "compose", "exact_norm_of_matrix",
+    "ScaleShift", "ScaleShiftMap", "exact_norm_of_matrix",
     "lanczos_norm",
 ]
 
@@ -261,42 +261,6 @@ class ComposedMap(AffineMap):
         return " ; ".join(m.describe() for m in self.maps)
 
 
-def compose(maps: Sequence[AffineMap], fold: bool = True) -> AffineMap:
-    """One map for a run of affine layers, simplified.
-
-    Nested compositions are flattened, identities dropped, consecutive reshapes merged and,
-    with ``fold``, a per-channel ScaleShift (eval BatchNorm) right after a Linear/Conv2d/
-    ConvTranspose2d is folded into that layer's weights, and a zero padding right before a
-    Conv2d into its pads (one kernel call fewer per apply).
-    """
-    from lbi_engine.conv_operators import fold_channel_affine, fold_pad_into_conv
-
-    if not maps:
-        raise ValueError("compose() needs at least one map.")
-    flat: list[AffineMap] = []
-    for m in maps:
-        flat.extend(m.maps if isinstance(m, ComposedMap) else [m])
-    out: list[AffineMap] = []
-    for m in flat:
-        if isinstance(m, IdentityMap):
-            continue
-        prev = out[-1] if out else None
-        if isinstance(m, ReshapeMap) and isinstance(prev, ReshapeMap):
-            out[-1] = ReshapeMap(prev.in_shape, m.out_shape, kind=prev.kind)
-            continue
-        if fold and prev is not None:
-            folded = fold_channel_affine(prev, m) if isinstance(m, ScaleShiftMap) else \
-                fold_pad_into_conv(prev, m)
-            if folded is not None:
-                out[-1] = folded
-                continue
-        out.append(m)
-    out = [m for m in out if not (isinstance(m, ReshapeMap) and m.in_shape == m.out_shape)]
-    if not out:
-        return IdentityMap(flat[0].in_shape)
-    return out[0] if len(out) == 1 else ComposedMap(out)
-
-
 # --- lbi's own small modules (targets of the fx, TorchScript and ONNX translations) ---------
 class Reshape(nn.Module):
     """Batch-preserving reshape ``x.reshape(B, *shape)``: the module form of view/Reshape."""
@@ -329,20 +293,3 @@ class ScaleShift(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x * self.scale + self.shift
-
-
-def affine_from_modules(modules: Sequence[nn.Module], in_shape: Sequence[int]) -> AffineMap:
-    """Compose consecutive affine layers (Linear, Conv2d, BatchNorm (eval), ...) into one map.
-
-    Raises UnsupportedLayerError for a module that is not affine (with the reason and the
-    nearest supported alternative).
-    """
-    from lbi_engine.layer_lifting import affine_map_of_module
-
-    shape = _shape(in_shape)
-    maps: list[AffineMap] = []
-    for i, m in enumerate(modules):
-        amap = affine_map_of_module(m, shape, name=str(i), position=i, require=True)
-        maps.append(amap)
-        shape = amap.out_shape
-    return compose(maps) if maps else IdentityMap(shape)

@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from lbi_engine.activations import make_activation
+from lbi_engine.layer_lifting import affine_from_modules
 from lbi_engine.network import LiftedLayer, LiftedNetwork
-from lbi_engine.operators import affine_from_modules
 
 
 # -- torch modules, seeded ----------------------------------------------------------------------

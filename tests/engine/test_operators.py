@@ -14,6 +14,7 @@ from torch import nn
 
 import lbi_engine._affine_base as affine_base
 import lbi_engine.operators as ops
+from lbi_engine.affine_compose import compose
 from lbi_engine.conv_operators import (
     AdaptiveAvgPool2dMap,
     AvgPool2dMap,
@@ -21,7 +22,7 @@ from lbi_engine.conv_operators import (
     ConvTranspose2dMap,
 )
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
-from lbi_engine.layer_lifting import affine_map_of_module
+from lbi_engine.layer_lifting import affine_from_modules, affine_map_of_module
 from lbi_engine.operators import (
     ComposedMap,
     IdentityMap,
@@ -29,8 +30,6 @@ from lbi_engine.operators import (
     PadMap,
     ReshapeMap,
     ScaleShiftMap,
-    affine_from_modules,
-    compose,
 )
 
 F64 = torch.float64

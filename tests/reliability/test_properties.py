@@ -183,7 +183,7 @@ def layer_and_shape(draw: st.DrawFn) -> tuple[nn.Module, tuple[int, ...]]:
 @FAST
 @given(layer_shape=layer_and_shape(), batch=st.integers(1, 2), data=st.data())
 def test_affine_maps_match_torch_and_their_adjoints(layer_shape, batch, data) -> None:
-    from lbi_engine.operators import affine_from_modules
+    from lbi_engine.layer_lifting import affine_from_modules
 
     layer, in_shape = layer_shape
     torch.manual_seed(data.draw(st.integers(0, 1000), label="init"))
