@@ -19,7 +19,9 @@ import torch
 from torch import nn
 
 from lbi_engine._onnx_graph import BATCHES, PROBE, match_values
+from lbi_engine._pt2_translate import translate
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.limits import _check_shape
 
 _BATCH = "batch"  # the symbolic batch size (aten.sym_size.int(x, 0))
 _PASS = {"aten.alias.default", "aten.clone.default", "aten.contiguous.default",
@@ -38,24 +40,6 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "aten.add.Scalar": torch.add, "aten.mul.Scalar": torch.mul,
 }
 
-_ALTERNATIVES = {
-    "cat": "concatenation joins branches; a lifted chain has one path. Export only the chain",
-    "matmul": "only x @ W with a constant 2-D W is affine; use nn.Linear",
-    "bmm": "batched products of activations are not affine; use nn.Linear",
-    "embedding": "it takes integer indices; feed one-hot vectors into nn.Linear",
-    "upsample_nearest2d": "resampling is not implemented as an affine map; use "
-                          "nn.ConvTranspose2d with stride equal to the scale factor",
-    "upsample_bilinear2d": "resampling is not implemented as an affine map; use "
-                           "nn.ConvTranspose2d with stride equal to the scale factor",
-    "conv1d": "only 2-D convolutions are implemented; use nn.Conv2d on (C, H, W) samples",
-    "conv3d": "only 2-D convolutions are implemented; use nn.Conv2d on (C, H, W) samples",
-    "group_norm": "it normalises with per-sample statistics (not affine); use BatchNorm in "
-                  "eval mode (model.eval()), which folds into W and b",
-    "native_group_norm": "it normalises with per-sample statistics (not affine); use "
-                         "BatchNorm in eval mode (model.eval()), which folds into W and b",
-    "permute": "permuting sample axes is not implemented; keep (C, H, W) order",
-    "transpose": "transposing sample axes is not implemented; keep (C, H, W) order",
-}
 
 
 def _target(node: dict[str, Any]) -> str:
@@ -109,7 +93,6 @@ class GraphTranslator:
         self.index = 0
 
     def _input_shape(self, dims: list[int | None], given: Sequence[int] | None) -> tuple[int, ...]:
-        from lbi_engine.network import _check_shape
 
         if given is not None:
             shape = _check_shape(tuple(int(s) for s in given))
@@ -171,8 +154,6 @@ class GraphTranslator:
 
     # --- the walk --------------------------------------------------------------------------
     def build(self) -> tuple[nn.Sequential, tuple[int, ...]]:
-        from lbi_engine._pt2_translate import translate
-
         nodes = list(self.graph["nodes"])
         consumers: dict[str, list[int]] = {}
         for j, n in enumerate(nodes):
@@ -323,9 +304,3 @@ class GraphTranslator:
                 self.shapes[self.current] = self.shape
                 return j
         return None
-
-
-def alternative_for(target: str) -> str:
-    base = target.split(".")[1] if target.count(".") >= 1 else target
-    return _ALTERNATIVES.get(base.rstrip("_"), "write the network as an nn.Sequential of "
-                             "supported layers (see docs/own-network.md), or export it to ONNX")

@@ -257,8 +257,6 @@ _OPS["aten.log_softmax.int"] = _act(_ACTS["log_softmax"])
 
 def translate(tr: Any, target: str, a: dict[str, Any]) -> None:
     """Append the modules of one node, or refuse it naming the op and an alternative."""
-    from lbi_engine._pt2_ops import alternative_for
-
     if target in ("aten.dropout.default", "aten.feature_dropout.default") and a.get("train"):
         tr.refuse("dropout in training mode is random; call model.eval() before "
                   "torch.export.export")
@@ -271,3 +269,29 @@ def translate(tr: Any, target: str, a: dict[str, Any]) -> None:
                   f"hardtanh, softplus, elu, softshrink, softmax, ...). Nearest alternative: "
                   f"{alternative_for(target)}")
     handler(tr, a)
+
+
+_ALTERNATIVES = {
+    "cat": "concatenation joins branches; a lifted chain has one path. Export only the chain",
+    "matmul": "only x @ W with a constant 2-D W is affine; use nn.Linear",
+    "bmm": "batched products of activations are not affine; use nn.Linear",
+    "embedding": "it takes integer indices; feed one-hot vectors into nn.Linear",
+    "upsample_nearest2d": "resampling is not implemented as an affine map; use "
+                          "nn.ConvTranspose2d with stride equal to the scale factor",
+    "upsample_bilinear2d": "resampling is not implemented as an affine map; use "
+                           "nn.ConvTranspose2d with stride equal to the scale factor",
+    "conv1d": "only 2-D convolutions are implemented; use nn.Conv2d on (C, H, W) samples",
+    "conv3d": "only 2-D convolutions are implemented; use nn.Conv2d on (C, H, W) samples",
+    "group_norm": "it normalises with per-sample statistics (not affine); use BatchNorm in "
+                  "eval mode (model.eval()), which folds into W and b",
+    "native_group_norm": "it normalises with per-sample statistics (not affine); use "
+                         "BatchNorm in eval mode (model.eval()), which folds into W and b",
+    "permute": "permuting sample axes is not implemented; keep (C, H, W) order",
+    "transpose": "transposing sample axes is not implemented; keep (C, H, W) order",
+}
+
+
+def alternative_for(target: str) -> str:
+    base = target.split(".")[1] if target.count(".") >= 1 else target
+    return _ALTERNATIVES.get(base.rstrip("_"), "write the network as an nn.Sequential of "
+                             "supported layers (see docs/own-network.md), or export it to ONNX")

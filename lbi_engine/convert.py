@@ -102,15 +102,11 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
 
     from lbi_engine import __version__
     from lbi_engine.cards import CARD_FORMAT_VERSION, describe_module, file_sha256, tensor_sha256
-    from lbi_engine.io import (
-        atomic_write_bytes,
-        atomic_write_text,
-        load_model_file,
-        sniff_model_format,
-    )
+    from lbi_engine.io import atomic_write_bytes, atomic_write_text
     from lbi_engine.maxpool_relu import REWRITE_MAXPOOL
+    from lbi_engine.model_files import sniff_model_format
     from lbi_engine.network import verify_against
-    from lbi_engine.zoo import bundle_from_card
+    from lbi_engine.zoo import bundle_from_card, load_model_file
 
     src = Path(source).expanduser()
     fmt = sniff_model_format(src)

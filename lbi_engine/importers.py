@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import InputError, LbiError, ModelFileError, UnsupportedLayerError
+from lbi_engine.model_files import refuse_code_format
 
 
 def check_model_file(path: str | Path, fmt: str) -> Path:
@@ -307,23 +308,15 @@ def rebuild_torchscript(sm: Any, qual: str = "", counter: list[int] | None = Non
     return seq
 
 
-def load_torchscript(path: str | Path, input_shape: Sequence[int] | None = None,
-                     name: str | None = None, *, allow_code: bool = False) -> Any:
-    """LiftedNetwork from a TorchScript archive; see the module docstring."""
-    return load_torchscript_module(path, input_shape, name, allow_code=allow_code)[0]
-
-
-def load_torchscript_module(path: str | Path, input_shape: Sequence[int] | None = None,
-                            name: str | None = None, *, allow_code: bool = False
-                            ) -> tuple[Any, nn.Module]:
-    """(LiftedNetwork, the nn.Sequential lbi rebuilt) from a TorchScript archive.
+def torchscript_sequential(path: str | Path, input_shape: Sequence[int] | None = None, *,
+                           allow_code: bool = False) -> tuple[nn.Module, Sequence[int]]:
+    """(the nn.Sequential lbi rebuilt, the sample shape) from a TorchScript archive.
 
     Without ``allow_code`` the file is refused (:class:`UnsafeFileError`) before torch reads
-    it; the check of the zip's magic bytes is all that touches it.
+    it; the check of the zip's magic bytes is all that touches it. Lifting the result is
+    :func:`lbi_engine.network.load_torchscript_module`'s job (so this module stays below
+    :mod:`lbi_engine.network`).
     """
-    from lbi_engine.io import refuse_code_format
-    from lbi_engine.network import LiftedNetwork
-
     p = check_model_file(path, "TorchScript")
     with open(p, "rb") as f:
         head = f.read(4)
@@ -355,6 +348,4 @@ def load_torchscript_module(path: str | Path, input_shape: Sequence[int] | None 
         if input_shape is None:
             raise InputError(f"TorchScript file {str(p)!r} does not record its input shape; pass "
                              "input_shape (one sample, e.g. (1, 28, 28)).")
-    # verified against the module lbi built from allow-listed layer types, never sm.forward
-    net = LiftedNetwork.from_module(module, input_shape, name=name or p.stem, verify=True)
-    return net, module
+    return module, input_shape

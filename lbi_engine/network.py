@@ -11,7 +11,6 @@ treat as unknowns x_1, ..., x_L.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,14 +21,16 @@ from torch import Tensor, nn
 
 from lbi_engine.affine_compose import compose
 from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.importers import torchscript_sequential
+from lbi_engine.limits import MAX_INPUT_VALUES as MAX_INPUT_VALUES  # re-export (old home)
+from lbi_engine.limits import _check_shape
+from lbi_engine.onnx_import import onnx_sequential
 from lbi_engine.operators import AffineMap, IdentityMap
+from lbi_engine.pt2_import import pt2_sequential
 
 # The lifted forward is checked against the module's own forward at build time (cheap, one
 # batch of 3); a larger relative deviation means the module does something its layers hide.
 _VERIFY_RTOL = {torch.float64: 1e-10, torch.float32: 1e-4}
-#: Largest input one sample may have (16.7 M values, e.g. 4 x 2048 x 2048): the solvers keep
-#: several copies of it, so a larger (usually mistyped) shape would exhaust memory.
-MAX_INPUT_VALUES = 2**24
 
 
 @dataclass
@@ -39,24 +40,6 @@ class LiftedLayer:
     affine: AffineMap
     activation: Any  # ProximalActivation
     source: str  # the original layers it came from, e.g. "0:Conv2d, 1:ReLU"
-
-
-def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
-    if isinstance(input_shape, int):
-        input_shape = (input_shape,)
-    try:
-        shape = tuple(int(s) for s in input_shape)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{what}={input_shape!r}: give the shape of one sample as a tuple of "
-                         "positive ints, e.g. (1, 28, 28) or (784,).") from exc
-    if not shape or min(shape) < 1:
-        raise InputError(f"{what}={input_shape!r}: give the shape of one sample as a tuple of "
-                         "positive ints, e.g. (1, 28, 28) or (784,).")
-    if math.prod(shape) > MAX_INPUT_VALUES:  # refused before any tensor of that size exists
-        raise InputError(f"{what}={shape} is too large: {math.prod(shape):,} values per sample; "
-                         f"lbi inverts inputs of at most {MAX_INPUT_VALUES:,} values. Check the "
-                         "shape (one sample, no batch dimension, e.g. 1,28,28).")
-    return shape
 
 
 def check_input_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
@@ -248,26 +231,27 @@ class LiftedNetwork:
         (alias ``allow_pickle``), the caller's consent for this call; UnsafeFileError
         otherwise. The file's own forward is never run (see lbi_engine.importers).
         """
-        from lbi_engine.importers import load_torchscript
-
-        return load_torchscript(path, input_shape, name, allow_code=allow_code or allow_pickle)
+        return load_torchscript_module(path, input_shape, name,
+                                       allow_code=allow_code or allow_pickle)[0]
 
     @classmethod
     def from_onnx(cls, path: str | Path, input_shape: Sequence[int] | None = None,
                   name: str | None = None) -> LiftedNetwork:
         """Lift an ONNX model (parsed with the onnx package; no runtime needed)."""
-        from lbi_engine.onnx_import import load_onnx
-
-        return load_onnx(path, input_shape, name)
+        seq, shape = onnx_sequential(path, input_shape)
+        return cls.from_module(seq, shape, name=name or Path(path).stem)
 
     @classmethod
     def from_pt2(cls, path: str | Path, input_shape: Sequence[int] | None = None,
                  name: str | None = None) -> LiftedNetwork:
         """Lift a torch.export archive (torch.export.save) by reading its graph and weights;
         the program is never loaded or run (see :mod:`lbi_engine.pt2_import`)."""
-        from lbi_engine.pt2_import import load_pt2
-
-        return load_pt2(path, input_shape, name)
+        seq, shape = pt2_sequential(path, input_shape)
+        p = Path(path)
+        try:
+            return cls.from_module(seq, shape, name=name or p.stem)
+        except UnsupportedLayerError as exc:
+            raise UnsupportedLayerError(f"torch.export program {p.name!r}: {exc}") from exc
 
 
 def _identity() -> Any:
@@ -312,3 +296,18 @@ def verify_against(net: LiftedNetwork, reference: Any, what: str, seed: int = 0)
             "call or skip connection that is not visible as a layer). Write it as an "
             "nn.Sequential of supported layers.")
     return err
+
+
+def load_torchscript_module(path: str | Path, input_shape: Sequence[int] | None = None,
+                            name: str | None = None, *, allow_code: bool = False
+                            ) -> tuple[LiftedNetwork, nn.Module]:
+    """(LiftedNetwork, the nn.Sequential lbi rebuilt) from a TorchScript archive.
+
+    Without ``allow_code`` the file is refused (:class:`UnsafeFileError`) before torch reads
+    it (see :func:`lbi_engine.importers.torchscript_sequential`).
+    """
+    module, shape = torchscript_sequential(path, input_shape, allow_code=allow_code)
+    # verified against the module lbi built from allow-listed layer types, never sm.forward
+    net = LiftedNetwork.from_module(module, shape, name=name or Path(path).expanduser().stem,
+                                    verify=True)
+    return net, module

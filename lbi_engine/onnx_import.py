@@ -28,7 +28,7 @@ from lbi_engine.errors import (
     UnsupportedLayerError,
 )
 from lbi_engine.importers import check_model_file
-from lbi_engine.network import _check_shape
+from lbi_engine.limits import _check_shape
 
 _ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus", "Softsign",
             "Elu", "Celu", "HardSigmoid", "Shrink", "Softmax", "Gelu", "Swish", "Mish",
@@ -298,12 +298,3 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     except Exception as exc:  # noqa: BLE001 - malformed attributes, tensors, external data
         raise ModelFileError(f"ONNX file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); export it again.") from exc
-
-
-def load_onnx(path: str | Path, input_shape: Sequence[int] | None = None,
-              name: str | None = None) -> Any:
-    """LiftedNetwork from an ONNX file (see the module docstring)."""
-    from lbi_engine.network import LiftedNetwork
-
-    seq, shape = onnx_sequential(path, input_shape)
-    return LiftedNetwork.from_module(seq, shape, name=name or Path(path).stem)

@@ -29,8 +29,10 @@ from typing import Any
 
 import torch
 
-from lbi_engine.errors import LbiError, ModelFileError, UnsupportedLayerError
+from lbi_engine.errors import LbiError, ModelFileError
 from lbi_engine.importers import check_model_file
+from lbi_engine.model_files import _MODEL_JSON, _OLD_JSON
+from lbi_engine.model_files import is_pt2_archive as is_pt2_archive  # re-exported (old home)
 
 #: Largest graph JSON lbi parses (the graphs of liftable networks are a few kB per layer).
 MAX_JSON_BYTES = 64 * 2**20
@@ -42,13 +44,6 @@ _DTYPES = {1: torch.uint8, 2: torch.int8, 3: torch.int16, 4: torch.int32, 5: tor
            6: torch.float16, 7: torch.float32, 8: torch.float64, 12: torch.bool,
            13: torch.bfloat16}
 
-_MODEL_JSON = "models/model.json"
-_OLD_JSON = "serialized_exported_program.json"
-
-
-def is_pt2_archive(names: Sequence[str]) -> bool:
-    """Whether a zip's member names are those of a torch.export archive."""
-    return any(n.endswith(_MODEL_JSON) or n.endswith(_OLD_JSON) for n in names)
 
 
 class Pt2Archive:
@@ -173,16 +168,3 @@ def pt2_sequential(path: str | Path,
     except Exception as exc:  # noqa: BLE001 - malformed JSON structure or tensor metadata
         raise ModelFileError(f".pt2 file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); save it again with torch.export.save.") from exc
-
-
-def load_pt2(path: str | Path, input_shape: Sequence[int] | None = None,
-             name: str | None = None) -> Any:
-    """LiftedNetwork from a ``torch.export.save`` archive (see the module docstring)."""
-    from lbi_engine.network import LiftedNetwork
-
-    seq, shape = pt2_sequential(path, input_shape)
-    p = Path(path)
-    try:
-        return LiftedNetwork.from_module(seq, shape, name=name or p.stem)
-    except UnsupportedLayerError as exc:
-        raise UnsupportedLayerError(f"torch.export program {p.name!r}: {exc}") from exc

@@ -11,7 +11,7 @@ perceptron; 8 MB that need not be committed). The regenerated tensors are checke
 the card's ``tensor_sha256``.
 
 The same card format describes a user's own state dict or safetensors file
-(:func:`lbi_engine.io.load_model_file`).
+(:func:`load_model_file`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,13 @@ from lbi_engine.cards import (
 )
 from lbi_engine.data import Preprocessing, resources_dir
 from lbi_engine.errors import InputError, LbiError, ModelFileError, UnsupportedLayerError
+from lbi_engine.model_files import (
+    _card_for,
+    _extract_state_dict,
+    _torch_load_weights,
+    refuse_code_format,
+    sniff_model_format,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -41,8 +48,8 @@ if TYPE_CHECKING:
     from lbi_engine.network import LiftedNetwork
 
 __all__ = ["ModelBundle", "list_zoo", "zoo_card", "zoo_dir", "load_zoo", "load_network",
-           "build_module", "describe_module", "tensor_sha256", "file_sha256", "bundle_from_card",
-           "CARD_FORMAT_VERSION"]
+           "load_model_file", "build_module", "describe_module", "tensor_sha256", "file_sha256",
+           "bundle_from_card", "CARD_FORMAT_VERSION"]
 
 @dataclass
 class ModelBundle:
@@ -135,13 +142,11 @@ def load_network(name_or_path: str | os.PathLike[str], *,
                  input_shape: tuple[int, ...] | None = None, allow_code: bool = False,
                  allow_pickle: bool = False,
                  card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
-    """A zoo name or a model file path -> :class:`ModelBundle` (see ``io.load_model_file``).
+    """A zoo name or a model file path -> :class:`ModelBundle` (see :func:`load_model_file`).
 
     ``allow_code`` (alias ``allow_pickle``) is the person's consent, for this call, to open a
     format whose loading runs code from the file (TorchScript, pickled modules).
     """
-    from lbi_engine.io import load_model_file
-
     text = os.fspath(name_or_path)
     if text in list_zoo() and not Path(text).exists():
         bundle = load_zoo(text)
@@ -159,12 +164,10 @@ def load_network(name_or_path: str | os.PathLike[str], *,
 
 
 # ---------------------------------------------------------------------------------------------
-# builders used by io.load_model_file
+# builders used by load_model_file
 
 
 def _load_weights_file(path: Path) -> dict[str, Tensor]:
-    from lbi_engine.io import _extract_state_dict, _torch_load_weights, sniff_model_format
-
     fmt = sniff_model_format(path)
     if fmt == "safetensors":
         from safetensors import SafetensorError
@@ -286,7 +289,7 @@ def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None,
     module = None
     try:
         if fmt == "torchscript":
-            from lbi_engine.importers import load_torchscript_module
+            from lbi_engine.network import load_torchscript_module
 
             encoder, module = load_torchscript_module(path, input_shape, name=path.stem,
                                                       allow_code=allow_code)
@@ -320,3 +323,47 @@ def bundle_from_module(module: nn.Module, path: Path,
     card = {"name": path.stem, "format": "pickled-module", "input_shape": list(shape)}
     return ModelBundle(path.stem, card, encoder, None, module, Preprocessing(),
                        file_sha256(path), str(path))
+
+
+def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...] | None = None,
+                    allow_code: bool = False, allow_pickle: bool = False,
+                    card_path: str | os.PathLike[str] | None = None) -> ModelBundle:
+    """Load any supported model file into a :class:`lbi_engine.zoo.ModelBundle`.
+
+    Formats (detected by :func:`sniff_model_format`): safetensors or a ``.pt/.pth`` state
+    dict, each with a card JSON holding the architecture (``card_path`` or ``NAME.json`` beside
+    the file); a card JSON itself; ONNX; and, only with ``allow_code=True`` (the person's
+    consent for this run; ``allow_pickle`` is its alias), TorchScript and a whole pickled
+    ``nn.Module`` (otherwise :class:`UnsafeFileError`). ``input_shape`` (without
+    batch) is needed where the file does not say it (TorchScript, ONNX, pickled modules whose
+    first layer is not Linear) and overrides a card's.
+    """
+    p = Path(path)
+    fmt = sniff_model_format(p)
+    consent = bool(allow_code or allow_pickle)
+    shape = tuple(int(s) for s in input_shape) if input_shape is not None else None
+    if fmt == "card":
+        return bundle_from_card(p, input_shape=shape)
+    if fmt == "safetensors":
+        return bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape)
+    if fmt == "torchscript" and not consent:
+        refuse_code_format(p, "TorchScript")
+    if fmt in ("torchscript", "onnx", "pt2"):
+        return bundle_from_graph(p, fmt, input_shape=shape, allow_code=consent)
+    if not consent:
+        state = _extract_state_dict(_torch_load_weights(p, fmt), p)
+        return bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape,
+                                    state_dict=state)
+    import torch
+
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - anything from a foreign pickle becomes one message
+        raise ModelFileError(f"model file {p} could not be unpickled ({type(exc).__name__}: "
+                             f"{exc}); it is truncated, corrupt, or needs code that is not "
+                             "installed") from exc
+    if isinstance(obj, torch.nn.Module):
+        return bundle_from_module(obj, p, input_shape=shape)
+    state = _extract_state_dict(obj, p)
+    return bundle_from_card(_card_for(p, card_path), weights_path=p, input_shape=shape,
+                                state_dict=state)

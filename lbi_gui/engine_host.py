@@ -27,14 +27,21 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from PySide6 import QtCore
 
 from lbi_gui import engine as engine_bridge
 
-if TYPE_CHECKING:
-    from lbi_gui.engine_process import ProcessBackend
+
+class ProcessBackend(Protocol):
+    """What the host needs from a window's backend (:class:`lbi_gui.engine_process.
+    ProcessBackend` is the one implementation); a Protocol here instead of an import keeps
+    the direction one-way: engine_process -> engine_host."""
+
+    def deliver(self, kind: str, args: tuple) -> None: ...
+
+    def engine_died(self, why: str) -> None: ...
 
 #: Seconds to wait for the child to exit by itself before terminate(), then kill().
 EXIT_TIMEOUT_S = 3.0

@@ -12,7 +12,6 @@ from torch import nn
 
 from lbi_engine.data import get_sample, load_mnist
 from lbi_engine.errors import InputError, ModelFileError
-from lbi_engine.io import load_model_file
 from lbi_engine.network import LiftedNetwork
 from lbi_engine.training import RECIPES, evaluate_mse, train
 from lbi_engine.zoo import (
@@ -20,6 +19,7 @@ from lbi_engine.zoo import (
     describe_module,
     file_sha256,
     list_zoo,
+    load_model_file,
     load_network,
     load_zoo,
     tensor_sha256,
