@@ -17,15 +17,7 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor, nn
 
-from lbi_engine._affine_base import _shape
 from lbi_engine._leaf_modules import LiftedActivation, is_leaf
-from lbi_engine.affine_compose import compose
-from lbi_engine.conv_operators import (
-    AdaptiveAvgPool2dMap,
-    AvgPool2dMap,
-    Conv2dMap,
-    ConvTranspose2dMap,
-)
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.fx_chain import walk_fx
 from lbi_engine.operators import (
@@ -37,6 +29,14 @@ from lbi_engine.operators import (
     ReshapeMap,
     ScaleShift,
     ScaleShiftMap,
+)
+from lbi_engine.operators._base import _shape
+from lbi_engine.operators.compose import compose
+from lbi_engine.operators.conv import (
+    AdaptiveAvgPool2dMap,
+    AvgPool2dMap,
+    Conv2dMap,
+    ConvTranspose2dMap,
 )
 
 _MAXPOOL_HINT = ("Nearest alternative: nn.AvgPool2d with the same kernel and stride (affine, "

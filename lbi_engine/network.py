@@ -19,13 +19,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from lbi_engine.affine_compose import compose
 from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.importers import torchscript_sequential
 from lbi_engine.limits import MAX_INPUT_VALUES as MAX_INPUT_VALUES  # re-export (old home)
 from lbi_engine.limits import _check_shape
 from lbi_engine.onnx_import import onnx_sequential
 from lbi_engine.operators import AffineMap, IdentityMap
+from lbi_engine.operators.compose import compose
 from lbi_engine.pt2_import import pt2_sequential
 
 # The lifted forward is checked against the module's own forward at build time (cheap, one

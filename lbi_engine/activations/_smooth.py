@@ -1,6 +1,6 @@
 """Smooth proximal activations whose prox is found by the root solver (MATH.md §2.2, §2.3).
 
-A room of ``lbi_engine._activation_kinds`` (import from ``lbi_engine.activations``): sigmoid,
+A room of ``lbi_engine.activations._kinds`` (import from ``lbi_engine.activations``): sigmoid,
 tanh, softplus, ELU and softsign. Each B_Psi is written in BCE-with-logits form (sigmoid,
 tanh), through the dilogarithm (softplus) or as a sum of terms >= 0 (ELU, softsign), so that
 float32 does not lose the loss to cancellation of 1/2 x^2 + 1/2 z^2 - x z.
@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lbi_engine._activation_base import RootProxActivation, Step, softplus, xlogx
-from lbi_engine._activation_params import LN2, number_param, sign_parts, unit_slope_param
-from lbi_engine._dilog import PI2_6, li2
+from lbi_engine.activations._base import RootProxActivation, Step, softplus, xlogx
+from lbi_engine.activations._dilog import PI2_6, li2
+from lbi_engine.activations._params import LN2, number_param, sign_parts, unit_slope_param
 from lbi_engine.errors import InputError
 
 __all__ = ["Sigmoid", "Tanh", "Softplus", "ELU", "Softsign"]

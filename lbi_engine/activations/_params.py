@@ -1,6 +1,6 @@
 """Parameter checks and small numerics shared by the elementwise activation kinds.
 
-A room of ``lbi_engine._activation_kinds``: the piecewise-linear and the smooth kinds both
+A room of ``lbi_engine.activations._kinds``: the piecewise-linear and the smooth kinds both
 validate user parameters (from JSON, CLI flags or imported modules) the same way, and both
 split Bregman losses by signs, so these helpers live here instead of in either of them.
 """

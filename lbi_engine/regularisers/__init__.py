@@ -31,13 +31,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from lbi_engine._regulariser_base import CONSTRAINT_TOL, Regulariser
-from lbi_engine._regularisers_gradient import GradientTikhonov, TotalVariation
-from lbi_engine._regularisers_pointwise import L1, Constraint, Tikhonov
 from lbi_engine.errors import InputError
 from lbi_engine.finite_differences import div, grad, grad_norm_sq
+from lbi_engine.regularisers._base import CONSTRAINT_TOL, Regulariser
+from lbi_engine.regularisers._gradient import GradientTikhonov, TotalVariation
+from lbi_engine.regularisers._pointwise import L1, Constraint, Tikhonov
 
-# The kinds live in rooms (_regulariser_base, _regularisers_gradient, _regularisers_pointwise);
+# The kinds live in rooms (_base, _gradient, _pointwise);
 # this module is the public home of all of them and of the factory, so importers never change.
 __all__ = [
     "REGULARISER_NAMES", "Regulariser", "TotalVariation", "GradientTikhonov", "Tikhonov",

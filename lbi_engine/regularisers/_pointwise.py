@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lbi_engine._regulariser_base import Regulariser, _json_bound
+from lbi_engine.regularisers._base import Regulariser, _json_bound
 
 __all__ = ["Tikhonov", "L1", "Constraint"]
 

@@ -5,9 +5,9 @@ Public interface (docs/CONTRACTS.md): ``ProximalActivation`` and its kinds, the 
 ``activation_from_onnx`` (ONNX ops). Activations that are not proximal maps (GELU, SiLU, ...)
 are refused with UnsupportedLayerError saying why (MATH.md §2.5) and what to use instead.
 
-Implementation rooms: ``_activation_base`` (base class, domain and root-solver numerics),
-``_activation_kinds`` (elementwise kinds), ``_activation_softmax``, ``_dilog`` (Li2) and
-``_activation_refusals`` (the refusal messages).
+Implementation rooms: ``_base`` (base class, domain and root-solver numerics),
+``_kinds`` (elementwise kinds), ``_softmax``, ``_dilog`` (Li2) and
+``_refusals`` (the refusal messages).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from typing import Any
 
 from torch import nn
 
-from lbi_engine._activation_base import (
+from lbi_engine.activations._base import (
     DOMAIN_ATOL_FLOOR,
     ProximalActivation,
     RootProxActivation,
     domain_atol,
 )
-from lbi_engine._activation_kinds import (
+from lbi_engine.activations._dilog import li2
+from lbi_engine.activations._kinds import (
     ELU,
     Clip,
     HardSigmoid,
@@ -35,9 +36,8 @@ from lbi_engine._activation_kinds import (
     Softsign,
     Tanh,
 )
-from lbi_engine._activation_refusals import refuse
-from lbi_engine._activation_softmax import Softmax
-from lbi_engine._dilog import li2
+from lbi_engine.activations._refusals import refuse
+from lbi_engine.activations._softmax import Softmax
 from lbi_engine.errors import InputError
 
 __all__ = [

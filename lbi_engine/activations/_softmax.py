@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lbi_engine._activation_base import (
+from lbi_engine.activations._base import (
     ProximalActivation,
     Step,
     check_batched,

@@ -13,7 +13,6 @@ import math
 import torch
 from torch import Tensor
 
-from lbi_engine._regulariser_base import Regulariser, _per_sample
 from lbi_engine.finite_differences import (
     check_image,
     div,
@@ -23,6 +22,7 @@ from lbi_engine.finite_differences import (
     tv_aniso_value,
     tv_iso_value,
 )
+from lbi_engine.regularisers._base import Regulariser, _per_sample
 
 __all__ = ["TotalVariation", "GradientTikhonov"]
 

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lbi_engine._affine_base import AffineMap, exact_norm_of_matrix
 from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.operators import LinearMap, PadMap, ScaleShiftMap
+from lbi_engine.operators._base import AffineMap, exact_norm_of_matrix
 
 
 def _pair(v: int | Sequence[int]) -> tuple[int, int]:

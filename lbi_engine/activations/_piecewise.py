@@ -1,6 +1,6 @@
 """Piecewise-linear and piecewise-quadratic proximal activations (MATH.md §2.2).
 
-A room of ``lbi_engine._activation_kinds`` (import from ``lbi_engine.activations``):
+A room of ``lbi_engine.activations._kinds`` (import from ``lbi_engine.activations``):
 identity, ReLU, leaky ReLU, clip, soft-shrink and hard-sigmoid. Their prox has a closed form
 (a clamp, a shrink or a scaled branch), so none needs the root solver of
 ``RootProxActivation``; each B_Psi is written as a sum of terms >= 0 for float32 accuracy.
@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lbi_engine._activation_base import ProximalActivation, Step
-from lbi_engine._activation_params import number_param, sign_parts, unit_slope_param
+from lbi_engine.activations._base import ProximalActivation, Step
+from lbi_engine.activations._params import number_param, sign_parts, unit_slope_param
 from lbi_engine.errors import InputError
 
 __all__ = ["Identity", "ReLU", "LeakyReLU", "Clip", "SoftShrink", "HardSigmoid"]

@@ -4,7 +4,7 @@ A room of ``lbi_engine.regularisers`` (import from there): the split
 alpha R(x) = h(alpha K x) + alpha g(x) with an optional interval constraint lo <= x <= hi,
 the defaults for regularisers without a dual part (K = 0, prox_{h*} = 0), and the per-sample
 step/alpha broadcasting shared by every kind. Kept apart so the concrete kinds
-(``_regularisers_gradient``, ``_regularisers_pointwise``) and the factory each stay short.
+(``_gradient``, ``_pointwise``) and the factory each stay short.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The AffineMap base class and the operator-norm numerics shared by every affine map.
 
 Kept apart from :mod:`lbi_engine.operators` (which re-exports everything here) so that the
-concrete maps there and in :mod:`lbi_engine.conv_operators` can share one base.
+concrete maps there and in :mod:`lbi_engine.operators.conv` can share one base.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ step sizes such as tau = 1.99/||W||^2, §5.3). The classes here give all three f
 kinds a feed-forward network is made of, batched over a leading dimension B.
 
 This room holds composition, the dense (Linear) map and the shape-only/elementwise maps; the
-base class and norm numerics are in :mod:`lbi_engine._affine_base` (re-exported here), the
-convolution and pooling maps in :mod:`lbi_engine.conv_operators`, and the translation of
+base class and norm numerics are in :mod:`lbi_engine.operators._base` (re-exported here), the
+convolution and pooling maps in :mod:`lbi_engine.operators.conv`, and the translation of
 ``nn.Module`` objects into maps in :mod:`lbi_engine.layer_lifting`.
 """
 
@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lbi_engine._affine_base import (
+from lbi_engine.errors import ShapeMismatchError
+from lbi_engine.operators._base import (
     ITER_SAFETY,
     AffineMap,
     _shape,
@@ -28,7 +29,6 @@ from lbi_engine._affine_base import (
     lanczos_norm,
     use_exact_norm,
 )
-from lbi_engine.errors import ShapeMismatchError
 
 __all__ = [
     "AffineMap", "ComposedMap", "IdentityMap", "LinearMap", "PadMap", "Reshape", "ReshapeMap",

@@ -1,16 +1,15 @@
 """compose(): one simplified AffineMap for a run of affine layers.
 
 It lives apart from :mod:`lbi_engine.operators` because folding a BatchNorm or a zero padding
-into a convolution needs the convolution maps (:mod:`lbi_engine.conv_operators`), which in
+into a convolution needs the convolution maps (:mod:`lbi_engine.operators.conv`), which in
 turn build on the basic maps; keeping compose here makes the direction one-way
-(operators <- conv_operators <- affine_compose) instead of a circle.
+(operators <- operators.conv <- operators.compose) instead of a circle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lbi_engine.conv_operators import fold_channel_affine, fold_pad_into_conv
 from lbi_engine.operators import (
     AffineMap,
     ComposedMap,
@@ -18,6 +17,7 @@ from lbi_engine.operators import (
     ReshapeMap,
     ScaleShiftMap,
 )
+from lbi_engine.operators.conv import fold_channel_affine, fold_pad_into_conv
 
 __all__ = ["compose"]
 
