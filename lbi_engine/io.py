@@ -1,4 +1,4 @@
-"""Atomic file writes (the safe loading of model files lives in :mod:`lbi_engine.model_files`).
+"""Atomic file writes (safe loading of model files: :mod:`lbi_engine.models.model_files`).
 
 Why atomic: a crash, a full disk or a cancelled export must never leave a half-written file
 where a good one used to be. Every write goes to a temporary file in the same directory, is

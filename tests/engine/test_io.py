@@ -23,9 +23,9 @@ from lbi_engine.io import (
     atomic_writer,
     safe_output_path,
 )
-from lbi_engine.model_files import pickle_globals, sniff_model_format
-from lbi_engine.network import LiftedNetwork
-from lbi_engine.zoo import describe_module, load_model_file
+from lbi_engine.models.model_files import pickle_globals, sniff_model_format
+from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.models.zoo import describe_module, load_model_file
 
 # --- atomic writes ---------------------------------------------------------------------------
 

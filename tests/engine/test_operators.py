@@ -15,7 +15,7 @@ from torch import nn
 import lbi_engine.operators as ops
 import lbi_engine.operators._base as affine_base
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
-from lbi_engine.layer_lifting import affine_from_modules, affine_map_of_module
+from lbi_engine.models.layer_lifting import affine_from_modules, affine_map_of_module
 from lbi_engine.operators import (
     ComposedMap,
     IdentityMap,

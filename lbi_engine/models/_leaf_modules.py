@@ -1,8 +1,9 @@
 """lbi's module-level leaves shared by the module walker and the torch.fx walker.
 
-:mod:`lbi_engine.layer_lifting` walks modules and calls :mod:`lbi_engine.fx_chain` for traced
-ones; the fx walker needs to know which modules are leaves and how to wrap an activation as a
-module. Both live here, below both walkers, so neither imports the other in a circle.
+:mod:`lbi_engine.models.layer_lifting` walks modules and calls
+:mod:`lbi_engine.models.fx_chain` for traced ones; the fx walker needs to know which modules
+are leaves and how to wrap an activation as a module. Both live here, below both walkers, so
+neither imports the other in a circle.
 """
 
 from __future__ import annotations

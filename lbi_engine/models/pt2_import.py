@@ -13,7 +13,7 @@ A ``.pt2`` file is a zip archive. lbi reads three kinds of members and nothing e
 It never calls ``torch.export.load`` (which deserialises the program, may unpickle tensors
 marked ``use_pickle``, and rebuilds guard code), never unpickles ``sample_inputs``, and never
 runs the program: the graph is translated op by op against an allow-list of ATen ops
-(:mod:`lbi_engine._pt2_ops`) into an ``nn.Sequential`` that lbi builds itself, which is then
+(:mod:`lbi_engine.models._pt2_ops`) into an ``nn.Sequential`` that lbi builds itself, which is then
 lifted like any module.
 """
 
@@ -30,9 +30,9 @@ from typing import Any
 import torch
 
 from lbi_engine.errors import LbiError, ModelFileError
-from lbi_engine.importers import check_model_file
-from lbi_engine.model_files import _MODEL_JSON, _OLD_JSON
-from lbi_engine.model_files import is_pt2_archive as is_pt2_archive  # re-exported (old home)
+from lbi_engine.models.importers import check_model_file
+from lbi_engine.models.model_files import _MODEL_JSON, _OLD_JSON
+from lbi_engine.models.model_files import is_pt2_archive as is_pt2_archive  # re-exported (old home)
 
 #: Largest graph JSON lbi parses (the graphs of liftable networks are a few kB per layer).
 MAX_JSON_BYTES = 64 * 2**20
@@ -156,7 +156,7 @@ def _as_int(v: Any, fqn: str) -> int:
 def pt2_sequential(path: str | Path,
                    input_shape: Sequence[int] | None = None) -> tuple[Any, tuple[int, ...]]:
     """The nn.Sequential lbi builds from a .pt2 archive, and the sample shape it takes."""
-    from lbi_engine._pt2_ops import GraphTranslator
+    from lbi_engine.models._pt2_ops import GraphTranslator
 
     p = check_model_file(path, ".pt2")
     archive = Pt2Archive(p)

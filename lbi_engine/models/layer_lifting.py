@@ -4,7 +4,7 @@ A network can be lifted when it is a chain x -> sigma_L(W_L ... sigma_1(W_1 x + 
 whose sigmas are proximal maps (MATH.md §2). This room decides, module by module, which of
 the two a layer is, and otherwise says why it cannot be lifted and what to use instead. It
 also walks a module into a flat list of layers: nested nn.Sequential directly, any other
-module through torch.fx (:mod:`lbi_engine.fx_chain`), running a zero batch alongside so every
+module through torch.fx (:mod:`lbi_engine.models.fx_chain`), running a zero batch alongside so every
 layer's input/output shape is known.
 """
 
@@ -17,9 +17,9 @@ from typing import Any, NoReturn
 import torch
 from torch import Tensor, nn
 
-from lbi_engine._leaf_modules import LiftedActivation, is_leaf
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
-from lbi_engine.fx_chain import walk_fx
+from lbi_engine.models._leaf_modules import LiftedActivation, is_leaf
+from lbi_engine.models.fx_chain import walk_fx
 from lbi_engine.operators import (
     AffineMap,
     IdentityMap,
@@ -43,7 +43,7 @@ _MAXPOOL_HINT = ("Nearest alternative: nn.AvgPool2d with the same kernel and str
                  "merged into W), or its exact rewrite with ReLUs, max(a, b) = ReLU(a - b) + "
                  "ReLU(b) - ReLU(-b) (MATH.md §2.5): "
                  "`lbi convert MODEL --maxpool-relu --out DIR` or "
-                 "lbi_engine.maxpool_relu.rewrite_maxpool(model, input_shape) replace every "
+                 "lbi_engine.models.maxpool_relu.rewrite_maxpool(model, input_shape) replace every "
                  "MaxPool2d by it.")
 
 # (module types, why it cannot be lifted, nearest supported alternative)
@@ -313,7 +313,7 @@ class ModuleWalker:
         return y
 
     def walk(self, module: nn.Module, name: str = "") -> None:
-        from lbi_engine.maxpool_relu import REWRITE_MAXPOOL
+        from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
 
         if isinstance(module, nn.MaxPool2d) and REWRITE_MAXPOOL.get():
             return self._walk_maxpool(module, name)
@@ -327,8 +327,8 @@ class ModuleWalker:
             walk_fx(self, module, name)
 
     def _walk_maxpool(self, module: nn.MaxPool2d, name: str) -> None:
-        """MaxPool2d as its exact ReLU layers (lbi_engine.maxpool_relu), when asked for."""
-        from lbi_engine.maxpool_relu import maxpool_as_relu, why_not_rewritable
+        """MaxPool2d as its exact ReLU layers (lbi_engine.models.maxpool_relu), when asked for."""
+        from lbi_engine.models.maxpool_relu import maxpool_as_relu, why_not_rewritable
 
         label = name or "MaxPool2d"
         why = why_not_rewritable(module)

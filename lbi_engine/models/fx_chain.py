@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, fx, nn
 
-from lbi_engine._leaf_modules import LiftedActivation, is_leaf
 from lbi_engine.errors import UnsupportedLayerError
+from lbi_engine.models._leaf_modules import LiftedActivation, is_leaf
 from lbi_engine.operators import Reshape, ScaleShift
 
 # functions/methods that become one activation module; value: (module factory, arg names after x)

@@ -3,7 +3,7 @@
 Why: ONNX, ``.pt2`` and TorchScript files are parsed by importers on every load, and a
 pickled module needs the person's consent on every load. Converting once gives the format
 the zoo itself uses: raw tensors (safetensors, no code) plus a card whose architecture lists
-only allow-listed layers (``lbi_engine.cards``). The card records where the network came from
+only allow-listed layers (``lbi_engine.models.cards``). The card records where the network came from
 (the source file's name, sha256 and format, the lbi and torch versions).
 
 The network is taken apart into the flat list of layers lbi lifts (``ModuleWalker``: nested
@@ -40,7 +40,7 @@ def _flat_layers(module: Any, shape: tuple[int, ...]) -> Any:
     import torch
     from torch import nn
 
-    from lbi_engine.layer_lifting import ModuleWalker
+    from lbi_engine.models.layer_lifting import ModuleWalker
 
     ref = next(iter(module.parameters()), None)
     dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
@@ -52,11 +52,11 @@ def _flat_layers(module: Any, shape: tuple[int, ...]) -> Any:
 def _source_module(path: Path, fmt: str, bundle: Any, shape: tuple[int, ...]) -> Any:
     """The nn.Module lbi built (or, for a consented pickle, loaded) for the source file."""
     if fmt == "onnx":
-        from lbi_engine.onnx_import import onnx_sequential
+        from lbi_engine.models.onnx_import import onnx_sequential
 
         return onnx_sequential(path, shape)[0]
     if fmt == "pt2":
-        from lbi_engine.pt2_import import pt2_sequential
+        from lbi_engine.models.pt2_import import pt2_sequential
 
         return pt2_sequential(path, shape)[0]
     # TorchScript: the nn.Sequential lbi rebuilt; a pickled nn.Module: loaded only with consent
@@ -88,11 +88,11 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
     a pickled module without ``allow_pickle``, ...) before anything is written, and
     OutputExistsError when a target exists and ``force`` is not set. With ``maxpool_relu``
     every MaxPool2d of the encoder is written as its exact ReLU layers
-    (:mod:`lbi_engine.maxpool_relu`); ONNX MaxPool nodes are not rewritten (export the torch
+    (:mod:`lbi_engine.models.maxpool_relu`); ONNX MaxPool nodes are not rewritten (export the torch
     model after ``rewrite_maxpool`` instead).
     """
     if maxpool_relu:
-        from lbi_engine.maxpool_relu import lift_maxpool_as_relu
+        from lbi_engine.models.maxpool_relu import lift_maxpool_as_relu
 
         with lift_maxpool_as_relu():
             return convert_model(source, out_dir, name, input_shape=input_shape,
@@ -101,12 +101,17 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
     from safetensors.torch import save as save_safetensors
 
     from lbi_engine import __version__
-    from lbi_engine.cards import CARD_FORMAT_VERSION, describe_module, file_sha256, tensor_sha256
     from lbi_engine.io import atomic_write_bytes, atomic_write_text
-    from lbi_engine.maxpool_relu import REWRITE_MAXPOOL
-    from lbi_engine.model_files import sniff_model_format
-    from lbi_engine.network import verify_against
-    from lbi_engine.zoo import bundle_from_card, load_model_file
+    from lbi_engine.models.cards import (
+        CARD_FORMAT_VERSION,
+        describe_module,
+        file_sha256,
+        tensor_sha256,
+    )
+    from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
+    from lbi_engine.models.model_files import sniff_model_format
+    from lbi_engine.models.network import verify_against
+    from lbi_engine.models.zoo import bundle_from_card, load_model_file
 
     src = Path(source).expanduser()
     fmt = sniff_model_format(src)

@@ -19,16 +19,16 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from lbi_engine._onnx_graph import BATCHES, ELEMENTWISE, FOLD_OPS, fold, match_activation
-from lbi_engine._onnx_translators import _OpTranslators
 from lbi_engine.errors import (
     LbiError,
     ModelFileError,
     ShapeMismatchError,
     UnsupportedLayerError,
 )
-from lbi_engine.importers import check_model_file
 from lbi_engine.limits import _check_shape
+from lbi_engine.models._onnx_graph import BATCHES, ELEMENTWISE, FOLD_OPS, fold, match_activation
+from lbi_engine.models._onnx_translators import _OpTranslators
+from lbi_engine.models.importers import check_model_file
 
 _ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus", "Softsign",
             "Elu", "Celu", "HardSigmoid", "Shrink", "Softmax", "Gelu", "Swish", "Mish",
@@ -36,7 +36,7 @@ _ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus",
 _ALTERNATIVES = {
     "MaxPool": "max-pooling is neither affine nor a proximal map; use AveragePool (affine), or "
                "the exact ReLU rewrite max(a, b) = ReLU(a - b) + ReLU(b) - ReLU(-b) "
-               "(MATH.md §2.5): apply lbi_engine.maxpool_relu.rewrite_maxpool(model, "
+               "(MATH.md §2.5): apply lbi_engine.models.maxpool_relu.rewrite_maxpool(model, "
                "input_shape) to the torch model before exporting it",
     "GlobalMaxPool": "max-pooling is neither affine nor a proximal map; use GlobalAveragePool",
     "LSTM": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
@@ -240,7 +240,7 @@ class _Builder(_OpTranslators):
 
     def _translate(self, op: str) -> None:
         from lbi_engine.activations import activation_from_onnx
-        from lbi_engine.layer_lifting import LiftedActivation
+        from lbi_engine.models.layer_lifting import LiftedActivation
 
         a = self.attrs()
         if op in _ACT_OPS:
@@ -274,7 +274,7 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     import onnx
 
     p = check_model_file(path, "ONNX")
-    from lbi_engine.footprint import check_onnx_external_data
+    from lbi_engine.models.footprint import check_onnx_external_data
 
     check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
     try:

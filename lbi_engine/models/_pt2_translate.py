@@ -1,6 +1,6 @@
 """ATen op -> torch.nn modules for the ``.pt2`` importer (the allow-list itself).
 
-A room of :mod:`lbi_engine.pt2_import` (the graph walk is in ``_pt2_ops``). Each entry of
+A room of :mod:`lbi_engine.models.pt2_import` (the graph walk is in ``_pt2_ops``). Each entry of
 ``_OPS`` reads the node's literal arguments (already decoded: constants are tensors from the
 archive, the chain's tensor is ``("tensor", name)``) and appends modules lbi constructs.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from lbi_engine.importers import _load
+from lbi_engine.models.importers import _load
 from lbi_engine.operators import Reshape, ScaleShift
 
 
@@ -164,7 +164,7 @@ def _act(factory: Callable[[dict[str, Any]], nn.Module]) -> Callable[[Any, dict[
 def _clamp(tr: Any, a: dict[str, Any]) -> None:
     """clamp(min, max) (also a decomposed relu6/hardsigmoid): a one- or two-sided clip."""
     from lbi_engine.activations import activation_from_onnx
-    from lbi_engine.layer_lifting import LiftedActivation
+    from lbi_engine.models.layer_lifting import LiftedActivation
 
     lo, hi = a.get("min"), a.get("max")
     if isinstance(lo, tuple) or isinstance(hi, tuple) or isinstance(lo, torch.Tensor) or \

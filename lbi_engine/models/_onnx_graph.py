@@ -1,6 +1,6 @@
 """Graph-level helpers of the ONNX importer: shape arithmetic and multi-node activations.
 
-A room of ``lbi_engine.onnx_import``. Exporters do not always write a plain chain of layers:
+A room of ``lbi_engine.models.onnx_import``. Exporters do not always write a plain chain of layers:
 
 * **Shape arithmetic.** ``x.view(x.size(0), -1)`` exported with a dynamic batch becomes
   ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``; ``nn.Unflatten`` becomes a dozen

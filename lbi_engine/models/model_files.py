@@ -1,7 +1,7 @@
 """Safe loading of model files: recognise the format, refuse code-carrying files without consent.
 
 Why: a whole pickled ``nn.Module`` (``torch.save(model)``) is a program, not data; unpickling
-it runs whatever functions the file names. :func:`lbi_engine.zoo.load_model_file` recognises
+it runs whatever functions the file names. :func:`lbi_engine.models.zoo.load_model_file` recognises
 such files *without unpickling them* (:func:`sniff_model_format`, :func:`pickle_globals`) and
 refuses them unless the person opts in for this run with ``allow_code=True``
 (``allow_pickle=True`` is its old name). TorchScript is refused the same way:

@@ -1,6 +1,6 @@
 """The ONNX op translators: one ONNX node -> torch modules appended to the chain.
 
-A room of ``lbi_engine.onnx_import`` (which walks the graph and is the public entry point).
+A room of ``lbi_engine.models.onnx_import`` (which walks the graph and is the public entry point).
 ``_NodeContext`` is the state one node is translated in (the node, its constants, the sample
 shape, the nn.Sequential built so far) with the helpers every translator needs;
 ``_OpTranslators`` holds one ``_op_<OpType>`` method per supported affine op, looked up by
@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from lbi_engine._onnx_graph import BATCHES
 from lbi_engine.errors import UnsupportedLayerError
+from lbi_engine.models._onnx_graph import BATCHES
 from lbi_engine.operators import Reshape, ScaleShift
 
 
@@ -79,9 +79,9 @@ class _NodeContext:
                 self.shape = tuple(m(torch.zeros(1, *self.shape)).shape[1:])
 
     def budget(self) -> Any:
-        """The memory budget of this import (lbi_engine.footprint.ChainBudget), made once."""
+        """The memory budget of this import (lbi_engine.models.footprint.ChainBudget), made once."""
         if getattr(self, "_budget", None) is None:
-            from lbi_engine.footprint import ChainBudget
+            from lbi_engine.models.footprint import ChainBudget
 
             self._budget = ChainBudget(f"network of ONNX file {self.path}")
         return self._budget

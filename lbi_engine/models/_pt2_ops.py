@@ -1,6 +1,6 @@
 """The ATen allow-list of the ``.pt2`` importer: one exported graph -> an ``nn.Sequential``.
 
-A room of :mod:`lbi_engine.pt2_import`. The graph JSON (``torch.export`` schema) is walked
+A room of :mod:`lbi_engine.models.pt2_import`. The graph JSON (``torch.export`` schema) is walked
 node by node; each node's ``target`` (e.g. ``torch.ops.aten.conv2d.default``) must be in
 ``_OPS`` and becomes torch.nn modules that lbi constructs itself with the node's literal
 arguments and the archive's tensors. Ops outside the allow-list are refused naming the node,
@@ -18,10 +18,10 @@ from typing import Any, NoReturn
 import torch
 from torch import nn
 
-from lbi_engine._onnx_graph import BATCHES, PROBE, match_values
-from lbi_engine._pt2_translate import translate
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.limits import _check_shape
+from lbi_engine.models._onnx_graph import BATCHES, PROBE, match_values
+from lbi_engine.models._pt2_translate import translate
 
 _BATCH = "batch"  # the symbolic batch size (aten.sym_size.int(x, 0))
 _PASS = {"aten.alias.default", "aten.clone.default", "aten.contiguous.default",

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import InputError, LbiError, ModelFileError, UnsupportedLayerError
-from lbi_engine.model_files import refuse_code_format
+from lbi_engine.models.model_files import refuse_code_format
 
 
 def check_model_file(path: str | Path, fmt: str) -> Path:
@@ -218,7 +218,7 @@ _BUILDERS: dict[str, Callable[[_Leaf], nn.Module]] = {
 
 def _refuse_unknown(sm: Any, qual: str, position: int) -> None:
     """Refuse a module type the importer does not rebuild, with the lifting room's reason."""
-    from lbi_engine.layer_lifting import lift_module, refusal_for_type
+    from lbi_engine.models.layer_lifting import lift_module, refusal_for_type
 
     kind = sm.original_name
     label = f"Layer '{qual}' ({kind}, position {position}) cannot be lifted"
@@ -314,8 +314,8 @@ def torchscript_sequential(path: str | Path, input_shape: Sequence[int] | None =
 
     Without ``allow_code`` the file is refused (:class:`UnsafeFileError`) before torch reads
     it; the check of the zip's magic bytes is all that touches it. Lifting the result is
-    :func:`lbi_engine.network.load_torchscript_module`'s job (so this module stays below
-    :mod:`lbi_engine.network`).
+    :func:`lbi_engine.models.network.load_torchscript_module`'s job (so this module stays below
+    :mod:`lbi_engine.models.network`).
     """
     p = check_model_file(path, "TorchScript")
     with open(p, "rb") as f:
