@@ -15,7 +15,7 @@ file systems) it is two renames (old aside, new in); a crash between them leaves
 a complete ``lbi-old`` backup, which :func:`recover_folder` (run by every export to the same
 target) renames back before anything else happens. Leftover temporary folders are removed
 by the next export to the same target. Two exports to the same folder at the same time are
-prevented by ``lbi_engine.folder_lock`` (the second one is refused at once).
+prevented by ``lbi_engine.results.folder_lock`` (the second one is refused at once).
 
 Entries of the old folder that the new result does not write (a user's notes, other runs in
 subfolders) are carried into the new folder as hard links (copies where links are refused;
