@@ -1,11 +1,12 @@
-"""The process backend: one window's channel to the engine child (:mod:`lbi_gui.engine_child`).
+"""The process backend: one window's channel to the engine child (:mod:`lbi_gui.engine.child`).
 
 Why: with the solver in a thread of the GUI process, painting (pyqtgraph, Python) holds the
 GIL the solver needs between torch calls; a streaming window cost 10–30 % of the solver's
 throughput. A child process has its own interpreter, and the GUI process never imports torch.
-The child itself is owned by :mod:`lbi_gui.engine_host` (one per process, shared by windows).
+The child itself is owned by :mod:`lbi_gui.engine.host` (one per process, shared by windows).
 :class:`ProcessBackend` offers the interface of the thread backend
-(:class:`lbi_gui.worker.ThreadBackend`), so the controller does not care where the solver runs;
+(:class:`lbi_gui.engine.worker.ThreadBackend`), so the controller does not care where the
+solver runs;
 if no child can be started (a frozen app without multiprocessing support) it falls back to a
 thread backend of its own, with a warning.
 """
@@ -19,8 +20,8 @@ from typing import Any
 
 from PySide6 import QtCore
 
-from lbi_gui.engine_host import EngineHost, EngineStartError, engine_host, shutdown_host
-from lbi_gui.run_driver import ErrorInfo, RunJob
+from lbi_gui.engine.host import EngineHost, EngineStartError, engine_host, shutdown_host
+from lbi_gui.engine.run_driver import ErrorInfo, RunJob
 
 __all__ = ["ProcessBackend", "EngineHost", "EngineStartError", "engine_host", "shutdown_host"]
 
@@ -91,7 +92,7 @@ class ProcessBackend(QtCore.QObject):
 
     # ---- fallback: no child can start here (e.g. a frozen app without multiprocessing) --
     def _fall_back(self, exc: Exception) -> None:
-        from lbi_gui.worker import ThreadBackend
+        from lbi_gui.engine.worker import ThreadBackend
 
         warnings.warn(f"{exc}; the solver runs in a thread of the window's process instead "
                       "(slower while the window draws)", RuntimeWarning, stacklevel=3)

@@ -1,6 +1,6 @@
-"""The thread backend: a :class:`~lbi_gui.run_driver.RunDriver` in a QThread of the GUI process.
+"""The thread backend: a :class:`~lbi_gui.engine.run_driver.RunDriver` in a QThread (GUI process).
 
-Why keep it beside the process backend (:mod:`lbi_gui.engine_process`): it starts at once,
+Why keep it beside the process backend (:mod:`lbi_gui.engine.process`): it starts at once,
 needs no second interpreter, and it is the only backend that sees an engine replaced in this
 process (the tests' numpy fake, :data:`lbi_gui.engine.ENGINE_FACTORY`). Its cost: the solver
 thread shares the GIL with the window's painting, so a streaming window slows the solver (see
@@ -21,7 +21,7 @@ from typing import Any
 
 from PySide6 import QtCore
 
-from lbi_gui.run_driver import (  # noqa: F401 - re-exported: the window's data types live here
+from lbi_gui.engine.run_driver import (  # noqa: F401 - re-exported: the window's data types live here
     EMIT_INTERVAL,
     ErrorInfo,
     PreparedInfo,

@@ -1,4 +1,4 @@
-"""The engine child process: runs :class:`~lbi_gui.run_driver.RunDriver` jobs, never imports Qt.
+"""The engine child process: runs :class:`~lbi_gui.engine.run_driver.RunDriver` jobs, no Qt.
 
 Why a process: in one process the solver thread needs the GIL between torch calls while the
 window paints (pyqtgraph is Python), so a streaming window cost the solver 10–30 % of its
@@ -31,7 +31,7 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
-from lbi_gui.run_driver import ErrorInfo, RunDriver, RunJob
+from lbi_gui.engine.run_driver import ErrorInfo, RunDriver, RunJob
 
 #: Seconds the child waits for its job threads to end before it exits anyway.
 EXIT_GRACE_S = 3.0

@@ -1,8 +1,8 @@
 """Qt-free driving of ``lbi_engine`` generators: what the solver thread or process runs.
 
 Why a module of its own: the same logic serves two backends. The thread backend
-(:mod:`lbi_gui.worker`) wraps it in a QObject living in a QThread; the process backend
-(:mod:`lbi_gui.engine_child`) runs it in a child process that must never import Qt. A run is
+(:mod:`lbi_gui.engine.worker`) wraps it in a QObject living in a QThread; the process backend
+(:mod:`lbi_gui.engine.child`) runs it in a child process that must never import Qt. A run is
 "pull records until told otherwise": :class:`RunDriver` pulls, converts what the window needs
 into numpy copies and hands them to an ``emit`` callback at most ~30 times per second (every
 curve point is kept; only the latest images are sent). Control (pause, stop, finish, warm

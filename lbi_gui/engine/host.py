@@ -6,7 +6,7 @@ never ``fork`` (forking a process that runs Qt threads is unsafe), on the first 
 after the window is shown. A reader thread only receives and posts each message to the host's
 GUI-thread slot through a queued signal (pytest-qt pitfall: deliveries go to GUI-thread
 QObjects, not lambdas); the slot routes it to the window's
-:class:`~lbi_gui.engine_process.ProcessBackend`. The child ends on app exit (``atexit`` and
+:class:`~lbi_gui.engine.process.ProcessBackend`. The child ends on app exit (``atexit`` and
 :func:`shutdown_host`): asked to exit, joined with a timeout, then terminated, then killed, so
 no orphan or zombie is left. If it dies, the jobs it held fail with a clear message and the
 next job starts a fresh child.
@@ -35,9 +35,9 @@ from lbi_gui import engine as engine_bridge
 
 
 class ProcessBackend(Protocol):
-    """What the host needs from a window's backend (:class:`lbi_gui.engine_process.
+    """What the host needs from a window's backend (:class:`lbi_gui.engine.process.
     ProcessBackend` is the one implementation); a Protocol here instead of an import keeps
-    the direction one-way: engine_process -> engine_host."""
+    the direction one-way: engine.process -> engine.host."""
 
     def deliver(self, kind: str, args: tuple) -> None: ...
 
@@ -101,7 +101,7 @@ class EngineHost(QtCore.QObject):
         try:
             ctx = multiprocessing.get_context("spawn")
             parent_conn, child_conn = ctx.Pipe(duplex=True)
-            from lbi_gui import engine_child
+            from lbi_gui.engine import child as engine_child
 
             proc = ctx.Process(target=engine_child.main, args=(child_conn,), daemon=True,
                                name="lbi-engine")
