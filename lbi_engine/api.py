@@ -7,6 +7,7 @@ run with ``lbi invert --record FILE``. ``prepare`` turns it into an ``InversionP
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import DTYPES, FORMAT_VERSION, InversionRequest
 from lbi_engine.solvers import solve, warm_start
+from lbi_engine.solvers.alpha import PATH_TOL, stream_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord
 
 __all__ = [
@@ -139,7 +141,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     from lbi_engine.zoo import load_network
 
     request.validate()
-    device, dtype = torch.device(request.device), DTYPES[request.dtype]
+    device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
     if bundle is None:
         bundle = load_network(
             request.network, input_shape=request.input_shape, allow_code=request.allow_code
@@ -184,7 +186,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         network=encoder,
         y_delta=y_delta,
         regulariser=regulariser,
-        alpha=float(request.alpha),
+        alpha=request.fixed_alpha(),
         x_true=x_true,
         data_range=float(getattr(preprocessing, "data_range", 1.0)),
         display_offset=float(getattr(preprocessing, "display_offset", 0.0)),
@@ -314,15 +316,26 @@ def iterate(
     if request.threads:
         torch.set_num_threads(int(request.threads))
     init = warm_start(warm_start_from, problem) if warm_start_from is not None else None
-    return solve(
-        problem,
-        request.method,
-        stop=request.stop_rule(),
-        options=request.solver_options(),
-        init=init,
-        cancel=cancel,
-        report_every=request.report_every,
-    )
+
+    def run(p: InversionProblem, start: dict | None, loose: bool = False
+            ) -> Iterator[IterateRecord]:
+        stop = request.stop_rule()
+        if loose and stop.tol_mode == "objective" and 0 < stop.tol < PATH_TOL:
+            stop = dataclasses.replace(stop, tol=PATH_TOL)  # a path solve (alpha auto)
+        return solve(p, request.method, stop=stop,
+                     options=request.solver_options(), init=start, cancel=cancel,
+                     report_every=request.report_every)
+
+    # Layer-wise chooses its input stage's alpha itself when the noise level is known
+    # (SolverOptions.input_alpha, discrepancy principle): no outer path then.
+    delegated = request.method == "layerwise" and request.noise_std_known() is not None \
+        and request.solver_options().input_alpha == "discrepancy"
+    if request.alpha == "auto" and alpha is None and request.method != "landweber" \
+            and not delegated:
+
+        rule = None if request.alpha_rule == "auto" else request.alpha_rule
+        return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
+    return run(problem, init)
 
 
 def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0) -> dict[str, Any]:
@@ -340,12 +353,21 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         return value if math.isfinite(value) else None
 
     has_image = problem.image_shape is not None
+    from lbi_engine.solvers import resolve_method
+
     return {
+        "method_run": resolve_method(prepared.request.method, problem),
+        "device_run": str(problem.device),
+        "alpha": float(record.extras.get("alpha", problem.alpha)),
+        "alpha_rule": record.extras.get("alpha_rule", "fixed"),
+        "alpha_path": record.extras.get("alpha_path"),
+        "alpha_target": record.extras.get("alpha_target"),
         "objective": scalar(record.objective),
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),
         "iterations": record.iteration,
         "stop_reason": (record.stop_reasons or [None])[sample] if record.final else None,
+        "stop_rule": _stop_rule(prepared.request),
         "seconds": record.elapsed,
         "psnr": scalar(record.psnr),
         "ssim": scalar(record.ssim),
@@ -360,10 +382,16 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "decoder_psnr": prepared.decoder_psnr,
         # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
         "alpha_used": record.extras.get("alpha", prepared.problem.alpha),
-        **({"alpha_rule": record.extras["alpha_rule"]} if "alpha_rule" in record.extras else {}),
         **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
                        for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
     }
+
+
+def _stop_rule(request: InversionRequest) -> str:
+    """What a "tolerance" stop_reason measured, in words (result.json)."""
+    from lbi_engine.solvers.base import TOL_MEANING
+
+    return f"{TOL_MEANING[request.tol_mode]} < {request.tol:g} (tol_mode {request.tol_mode})"
 
 
 def _first(t: Tensor) -> float | None:

@@ -16,6 +16,7 @@ import torch
 
 from lbi_engine._record_types import hint_name, json_type_ok
 from lbi_engine.errors import FormatVersionError, InputError
+from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
 from lbi_engine.solvers import METHODS, SolverOptions, StopRule
 
 FORMAT_VERSION = 1
@@ -30,37 +31,39 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 class InversionRequest:
     """Everything that defines a run; the defaults open the bundled CNN on a digit."""
 
-    network: str = "mnist-cnn-ae"
-    input_shape: tuple[int, ...] | None = None
-    dataset: str = "mnist"
-    split: str = "val"
-    index: int = 0
-    image: str | None = None
-    truth: str | None = None
-    data: str | None = None
-    resize: bool = False
-    noise_std: float = 0.05
-    seed: int = 0
-    alpha: float = 9e-3
-    regulariser: str = "tv"
-    method: str = "joint"
-    steps: str = "auto"
-    max_iter: int = 1500
-    tol: float = 1e-5
-    tol_mode: str = "relative"
-    time_budget: float | None = None
-    device: str = "cpu"
-    dtype: str = "float32"
-    report_every: int = 10
-    threads: int | None = None
-    layer_alphas: list[float] | None = None
+    network: str = D["network"]
+    input_shape: tuple[int, ...] | None = D["input_shape"]
+    dataset: str = D["dataset"]
+    split: str = D["split"]
+    index: int = D["index"]
+    image: str | None = D["image"]
+    truth: str | None = D["truth"]
+    data: str | None = D["data"]
+    resize: bool = D["resize"]
+    noise_std: float = D["noise_std"]
+    seed: int = D["seed"]
+    alpha: float | str = D["alpha"]
+    alpha_rule: str = D["alpha_rule"]
+    noise_level: float | None = D["noise_level"]
+    regulariser: str = D["regulariser"]
+    method: str = D["method"]
+    steps: str = D["steps"]
+    max_iter: int = D["max_iter"]
+    tol: float = D["tol"]
+    tol_mode: str = D["tol_mode"]
+    time_budget: float | None = D["time_budget"]
+    device: str = D["device"]
+    dtype: str = D["dtype"]
+    report_every: int = D["report_every"]
+    threads: int | None = D["threads"]
+    layer_alphas: list[float] | None = D["layer_alphas"]
     #: The person's consent, for this run, to open a model format whose loading runs code from
     #: the file (TorchScript, pickled modules); ``allow_code`` is the same flag. Set it only
     #: from the person (a flag, a dialog, a keyword): records and sessions never grant it,
     #: see :func:`strip_file_consent`. (Named allow_pickle for older records.)
-    allow_pickle: bool = False
+    allow_pickle: bool = D["allow_pickle"]
     options: dict[str, Any] = field(default_factory=dict)
-    feature_prior: str | None = None  # layer-wise: BASE of a feature prior (feature_prior.py)
+    feature_prior: str | None = D["feature_prior"]  # layer-wise: BASE of a feature prior
 
     @property
     def allow_code(self) -> bool:
@@ -75,16 +78,19 @@ class InversionRequest:
         """Raises InputError naming the first bad parameter; returns self."""
         if self.method not in METHODS:
             raise InputError(f"method={self.method!r}: choose one of {', '.join(METHODS)}.")
-        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha)):
-            raise InputError(f"alpha={self.alpha!r}: must be a finite number > 0.")
-        if self.alpha <= 0 and self.method not in ("landweber",):
+        if self.alpha == "auto":
+            self._validate_auto_alpha()
+        elif not (isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool)
+                  and math.isfinite(self.alpha)):
+            raise InputError(f"alpha={self.alpha!r}: must be 'auto' or a finite number > 0.")
+        elif self.alpha <= 0 and self.method not in ("landweber",):
             raise InputError(f"alpha={self.alpha}: must be > 0 (typical 1e-4 .. 1e-1).")
-        if 0 < self.alpha < MIN_ALPHA:  # e.g. 1e-320: step sizes 1/alpha overflow
+        elif 0 < self.alpha < MIN_ALPHA:  # e.g. 1e-320: step sizes 1/alpha overflow
             raise InputError(
                 f"alpha={self.alpha}: absurdly small (below {MIN_ALPHA:g}); typical values are "
                 "1e-4 .. 1e-1."
             )
-        if self.alpha > 1e6:
+        elif self.alpha > 1e6:
             raise InputError(
                 f"alpha={self.alpha}: absurdly large; typical values are 1e-4 .. 1e-1."
             )
@@ -94,8 +100,8 @@ class InversionRequest:
             )
         if self.dtype not in DTYPES:
             raise InputError(f"dtype={self.dtype!r}: use float32 or float64.")
-        if self.device != "cpu" and not self.device.startswith("cuda"):
-            raise InputError(f"device={self.device!r}: use 'cpu' or 'cuda'.")
+        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
+            raise InputError(f"device={self.device!r}: use 'auto', 'cpu' or 'cuda'.")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
         if self.max_iter < 1 or self.max_iter > 10_000_000:
@@ -113,6 +119,38 @@ class InversionRequest:
             raise InputError("give at most one of image, truth and data.")
         self.solver_options()
         return self
+
+    def _validate_auto_alpha(self) -> None:
+        from lbi_engine.solvers.alpha import RULES
+
+        if self.alpha_rule not in ("auto", *RULES):
+            raise InputError(f"alpha_rule={self.alpha_rule!r}: choose auto, "
+                             f"{', '.join(RULES)}.")
+        if self.noise_level is not None and not (math.isfinite(self.noise_level)
+                                                 and self.noise_level > 0):
+            raise InputError(f"noise_level={self.noise_level!r}: give the per-entry noise std "
+                             "of the measurement, a number > 0 (e.g. 0.05).")
+
+    def fixed_alpha(self) -> float:
+        """The weight a solve starts with: the request's number; for "auto" the start of the
+        path (Landweber has no prior: 0)."""
+        if self.alpha != "auto":
+            return float(self.alpha)
+        from lbi_engine.solvers.alpha import ALPHA_START
+
+        return 0.0 if self.method == "landweber" else ALPHA_START
+
+    def noise_std_known(self) -> float | None:
+        """The noise level the alpha rule may use: the simulated std, or for measured data
+        the stated ``noise_level``; None when unknown (or zero)."""
+        level = self.noise_level if self.data else (self.noise_level or self.noise_std)
+        return float(level) if level else None
+
+    def resolved_device(self) -> str:
+        """``auto``: CUDA when torch finds a GPU, else the CPU."""
+        if self.device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        return self.device
 
     def solver_options(self) -> SolverOptions:
         return SolverOptions.from_dict({"steps": self.steps, **self.options})

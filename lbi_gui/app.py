@@ -37,14 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "the file (TorchScript, a pickled whole model); trusted files only")
     p.add_argument("--noise-std", type=float, help="Gaussian noise standard deviation")
     p.add_argument("--seed", type=int, help="noise seed")
-    p.add_argument("--alpha", type=float, help="regularisation weight α")
+    p.add_argument("--alpha", type=_alpha, help="regularisation weight α, or auto (chosen from "
+                   "the data; the default)")
     p.add_argument("--regulariser", choices=[r for r, _ in REGULARISERS])
     p.add_argument("--method", choices=[m for m, _ in METHODS])
     p.add_argument("--steps", choices=["auto", "accelerated", "balanced", "safe",
                                        "conservative", "paper"])
     p.add_argument("--max-iter", type=int)
     p.add_argument("--tol", type=float)
-    p.add_argument("--tol-mode", choices=["relative", "absolute"])
+    p.add_argument("--tol-mode", choices=["objective", "relative", "absolute"])
     p.add_argument("--time-budget", type=float, help="stop after this many solver seconds")
     p.add_argument("--layer-alphas", help="per-layer α of the layer-wise method, e.g. 0.01,0.02")
     p.add_argument("--device", help="cpu or cuda")
@@ -58,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run one short inversion on the bundled default, print its PSNR and "
                         "exit 0 on success (checks an installation or a desktop bundle)")
     return p
+
+
+def _alpha(text: str) -> float | str:
+    return "auto" if text.strip().lower() == "auto" else float(text)
 
 
 def request_from_args(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The GUI's parameter vocabulary, mirrored from ``lbi_engine.api.InversionRequest``.
+"""The GUI's parameter vocabulary, mirrored from ``lbi_engine.api.InversionRequest``
+(the defaults come from the torch-free ``lbi_engine.request_defaults``).
 
 Why a mirror: the window must appear before torch (and so ``lbi_engine.api``) is imported,
 yet every panel needs the defaults and the choice lists at construction time. The engine
@@ -13,44 +14,18 @@ import math
 from typing import Any
 
 from lbi_engine._record_types import hint_name, json_type_ok
+from lbi_engine.request_defaults import REQUEST_DEFAULTS
 
 #: Field names and defaults of ``InversionRequest`` (the GUI runs one solver thread: threads=1).
-DEFAULT_REQUEST: dict[str, Any] = {
-    "network": "mnist-cnn-ae",
-    "input_shape": None,
-    "dataset": "mnist",
-    "split": "val",
-    "index": 0,
-    "image": None,
-    "truth": None,
-    "data": None,
-    "resize": False,
-    "noise_std": 0.05,
-    "seed": 0,
-    "alpha": 9e-3,
-    "regulariser": "tv",
-    "method": "joint",
-    "steps": "auto",
-    "max_iter": 1500,
-    "tol": 1e-5,
-    "tol_mode": "relative",
-    "time_budget": None,
-    "device": "cpu",
-    "dtype": "float32",
-    "report_every": 10,
-    "threads": 1,
-    "layer_alphas": None,
-    "allow_pickle": False,
-    "options": {},
-    "feature_prior": None,
-}
+DEFAULT_REQUEST: dict[str, Any] = {**copy.deepcopy(REQUEST_DEFAULTS), "threads": 1}
 
 #: The annotations of ``InversionRequest`` (a test checks they equal the engine's), so a
 #: session's request can be type-checked on the GUI thread without importing torch.
 REQUEST_TYPES: dict[str, Any] = {
     "network": str, "input_shape": tuple[int, ...] | None, "dataset": str, "split": str,
     "index": int, "image": str | None, "truth": str | None, "data": str | None,
-    "resize": bool, "noise_std": float, "seed": int, "alpha": float, "regulariser": str,
+    "resize": bool, "noise_std": float, "seed": int, "alpha": float | str,
+    "alpha_rule": str, "noise_level": float | None, "regulariser": str,
     "method": str, "steps": str, "max_iter": int, "tol": float, "tol_mode": str,
     "time_budget": float | None, "device": str, "dtype": str, "report_every": int,
     "threads": int | None, "layer_alphas": list[float] | None, "allow_pickle": bool,
@@ -59,9 +34,11 @@ REQUEST_TYPES: dict[str, Any] = {
 
 #: (engine name, label shown to the user)
 METHODS: list[tuple[str, str]] = [
+    ("auto", "Auto (one-layer or joint)"),
     ("joint", "Joint (coordinate descent)"),
     ("layerwise", "Layer-wise (sequential, learned feature prior)"),
-    ("pdhg", "PDHG (one layer)"),
+    ("one-layer", "One layer (accelerated)"),
+    ("pdhg", "PDHG (alias of one layer)"),
     ("landweber", "Landweber (discrepancy)"),
     ("backprop", "Backprop baseline (Adam)"),
 ]
@@ -142,13 +119,17 @@ def request_problems(request: dict[str, Any]) -> list[str]:
     if problems:
         return problems
 
+    if isinstance(request.get("alpha"), str) and request["alpha"] != "auto":
+        return [f"alpha={request['alpha']!r} (must be 'auto' or a finite number > 0)"]
+
     def finite(key: str) -> bool:
         v = request.get(key)
-        return v is None or math.isfinite(float(v))
+        return v is None or v == "auto" or math.isfinite(float(v))
 
+    alpha = request.get("alpha", 1.0)
     checks = [
-        ("alpha", finite("alpha") and float(request.get("alpha", 1.0)) >= 0,
-         "a finite number > 0"),
+        ("alpha", finite("alpha") and (alpha == "auto" or float(alpha) >= 0),
+         "'auto' or a finite number > 0"),
         ("noise_std", finite("noise_std") and float(request.get("noise_std", 0.0)) >= 0,
          "a finite number >= 0"),
         ("tol", finite("tol") and float(request.get("tol", 0.0)) >= 0, "a finite number >= 0"),

@@ -86,9 +86,10 @@ class RunMixin:
             return
         self._fresh_run = True
         request = self.current_request()
-        methods = [m for m, _label in METHODS]
+        # auto repeats another method, pdhg is an alias of one-layer
+        methods = [m for m, _label in METHODS if m not in ("auto", "pdhg")]
         if self.info is not None and len(self.info.layers) > 1:
-            methods.remove("pdhg")  # PDHG inverts one layer; the others cover deep networks
+            methods.remove("one-layer")  # inverts one layer; the others cover deep networks
             if not feature_prior_available(str(request.get("network")),
                                            request.get("feature_prior")):
                 # refused before running rather than run to return noise (issue #23)
@@ -153,6 +154,11 @@ class RunMixin:
         self.curves.update_curves(result.curves)
         self._update_status(result.iterations)
         self.status_reason.setText(f"stopped: {result.stop_reason}")
+        if result.metrics.get("alpha_rule", "fixed") != "fixed":  # Auto α: show its choice
+            self.reg_panel.show_chosen_alpha(float(result.metrics["alpha"]))
+            self.status_reason.setText(f"stopped: {result.stop_reason}; α = "
+                                       f"{float(result.metrics['alpha']):.3g} "
+                                       f"({result.metrics['alpha_rule']})")
         if result.user_action != "stop":
             self.run_table.add(result)
             self.shown_result = result

@@ -22,12 +22,24 @@ EXIT_INTERRUPTED = 130
 
 # Copies of engine registries, so that building the parser (and `lbi --help`) does not import
 # torch; tests/cli/test_help.py checks that they equal the engine's.
-METHOD_NAMES = ("pdhg", "joint", "layerwise", "landweber", "backprop")
+METHOD_NAMES = ("auto", "one-layer", "pdhg", "joint", "layerwise", "landweber", "backprop")
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
                      "none")
 #: Most values a list argument may expand to (log:1e-4:1:10000000 is a typo, not a grid).
 MAX_LIST = 10_000
 STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
+TOL_MODES = ("objective", "relative", "absolute")
+TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "
+            "moved by less than T * |objective| over the second half of the run (an estimate "
+            "of the remaining relative gap to the optimum); relative/absolute: when the change "
+            "of x and of the dual in one iteration is below T (0: never stop on it)")
+
+
+def request_default(name: str) -> str:
+    """'(default: X)' for a flag whose default lives in the run record (torch-free)."""
+    from lbi_engine.request_defaults import REQUEST_DEFAULTS
+
+    return f"(default: {REQUEST_DEFAULTS[name]})"
 
 
 class UsageError(Exception):
@@ -87,6 +99,11 @@ def nonnegative_float(text: str) -> float:
 
 def any_float(text: str) -> float:
     return _float(text)
+
+
+def alpha_value(text: str) -> float | str:
+    """"auto" or a number (the request checks its range)."""
+    return "auto" if text.strip().lower() == "auto" else _float(text)
 
 
 def _float(text: str) -> float:

@@ -42,9 +42,11 @@ Files written into --out DIR:
 
 EPILOG = """\
 examples:
-  # a validation digit through the bundled CNN autoencoder (paper Sec. 5.2)
-  lbi invert --network mnist-cnn-ae --sample 3 --noise-std 0.05 --alpha 9e-3 \\
-             --method joint --max-iter 1500 --out runs/cnn3
+  # a validation digit through the bundled CNN autoencoder (paper Sec. 5.2), at the defaults:
+  # alpha chosen from the data (discrepancy principle with the noise std), method auto (joint)
+  lbi invert --network mnist-cnn-ae --sample 3 --noise-std 0.05 --out runs/cnn3
+  # a measured code with a known noise level: alpha by the discrepancy principle
+  lbi invert --network mnist-cnn-ae --data code.npy --noise-level 0.05 --out runs/measured
   # the paper's circle experiment (TV, PDHG, paper step sizes and stopping rule)
   lbi invert --network circle-perceptron --dataset cartoon --split disc --sample 0 \\
              --noise-std 0.005 --alpha 1.5e-2 --method pdhg --steps paper --tol-mode absolute \\
@@ -52,7 +54,7 @@ examples:
   # your own network (torch.onnx.export or torch.export.save) and a measured code
   lbi invert --network model.onnx --data code.npy --alpha 1e-2 --out runs/mine
   # repeat a run exactly (same numbers), or with one parameter changed
-  lbi invert --record runs/cnn3/result.json --out runs/cnn3-again
+  lbi invert --record runs/cnn3/result.json --out runs/cnn3-again   # the chosen alpha, frozen
   lbi invert --record runs/cnn3/result.json --alpha 3e-3 --out runs/cnn3-alpha3e-3
 
 exit status: 0 success, 2 bad input (one-line message on stderr), 1 internal error.
@@ -67,6 +69,8 @@ _FIELDS = {
     "noise_std": "noise_std",
     "seed": "seed",
     "alpha": "alpha",
+    "alpha_rule": "alpha_rule",
+    "noise_level": "noise_level",
     "regulariser": "regulariser",
     "method": "method",
     "steps": "steps",
@@ -116,36 +120,50 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     one.add_argument("--data", metavar="Y.npy",
                      help="measured output y^delta; no ground truth, no noise added")
     src.add_argument("--dataset", choices=("mnist", "cartoon"),
-                     help="bundled dataset of --sample (request default: mnist)")
+                     help="bundled dataset of --sample " + c.request_default("dataset"))
     src.add_argument("--split", metavar="SPLIT",
                      help="mnist: train|val|all; cartoon: disc|squares|rectangles|mixtures "
-                          "(request default: val)")
+                          + c.request_default("split"))
     src.add_argument("--resize", action="store_true", default=None,
                      help="resize --image to the network's input size")
     noise = p.add_argument_group("noise (simulated data only)")
     noise.add_argument("--noise-std", type=c.nonnegative_float, metavar="S",
                        help="std of the Gaussian added to y = N(x); y^delta is then clipped into "
-                            "the last activation's range (request default: 0.05)")
+                            "the last activation's range " + c.request_default("noise_std"))
+    noise.add_argument("--noise-level", type=c.positive_float, metavar="S",
+                       help="for measured --data: the per-entry noise std (as --noise-std), "
+                            "so that --alpha auto can use the discrepancy principle")
     noise.add_argument("--seed", type=c.nonnegative_int, metavar="K",
-                       help="seed of the noise (request default: 0)")
+                       help="seed of the noise " + c.request_default("seed"))
     prob = p.add_argument_group("problem and method")
-    prob.add_argument("--alpha", type=c.any_float, metavar="A",
-                      help="regularisation weight alpha > 0 (request default: 9e-3)")
+    prob.add_argument("--alpha", type=c.alpha_value, metavar="A|auto",
+                      help="regularisation weight alpha > 0, or auto: chosen from the data on "
+                           "a warm-started path from large to small alpha, by the discrepancy "
+                           "principle when the noise level is known (--noise-std for simulated "
+                           "data, --noise-level for --data), else by quasi-optimality; "
+                           "result.json records alpha, alpha_rule, alpha_path, and its request "
+                           "repeats the run with that alpha frozen " + c.request_default("alpha"))
+    prob.add_argument("--alpha-rule", choices=("auto", "discrepancy", "quasi-optimality"),
+                      help="the rule of --alpha auto " + c.request_default("alpha_rule"))
     prob.add_argument("--regulariser", metavar="R",
                       help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
-                           "added, e.g. tv+nonneg (request default: tv = isotropic TV)")
+                           "added, e.g. tv+nonneg (tv = isotropic TV) "
+                           + c.request_default("regulariser"))
     prob.add_argument("--method", choices=c.METHOD_NAMES,
-                      help="pdhg: one-layer networks (paper eq. 12); joint: all layers by "
+                      help="auto: one-layer for one lifted layer, joint for several "
+                           "(result.json's method_run says which ran); one-layer (alias pdhg): "
+                           "one-layer networks (paper eq. 12) by accelerated proximal gradient "
+                           "for TV, else PDHG; joint: all layers by "
                            "coordinate descent (eqs. 13-15); layerwise: layer by layer; "
                            "landweber: baseline with the discrepancy principle; backprop: "
-                           "gradient descent through the network (request default: joint)")
+                           "gradient descent through the network " + c.request_default("method"))
     prob.add_argument("--steps", choices=c.STEP_RULES,
                       help="step-size rule; all but paper are provably convergent: auto "
-                           "(accelerated for pdhg with TV on the CPU, else balanced; safe "
+                           "(accelerated for one-layer with TV on the CPU, else balanced; safe "
                            "for the joint method's x_0 block), accelerated (FISTA with an "
                            "inexact TV prox), balanced, safe, conservative, or paper "
                            "(tau_x = 1.99/||W||^2, "
-                           "tau_z = 1/(8 alpha)) (request default: safe)")
+                           "tau_z = 1/(8 alpha)) " + c.request_default("steps"))
     prob.add_argument("--layer-alphas", type=c.float_list, metavar="A1,A2,..",
                       help="per-layer weights of the auxiliary priors (layerwise method)")
     prob.add_argument("--feature-prior", metavar="BASE",
@@ -158,25 +176,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "(layerwise: discrepancy or given)")
     stop = p.add_argument_group("stopping")
     stop.add_argument("--max-iter", type=c.positive_int, metavar="N",
-                      help="iteration cap (request default: 1500)")
+                      help="iteration cap " + c.request_default("max_iter"))
     stop.add_argument("--tol", type=c.nonnegative_float, metavar="T",
-                      help="stop when the changes of x and of the dual are below T "
-                           "(request default: 1e-5)")
-    stop.add_argument("--tol-mode", choices=("relative", "absolute"),
-                      help="relative: ||dx||/||x||; absolute: the paper's ||dx|| "
-                           "(request default: relative)")
+                      help=c.TOL_HELP + " " + c.request_default("tol"))
+    stop.add_argument("--tol-mode", choices=c.TOL_MODES,
+                      help="objective: the objective's change over the second half of the run; "
+                           "relative: ||dx||/||x|| per iteration; absolute: the paper's ||dx|| "
+                           + c.request_default("tol_mode"))
     stop.add_argument("--time-budget", type=c.positive_float, metavar="SECONDS",
                       help="stop after this much solver time")
     run = p.add_argument_group("run")
     run.add_argument("--record", metavar="FILE",
                      help="repeat a run: a result.json of `lbi invert` or a run record (run.json) "
                           "saved by the GUI; flags given here override its values")
-    run.add_argument("--device", choices=("cpu", "cuda"), help="(request default: cpu)")
-    run.add_argument("--dtype", choices=("float32", "float64"), help="(request default: float32)")
+    run.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                     help="auto: CUDA when torch finds a GPU, else the CPU (result.json's "
+                          "device_run says which) " + c.request_default("device"))
+    run.add_argument("--dtype", choices=("float32", "float64"), help=c.request_default("dtype"))
     run.add_argument("--threads", type=c.positive_int, metavar="N", help="torch CPU threads")
     run.add_argument("--report-every", type=c.positive_int, metavar="K",
                      help="record an iterate (a row of curves.csv) every K iterations "
-                          "(request default: 10)")
+                          + c.request_default("report_every"))
     run.add_argument("--out", required=True, metavar="DIR",
                      help="output folder (created if needed)")
     run.add_argument("--overwrite", action="store_true",
@@ -336,10 +356,10 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
 
     m = final_metrics(prepared, final)
     r = prepared.request
-    print(f"{r.network}: {r.method}, {r.regulariser}, alpha={m['alpha_used']:g}: "
+    how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
+    print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
+          f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
-    if m.get("alpha_rule"):
-        print(f"  alpha: {m['alpha_rule']}")
     for stage in m.get("stages") or []:
         print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from lbi_engine.cli import _common as c
+from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
 
 DESCRIPTION = """\
 Run a grid of inversions: every combination of alpha x noise std x method, each on the same
@@ -57,7 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
                    help="consent, for this run, to open a model format whose loading runs code "
                         "from the file (TorchScript, a pickled nn.Module); trusted files only")
-    p.add_argument("--alphas", type=c.float_list, required=True, metavar="LIST",
+    p.add_argument("--alphas", type=_alphas, required=True, metavar="LIST",
                    help="regularisation weights, e.g. 1e-3,1e-2 or log:1e-4:1e-2:5")
     p.add_argument("--noise-stds", type=c.float_list, default=[0.05], metavar="LIST",
                    help="noise stds on the network output")
@@ -74,9 +75,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--regulariser", default="tv", metavar="R",
                    help="prior: " + ", ".join(c.REGULARISER_NAMES))
     p.add_argument("--steps", choices=c.STEP_RULES, default="auto", help="step-size rule")
-    p.add_argument("--max-iter", type=c.positive_int, default=1500, metavar="N")
-    p.add_argument("--tol", type=c.nonnegative_float, default=1e-5, metavar="T")
-    p.add_argument("--tol-mode", choices=("relative", "absolute"), default="relative")
+    p.add_argument("--max-iter", type=c.positive_int, default=D["max_iter"], metavar="N")
+    p.add_argument("--tol", type=c.nonnegative_float, default=D["tol"], metavar="T",
+                   help=c.TOL_HELP)
+    p.add_argument("--tol-mode", choices=c.TOL_MODES, default=D["tol_mode"])
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--threads", type=c.positive_int, default=1, metavar="N",
@@ -124,6 +126,16 @@ def _cluster(args: argparse.Namespace) -> Any:
                              threads=args.threads, oversubscribe=args.oversubscribe)
     check_local_cores(options)
     return options
+
+
+def _alphas(text: str) -> list[float | str]:
+    """A list of alphas (c.float_list syntax) in which "auto" may appear, alone or not:
+    cells keyed "auto" choose alpha per sample (their rows record it in alpha_chosen)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    auto = [p for p in parts if p.lower() == "auto"]
+    rest = ",".join(p for p in parts if p.lower() != "auto")
+    values: list[float | str] = c.float_list(rest) if rest else []
+    return values + (["auto"] if auto else [])
 
 
 def _methods(text: str) -> list[str]:

@@ -115,7 +115,7 @@ def prepare_batch(
     request.validate()
     if len(seeds) != len(truths):
         raise InputError(f"{len(truths)} samples but {len(seeds)} seeds; give one seed per sample.")
-    device, dtype = torch.device(request.device), DTYPES[request.dtype]
+    device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
     if bundle is None:
         bundle = load_network(request.network, input_shape=request.input_shape,
                               allow_pickle=request.allow_pickle)

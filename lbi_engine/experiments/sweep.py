@@ -30,20 +30,22 @@ from lbi_engine.errors import InputError
 from lbi_engine.experiments.report import mean, table
 from lbi_engine.exports import csv_text
 from lbi_engine.io import atomic_write_text
+from lbi_engine.request_defaults import REQUEST_DEFAULTS
 
 RESULTS = "results.csv"
 KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed", "noise_std",
                "alpha", "method", "regulariser", "steps", "max_iter", "tol", "tol_mode", "dtype")
 METRIC_COLUMNS = ("psnr", "ssim", "decoder_psnr", "objective", "reg_term", "bregman_terms",
                   "iterations", "stop_reason", "seconds", "discrepancy", "delta",
-                  "delta_squared", "noise_norm", "l2_norm", "tv_iso", "tv_aniso")
+                  "delta_squared", "noise_norm", "l2_norm", "tv_iso", "tv_aniso",
+                  "alpha_chosen", "alpha_rule")
 #: Where and how long: the Dask worker's address (``local`` in-process) and the wall time of
 #: the whole cell (data, noise, solve, metrics), the same for every sample of the cell.
 RUN_COLUMNS = ("worker", "cell_seconds")
 COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + RUN_COLUMNS
 #: Columns added after the first version: a CSV written before them still resumes (they read
 #: as empty and are written out on the next rewrite).
-ADDED_COLUMNS = RUN_COLUMNS
+ADDED_COLUMNS = (*RUN_COLUMNS, "alpha_chosen", "alpha_rule")
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class SweepSpec:
     """The grid and the fixed parameters of a sweep."""
 
     network: str
-    alphas: tuple[float, ...]
+    alphas: tuple[float | str, ...]  # "auto": chosen per sample (alpha_chosen column)
     noise_stds: tuple[float, ...]
     methods: tuple[str, ...]
     indices: tuple[int, ...]
@@ -60,9 +62,9 @@ class SweepSpec:
     seed: int = 0
     regulariser: str = "tv"
     steps: str = "safe"
-    max_iter: int = 1500
-    tol: float = 1e-5
-    tol_mode: str = "relative"
+    max_iter: int = REQUEST_DEFAULTS["max_iter"]
+    tol: float = REQUEST_DEFAULTS["tol"]
+    tol_mode: str = REQUEST_DEFAULTS["tol_mode"]
     input_shape: tuple[int, ...] | None = None
     device: str = "cpu"
     dtype: str = "float32"
@@ -127,7 +129,7 @@ def read_results(path: Path) -> list[dict[str, str]]:
         return [{**dict.fromkeys(missing, ""), **row} for row in reader]
 
 
-def solve_cell(spec: SweepSpec, bundle: Any, truths: Any, cell: tuple[float, str, float],
+def solve_cell(spec: SweepSpec, bundle: Any, truths: Any, cell: tuple[float, str, float | str],
                prepared: dict[float, Any]) -> list[dict[str, Any]]:
     """The per-sample metrics of one cell; the local loop and Dask workers both call this.
 
@@ -137,6 +139,8 @@ def solve_cell(spec: SweepSpec, bundle: Any, truths: Any, cell: tuple[float, str
     from lbi_engine.experiments.batch import prepare_batch, sample_metrics, solve_batch
 
     std, method, alpha = cell
+    if alpha == "auto":  # chosen per sample from the data; the row records it (alpha_chosen)
+        return _auto_alpha_metrics(spec, std, method, bundle)
     if std not in prepared:
         prepared.clear()
         prepared[std] = prepare_batch(spec.request(std, method, alpha), truths,
@@ -177,7 +181,7 @@ def run_sweep(
     def sample_keys(std: float, method: str, alpha: float) -> list[dict[str, Any]]:
         return [{"network": spec.network, "network_sha256": sha, "dataset": spec.dataset,
                  "split": spec.split, "index": i, "seed": spec.seed + i, "noise_std": float(std),
-                 "alpha": float(alpha), "method": method, "regulariser": spec.regulariser,
+                 "alpha": _alpha(alpha), "method": method, "regulariser": spec.regulariser,
                  "steps": spec.steps, "max_iter": spec.max_iter, "tol": float(spec.tol),
                  "tol_mode": spec.tol_mode, "dtype": spec.dtype} for i in spec.indices]
 
@@ -190,12 +194,12 @@ def run_sweep(
         progress(skipped, len(cells), f"{skipped} cell(s) already done")
     truths = dataset_truths(spec.dataset, spec.split, list(spec.indices)) if todo else None
 
-    def record(cell: tuple[float, str, float], metrics: list[dict[str, Any]], worker: str,
+    def record(cell: tuple[float, str, float | str], metrics: list[dict[str, Any]], worker: str,
                seconds: float) -> None:
         """Appends a finished cell's rows and rewrites the CSV (the only writer of it)."""
         run = {"worker": worker, "cell_seconds": round(seconds, 3)}
         for key, values in zip(sample_keys(*cell), metrics, strict=True):
-            rows.append({c: _cell_text(v) for c, v in {**key, **values, **run}.items()
+            rows.append({c: _cell_text(v) for c, v in {**values, **key, **run}.items()
                          if c in COLUMNS})
         atomic_write_text(csv_path, csv_text(COLUMNS, [[r.get(c, "") for c in COLUMNS]
                                                        for r in rows]))
@@ -212,14 +216,42 @@ def run_sweep(
         metrics = solve_cell(spec, bundle, truths, (std, method, alpha), prepared_std)
         record((std, method, alpha), metrics, "local", time.perf_counter() - started)
         if progress is not None:
-            progress(skipped + number, len(cells),
-                     f"std {std:g}, {method}, alpha {alpha:g}")
+            progress(skipped + number, len(cells), f"std {std:g}, {method}, alpha {alpha}")
     if not csv_path.exists():  # nothing ran and nothing was there: still leave the header
         atomic_write_text(csv_path, csv_text(COLUMNS, []))
     keys = {_key(k) for cell in cells for k in sample_keys(*cell)}
     mine = [r for r in rows if _key(r) in keys]
     files = write_summary(spec, mine, out)
     return SweepResult(csv_path, len(todo), skipped, mine, [csv_path, *files])
+
+
+def _alpha(alpha: float | str) -> float | str:
+    """A cell's alpha key: a float, or "auto"."""
+    return alpha if alpha == "auto" else float(alpha)
+
+
+def _alpha_order(alpha: float | str) -> tuple[int, float]:
+    return (1, 0.0) if alpha == "auto" else (0, float(alpha))
+
+
+def _auto_alpha_metrics(spec: SweepSpec, std: float, method: str, bundle: Any) -> list[dict]:
+    """alpha "auto" is chosen per sample (lbi_engine/solvers/alpha.py): one run per sample,
+    with the noise draw of the numeric cells (seed SEED + INDEX); the row records the
+    chosen alpha in ``alpha_chosen``."""
+    import dataclasses
+
+    from lbi_engine import api
+    from lbi_engine.solvers import final
+
+    rows = []
+    for index in spec.indices:
+        request = dataclasses.replace(spec.request(std, method, "auto"), index=index,
+                                      seed=spec.seed + index)
+        prepared = api.prepare(request, bundle)
+        last = final(api.iterate(prepared))
+        metrics = api.final_metrics(prepared, last)
+        rows.append({**metrics, "alpha_chosen": metrics["alpha"]})
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +270,7 @@ def aggregate(rows: Sequence[dict[str, str]]) -> dict[tuple[str, float, float], 
     """Mean metrics per (method, noise std, alpha) over the samples."""
     groups: dict[tuple[str, float, float], list[dict[str, str]]] = {}
     for row in rows:
-        key = (row["method"], float(row["noise_std"]), float(row["alpha"]))
+        key = (row["method"], float(row["noise_std"]), _alpha(row["alpha"]))
         groups.setdefault(key, []).append(row)
     return {
         key: {
@@ -248,8 +280,10 @@ def aggregate(rows: Sequence[dict[str, str]]) -> dict[tuple[str, float, float], 
             "decoder_psnr": mean([_float(r["decoder_psnr"]) for r in group]),
             "delta_squared": mean([_float(r["delta_squared"]) for r in group]),
             "iterations": mean([_float(r["iterations"]) for r in group]),
+            "alpha_chosen": mean([_float(r.get("alpha_chosen")) for r in group]),
         }
-        for key, group in sorted(groups.items())
+        for key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1],
+                                                                 _alpha_order(kv[0][2])))
     }
 
 
@@ -261,10 +295,11 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
     stats = aggregate(rows)
     if not stats:
         return []
+    grid = [a for a in spec.alphas if a != "auto"]  # plots and "best" are over the numbers
     by_alpha = []
     for method in spec.methods:
         for std in spec.noise_stds:
-            points = [(a, stats[(method, float(std), float(a))]["psnr"]) for a in spec.alphas
+            points = [(a, stats[(method, float(std), float(a))]["psnr"]) for a in grid
                       if (method, float(std), float(a)) in stats]
             if points:
                 by_alpha.append(Series([p[0] for p in points], [p[1] for p in points],
@@ -276,7 +311,7 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
     for method in spec.methods:
         xs, ys = [], []
         for std in spec.noise_stds:
-            cands = [(stats[(method, float(std), float(a))]["psnr"], a) for a in spec.alphas
+            cands = [(stats[(method, float(std), float(a))]["psnr"], a) for a in grid
                      if (method, float(std), float(a)) in stats
                      and stats[(method, float(std), float(a))]["psnr"] is not None]
             if cands:
@@ -303,9 +338,11 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
     text.write(table(["method", "noise std", "best α", "mean PSNR", "mean decoder PSNR",
                       "mean δ²"], best_rows))
     text.write("\n\n## Every cell (means over the samples)\n\n")
-    text.write(table(["method", "noise std", "α", "samples", "PSNR", "SSIM", "iterations"],
+    text.write(table(["method", "noise std", "α", "samples", "PSNR", "SSIM", "iterations",
+                      "mean chosen α (auto)"],
                      [[k[0], k[1], k[2], v["samples"], v["psnr"], v["ssim"],
-                       None if v["iterations"] is None else round(v["iterations"])]
+                       None if v["iterations"] is None else round(v["iterations"]),
+                       v["alpha_chosen"]]
                       for k, v in stats.items()]))
     text.write("\n\n![PSNR against alpha](psnr_vs_alpha.png)\n\n"
                "![PSNR against noise](psnr_vs_noise.png)\n")

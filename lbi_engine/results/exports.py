@@ -342,7 +342,11 @@ def build_result_document(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """result.json from plain values (no torch): the CLI (via :func:`result_document`) and
-    the GUI (from what its engine process sent) build the same document here."""
+    the GUI (from what its engine process sent) build the same document here. After alpha
+    "auto" the request records the chosen alpha, so that ``--record`` repeats the run with it
+    frozen."""
+    if metrics.get("alpha_rule", "fixed") != "fixed":
+        request = {**request, "alpha": metrics["alpha"]}
     document: dict[str, Any] = {
         "kind": RESULT_KIND,
         "format_version": RESULT_FORMAT_VERSION,

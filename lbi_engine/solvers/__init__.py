@@ -17,8 +17,33 @@ from lbi_engine.solvers.layerwise import run_layerwise
 from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.pdhg import run_pdhg
 
+
+def run_one_layer(*args: object) -> Iterator[IterateRecord]:
+    """Method ``one-layer`` (alias ``pdhg``): the one-layer problem by the fastest exact
+    solver that applies (accelerated proximal gradient for TV, else Condat–Vũ PDHG; see
+    SolverOptions.steps). The old name ``pdhg`` misled: by default it runs FISTA."""
+    for record in run_pdhg(*args):
+        record.method = "one-layer"
+        yield record
+
+
+def resolve_method(method: str, problem: object) -> str:
+    """The method a request runs: ``auto`` is ``one-layer`` for one lifted layer (the
+    accelerated solver) and ``joint`` for several; ``pdhg`` is an alias of ``one-layer``."""
+    if method == "auto":
+        return "one-layer" if problem.depth == 1 else "joint"
+    return "one-layer" if method == "pdhg" else method
+
+
+def run_auto(problem: object, *args: object) -> Iterator[IterateRecord]:
+    """Method ``auto``: see :func:`resolve_method`; records name the method that ran."""
+    return METHODS[resolve_method("auto", problem)](problem, *args)
+
+
 METHODS: dict[str, Callable[..., Iterator[IterateRecord]]] = {
-    "pdhg": run_pdhg,
+    "auto": run_auto,
+    "one-layer": run_one_layer,
+    "pdhg": run_one_layer,
     "joint": run_joint,
     "layerwise": run_layerwise,
     "landweber": run_landweber,
@@ -26,7 +51,10 @@ METHODS: dict[str, Callable[..., Iterator[IterateRecord]]] = {
 }
 
 DESCRIPTIONS = {
-    "pdhg": "PDHG on a one-layer network (paper eq. 12)",
+    "auto": "one-layer for one lifted layer, joint for several (default)",
+    "one-layer": "one-layer network (paper eq. 12): accelerated proximal gradient for TV, "
+                 "else PDHG",
+    "pdhg": "alias of one-layer",
     "joint": "all layers jointly by coordinate descent (paper eqs. 13-15)",
     "layerwise": "layer by layer from the output down (paper's remark)",
     "landweber": "Landweber with the discrepancy principle (baseline)",
@@ -36,7 +64,7 @@ DESCRIPTIONS = {
 
 def solve(
     problem: object,
-    method: str = "joint",
+    method: str = "auto",
     *,
     stop: StopRule | None = None,
     options: SolverOptions | dict | None = None,
@@ -100,6 +128,7 @@ __all__ = [
     "StopReason",
     "StopRule",
     "final",
+    "resolve_method",
     "solve",
     "warm_start",
 ]

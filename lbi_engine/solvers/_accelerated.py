@@ -23,10 +23,12 @@ One iteration = one product with W (at x_{k+1}) and one with W^T (at y_k): W y_k
 combination of the cached W x_k, W x_{k-1} as y_k is of x_k, x_{k-1}. The inner TV steps cost
 no product with W; their number, summed over the samples, is reported (``inner_steps``).
 
-Handles (isotropic or anisotropic) TV without box constraints on a fixed data term; every
-other case uses the Condat–Vũ block (see :func:`supported`). The dual variable ``z`` is the
-TV dual of the prox, on the scale of the Condat–Vũ block's (|z| <= 1, grad f + alpha K^T z
-= 0 at the solution), so warm starts carry over between the two.
+Handles (isotropic or anisotropic) TV, with or without a box lo <= x <= hi (e.g. "tv+box",
+the [0, 1] range of images: the prox is then constrained TV denoising, FGP with u = clip(v +
+lam div p), Beck & Teboulle 2009, and its duality gap keeps the same formula), on a fixed data
+term; every other case uses the Condat–Vũ block (see :func:`supported`). The dual variable
+``z`` is the TV dual of the prox, on the scale of the Condat–Vũ block's (|z| <= 1,
+grad f + alpha K^T z = 0 at the solution), so warm starts carry over between the two.
 """
 
 from __future__ import annotations
@@ -65,7 +67,6 @@ def supported(problem: object, options: SolverOptions, fixed_data: bool) -> bool
         fixed_data
         and int(getattr(options, "anderson", 0)) == 0
         and isinstance(inner, TotalVariation)
-        and not inner.constrained
         and float(problem.alpha) > 0
         and getattr(problem.reg, "image_shape", None) is not None
     )
@@ -106,6 +107,8 @@ class AcceleratedBlock:
         self._pp, self._q, self._pn, self._g = (torch.zeros(field, **like) for _ in range(4))
         inner = self.reg.inner
         self._isotropic = inner.isotropic
+        self._lo, self._hi = float(inner.lo), float(inner.hi)  # +-inf: no box
+        self._boxed = inner.constrained
         dual_prox_plan(inner, self._p)(0.0, self.alpha)  # a warm start inside the ball
         zero_unused(self._p, img)
         self._proj = dual_prox_plan(inner, self._pn)
@@ -221,6 +224,7 @@ class AcceleratedBlock:
             # one FGP step from q; samples that passed the test keep pp
             self._u.copy_(self._v)
             self._div_q(self.lam)
+            self._clip_u()
             self._grad_u()
             torch.add(q, self._g, alpha=self.tau_z, out=pn)
             self._proj(self.tau_z, self.alpha)
@@ -242,13 +246,14 @@ class AcceleratedBlock:
         active = monitor.active.numpy()
         self.inner_steps += int(self._kernel(
             v, y, self._np_pp, u, active, self.lam, self.tau_z, self._isotropic, THETA,
-            16.0 * self._eps, INNER_MAX, CHECK_EVERY))
+            16.0 * self._eps, INNER_MAX, CHECK_EVERY, self._lo, self._hi))
 
     def _gap_small(self) -> Tensor:
         """u = v + lam div pp, and per sample whether the prox's duality gap is small."""
         u, g, pp = self._u, self._g, self._pp
         u.copy_(self._v)
         self._div_pp(self.lam)
+        self._clip_u()
         self._grad_u()
         batch = self.batch
         gf = g.view(batch, 2 * (g[0, 0].numel() // _pixels(self.image_shape)), -1)
@@ -262,6 +267,12 @@ class AcceleratedBlock:
         step_sq = torch.linalg.vector_norm(self._d.view(batch, -1), dim=1).square()
         floor = 16.0 * self._eps * self.lam * tv  # rounding level of the gap
         return gap <= torch.maximum(0.5 * THETA * step_sq, floor)
+
+    def _clip_u(self) -> None:
+        """u onto the box (constrained TV denoising); nothing without one."""
+        if self._boxed:
+            self._u.clamp_(min=self._lo if self._lo > -math.inf else None,
+                           max=self._hi if self._hi < math.inf else None)
 
     # -- momentum, changes, freezing ------------------------------------------------------------
     def _momentum(self, x: Tensor, x_new: Tensor) -> None:
@@ -314,12 +325,18 @@ class AcceleratedBlock:
 
     # -- diagnostics ------------------------------------------------------------------------------
     def optimality(self, data: Tensor) -> Tensor:
-        """Per-sample ||grad f(x) + alpha K^T z|| / ||grad f(x)|| (0 exactly at a solution
-        with its TV dual; the same quantity as PrimalDualBlock.optimality without g)."""
+        """Per-sample ||x - P_box(x - tau (grad f(x) + alpha K^T z))|| / tau, relative to
+        ||grad f(x)|| (0 exactly at a solution with its TV dual; without a box it is
+        ||grad f + alpha K^T z||, as PrimalDualBlock.optimality)."""
         x = self.x
         grad_f = self.affine.adjoint(self.activation.sigma(self.affine.apply(x)) - data)
         grad = grad_f.reshape(x.shape) + self.alpha * self.reg.KT(self._p)
         batch = x.shape[0]
+        if self._boxed:
+            moved = (x - self.tau_x * grad).clamp(
+                min=self._lo if self._lo > -math.inf else None,
+                max=self._hi if self._hi < math.inf else None)
+            grad = (x - moved) / self.tau_x
         res = grad.reshape(batch, -1).norm(dim=1)
         return res / grad_f.reshape(batch, -1).norm(dim=1).clamp_min(1e-12)
 
@@ -332,7 +349,7 @@ def _warm_up(kernel: object, dtype: object, isotropic: bool) -> None:
     img = np.zeros((1, 1, 2, 2), dtype=dtype)
     field = np.zeros((1, 2, 1, 2, 2), dtype=dtype)
     kernel(img, img.copy(), field, img.copy(), np.ones(1, dtype=bool), 1.0, 1.0, isotropic,
-           THETA, 0.0, 1, CHECK_EVERY)
+           THETA, 0.0, 1, CHECK_EVERY, -math.inf, math.inf)
 
 
 def _test_due(j: int) -> bool:

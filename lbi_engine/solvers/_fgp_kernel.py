@@ -39,8 +39,8 @@ def _jit(fastmath: bool = False) -> object:
 
 
 @_jit()
-def _div_into(v, p, lam, u):  # noqa: ANN001, ANN202
-    """u = v + lam div p."""
+def _div_into(v, p, lam, u, lo, hi):  # noqa: ANN001, ANN202
+    """u = clip(v + lam div p, lo, hi) (the box of TV + box; +-inf: none)."""
     lead, h, w = v.shape
     for c in range(lead):
         for i in range(h):
@@ -54,7 +54,7 @@ def _div_into(v, p, lam, u):  # noqa: ANN001, ANN202
                     d += p[1, c, i, j]
                 if j > 0:
                     d -= p[1, c, i, j - 1]
-                u[c, i, j] = v[c, i, j] + lam * d
+                u[c, i, j] = min(hi, max(lo, v[c, i, j] + lam * d))
 
 
 @_jit()
@@ -110,27 +110,29 @@ def _fgp_step(u, q, pp, step, mom, iso, g):  # noqa: ANN001, ANN202
 
 
 @_jit(fastmath=True)
-def _div_row(v, p, lam, u, i):  # noqa: ANN001, ANN202
-    """Row i of u = v + lam div p for one channel (relies on the zero unused entries)."""
+def _div_row(v, p, lam, u, i, lo, hi):  # noqa: ANN001, ANN202
+    """Row i of u = clip(v + lam div p, lo, hi) for one channel (relies on the zero unused
+    entries)."""
     w = v.shape[2]
     p0, p1, vr, ur = p[0, 0, i], p[1, 0, i], v[0, i], u[0, i]
     lm = vr.dtype.type(lam)
+    a, b = vr.dtype.type(lo), vr.dtype.type(hi)
     up = p[0, 0, max(i - 1, 0)]
     if i == 0:
-        ur[0] = vr[0] + lm * (p0[0] + p1[0])
+        ur[0] = min(b, max(a, vr[0] + lm * (p0[0] + p1[0])))
         for j in range(1, w):
-            ur[j] = vr[j] + lm * (p0[j] + p1[j] - p1[j - 1])
+            ur[j] = min(b, max(a, vr[j] + lm * (p0[j] + p1[j] - p1[j - 1])))
     else:
-        ur[0] = vr[0] + lm * (p0[0] - up[0] + p1[0])
+        ur[0] = min(b, max(a, vr[0] + lm * (p0[0] - up[0] + p1[0])))
         for j in range(1, w):
-            ur[j] = vr[j] + lm * (p0[j] - up[j] + p1[j] - p1[j - 1])
+            ur[j] = min(b, max(a, vr[j] + lm * (p0[j] - up[j] + p1[j] - p1[j - 1])))
 
 
 @_jit()
-def _div_into1(v, p, lam, u):  # noqa: ANN001, ANN202
-    """u = v + lam div p for one channel."""
+def _div_into1(v, p, lam, u, lo, hi):  # noqa: ANN001, ANN202
+    """u = clip(v + lam div p, lo, hi) for one channel."""
     for i in range(v.shape[1]):
-        _div_row(v, p, lam, u, i)
+        _div_row(v, p, lam, u, i, lo, hi)
 
 
 @_jit(fastmath=True)
@@ -212,22 +214,26 @@ def _step_row(u, q, pp, step, mom, iso, i):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _fused1(v, u, q, pp, lam, step, mom, iso):  # noqa: ANN001, ANN202
-    """u = v + lam div q, then the FGP step, in one sweep: u's row i+1 is made (from q's
-    rows i and i+1, still old) just before the step overwrites q's row i."""
+def _fused1(v, u, q, pp, lam, step, mom, iso, lo, hi):  # noqa: ANN001, ANN202
+    """u = clip(v + lam div q), then the FGP step, in one sweep: u's row i+1 is made (from
+    q's rows i and i+1, still old) just before the step overwrites q's row i."""
     h = v.shape[1]
-    _div_row(v, q, lam, u, 0)
+    _div_row(v, q, lam, u, 0, lo, hi)
     for i in range(h):
         if i + 1 < h:
-            _div_row(v, q, lam, u, i + 1)
+            _div_row(v, q, lam, u, i + 1, lo, hi)
         _step_row(u, q, pp, step, mom, iso, i)
 
 
 @_jit()
-def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_every):  # noqa: ANN001, ANN201, E501
-    """For each active sample b: FGP on the dual of min_u 0.5||u - v_b||^2 + lam TV(u) from
-    p_b until lam (TV(u) - <grad u, p>) <= max(theta/2 ||u - y_b||^2, floor lam TV(u)) or
-    max_steps; writes the dual into p_b and u_b = v_b + lam div p_b. Returns the steps taken."""
+def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_every,  # noqa: ANN001, ANN201, E501
+             lo, hi):
+    """For each active sample b: FGP on the dual of min_{lo <= u <= hi} 0.5||u - v_b||^2 +
+    lam TV(u) (Beck & Teboulle 2009, constrained TV; lo, hi = -inf, inf: no box) from p_b
+    until lam (TV(u) - <grad u, p>) <= max(theta/2 ||u - y_b||^2, floor lam TV(u)) or
+    max_steps; writes the dual into p_b and u_b = clip(v_b + lam div p_b). Returns the steps
+    taken. (With u = clip(w), w = v + lam div p, the duality gap is still lam (TV(u) -
+    <grad u, p>): the box only changes u.)"""
     total = 0
     g = np.empty((2, v.shape[1]), dtype=np.float64)
     one = v.shape[1] == 1
@@ -240,10 +246,10 @@ def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_
         for j in range(max_steps + 1):
             if j >= 1 and ((j - 1) % check_every == 0 or j == max_steps):
                 if one:
-                    _div_into1(v[b], pp, lam, u[b])
+                    _div_into1(v[b], pp, lam, u[b], lo, hi)
                     tv, pair, dist = _gap_parts1(u[b], y[b], pp, iso)
                 else:
-                    _div_into(v[b], pp, lam, u[b])
+                    _div_into(v[b], pp, lam, u[b], lo, hi)
                     tv, pair, dist = _gap_parts(u[b], y[b], pp, iso)
                 if lam * (tv - pair) <= max(0.5 * theta * dist, floor * lam * tv):
                     break
@@ -251,9 +257,9 @@ def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_
                     break
             t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
             if one:
-                _fused1(v[b], u[b], q, pp, lam, step, (t - 1.0) / t_next, iso)
+                _fused1(v[b], u[b], q, pp, lam, step, (t - 1.0) / t_next, iso, lo, hi)
             else:
-                _div_into(v[b], q, lam, u[b])
+                _div_into(v[b], q, lam, u[b], lo, hi)
                 _fgp_step(u[b], q, pp, step, (t - 1.0) / t_next, iso, g)
             t = t_next
             total += 1

@@ -120,7 +120,7 @@ class JointFista:
             self.inner_steps += int(self._kernel(
                 self._vbuf.numpy(), self._ybuf.numpy(), dual.numpy(), self._u.numpy(),
                 self._active, lam, 1.0 / (lam * self.k_norm_sq), self._iso, _acc.THETA,
-                self._floor, _acc.INNER_MAX, _acc.CHECK_EVERY))
+                self._floor, _acc.INNER_MAX, _acc.CHECK_EVERY, -math.inf, math.inf))
             return self._u.reshape(v.shape).clone()
         step = 1.0 / (lam * self.k_norm_sq)
         p_prev = self.dual

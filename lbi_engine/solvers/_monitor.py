@@ -24,6 +24,14 @@ from lbi_engine.solvers.base import (
 BLOW_UP_FACTOR = 1e8
 # SSIM runs per sample on the CPU (scikit-image); on every report only for small batches.
 SSIM_LIVE_MAX_BATCH = 4
+# The objective rule looks at no run shorter than this many iterations: the first steps
+# from x_0 = 0 can be slow to move the objective for reasons that say nothing about
+# convergence (e.g. a tiny first step of a backtracking method).
+OBJECTIVE_MIN_RUN = 20
+# The objective rule reads the objective of the records: with it on, records come at least
+# this often (a larger report_every is lowered to it), so a run never overshoots its stop by
+# more than this many iterations. (A record costs about one forward pass.)
+OBJECTIVE_CHECK_MAX = 50
 
 
 class RunMonitor:
@@ -43,6 +51,8 @@ class RunMonitor:
         self.stop = stop
         self.cancel = cancel
         self.report_every = max(1, int(report_every))
+        if stop.tol_mode == "objective" and stop.tol > 0:
+            self.report_every = min(self.report_every, OBJECTIVE_CHECK_MAX)
         self.iteration = int(start_iteration)
         self.start_iteration = int(start_iteration)
         batch = problem.batch
@@ -58,6 +68,9 @@ class RunMonitor:
         inf = dict(device=problem.device, dtype=problem.dtype)
         self._last_dx = torch.full((batch,), math.inf, **inf)
         self._last_dz = torch.full((batch,), math.inf, **inf)
+        # (iteration, objective) of the reports of this stage, for the objective rule
+        self._history: list[tuple[int, Tensor]] = []
+        self._history_start = self.start_iteration
 
     # -- stopping ----------------------------------------------------------------------------
     @property
@@ -97,10 +110,16 @@ class RunMonitor:
         return self.running
 
     def converged(self, dx: Tensor, dz: Tensor | None = None) -> None:
-        """Stops samples whose changes (as StopRule.tol_mode measures them) are below tol."""
+        """Stops samples whose changes (as StopRule.tol_mode measures them) are below tol.
+
+        In ``"objective"`` mode the changes are only kept for the records: the objective rule
+        runs on the reported objectives (:meth:`objective_settled`, called by :meth:`record`).
+        """
         self._last_dx = dx
         if dz is not None:
             self._last_dz = dz
+        if self.stop.tol_mode == "objective":
+            return
         if self.stop.tol <= 0 or self.iteration - self.start_iteration < self.stop.min_iter:
             return
         worst = dx if dz is None else torch.maximum(dx, dz)
@@ -146,6 +165,40 @@ class RunMonitor:
         view = self.active.reshape(-1, *([1] * (new.dim() - 1)))
         return torch.where(view, new, old)
 
+    def objective_settled(self, objective: Tensor) -> None:
+        """The objective rule (StopRule, ``tol_mode="objective"``) on a reported objective.
+
+        Stops a sample when max_j |E_j - E_k| <= tol |E_k| over the reports j since the last
+        report at or before the middle of the run (k0 + (k - k0)/2). Solvers need not call
+        this: :meth:`record` does for every report of a running stage.
+        """
+        stop = self.stop
+        if stop.tol_mode != "objective" or stop.tol <= 0:
+            return
+        if self._history_start != self.start_iteration:  # a new stage (layer-wise) or run
+            self._history, self._history_start = [], self.start_iteration
+        k = self.iteration
+        if self._history and self._history[-1][0] == k:
+            return  # the same iterate reported twice (e.g. the final record)
+        value = objective.detach().clone()
+        self._history.append((k, value))
+        run = k - self.start_iteration
+        if run < max(stop.min_iter, OBJECTIVE_MIN_RUN):
+            return
+        middle = self.start_iteration + run // 2
+        first = 0  # the last report at or before the middle opens the window
+        for index, (iteration, _) in enumerate(self._history):
+            if iteration <= middle:
+                first = index
+        del self._history[:first]
+        if len(self._history) < 2:
+            return
+        window = torch.stack([v for _, v in self._history])  # (reports, B)
+        spread = (window - value).abs().amax(dim=0)
+        settled = torch.isfinite(spread) & (spread <= stop.tol * value.abs().clamp_min(1e-30))
+        if bool(settled.any()):
+            self.finish(settled, StopReason.TOLERANCE)
+
     # -- reporting ---------------------------------------------------------------------------
     def due(self) -> bool:
         return (self.iteration - self.start_iteration) % self.report_every == 0
@@ -165,6 +218,8 @@ class RunMonitor:
             if parts is None:
                 parts = problem.objective_parts(x, aux if aux else None)
             objective = parts["total"]
+            if not final:
+                self.objective_settled(objective)
             if self.first_objective is None:
                 self.first_objective = objective.detach().clone()
             else:

@@ -1,4 +1,10 @@
-"""Regularisation panel: R, α (log slider), the a-priori rule α = C·δ, per-layer α."""
+"""Regularisation panel: R, Auto α, α (log slider), the a-priori rule α = C·δ, per-layer α.
+
+"Auto α" (on by default) sends ``alpha="auto"``: the engine chooses α on a warm-started path
+(lbi_engine/solvers/alpha.py) and the slider then shows the chosen value. Moving the slider
+(or "α = C·δ") switches Auto off, so the next run, or the warm restart of a running one,
+uses the user's α.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +25,15 @@ class RegularisationPanel(ParamPanel):
         self.regulariser = QtWidgets.QComboBox()
         for name, label in REGULARISERS:
             self.regulariser.addItem(label, name)
+        self.auto_alpha = QtWidgets.QCheckBox("Auto α")
+        self.auto_alpha.setChecked(True)
+        self.auto_alpha.setToolTip("Choose α from the data: discrepancy principle when the "
+                                   "noise level is known, else quasi-optimality, on a "
+                                   "warm-started path from large to small α. Moving the "
+                                   "slider switches this off.")
         self.alpha = LogSlider(1e-6, 10.0, 9e-3)
-        self.alpha.setToolTip("Regularisation weight α: larger = smoother, less data fit")
+        self.alpha.setToolTip("Regularisation weight α: larger = smoother, less data fit "
+                              "(moving it switches Auto α off)")
         self.c_factor = ScientificSpinBox(1e-4, 1e4, 0.1)
         self.c_factor.setToolTip("C of the a-priori parameter choice α = C·δ (paper §8: the "
                                  "rate O(δ) holds for α proportional to δ; tune C once)")
@@ -45,6 +58,7 @@ class RegularisationPanel(ParamPanel):
         row.addWidget(self.from_delta)
         lay = form()
         lay.addRow("Regulariser", self.regulariser)
+        lay.addRow(self.auto_alpha)
         lay.addRow("α", self.alpha)
         lay.addRow("α from δ", row)
         lay.addRow(self.per_layer)
@@ -52,22 +66,41 @@ class RegularisationPanel(ParamPanel):
         self.set_form(lay)
 
         self.regulariser.activated.connect(lambda _i: self._emit("regulariser"))
-        self.alpha.valueChanged.connect(lambda _v: self._emit("alpha"))
+        self.alpha.valueChanged.connect(lambda _v: self._user_alpha())
+        self.auto_alpha.toggled.connect(lambda _on: self._emit("alpha"))
         self.from_delta.clicked.connect(self.apply_alpha_from_delta)
         self.per_layer.toggled.connect(self._per_layer_toggled)
         self.layer_table.itemChanged.connect(lambda _it: self._emit("layer_alphas"))
 
     # ---- request fields ------------------------------------------------------------------
     def values(self) -> dict[str, Any]:
-        return {"regulariser": self.regulariser.currentData(), "alpha": self.alpha.value(),
+        alpha = "auto" if self.auto_alpha.isChecked() else self.alpha.value()
+        return {"regulariser": self.regulariser.currentData(), "alpha": alpha,
                 "layer_alphas": self._layer_alphas()}
+
+    def _user_alpha(self) -> None:
+        """The user moved the slider: their α from now on (a single "alpha" change, so a
+        running solve restarts warm at it)."""
+        with QtCore.QSignalBlocker(self.auto_alpha):
+            self.auto_alpha.setChecked(False)
+        self._emit("alpha")
+
+    def show_chosen_alpha(self, alpha: float) -> None:
+        """Shows the α an Auto run chose, without switching Auto off."""
+        with self.quiet(), QtCore.QSignalBlocker(self.alpha):
+            self.alpha.setValue(float(alpha))
 
     def set_values(self, values: dict[str, Any]) -> None:
         with self.quiet():
             if "regulariser" in values:
                 set_combo_data(self.regulariser, values["regulariser"])
             if "alpha" in values:
-                self.alpha.setValue(float(values["alpha"]))
+                auto = values["alpha"] == "auto"
+                with QtCore.QSignalBlocker(self.auto_alpha):
+                    self.auto_alpha.setChecked(auto)
+                if not auto:
+                    with QtCore.QSignalBlocker(self.alpha):
+                        self.alpha.setValue(float(values["alpha"]))
             if "layer_alphas" in values:
                 la = values["layer_alphas"]
                 if la:
@@ -95,8 +128,9 @@ class RegularisationPanel(ParamPanel):
         """α := C·δ (clamped to the slider range); emits ``changed("alpha")``."""
         if not self._delta:
             return
-        self.alpha.setValue(float(f"{self.c_factor.value() * self._delta:.4g}"))
-        self._emit("alpha")
+        with QtCore.QSignalBlocker(self.alpha):
+            self.alpha.setValue(float(f"{self.c_factor.value() * self._delta:.4g}"))
+        self._user_alpha()
 
     # ---- per-layer α ---------------------------------------------------------------------
     def set_layer_count(self, n: int) -> None:

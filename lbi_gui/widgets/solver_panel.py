@@ -36,17 +36,21 @@ class SolverPanel(ParamPanel):
         self.max_iter.setRange(1, 10_000_000)
         self.max_iter.setSingleStep(100)
         self.max_iter.setKeyboardTracking(False)
-        self.tol = ScientificSpinBox(0.0, 1.0, 1e-5, allow_zero=True)
-        self.tol.setToolTip("Stop when the relative change of x and of the dual/auxiliary "
-                            "variables falls below this (0: never)")
+        self.tol = ScientificSpinBox(0.0, 1.0, 1e-4, allow_zero=True)
+        self.tol.setToolTip("objective: stop when the objective moved by less than this "
+                            "(relative) over the second half of the run; relative/absolute: "
+                            "when the change of x and of the dual in one iteration is below "
+                            "this (0: never)")
         self.tol_mode = QtWidgets.QComboBox()
-        self.tol_mode.addItem("relative", "relative")
+        self.tol_mode.addItem("objective", "objective")
+        self.tol_mode.addItem("relative step", "relative")
         self.tol_mode.addItem("absolute (paper)", "absolute")
         self.report_every = QtWidgets.QSpinBox()
         self.report_every.setRange(1, 100_000)
         self.report_every.setToolTip("Report (curve point, image) every N iterations; the window "
                                      "redraws at most 30 times per second regardless")
         self.device = QtWidgets.QComboBox()
+        self.device.addItem("Auto (CUDA if present)", "auto")
         self.device.addItem("CPU", "cpu")
         self.device.setToolTip("CUDA appears when torch finds a GPU")
         self.dtype = QtWidgets.QComboBox()
@@ -117,12 +121,13 @@ class SolverPanel(ParamPanel):
             self.device.addItem("CUDA (GPU)", "cuda")
 
     def set_layer_count(self, n: int) -> None:
-        """PDHG inverts one layer: offer it only for one-layer networks (others explain why)."""
-        idx = self.method.findData("pdhg")
-        item = self.method.model().item(idx)
-        item.setEnabled(n == 1)
-        item.setToolTip("" if n == 1 else f"PDHG inverts a single layer; this network has {n}. "
-                        "Use joint or layer-wise.")
+        """One-layer (alias PDHG) inverts one layer: offer it only for one-layer networks
+        (others explain why)."""
+        for name in ("one-layer", "pdhg"):
+            item = self.method.model().item(self.method.findData(name))
+            item.setEnabled(n == 1)
+            item.setToolTip("" if n == 1 else f"This method inverts a single layer; this "
+                            f"network has {n}. Use auto, joint or layer-wise.")
 
     def toggle_joint_layerwise(self) -> None:
         """Joint → layer-wise, anything else → joint; emits ``changed("method")``."""

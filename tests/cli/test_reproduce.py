@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -76,3 +77,14 @@ def test_full_reproduction(name: str, tmp_path: Path, cli) -> None:
     report = (tmp_path / "report.md").read_text()
     assert "full run" in report and "quick" not in report.split("Run time:")[1]
     assert list(tmp_path.glob("*.png"))
+
+
+def test_noise_quick_reports_decoder_best_grid_auto_and_objectives(tmp_path: Path, cli) -> None:
+    code, _, err = cli("reproduce", "noise", "--quick", "--threads", "1", "--out", tmp_path)
+    assert code == 0, err
+    report = (tmp_path / "report.md").read_text()
+    row = _table_row(report, "0.1")
+    assert len(row) == 10 and row[7] == "discrepancy", row
+    numbers = [float(row[k]) for k in (1, 2, 3, 4, 5, 6, 8, 9)]
+    assert all(math.isfinite(v) for v in numbers)
+    assert numbers[6] > 0 and numbers[7] > 0  # objective at the truth, at the minimiser

@@ -73,8 +73,9 @@ def test_reaches_the_cvxpy_minimum_in_far_fewer_iterations(isotropic: bool) -> N
     assert 2 * first <= first_plain, (first, first_plain)
 
 
-def test_optimality_residual_and_dual_certify_the_solution() -> None:
-    problem = _problem()
+@pytest.mark.parametrize("reg", ["tv", "tv+box"])
+def test_optimality_residual_and_dual_certify_the_solution(reg: str) -> None:
+    problem = _problem(reg=reg)
     rec = final(solve(problem, "pdhg", stop=StopRule(max_iter=400, tol=0)))
     assert rec.extras["steps"] == "accelerated"
     assert float(rec.extras["optimality"].max()) < 1e-5
@@ -83,10 +84,11 @@ def test_optimality_residual_and_dual_certify_the_solution() -> None:
     assert rec.extras["inner_steps"] > 0
 
 
-def test_compiled_prox_equals_the_torch_prox(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("reg", ["tv", "tv+box"])
+def test_compiled_prox_equals_the_torch_prox(monkeypatch: pytest.MonkeyPatch, reg: str) -> None:
     if _accelerated._compiled_prox() is None:
         pytest.skip("numba not available")
-    problem = _problem()
+    problem = _problem(reg=reg)
     stop = StopRule(max_iter=60, tol=0)
     compiled = final(solve(problem, "pdhg", stop=stop, options={"steps": "accelerated"}))
     monkeypatch.setenv("LBI_NO_NUMBA", "1")
@@ -154,10 +156,9 @@ def test_objective_decreases_overall_with_restarts() -> None:
 
 
 @pytest.mark.parametrize("reg, options", [
-    ("tv+box", {}),  # box constraint: FGP's gap test is for the unconstrained prox
     ("tikhonov", {}),  # no dual part
     ("tv", {"anderson": 5}),  # Anderson mixing is a Condat–Vũ option
-    ("tv+box", {"steps": "accelerated"}),  # asked for, but not applicable
+    ("tikhonov", {"steps": "accelerated"}),  # asked for, but not applicable
 ])
 def test_falls_back_to_condat_vu_where_it_does_not_apply(reg: str, options: dict) -> None:
     problem = _problem(batch=1, reg=reg)
@@ -186,7 +187,9 @@ def test_unsupported_regulariser_helper() -> None:
     boxed = _problem(batch=1, reg=make_regulariser("tv+box"))
     assert _accelerated.supported(plain, SolverOptions(steps="accelerated"), True)
     assert not _accelerated.supported(plain, SolverOptions(steps="accelerated"), False)
-    assert not _accelerated.supported(boxed, SolverOptions(steps="accelerated"), True)
+    assert _accelerated.supported(boxed, SolverOptions(steps="accelerated"), True)
+    tikhonov = _problem(batch=1, reg=make_regulariser("tikhonov"))
+    assert not _accelerated.supported(tikhonov, SolverOptions(steps="accelerated"), True)
 
 
 def test_multichannel_image_compiled_equals_torch(monkeypatch: pytest.MonkeyPatch) -> None:

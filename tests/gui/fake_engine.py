@@ -43,7 +43,7 @@ class FakeRequest:
         d.pop("kind", None)
         if d.pop("format_version", None) != 1:
             raise InputError("format_version missing")
-        if float(d["alpha"]) <= 0:
+        if d["alpha"] != "auto" and float(d["alpha"]) <= 0:  # "auto": the engine chooses
             raise InputError(f"alpha={d['alpha']}: must be > 0.")
         return cls(d)
 
@@ -124,7 +124,8 @@ def make_fake_engine(delay: float = 0.0) -> SimpleNamespace:
             return FakeRecord(
                 method=req.method, iteration=k, x=(1 - frac) * truth,
                 aux=[np.full((1, 8), 1 - frac, dtype=np.float32)], objective=one(frac),
-                bregman_terms=np.array([[frac / 2, frac / 4]]), reg_term=one(float(req.alpha)),
+                bregman_terms=np.array([[frac / 2, frac / 4]]),
+                reg_term=one(0.01 if req.alpha == "auto" else float(req.alpha)),
                 discrepancy=one(frac), primal_residual=one(frac), dual_residual=one(frac / 2),
                 elapsed=time.perf_counter() - t0, psnr=one(10 + k / 10), ssim=one(0.5),
                 final=final, stop_reason=reason)

@@ -17,7 +17,7 @@ from lbi_gui import engine
 from lbi_gui.dialogs import messages
 from tests.gui.conftest import wait_idle, wait_iterations
 
-LONG = {"max_iter": 100000, "tol": 0.0}
+LONG = {"max_iter": 100000, "tol": 0.0, "alpha": 9e-3}
 
 
 def _gone(pid: int) -> bool:
@@ -44,7 +44,7 @@ def _error_after(qtbot, n_before: int, timeout: int = 60000):
 
 
 def test_run_to_completion_matches_the_engine_in_process(qtbot, make_window, host) -> None:
-    win = make_window({"max_iter": 60})
+    win = make_window({"max_iter": 60, "alpha": 9e-3})  # one solve (auto α walks a path)
     assert win.controller.backend.name == "process"
     assert host.pid is not None and host.pid != os.getpid()
     assert host.hello is not None and host.hello[1] == host.pid
@@ -71,8 +71,7 @@ def test_alpha_change_restarts_warm_then_finish_now(qtbot, make_window, host) ->
     assert host.pid == pid  # the child is shared by the windows and kept between them
     win.run()
     wait_iterations(qtbot, win, 20)
-    win.reg_panel.alpha.setValue(0.02)
-    win.reg_panel._emit("alpha")
+    win.reg_panel.alpha.spin.setValue(0.02)  # as a user types it: switches Auto α off
     store = win.controller.curves
     qtbot.waitUntil(lambda: len(store.restarts) == 1, timeout=30000)
     k0, what = store.restarts[0]
@@ -138,7 +137,7 @@ def test_killed_child_gives_a_dialog_and_the_next_run_works(qtbot, make_window, 
 def test_bad_network_file_gives_a_dialog(qtbot, make_window, tmp_path) -> None:
     bad = tmp_path / "broken.onnx"
     bad.write_text("this is not an ONNX model\n")
-    win = make_window({"max_iter": 20})
+    win = make_window({"max_iter": 20, "alpha": 9e-3})
     n = len(messages.OPEN_ERRORS)
     win.network_panel.set_values({"input_shape": (1, 28, 28)})
     win.open_network(str(bad))

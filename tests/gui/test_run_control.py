@@ -43,8 +43,7 @@ def test_alpha_method_and_noise_changes_restart_warm(qtbot, make_window) -> None
     delta_before = win.info.delta
     win.run()
     wait_iterations(qtbot, win, 20)
-    win.reg_panel.alpha.setValue(0.02)
-    win.reg_panel._emit("alpha")
+    win.reg_panel.alpha.spin.setValue(0.02)  # as a user types it: switches Auto α off
     qtbot.waitUntil(lambda: len(win.controller.curves.restarts) == 1, timeout=20000)
     k1 = win.controller.curves.restarts[0][0]
     assert k1 >= 20

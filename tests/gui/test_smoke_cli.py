@@ -17,5 +17,7 @@ def test_smoke_test_runs_one_inversion_and_exits_zero() -> None:
     assert done.returncode == 0, done.stderr
     match = re.search(r"smoke test OK: (\d+) iterations, PSNR ([\d.]+) dB", done.stdout)
     assert match, done.stdout
-    assert int(match.group(1)) == 50
+    # alpha "auto" (the default) walks a path of solves, each capped at --max-iter; the
+    # iteration count goes on across them
+    assert int(match.group(1)) >= 50
     assert float(match.group(2)) > 10.0  # a digit, not zeros (about 6 dB)

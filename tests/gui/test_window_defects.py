@@ -146,7 +146,7 @@ def test_parameter_change_marks_the_shown_result_stale(qtbot, fake_engine, make_
     win.refresh_stale()
     assert not win.image_grid.stale and not win.curves.stale  # its own parameters: current
     win.reg_panel.alpha.setValue(0.05)
-    win.reg_panel._emit("alpha")
+    win.reg_panel._user_alpha()  # what moving the slider does: Auto α off, the user's α
     win.flush_changes()
     assert win.image_grid.stale and win.curves.stale and win.curves.stale_banner.isVisibleTo(win)
     assert "α" in win.curves.stale_banner.text() and "#1" in win.curves.stale_banner.text()

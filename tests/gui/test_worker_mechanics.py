@@ -67,11 +67,10 @@ def test_pause_stops_pulling_and_resume_continues(qtbot, fake_engine, make_windo
 
 def test_hot_alpha_change_restarts_warm_and_marks_it(qtbot, fake_engine, make_window) -> None:
     fake_engine(delay=0.0005)
-    win = make_window({"max_iter": 600, "report_every": 10})
+    win = make_window({"max_iter": 600, "report_every": 10, "alpha": 9e-3})
     win.run()
     wait_iterations(qtbot, win, 100)
-    win.reg_panel.alpha.setValue(0.02)
-    win.reg_panel._emit("alpha")
+    win.reg_panel.alpha.spin.setValue(0.02)  # as a user types it: switches Auto α off
     wait_idle(qtbot, win)
     store = win.controller.curves
     assert len(store.restarts) == 1

@@ -1,0 +1,153 @@
+"""alpha "auto" (lbi_engine/solvers/alpha.py): the path, the rules, and the run record.
+
+Properties checked, not stored numbers: along a path from large to small alpha the residual
+decreases (a convex problem's residual is monotone in alpha); the discrepancy rule's answer
+meets its target; quasi-optimality picks the path point with the smallest step to its
+neighbour (recomputed here from independent cold solves); and result.json repeats the run
+with the chosen alpha frozen.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from lbi_engine.solvers import StopRule, final, solve
+from lbi_engine.solvers.alpha import expected_noise_norm, stream_alpha
+from tests.engine._solver_cases import disc, problem_for, relu_perceptron
+
+SIDE = 8
+
+
+def _problem(std: float = 0.05):
+    net = relu_perceptron(SIDE, 40, 0)
+    x_true = disc(SIDE, 2.5).reshape(1, -1)
+    return problem_for(net, x_true, 1.0, std=std, reg="tv")
+
+
+def _runner(tol: float = 1e-6):
+    def run(problem, init, loose=False):
+        return solve(problem, "one-layer", stop=StopRule(max_iter=20_000, tol=tol), init=init)
+    return run
+
+
+def test_discrepancy_rule_meets_its_target_and_the_path_is_monotone() -> None:
+    problem = _problem()
+    records = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1.0, alpha_min=1e-4))
+    last = records[-1]
+    assert last.final and sum(r.final for r in records) == 1
+    path = last.extras["alpha_path"]
+    alphas = [p["alpha"] for p in path]
+    assert alphas == sorted(alphas, reverse=True)
+    residuals = [p["discrepancy"] for p in path]
+    assert all(b <= a * (1 + 1e-6) for a, b in zip(residuals[:-1], residuals[1:], strict=True))
+    target = last.extras["alpha_target"]
+    assert target == pytest.approx(expected_noise_norm(problem, 0.05))
+    assert residuals[-1] <= target < residuals[-2]  # the path stops at the crossing
+    assert alphas[-1] <= last.extras["alpha"] <= alphas[-2]
+    # log-linear interpolation of a smooth monotone curve: close to the target
+    assert float(last.discrepancy[0]) == pytest.approx(target, rel=0.1)
+    assert last.extras["alpha_rule"] == "discrepancy"
+
+
+def test_a_start_below_the_target_walks_up_to_the_same_crossing() -> None:
+    problem = _problem()
+    down = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1.0))[-1]
+    up = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1e-4))[-1]
+    path = up.extras["alpha_path"]
+    assert [p["alpha"] for p in path] == sorted((p["alpha"] for p in path), reverse=True)
+    assert len(path) == 2  # the bracket: one point above the target, one below
+    assert path[0]["discrepancy"] > up.extras["alpha_target"] >= path[1]["discrepancy"]
+    # both bracket the same crossing on the same grid of quarter decades
+    assert up.extras["alpha"] == pytest.approx(down.extras["alpha"], rel=0.05)
+
+
+def test_expected_noise_norm_matches_the_realised_one_for_relu_outputs() -> None:
+    # clipped Gaussian noise on 40 ReLU outputs; the estimate uses y_delta only
+    values = []
+    for seed in range(30):
+        net = relu_perceptron(SIDE, 40, 0)
+        problem = problem_for(net, disc(SIDE, 2.5).reshape(1, -1), 1.0, std=0.05, seed=seed)
+        values.append(float(problem.delta[0]) / expected_noise_norm(problem, 0.05))
+    assert sum(values) / len(values) == pytest.approx(1.0, abs=0.1)
+
+
+def test_quasi_optimality_picks_the_smallest_neighbour_step() -> None:
+    problem = _problem(std=0.0)
+    last = list(stream_alpha(problem, _runner(), noise_std=None, start=0.3, alpha_min=3e-3,
+                             factor=0.5))[-1]
+    path = last.extras["alpha_path"]
+    assert last.extras["alpha_rule"] == "quasi-optimality"
+    alphas = [p["alpha"] for p in path]
+    assert alphas[-1] >= 3e-3 > alphas[-1] * 0.5  # walked down to alpha_min
+    # independent cold solves at the path's alphas
+    from dataclasses import replace
+
+    xs = [final(solve(replace(problem, alpha=a), "one-layer",
+                      stop=StopRule(max_iter=20_000, tol=1e-7))).x[0].double() for a in alphas]
+    steps = [float((b - a).norm()) for a, b in zip(xs[:-1], xs[1:], strict=True)]
+    best = min(range(len(steps)), key=steps.__getitem__)
+    assert last.extras["alpha"] == pytest.approx(alphas[best])
+
+
+def test_result_json_repeats_the_run_with_the_chosen_alpha_frozen(tmp_path, capsys) -> None:
+    from lbi_engine.cli import main
+
+    args = ["invert", "--network", "mnist-perceptron-ae", "--sample", "5", "--noise-std",
+            "0.05", "--threads", "1", "-q"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    first = json.loads((tmp_path / "a" / "result.json").read_text())
+    m = first["metrics"]
+    assert first["request"]["alpha"] == m["alpha"] and m["alpha_rule"] == "discrepancy"
+    assert m["method_run"] == "one-layer" and len(m["alpha_path"]) >= 2
+    assert math.isfinite(m["alpha"]) and m["alpha"] > 0
+    assert main(["invert", "--record", str(tmp_path / "a" / "result.json"), "-q",
+                 "--out", str(tmp_path / "b")]) == 0
+    again = json.loads((tmp_path / "b" / "result.json").read_text())["metrics"]
+    assert again["alpha_rule"] == "fixed" and again["alpha"] == m["alpha"]
+    # the same alpha, solved cold instead of warm from the path: the same minimiser
+    assert again["objective"] == pytest.approx(m["objective"], rel=2e-3)
+
+
+def test_measured_data_without_a_noise_level_uses_quasi_optimality(tmp_path) -> None:
+    import numpy as np
+
+    from lbi_engine.cli import main
+
+    code = torch.rand(1, 100).numpy().astype(np.float32)
+    np.save(tmp_path / "code.npy", code)
+    assert main(["invert", "--network", "mnist-perceptron-ae", "--data",
+                 str(tmp_path / "code.npy"), "--threads", "1", "-q",
+                 "--out", str(tmp_path / "q")]) == 0
+    m = json.loads((tmp_path / "q" / "result.json").read_text())["metrics"]
+    assert m["alpha_rule"] == "quasi-optimality"
+    assert main(["invert", "--network", "mnist-perceptron-ae", "--data",
+                 str(tmp_path / "code.npy"), "--noise-level", "0.05", "--threads", "1", "-q",
+                 "--out", str(tmp_path / "d")]) == 0
+    m = json.loads((tmp_path / "d" / "result.json").read_text())["metrics"]
+    assert m["alpha_rule"] == "discrepancy"
+
+
+def test_sweep_cells_keyed_auto_record_the_chosen_alpha(tmp_path) -> None:
+    import csv
+
+    from lbi_engine.cli import main
+
+    assert main(["sweep", "--network", "mnist-perceptron-ae", "--methods", "auto",
+                 "--alphas", "0.02,auto", "--noise-stds", "0.05", "--samples", "5", "-q",
+                 "--out", str(tmp_path / "s")]) == 0
+    with open(tmp_path / "s" / "results.csv", newline="") as fh:
+        rows = {r["alpha"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"0.02", "auto"}
+    assert float(rows["auto"]["alpha_chosen"]) > 0 and rows["auto"]["alpha_rule"] == "discrepancy"
+    assert rows["0.02"]["alpha_chosen"] == ""
+    # the same sample and noise draw as a single run with --alpha auto (the sweep reports, and
+    # so checks the stop rule, every 50 iterations instead of 10: the paths stop a few
+    # iterations apart)
+    assert main(["invert", "--network", "mnist-perceptron-ae", "--sample", "5", "--seed", "5",
+                 "--threads", "1", "-q", "--out", str(tmp_path / "one")]) == 0
+    one = json.loads((tmp_path / "one" / "result.json").read_text())["metrics"]
+    assert float(rows["auto"]["alpha_chosen"]) == pytest.approx(one["alpha"], rel=1e-2)
