@@ -34,9 +34,9 @@ REQUEST_TYPES: dict[str, Any] = {
 
 #: (engine name, label shown to the user)
 METHODS: list[tuple[str, str]] = [
-    ("auto", "Auto (one-layer or joint)"),
-    ("joint", "Joint (coordinate descent)"),
-    ("layerwise", "Layer-wise (sequential, learned feature prior)"),
+    ("auto", "Auto (one-layer/joint)"),
+    ("joint", "Joint (all layers)"),
+    ("layerwise", "Layer-wise (learned prior)"),
     ("one-layer", "One layer (accelerated)"),
     ("pdhg", "PDHG (alias of one layer)"),
     ("landweber", "Landweber (discrepancy)"),

@@ -137,7 +137,9 @@ class RunResult:
     @property
     def label(self) -> str:
         r = self.request
-        return f"#{self.run_id} {r.get('method')} α={float(r.get('alpha', 0)):.3g}"
+        alpha = r.get("alpha", 0)
+        shown = "auto" if alpha == "auto" else f"{float(alpha):.3g}"
+        return f"#{self.run_id} {r.get('method')} α={shown}"
 
     def table_row(self) -> dict[str, Any]:
         """Columns of the run table (parameters, then final metrics)."""

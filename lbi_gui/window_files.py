@@ -245,7 +245,9 @@ class FilesMixin:
             show_error(self, "Nothing to export yet", "No run has finished.",
                        fix="Run an inversion (Ctrl+R), or press 'Finish now' during a run.")
             return
-        stem = f"lbi_run{result.run_id}_{result.request.get('method')}"
+        # the method that ran (auto resolves to one-layer or joint), as result.json names it
+        method = result.metrics.get("method_run") or result.request.get("method")
+        stem = f"lbi_run{result.run_id}_{method}"
         dialog = ExportDialog(self, last_dir("export"), stem, result.label)
         if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
             return

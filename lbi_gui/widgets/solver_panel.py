@@ -50,7 +50,7 @@ class SolverPanel(ParamPanel):
         self.report_every.setToolTip("Report (curve point, image) every N iterations; the window "
                                      "redraws at most 30 times per second regardless")
         self.device = QtWidgets.QComboBox()
-        self.device.addItem("Auto (CUDA if present)", "auto")
+        self.device.addItem("Auto", "auto")  # CUDA when torch finds a GPU, else CPU
         self.device.addItem("CPU", "cpu")
         self.device.setToolTip("CUDA appears when torch finds a GPU")
         self.dtype = QtWidgets.QComboBox()

@@ -66,7 +66,7 @@ def main(out_dir: str) -> int:
     QTest.keyClick(field, Key.Key_R, CTRL)
     wait_until(lambda: len(win.run_table.runs) == 1)
     run = win.run_table.runs[-1]
-    seen.update(iterations=run.iterations, method=run.request["method"],
+    seen.update(iterations=run.iterations, method=run.metrics.get("method_run"),
                 run_network=run.request["network"], psnr=run.metrics.get("psnr"))
 
     # 3. Ctrl+E, the dialog's folder typed in, Export clicked
@@ -81,7 +81,8 @@ def main(out_dir: str) -> int:
 
     QtCore.QTimer.singleShot(200, fill_dialog)
     QTest.keyClick(win, Key.Key_E, CTRL)
-    wait_until(lambda: (Path(out_dir) / f"lbi_run{run.run_id}_joint_result" / "result.json")
+    method = run.metrics.get("method_run") or run.request["method"]
+    wait_until(lambda: (Path(out_dir) / f"lbi_run{run.run_id}_{method}_result" / "result.json")
                .exists())
     seen["files"] = sorted(p.name for p in Path(out_dir).iterdir())
     print(json.dumps(seen), flush=True)

@@ -17,7 +17,8 @@ def test_switch_joint_layerwise_and_compare(qtbot, make_window) -> None:
     win.run()
     wait_idle(qtbot, win, timeout=120000)
     runs = win.run_table.runs
-    assert [r.request["method"] for r in runs] == ["joint", "layerwise"]
+    assert [r.request["method"] for r in runs] == ["auto", "layerwise"]  # auto: the default
+    assert runs[0].metrics.get("method_run") == "joint"  # what auto ran on the 2-layer CNN
     assert win.run_table.table.rowCount() == 2
     for r in runs:
         assert np.isfinite(r.metrics["psnr"])

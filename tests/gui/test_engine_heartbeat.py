@@ -68,7 +68,7 @@ def test_stopped_child_is_ended_by_stop_and_the_next_run_works(qtbot, make_windo
     qtbot.waitUntil(lambda: not win.controller.running and win.controller.state == "idle",
                     timeout=10000)
     qtbot.waitUntil(lambda: not Path(f"/proc/{pid}").exists(), timeout=10000)  # reaped
-    win.set_request({**win.current_request(), "max_iter": 20})
+    win.set_request({**win.current_request(), "max_iter": 20, "alpha": 0.01})  # one solve
     win.run()
     wait_idle(qtbot, win, timeout=120000)
     assert win.run_table.runs[-1].iterations == 20

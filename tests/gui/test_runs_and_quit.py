@@ -15,7 +15,7 @@ from tests.gui.conftest import wait_idle
 @pytest.fixture
 def two_runs(qtbot, fake_engine, make_window):
     fake_engine()
-    win = make_window({"network": "fake-net", "max_iter": 20, "alpha": 0.01})
+    win = make_window({"network": "fake-net", "max_iter": 20, "alpha": 0.01, "method": "joint"})
     win.run()
     wait_idle(qtbot, win)
     win.set_request({**win.current_request(), "method": "landweber", "alpha": 0.02})
@@ -84,7 +84,7 @@ def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
     qtbot.waitUntil(lambda: win.controller.running, timeout=5000)
     total = seen[0][1]
     assert seen[0][0] == 1 and total >= 3
-    assert win.status_state.text().endswith(f"Run all 1/{total}: Joint (coordinate descent)")
+    assert win.status_state.text().endswith(f"Run all 1/{total}: Joint (all layers)")
     assert win.run_table.run_all.text() == "Cancel all"
     qtbot.waitUntil(lambda: len(seen) == 2, timeout=20000)  # the first method finished
     assert seen[1][:2] == (2, total)

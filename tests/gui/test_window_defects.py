@@ -97,7 +97,7 @@ def test_run_all_leaves_out_layerwise_without_a_feature_prior(qtbot, fake_engine
     assert asked and "joint" in asked[0]
     if win.info is not None and len(win.info.layers) > 1:  # fake-net has no prior file
         assert "layerwise" not in asked[0]
-    assert "feature prior" in METHOD_LABELS["layerwise"]
+    assert "prior" in METHOD_LABELS["layerwise"]
 
 
 def test_feature_prior_availability_is_read_from_files(tmp_path) -> None:
