@@ -120,8 +120,8 @@ def _run(iterations: int, n_rounds: int) -> None:
                 if a == a and b == b]  # NaN marks a gap between rounds
     backend = window.controller.backend.name
     window.controller.shutdown()
-    if "lbi_gui.engine_host" in sys.modules:
-        sys.modules["lbi_gui.engine_host"].shutdown_host()
+    if "lbi_gui.engine.host" in sys.modules:
+        sys.modules["lbi_gui.engine.host"].shutdown_host()
     print(json.dumps({
         "backend": backend, "torch_in_gui": state["torch_in_gui"], "rounds": len(rounds),
         "iterations": sum(r["iterations"] for r in rounds),

@@ -59,7 +59,7 @@ def _warm(client: Any, spec: Any, workers: int) -> None:
 
     from lbi_engine.experiments.batch import dataset_truths
     from lbi_engine.experiments.sweep_dask import make_payload, solve_on_worker
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     client.wait_for_workers(workers)
     warm = dataclasses.replace(spec, max_iter=5)

@@ -84,7 +84,7 @@ def _first_within(curve: list[tuple[float, float]], level: float) -> float:
 def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tuple[float, ...]
                    ) -> list[str]:
     from lbi_engine.api import InversionRequest, prepare
-    from lbi_engine.zoo import load_zoo
+    from lbi_engine.models.zoo import load_zoo
 
     bundle = load_zoo("mnist-cnn-ae")
     lines = ["| sigma | method | best alpha | mean PSNR (dB) | mean time (s) | "
@@ -133,7 +133,7 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
 
 def layerwise_vs_joint(stds: tuple[float, ...], digits: tuple[int, ...]) -> list[str]:
     from lbi_engine.api import InversionRequest, run_to_end
-    from lbi_engine.zoo import load_zoo
+    from lbi_engine.models.zoo import load_zoo
 
     bundle = load_zoo("mnist-cnn-ae")
     lines = ["| sigma | layer-wise PSNR (dB) | joint PSNR (dB) | layer-wise - joint | "

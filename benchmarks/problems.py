@@ -44,7 +44,7 @@ def zoo(name: str) -> Any:
     """A zoo bundle, loaded once per process: its networks cache their operator norms, so
     problems built from the same bundle do not recompute them (as in the app)."""
     if name not in _BUNDLES:
-        from lbi_engine.zoo import load_zoo
+        from lbi_engine.models.zoo import load_zoo
 
         _BUNDLES[name] = load_zoo(name)
     return _BUNDLES[name]
@@ -91,7 +91,7 @@ def circle(batch: int = 1, dtype: torch.dtype = torch.float32, quick: bool = Fal
 
     A batch holds the same disc with B independent noise draws (seed, seed+1, ...).
     """
-    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.models.network import LiftedNetwork
     from lbi_engine.shapes import cartoon
 
     if quick:

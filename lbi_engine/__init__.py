@@ -11,14 +11,14 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "LiftedNetwork": "lbi_engine.network",
+    "LiftedNetwork": "lbi_engine.models.network",
     "make_activation": "lbi_engine.activations",
     "make_regulariser": "lbi_engine.regularisers",
     "InversionProblem": "lbi_engine.problem",
     "StopRule": "lbi_engine.solvers.base",
     "CancelToken": "lbi_engine.solvers.base",
     "solve": "lbi_engine.solvers",
-    "load_network": "lbi_engine.zoo",
+    "load_network": "lbi_engine.models.zoo",
     "InversionRequest": "lbi_engine.api",
     "prepare": "lbi_engine.api",
     "run_to_end": "lbi_engine.api",

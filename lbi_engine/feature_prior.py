@@ -188,8 +188,8 @@ def save_feature_priors(priors: FeaturePriors, base: str | os.PathLike[str],
     """Writes BASE.safetensors and BASE.json atomically; returns their paths."""
     from safetensors.torch import save as save_safetensors
 
-    from lbi_engine.cards import file_sha256
     from lbi_engine.io import atomic_write_bytes, atomic_write_text, safe_output_path
+    from lbi_engine.models.cards import file_sha256
 
     tensors_path, card_path = prior_paths(base)
     safe_output_path(tensors_path, overwrite)
@@ -212,7 +212,7 @@ def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
     from safetensors import SafetensorError
     from safetensors.torch import load as load_safetensors
 
-    from lbi_engine.cards import file_sha256
+    from lbi_engine.models.cards import file_sha256
 
     tensors_path, card_path = prior_paths(base)
     for p in (tensors_path, card_path):
@@ -253,7 +253,7 @@ def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
 
 
 def zoo_prior_base(name: str) -> Path:
-    from lbi_engine.zoo import zoo_dir
+    from lbi_engine.models.zoo import zoo_dir
 
     return zoo_dir() / f"{name}{PRIOR_SUFFIX}"
 
@@ -317,7 +317,7 @@ def layerwise_unavailable(network: str, depth: int, feature_prior: str | None = 
     """Why method ``layerwise`` cannot run for this network (None: it can), without loading
     anything: for the GUI to disable its button with the reason, before a run is started.
     ``depth``: the number of lifted layers of the loaded network."""
-    from lbi_engine.zoo import list_zoo
+    from lbi_engine.models.zoo import list_zoo
 
     if depth < 2:
         return None

@@ -13,8 +13,10 @@ The limit: ``LBI_MEMORY_LIMIT`` (e.g. ``8G``, ``512M``, ``2000000000``; the CLI'
 
 from __future__ import annotations
 
+import math
 import os
 import re
+from typing import Any
 
 from lbi_engine.errors import InputError
 
@@ -111,3 +113,26 @@ def check_bytes(needed: float, what: str, fix: str) -> None:
             f"{what} would need about {format_bytes(needed)} of memory, more than the limit of "
             f"{format_bytes(limit)}; {fix} (or raise the limit with --memory-limit / "
             f"{ENV_VAR}, e.g. {ENV_VAR}=64G, if the machine really has that much).")
+
+
+#: Largest input one sample may have (16.7 M values, e.g. 4 x 2048 x 2048): the solvers keep
+#: several copies of it, so a larger (usually mistyped) shape would exhaust memory.
+MAX_INPUT_VALUES = 2**24
+
+
+def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
+    if isinstance(input_shape, int):
+        input_shape = (input_shape,)
+    try:
+        shape = tuple(int(s) for s in input_shape)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what}={input_shape!r}: give the shape of one sample as a tuple of "
+                         "positive ints, e.g. (1, 28, 28) or (784,).") from exc
+    if not shape or min(shape) < 1:
+        raise InputError(f"{what}={input_shape!r}: give the shape of one sample as a tuple of "
+                         "positive ints, e.g. (1, 28, 28) or (784,).")
+    if math.prod(shape) > MAX_INPUT_VALUES:  # refused before any tensor of that size exists
+        raise InputError(f"{what}={shape} is too large: {math.prod(shape):,} values per sample; "
+                         f"lbi inverts inputs of at most {MAX_INPUT_VALUES:,} values. Check the "
+                         "shape (one sample, no batch dimension, e.g. 1,28,28).")
+    return shape

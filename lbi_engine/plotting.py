@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from lbi_engine.exports import to_uint8_image
 from lbi_engine.io import atomic_write_bytes, safe_output_path
+from lbi_engine.results.exports import to_uint8_image
 
 DPI = 110
 

@@ -152,7 +152,7 @@ def train(name: str, out_dir: str | os.PathLike[str], epochs: int | None = None,
     import torch
 
     from lbi_engine.io import atomic_write_bytes, atomic_write_text
-    from lbi_engine.zoo import build_module, tensor_sha256
+    from lbi_engine.models.zoo import build_module, tensor_sha256
 
     if name not in RECIPES:
         raise InputError(f"no training recipe for {name!r}; choose one of {sorted(RECIPES)}")

@@ -2,7 +2,7 @@
 
 The options mirror ``lbi invert`` so that a command line can open the window pre-configured
 (``--run`` starts at once). Parsing needs no torch; the engine loads after the window shows,
-by default in a child process (:mod:`lbi_gui.engine_process`) that ends with the app.
+by default in a child process (:mod:`lbi_gui.engine.process`) that ends with the app.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _end_engine() -> None:
     """End the engine child now (atexit would too, later and after Qt is gone)."""
-    module = sys.modules.get("lbi_gui.engine_host")
+    module = sys.modules.get("lbi_gui.engine.host")
     if module is not None:
         module.shutdown_host()
 

@@ -16,7 +16,7 @@ FIRST_SPLIT = {"mnist": "val", "cartoon": "disc"}
 
 def zoo_input_shape(network: str) -> tuple[int, ...] | None:
     """The input shape a zoo network's card declares; None for files or unknown names."""
-    from lbi_engine import zoo
+    from lbi_engine.models import zoo
 
     try:
         if network not in zoo.list_zoo():

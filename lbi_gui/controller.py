@@ -3,8 +3,8 @@
 Why a separate object: the window should only say "run this request", "pause", "α changed";
 job ids, the 30 Hz redraw throttle, run queues ("run all methods") and a clean shutdown live
 here. Where the solver runs is a backend's business (:func:`make_backend`): a child process
-(:mod:`lbi_gui.engine_process`, the default: the window's painting cannot slow it) or a thread
-of this process (:mod:`lbi_gui.worker`). Both offer the same signals and methods; their
+(:mod:`lbi_gui.engine.process`, the default: the window's painting cannot slow it) or a thread
+of this process (:mod:`lbi_gui.engine.worker`). Both offer the same signals and methods; their
 signals are connected to slots of this GUI-thread QObject (never lambdas), so queued
 deliveries are never lost when a thread quits.
 """
@@ -16,8 +16,8 @@ from typing import Any
 from PySide6 import QtCore
 
 from lbi_gui import engine as engine_bridge
+from lbi_gui.engine.run_driver import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
 from lbi_gui.params import HOT_KEYS, PROBLEM_KEYS
-from lbi_gui.run_driver import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
 from lbi_gui.runs import CurveStore, RunResult
 
 #: Milliseconds between two window redraws (at most ~30 per second).
@@ -34,10 +34,10 @@ def make_backend(name: str | None = None, parent: QtCore.QObject | None = None) 
 
     name = name or engine_backend()
     if name == "process" and engine_bridge.ENGINE_FACTORY is engine_bridge.default_factory():
-        from lbi_gui.engine_process import ProcessBackend
+        from lbi_gui.engine.process import ProcessBackend
 
         return ProcessBackend(parent)
-    from lbi_gui.worker import ThreadBackend
+    from lbi_gui.engine.worker import ThreadBackend
 
     return ThreadBackend(parent)
 

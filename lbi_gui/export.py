@@ -2,7 +2,7 @@
 (PNG/SVG) and a run record (JSON) that ``lbi invert`` can repeat.
 
 One writer: the result folder (result.json, reconstruction.npy/.png, curves.csv, decoder.*),
-the NPY and the CSV are written by ``lbi_engine.exports`` — the functions ``lbi invert``
+the NPY and the CSV are written by ``lbi_engine.results.exports`` — the functions ``lbi invert``
 uses — from what the engine sent for the run, so the GUI's files for a run are the CLI's
 files for the same request (same columns, same values; only timings and "created" differ).
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from lbi_engine.folder_swap import staged_files
 from lbi_engine.io import OutputExistsError, atomic_write_bytes, atomic_write_text, atomic_writer
+from lbi_engine.results.folder_swap import staged_files
 from lbi_gui.imaging import to_uint8, to_uint16, to_view
 from lbi_gui.runs import RunResult
 
@@ -106,7 +106,7 @@ def reconstruction(result: RunResult) -> np.ndarray:
 
 
 def curve_records(result: RunResult) -> list[dict[str, Any]]:
-    """The run's curve points as the records ``lbi_engine.exports.curve_rows`` reads."""
+    """The run's curve points as the records ``lbi_engine.results.exports.curve_rows`` reads."""
     arr = result.curves.arrays()
     names = ("objective", "reg_term", "psnr", "ssim", "discrepancy", "primal_residual",
              "dual_residual")
@@ -124,14 +124,14 @@ def curve_records(result: RunResult) -> list[dict[str, Any]]:
 
 
 def curves_csv(result: RunResult) -> str:
-    from lbi_engine.exports import csv_text, curve_rows
+    from lbi_engine.results.exports import csv_text, curve_rows
 
     return csv_text(*curve_rows(curve_records(result)))
 
 
 def write_result_folder(path: Path, result: RunResult, overwrite: bool) -> None:
-    """The run's folder through the CLI's writer (``lbi_engine.exports``)."""
-    from lbi_engine import exports
+    """The run's folder through the CLI's writer (``lbi_engine.results.exports``)."""
+    from lbi_engine.results import exports
 
     document = exports.build_result_document(result.request, dict(result.network),
                                               dict(result.metrics))
@@ -237,10 +237,10 @@ def export_files(paths: dict[str, Path], result: RunResult, *, levels: tuple[flo
 
     Raises ``OutputExistsError`` (writing nothing) when a target exists and ``overwrite`` is
     False; the window asks the user first and then passes ``overwrite=True``. The files are
-    staged and moved in together (``lbi_engine.folder_swap.staged_files``), so an error in
+    staged and moved in together (``lbi_engine.results.folder_swap.staged_files``), so an error in
     any writer leaves every previous file as it was.
     """
-    from lbi_engine.exports import RUN_FILES
+    from lbi_engine.results.exports import RUN_FILES
 
     existing = [str(p) for fmt, p in paths.items()
                 if p.exists() and (fmt != "result" or not p.is_dir()

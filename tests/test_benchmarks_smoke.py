@@ -14,7 +14,7 @@ from torch import nn
 
 def _tiny_case(batch: int = 2):
     from benchmarks.problems import Case, floor_of
-    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.models.network import LiftedNetwork
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
 

@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from lbi_engine.convert import convert_model
+    from lbi_engine.models.convert import convert_model
 
     if args.allow_code:
         c.warn("--allow-code: the model file may be loaded by running code stored in it")

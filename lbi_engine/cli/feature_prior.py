@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     from lbi_engine import feature_prior as fp
     from lbi_engine.errors import InputError
-    from lbi_engine.zoo import list_zoo, load_network
+    from lbi_engine.models.zoo import list_zoo, load_network
 
     torch.manual_seed(0)
     if args.allow_code:

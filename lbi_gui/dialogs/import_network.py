@@ -1,7 +1,7 @@
 """File → Import network…: convert a model file once into NAME.safetensors + NAME.json.
 
 The dialog asks for the model file, the output folder and name (and, only where the file does
-not record it, the input shape); the conversion (:func:`lbi_engine.convert.convert_model`,
+not record it, the input shape); the conversion (:func:`lbi_engine.models.convert.convert_model`,
 which imports torch and reads the file) runs in a QThread so the window keeps painting. On
 success the dialog emits ``converted(card_path)`` and the window opens the converted network.
 Errors are shown in the dialog itself, one line saying what is wrong and what to do. Running
@@ -23,7 +23,7 @@ MODEL_FILTER = ("Models (*.onnx *.pt2 *.pt *.pth *.safetensors *.json *.ts *.bin
 class _Converter(QtCore.QObject):
     """Lives in the worker thread; ``run`` converts and reports through queued signals."""
 
-    done = QtCore.Signal(object)  # lbi_engine.convert.ConvertResult
+    done = QtCore.Signal(object)  # lbi_engine.models.convert.ConvertResult
     failed = QtCore.Signal(str)
 
     @QtCore.Slot(object)
@@ -31,7 +31,7 @@ class _Converter(QtCore.QObject):
         from lbi_engine.errors import LbiError, UnsafeFileError
 
         try:
-            from lbi_engine.convert import convert_model
+            from lbi_engine.models.convert import convert_model
 
             self.done.emit(convert_model(**job))
         except UnsafeFileError:

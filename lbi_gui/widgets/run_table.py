@@ -276,7 +276,7 @@ class RunTable(QtWidgets.QWidget):
 
     def table_csv(self) -> str:
         """Every run (filtered or not) with every column, in the table's current order."""
-        from lbi_engine.exports import csv_text
+        from lbi_engine.results.exports import csv_text
 
         order = [self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole + 1)
                  for r in range(self.table.rowCount())]

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from lbi_engine import __version__
-from lbi_engine.cards import describe_module
-from lbi_engine.zoo import load_network
+from lbi_engine.models.cards import describe_module
+from lbi_engine.models.zoo import load_network
 
 
 def _encoder() -> nn.Module:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from lbi_engine import exports
 from lbi_engine.io import OutputExistsError
+from lbi_engine.results import exports
 
 
 def test_json_safe_turns_non_finite_into_null_and_numpy_into_plain() -> None:

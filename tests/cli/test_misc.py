@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lbi_engine.zoo import list_zoo, zoo_card
+from lbi_engine.models.zoo import list_zoo, zoo_card
 
 
 def test_list_shows_every_zoo_network_and_dataset(cli) -> None:

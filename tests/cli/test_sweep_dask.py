@@ -261,7 +261,7 @@ def test_a_pickled_network_is_refused_before_any_worker_without_consent(
 
 
 def test_the_payload_leaves_the_file_program_behind_and_workers_refuse_big_cells() -> None:
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     bundle = load_network(NET)
     payload = sweep_dask.make_payload(SPEC, bundle, truths=None)
@@ -282,7 +282,7 @@ def test_a_consented_pickled_network_sends_no_code_of_the_file_to_workers(
     run); what travels to the workers is lbi's lifted network only, never the user's class."""
     import torch
 
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     (tmp_path / "usernet_mod.py").write_text(
         "import torch.nn as nn\n"

@@ -4,7 +4,7 @@ Several test files invert, import or evaluate the same architectures (ReLU MLPs 
 36 -> 72 -> 108, the paper's CNN encoder of MATH.md §9.3); building them here keeps the
 weights of every copy identical by construction. Also here: a tiny stand-in for
 LiftedNetwork (``StandInNet``), written out with the closed forms of MATH.md §2.3, so the
-metric and noise tests do not depend on ``lbi_engine.network`` or ``lbi_engine.activations``.
+metric and noise tests do not depend on ``lbi_engine.models.network`` or ``lbi_engine.activations``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 
 from lbi_engine.activations import make_activation
-from lbi_engine.network import LiftedLayer, LiftedNetwork
-from lbi_engine.operators import affine_from_modules
+from lbi_engine.models.layer_lifting import affine_from_modules
+from lbi_engine.models.network import LiftedLayer, LiftedNetwork
 
 
 # -- torch modules, seeded ----------------------------------------------------------------------

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import torch
 from torch import Tensor
 
-from lbi_engine.network import LiftedNetwork
+from lbi_engine.models.network import LiftedNetwork
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import IterateRecord, solve

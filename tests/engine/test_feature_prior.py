@@ -76,7 +76,7 @@ def test_saved_prior_round_trips_and_a_changed_file_is_refused(tmp_path) -> None
 
 
 def test_the_zoo_prior_fits_the_cnn_and_names_its_weights() -> None:
-    from lbi_engine.zoo import list_zoo, load_zoo
+    from lbi_engine.models.zoo import list_zoo, load_zoo
 
     assert "mnist-cnn-ae.prior" not in list_zoo()
     bundle = load_zoo("mnist-cnn-ae")

@@ -19,7 +19,7 @@ from onnx.reference import ReferenceEvaluator
 from torch import nn
 
 from lbi_engine.errors import InputError, ModelFileError, UnsupportedLayerError
-from lbi_engine.network import LiftedNetwork
+from lbi_engine.models.network import LiftedNetwork
 
 # small operators: one OpenMP thread (the fixture in tests/engine/conftest.py says why)
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -21,13 +21,11 @@ from lbi_engine.io import (
     atomic_write_bytes,
     atomic_write_text,
     atomic_writer,
-    load_model_file,
-    pickle_globals,
     safe_output_path,
-    sniff_model_format,
 )
-from lbi_engine.network import LiftedNetwork
-from lbi_engine.zoo import describe_module
+from lbi_engine.models.model_files import pickle_globals, sniff_model_format
+from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.models.zoo import describe_module, load_model_file
 
 # --- atomic writes ---------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ def _psnr(method: str, index: int, std: float, bundle: object) -> tuple[float, o
 
 
 def test_layerwise_beats_15_db_on_a_cnn_digit_at_the_defaults() -> None:
-    from lbi_engine.zoo import load_zoo
+    from lbi_engine.models.zoo import load_zoo
 
     psnr, last = _psnr("layerwise", 7, 0.05, load_zoo("mnist-cnn-ae"))
     assert psnr > 15.0
@@ -29,7 +29,7 @@ def test_layerwise_beats_15_db_on_a_cnn_digit_at_the_defaults() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("std", [0.05, 0.2])
 def test_layerwise_is_within_3_db_of_joint_on_validation_digits(std: float) -> None:
-    from lbi_engine.zoo import load_zoo
+    from lbi_engine.models.zoo import load_zoo
 
     bundle = load_zoo("mnist-cnn-ae")
     digits = (11, 222, 433, 644, 855)

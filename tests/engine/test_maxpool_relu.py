@@ -1,4 +1,4 @@
-"""MaxPool2d as ReLU layers (lbi_engine.maxpool_relu): the same outputs, and it lifts.
+"""MaxPool2d as ReLU layers (lbi_engine.models.maxpool_relu): the same outputs, and it lifts.
 
 Reference: torch's own max_pool2d on the same input, in float64; the rewrite only adds and
 subtracts values (weights 0, ±1), so agreement is to rounding (1e-14 relative).
@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import UnsupportedLayerError
-from lbi_engine.maxpool_relu import maxpool_as_relu, relu_levels, rewrite_maxpool
-from lbi_engine.network import LiftedNetwork
+from lbi_engine.models.maxpool_relu import maxpool_as_relu, relu_levels, rewrite_maxpool
+from lbi_engine.models.network import LiftedNetwork
 
 
 @pytest.mark.parametrize(("kernel", "stride"), [(2, 2), (3, 2), (3, 3), (2, 1), ((1, 3), (1, 2)),
@@ -57,7 +57,7 @@ def test_plain_maxpool_refusal_points_to_the_rewrite():
 
 
 def test_lifting_inside_the_context_rewrites_and_refuses_what_it_cannot():
-    from lbi_engine.maxpool_relu import lift_maxpool_as_relu
+    from lbi_engine.models.maxpool_relu import lift_maxpool_as_relu
 
     torch.manual_seed(0)
     module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),

@@ -11,7 +11,7 @@ from torch import nn
 
 from lbi_engine.activations import make_activation
 from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerError
-from lbi_engine.network import LiftedLayer, LiftedNetwork, verify_against
+from lbi_engine.models.network import LiftedLayer, LiftedNetwork, verify_against
 from lbi_engine.operators import ComposedMap, IdentityMap, LinearMap
 from tests.engine._nets import paper_cnn_decoder, paper_cnn_encoder
 

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import UnsupportedLayerError
-from lbi_engine.network import LiftedNetwork
+from lbi_engine.models.network import LiftedNetwork
 from tests.engine._export_nets import Residual, ViewNet
 
 pytest.importorskip("onnxscript")  # the dynamo exporter needs it

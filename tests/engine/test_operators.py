@@ -12,16 +12,10 @@ import pytest
 import torch
 from torch import nn
 
-import lbi_engine._affine_base as affine_base
 import lbi_engine.operators as ops
-from lbi_engine.conv_operators import (
-    AdaptiveAvgPool2dMap,
-    AvgPool2dMap,
-    Conv2dMap,
-    ConvTranspose2dMap,
-)
+import lbi_engine.operators._base as affine_base
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
-from lbi_engine.layer_lifting import affine_map_of_module
+from lbi_engine.models.layer_lifting import affine_from_modules, affine_map_of_module
 from lbi_engine.operators import (
     ComposedMap,
     IdentityMap,
@@ -29,8 +23,13 @@ from lbi_engine.operators import (
     PadMap,
     ReshapeMap,
     ScaleShiftMap,
-    affine_from_modules,
-    compose,
+)
+from lbi_engine.operators.compose import compose
+from lbi_engine.operators.conv import (
+    AdaptiveAvgPool2dMap,
+    AvgPool2dMap,
+    Conv2dMap,
+    ConvTranspose2dMap,
 )
 
 F64 = torch.float64

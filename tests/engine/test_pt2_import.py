@@ -19,8 +19,9 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import ModelFileError, UnsupportedLayerError
-from lbi_engine.io import load_model_file, sniff_model_format
-from lbi_engine.network import LiftedNetwork
+from lbi_engine.models.model_files import sniff_model_format
+from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.models.zoo import load_model_file
 from tests.engine._export_nets import Residual, ViewNet
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from lbi_engine.io import sniff_model_format
+from lbi_engine.models.model_files import sniff_model_format
 
 
 def test_safetensors_is_recognised_for_every_header_length(tmp_path: Path) -> None:

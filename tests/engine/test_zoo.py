@@ -1,4 +1,4 @@
-"""The bundled network zoo, model cards and the training recipes (lbi_engine.zoo/training)."""
+"""The bundled network zoo, model cards and the training recipes (models.zoo, training)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ from torch import nn
 
 from lbi_engine.data import get_sample, load_mnist
 from lbi_engine.errors import InputError, ModelFileError
-from lbi_engine.io import load_model_file
-from lbi_engine.network import LiftedNetwork
-from lbi_engine.training import RECIPES, evaluate_mse, train
-from lbi_engine.zoo import (
+from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.models.zoo import (
     build_module,
     describe_module,
     file_sha256,
     list_zoo,
+    load_model_file,
     load_network,
     load_zoo,
     tensor_sha256,
     zoo_card,
     zoo_dir,
 )
+from lbi_engine.training import RECIPES, evaluate_mse, train
 
 ZOO = ["circle-perceptron", "mnist-cnn-ae", "mnist-perceptron-ae"]
 CARD_KEYS = {"format_version", "name", "architecture", "input_shape", "preprocessing", "weights",

@@ -53,7 +53,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]
 def _forget_bundles() -> None:
     """Networks the fake engine 'loaded' are cached by name (run_driver); a later test with
     the real engine must not be handed them."""
-    from lbi_gui import run_driver
+    from lbi_gui.engine import run_driver
 
     with run_driver._BUNDLES_LOCK:
         run_driver._BUNDLES.clear()

@@ -27,7 +27,7 @@ def _process_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def host():
-    from lbi_gui.engine_host import engine_host
+    from lbi_gui.engine.host import engine_host
 
     return engine_host()
 

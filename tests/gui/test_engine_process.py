@@ -33,7 +33,7 @@ def _process_backend(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def host():
-    from lbi_gui.engine_host import engine_host
+    from lbi_gui.engine.host import engine_host
 
     return engine_host()
 
@@ -158,7 +158,7 @@ def test_close_mid_run_then_app_exit_ends_the_child(qtbot, make_window, host) ->
     win.close()  # the window's job ends in the child; the child stays for other windows
     assert win.controller.thread.wait(0) and win.controller.thread.isFinished()
     assert host.pid == pid
-    from lbi_gui.engine_host import shutdown_host
+    from lbi_gui.engine.host import shutdown_host
 
     shutdown_host()  # what lbi_gui.app does when the event loop ends (and atexit)
     assert _gone(pid) and host.pid is None
@@ -198,8 +198,8 @@ def test_backend_selection(monkeypatch: pytest.MonkeyPatch, fake_engine) -> None
 
 
 def test_no_child_falls_back_to_the_thread_backend(qtbot, monkeypatch) -> None:
-    from lbi_gui.engine_host import EngineHost, EngineStartError
-    from lbi_gui.engine_process import ProcessBackend
+    from lbi_gui.engine.host import EngineHost, EngineStartError
+    from lbi_gui.engine.process import ProcessBackend
 
     host = EngineHost()  # not the shared one
 
@@ -249,7 +249,7 @@ def test_the_gui_process_never_imports_torch(tmp_path: Path) -> None:
             "w._load_thumbnails('mnist', 'val', 0, 4)\n"
             "print(w.controller.backend.name, len(w.run_table.runs), 'torch' in sys.modules)\n"
             "w.close()\n"
-            "from lbi_gui.engine_host import engine_host, shutdown_host\n"
+            "from lbi_gui.engine.host import engine_host, shutdown_host\n"
             "pid = engine_host()._proc.pid\n"
             "shutdown_host()\n"
             "import os; print(os.path.exists(f'/proc/{pid}'))\n")

@@ -32,7 +32,7 @@ def test_dialog_converts_in_a_worker_and_emits_the_card(qtbot, tmp_path):
     assert card_path == tmp_path / "lbi-networks" / "enc.json"
     card = json.loads(card_path.read_text())
     assert card["provenance"]["source_file"] == "enc.pt2" and card["input_shape"] == [1, 8, 8]
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     x = torch.randn(3, 1, 8, 8)
     with torch.no_grad():
@@ -68,7 +68,7 @@ def test_dialog_maxpool_box_converts_max_pooling(qtbot, tmp_path):
     dialog.maxpool.setChecked(True)
     with qtbot.waitSignal(dialog.converted, timeout=60_000) as blocker:
         dialog.start()
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     x = torch.randn(2, 1, 8, 8)
     with torch.no_grad():

@@ -26,7 +26,7 @@ def test_gui_modules_import_without_torch() -> None:
     import subprocess
 
     code = ("import sys\n"
-            "import lbi_gui.app, lbi_gui.main_window, lbi_gui.worker, lbi_gui.controller\n"
+            "import lbi_gui.app, lbi_gui.main_window, lbi_gui.engine.worker, lbi_gui.controller\n"
             "import lbi_gui.session, lbi_gui.export\n"
             "bad = [m for m in ('torch', 'lbi_engine.api') if m in sys.modules]\n"
             "print(bad)\n"

@@ -78,7 +78,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, li
 @pytest.mark.parametrize("fail_at", [0, 1, 2, 3])
 def test_interrupted_run_export_leaves_every_previous_file_intact(tmp_path: Path, fail_at: int,
                                                                   finished_run, monkeypatch):
-    from lbi_engine import exports
+    from lbi_engine.results import exports
 
     prepared, final, records = finished_run
     out = tmp_path / "run"
@@ -110,8 +110,8 @@ def test_interrupted_run_export_leaves_every_previous_file_intact(tmp_path: Path
 
 
 def test_run_export_refuses_to_replace_without_permission(tmp_path: Path, finished_run) -> None:
-    from lbi_engine import exports
     from lbi_engine.io import OutputExistsError
+    from lbi_engine.results import exports
 
     prepared, final, records = finished_run
     exports.export_run(prepared, final, records, tmp_path)

@@ -82,7 +82,7 @@ def test_pickle_runs_only_with_explicit_opt_in(kit: Kit, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The side effect (the marker file) happens only when allow_pickle=True was given."""
     from lbi_engine.errors import ModelFileError, UnsafeFileError
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     request = corpus.build(corpus.BY_ID["pickle-runs-code-zip"], tmp_path, kit, monkeypatch)
     marker = tmp_path / corpus.MARKER
@@ -126,7 +126,7 @@ def test_good_files_load_from_non_utf8_paths(kit: Kit, tmp_path: Path) -> None:
 def test_absurd_shapes_are_refused_before_allocating(kit: Kit) -> None:
     """A shape of 10^15 values would need petabytes; the refusal comes from the size check."""
     from lbi_engine.errors import InputError
-    from lbi_engine.network import MAX_INPUT_VALUES, LiftedNetwork
+    from lbi_engine.models.network import MAX_INPUT_VALUES, LiftedNetwork
     from tests.reliability.kit import tiny_module
 
     for shape in [(100000, 100000, 100000), (MAX_INPUT_VALUES + 1,), (1, 4097, 4097)]:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lbi_engine import exports, folder_swap
+from lbi_engine.results import exports, folder_swap
 from tests.reliability.conftest import leftover_files
 from tests.reliability.kit import Kit
 

@@ -258,7 +258,7 @@ def test_consent_for_torchscript_never_runs_its_forward(kit: Kit, tmp_path: Path
 
 def test_a_locked_output_folder_is_refused_naming_the_holder(kit: Kit, tmp_path: Path,
                                                              cli) -> None:
-    from lbi_engine.folder_lock import lock_path
+    from lbi_engine.results.folder_lock import lock_path
 
     out = tmp_path / "out"
     lock = lock_path(out)

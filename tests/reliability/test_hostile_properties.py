@@ -66,7 +66,7 @@ LAYER = st.fixed_dictionaries(
        shape=st.lists(st.integers(-1, 40), min_size=1, max_size=3))
 def test_cards_build_a_network_or_refuse_with_one_lbi_error(layers: list, shape: list,
                                                             tmp_path_factory) -> None:
-    from lbi_engine.zoo import bundle_from_card
+    from lbi_engine.models.zoo import bundle_from_card
 
     folder = tmp_path_factory.mktemp("card")
     path = folder / "c.json"
@@ -151,7 +151,7 @@ def test_footprint_counts_weights_and_activations() -> None:
     Linear(128, 4): weights 2*9+2 + 128*4+4, activations 64 (input) + 128 + 128 + 4."""
     from torch import nn
 
-    from lbi_engine.footprint import meta_footprint
+    from lbi_engine.models.footprint import meta_footprint
 
     net = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Flatten(), nn.Linear(128, 4))
     fp = meta_footprint(net, (1, 8, 8), "net")
@@ -163,8 +163,8 @@ def test_estimate_is_refused_before_building(monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
     """A card over the limit is refused from its meta-device estimate: the refusal comes
     before torch allocates (build_module is never reached)."""
-    from lbi_engine import zoo
     from lbi_engine.limits import MemoryLimitError
+    from lbi_engine.models import zoo
     from tests.reliability import hostile_files as hf
 
     real = zoo.build_module

@@ -183,7 +183,7 @@ def layer_and_shape(draw: st.DrawFn) -> tuple[nn.Module, tuple[int, ...]]:
 @FAST
 @given(layer_shape=layer_and_shape(), batch=st.integers(1, 2), data=st.data())
 def test_affine_maps_match_torch_and_their_adjoints(layer_shape, batch, data) -> None:
-    from lbi_engine.operators import affine_from_modules
+    from lbi_engine.models.layer_lifting import affine_from_modules
 
     layer, in_shape = layer_shape
     torch.manual_seed(data.draw(st.integers(0, 1000), label="init"))
@@ -218,7 +218,7 @@ SOLVER_ACTS = ["relu", "sigmoid", "tanh", "identity", {"name": "leaky_relu", "a"
        dtype=st.sampled_from([torch.float32, torch.float64]), data=st.data())
 def test_solvers_only_raise_lbi_errors_and_never_produce_nan(
         side, hidden, depth, act, reg, method, alpha, std, batch, dtype, data) -> None:
-    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.models.network import LiftedNetwork
     from lbi_engine.noise import make_noisy_data
     from lbi_engine.problem import InversionProblem
     from lbi_engine.solvers import StopRule, solve

@@ -1,0 +1,266 @@
+"""The model-card format: layer specs <-> ``nn.Module``, weight hashes, reading and checking.
+
+A card is JSON. ``architecture.layers`` lists layer specs such as ``{"type": "Conv2d",
+"in_channels": 1, "out_channels": 8, "kernel_size": [4, 4], ...}``; only allow-listed
+``torch.nn`` classes are ever constructed, so a card is data and never runs code.
+``architecture.encoder_layers`` (default: all) says how many layers form the encoder.
+See resources/models/README.md for every field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lbi_engine.errors import FormatVersionError, ModelFileError, UnsupportedLayerError
+
+if TYPE_CHECKING:
+    from torch import Tensor, nn
+
+__all__ = ["CARD_FORMAT_VERSION", "LAYER_PARAMS", "LBI_LAYERS", "file_sha256", "tensor_sha256",
+           "describe_module", "build_module", "read_card", "check_state"]
+
+CARD_FORMAT_VERSION = 1
+
+# torch.nn classes a card may name, with the constructor arguments describe_module records.
+# Non-liftable layers (MaxPool2d, GELU, ...) are buildable on purpose: lifting them then gives
+# the network room's UnsupportedLayerError, which explains why and what to use instead.
+LAYER_PARAMS: dict[str, tuple[str, ...]] = {
+    "Linear": ("in_features", "out_features", "bias"),
+    "Conv2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation",
+               "groups", "bias"),
+    "ConvTranspose2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding",
+                        "output_padding", "groups", "bias", "dilation"),
+    "Flatten": ("start_dim", "end_dim"), "Unflatten": ("dim", "unflattened_size"),
+    "AvgPool2d": ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                  "divisor_override"),
+    "AdaptiveAvgPool2d": ("output_size",), "ZeroPad2d": ("padding",),
+    "PReLU": ("num_parameters",), "CELU": ("alpha",),
+    "BatchNorm1d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
+    "BatchNorm2d": ("num_features", "eps", "momentum", "affine", "track_running_stats"),
+    "Identity": (), "ReLU": (), "Sigmoid": (), "Tanh": (), "Softsign": (), "Hardsigmoid": (),
+    "ReLU6": (), "LeakyReLU": ("negative_slope",), "ELU": ("alpha",),
+    "Hardtanh": ("min_val", "max_val"), "Softplus": ("beta", "threshold"),
+    "Softshrink": ("lambd",), "Softmax": ("dim",), "Dropout": ("p",),
+    "MaxPool2d": ("kernel_size", "stride", "padding"), "GELU": (), "SiLU": (),
+}
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tensor_sha256(state: dict[str, Tensor]) -> str:
+    """sha256 over (name, dtype, shape, raw bytes) of each tensor, in sorted name order.
+
+    Independent of any file format, so regenerated weights can be compared with a card.
+    """
+    h = hashlib.sha256()
+    for k in sorted(state):
+        t = state[k].detach().to("cpu").contiguous()
+        h.update(f"{k}|{str(t.dtype)}|{tuple(t.shape)}|".encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+#: lbi's own small layers (what importers build for views, constant arithmetic and ONNX
+#: activations): ``Reshape`` {"shape"}, ``ScaleShift`` {"scale_shape", "shift_shape"} (the
+#: tensors are in the weights file), ``Activation`` {"spec": a ProximalActivation spec}.
+LBI_LAYERS = ("Reshape", "ScaleShift", "Activation")
+
+
+def _describe_lbi(m: nn.Module) -> dict[str, Any] | None:
+    from lbi_engine.models.layer_lifting import LiftedActivation
+    from lbi_engine.operators import Reshape, ScaleShift
+
+    if type(m) is Reshape:
+        return {"type": "Reshape", "shape": list(m.shape)}
+    if type(m) is ScaleShift:
+        return {"type": "ScaleShift", "scale_shape": list(m.scale.shape),
+                "shift_shape": list(m.shift.shape)}
+    if type(m) is LiftedActivation:
+        return {"type": "Activation", "spec": m.activation.spec()}
+    return None
+
+
+def _build_lbi(kind: str, spec: dict[str, Any], where: str) -> nn.Module:
+    import math
+
+    import torch
+
+    from lbi_engine.activations import make_activation
+    from lbi_engine.errors import LbiError
+    from lbi_engine.models.layer_lifting import LiftedActivation
+    from lbi_engine.operators import Reshape, ScaleShift
+
+    try:
+        if kind == "Reshape":
+            return Reshape([int(v) for v in spec["shape"]])
+        if kind == "ScaleShift":
+            shapes = [[int(v) for v in spec[k]] for k in ("scale_shape", "shift_shape")]
+            if any(math.prod(sh) > MAX_LAYER_VALUES or min(sh, default=1) < 0 for sh in shapes):
+                raise ModelFileError(f"{where} has sizes {shapes}; fix the card")
+            return ScaleShift(torch.zeros(shapes[0]), torch.zeros(shapes[1]))
+        return LiftedActivation(make_activation(spec["spec"]))
+    except (KeyError, TypeError, ValueError, LbiError) as exc:
+        if isinstance(exc, ModelFileError):
+            raise
+        raise ModelFileError(f"{where} has bad parameters {spec} ({exc})") from exc
+
+
+def describe_module(module: nn.Module) -> list[dict[str, Any]]:
+    """Layer specs of a flat ``nn.Sequential`` (inverse of :func:`build_module`)."""
+    from torch import nn
+
+    specs = []
+    for i, m in enumerate(module.children() if isinstance(module, nn.Sequential) else [module]):
+        own = _describe_lbi(m)
+        if own is not None:
+            specs.append(own)
+            continue
+        kind = type(m).__name__
+        if kind not in LAYER_PARAMS or type(m) is not getattr(nn, kind):
+            raise UnsupportedLayerError(f"layer {i} ({kind}) cannot be described in a card; "
+                                        f"use one of {sorted(LAYER_PARAMS) + list(LBI_LAYERS)}")
+        spec: dict[str, Any] = {"type": kind}
+        for name in LAYER_PARAMS[kind]:
+            value = getattr(m, name)
+            if name == "bias":
+                value = value is not None if not isinstance(value, bool) else value
+            elif name == "affine" or name == "track_running_stats":
+                value = bool(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            spec[name] = value
+        specs.append(spec)
+    return specs
+
+
+def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequential:
+    """``nn.Sequential`` from layer specs; only allow-listed ``torch.nn`` classes are built."""
+    from torch import nn
+
+    if not isinstance(layers, list) or not layers:
+        raise ModelFileError(f"{where}: 'architecture.layers' must be a non-empty list of layer "
+                             "specs like {\"type\": \"Linear\", \"in_features\": 784, ...}")
+    mods = []
+    for i, spec in enumerate(layers):
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        if kind in LBI_LAYERS:
+            mods.append(_build_lbi(kind, spec, f"{where}: layer {i} ({kind})"))
+            continue
+        if kind not in LAYER_PARAMS:
+            raise ModelFileError(f"{where}: layer {i} has unknown type {kind!r}; supported: "
+                                 f"{', '.join(sorted(LAYER_PARAMS) + list(LBI_LAYERS))}")
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()
+                  if k != "type"}
+        try:
+            _check_layer_params(kwargs, f"{where}: layer {i} ({kind})")
+            _check_layer_size(getattr(nn, kind), kwargs, f"{where}: layer {i} ({kind})")
+            mods.append(getattr(nn, kind)(**kwargs))
+        except (TypeError, ValueError, RuntimeError) as exc:
+            if isinstance(exc, ModelFileError):
+                raise
+            raise ModelFileError(f"{where}: layer {i} ({kind}) has bad parameters {kwargs} "
+                                 f"({exc})") from exc
+    return nn.Sequential(*mods)
+
+
+#: Most values one layer of a card may hold (2^28 = 268 M, 1 GiB of float32): a card is
+#: metadata, and a typo or a hostile card must not make lbi allocate terabytes.
+MAX_LAYER_VALUES = 2**28
+
+
+#: Hyper-parameters that must be integers >= 1 (or >= 0 for the padding family).
+_POSITIVE = ("in_features", "out_features", "in_channels", "out_channels", "kernel_size",
+             "stride", "dilation", "groups", "num_features")
+_NONNEGATIVE = ("padding", "output_padding")
+
+
+def _check_layer_params(kwargs: dict[str, Any], what: str) -> None:
+    """Sizes, strides and paddings are whole numbers in range (a stride of 0 would divide by
+    zero deep inside torch; a size of -1 or 1e12 is a damaged card)."""
+    for name, low in [*((n, 1) for n in _POSITIVE), *((n, 0) for n in _NONNEGATIVE)]:
+        if name not in kwargs:
+            continue
+        value = kwargs[name]
+        if name == "padding" and isinstance(value, str):
+            if value not in ("same", "valid"):
+                raise ModelFileError(f"{what}: padding={value!r} must be a number, 'same' or "
+                                     "'valid'; fix the card.")
+            continue
+        items = value if isinstance(value, tuple) else (value,)
+        if not items or not all(isinstance(v, int) and not isinstance(v, bool)
+                                and low <= v <= 2**31 for v in items):
+            raise ModelFileError(f"{what}: {name}={_show(value)} must be "
+                                 f"{'an integer' if low == 0 else 'a positive integer'} (or a "
+                                 f"list of them) between {low} and 2^31; fix the card.")
+
+
+def _show(value: Any) -> str:
+    return str(list(value)) if isinstance(value, tuple) else repr(value)
+
+
+def _check_layer_size(cls: type, kwargs: dict[str, Any], what: str) -> None:
+    """Build the layer on the meta device (no memory, no RNG use) and count its tensors."""
+    import torch
+
+    with torch.device("meta"):
+        probe = cls(**kwargs)
+    n = sum(t.numel() for t in (*probe.parameters(), *probe.buffers()))
+    if n > MAX_LAYER_VALUES:
+        raise ModelFileError(f"{what} would hold {n:,} weights; lbi loads layers of at most "
+                             f"{MAX_LAYER_VALUES:,}. The card's sizes are wrong: fix them.")
+
+
+def _strided() -> Any:
+    import torch
+
+    return torch.strided
+
+
+def read_card(path: Path) -> dict[str, Any]:
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelFileError(f"model card {path} does not exist; check the path") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ModelFileError(f"model card {path} is not valid JSON ({exc}); fix or "
+                             "regenerate it") from exc
+    if not isinstance(card, dict) or not isinstance(card.get("architecture"), dict):
+        raise ModelFileError(f"model card {path} has no 'architecture' object; see "
+                             "resources/models/*.json for the format")
+    if int(card.get("format_version", 1)) > CARD_FORMAT_VERSION:
+        raise FormatVersionError(f"model card {path} has format_version "
+                                 f"{card['format_version']}, newer than this lbi understands "
+                                 f"({CARD_FORMAT_VERSION}); update lbi")
+    return card
+
+
+def check_state(module: nn.Module, state: dict[str, Tensor], weights: str, card: Path) -> None:
+    """Name every missing, unexpected or mis-shaped tensor before load_state_dict does."""
+    odd = [f"{k} ({v.device.type}, {str(v.dtype).replace('torch.', '')})"
+           for k, v in state.items()
+           if v.device.type == "meta" or v.layout != _strided()]
+    if odd:
+        raise ModelFileError(f"weights {weights}: tensor(s) {', '.join(odd[:6])} hold no usable "
+                             "numbers (meta-device or sparse tensors); save the real "
+                             "weights with torch.save(model.state_dict(), path) or safetensors.")
+    want = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    problems = [f"missing {k} {s}" for k, s in want.items() if k not in got]
+    problems += [f"unexpected {k} {s}" for k, s in got.items() if k not in want]
+    problems += [f"{k}: file has {got[k]}, card needs {s}" for k, s in want.items()
+                 if k in got and got[k] != s]
+    if problems:
+        shown = "; ".join(problems[:8]) + ("; ..." if len(problems) > 8 else "")
+        raise ModelFileError(f"weights {weights} do not match the architecture in card {card}: "
+                             f"{shown}. Use the card written for these weights.")

@@ -1,0 +1,313 @@
+"""LiftedNetwork: a feed-forward network seen as L lifted layers x_l = sigma_l(W_l x_{l-1} + b_l).
+
+Grouping rule (MATH.md §5.1): every run of affine layers followed by one proximal activation
+is one lifted layer, its affine part the composition of the run. A trailing run of affine
+layers gets the identity activation (Psi = 0). Two activations in a row: the second one gets
+an identity affine map of its own, so each lifted layer still has exactly one sigma (the same
+applies to a network that starts with an activation). Consequently ``forward`` equals the
+original module's forward and ``forward_states`` are the post-activation states the solvers
+treat as unknowns x_1, ..., x_L.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.limits import MAX_INPUT_VALUES as MAX_INPUT_VALUES  # re-export (old home)
+from lbi_engine.limits import _check_shape
+from lbi_engine.models.importers import torchscript_sequential
+from lbi_engine.models.onnx_import import onnx_sequential
+from lbi_engine.models.pt2_import import pt2_sequential
+from lbi_engine.operators import AffineMap, IdentityMap
+from lbi_engine.operators.compose import compose
+
+# The lifted forward is checked against the module's own forward at build time (cheap, one
+# batch of 3); a larger relative deviation means the module does something its layers hide.
+_VERIFY_RTOL = {torch.float64: 1e-10, torch.float32: 1e-4}
+
+
+@dataclass
+class LiftedLayer:
+    """One lifted layer: x_out = activation.sigma(affine.apply(x_in))."""
+
+    affine: AffineMap
+    activation: Any  # ProximalActivation
+    source: str  # the original layers it came from, e.g. "0:Conv2d, 1:ReLU"
+
+
+def check_input_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
+    """A sample shape as a tuple of positive ints within MAX_INPUT_VALUES; InputError else."""
+    return _check_shape(input_shape, what)
+
+
+def _check_finite_weights(module: nn.Module, name: str) -> None:
+    """Refuse NaN/Inf weights by name (else the forward check reports a vague mismatch)."""
+    for kind, items in (("parameter", module.named_parameters()),
+                        ("buffer", module.named_buffers())):
+        for pname, t in items:
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                bad = int((~torch.isfinite(t)).sum())
+                raise InputError(f"network '{name}': {kind} '{pname}' {tuple(t.shape)} contains "
+                                 f"{bad} NaN or infinite value(s); the weights are damaged (e.g. "
+                                 "training diverged or the file was corrupted). Use weights "
+                                 "without NaN/Inf.")
+
+
+def group_layers(entries: Sequence[Any]) -> list[LiftedLayer]:
+    """Runs of affine entries + one activation -> LiftedLayer (see the module docstring)."""
+    from lbi_engine.activations import make_activation
+
+    layers: list[LiftedLayer] = []
+    run: list[Any] = []
+    for e in entries:
+        if isinstance(e.lifted, AffineMap):
+            run.append(e)
+            continue
+        affine = compose([r.lifted for r in run]) if run else IdentityMap(e.in_shape)
+        source = ", ".join(f"{r.name}:{type(r.module).__name__}" for r in [*run, e])
+        layers.append(LiftedLayer(affine, e.lifted, source))
+        run = []
+    if run or not layers:
+        if run:
+            affine = compose([r.lifted for r in run])
+            source = ", ".join(f"{r.name}:{type(r.module).__name__}" for r in run)
+        else:  # a network without any layer: identity
+            shape = entries[0].in_shape if entries else None
+            if shape is None:
+                raise UnsupportedLayerError("The network has no layers; nothing to lift.")
+            affine, source = IdentityMap(shape), "identity"
+        layers.append(LiftedLayer(affine, make_activation("identity"), source))
+    return layers
+
+
+class LiftedNetwork:
+    """A chain of LiftedLayer objects with the original network's forward.
+
+    Build it with :meth:`from_module`, :meth:`from_onnx`, :meth:`from_pt2` or
+    :meth:`from_torchscript`.
+    """
+
+    def __init__(self, layers: Sequence[LiftedLayer], input_shape: Sequence[int],
+                 name: str = "network") -> None:
+        if not layers:
+            raise InputError("LiftedNetwork needs at least one layer.")
+        self.layers = list(layers)
+        self.name = name
+        self.input_shape = _check_shape(input_shape)
+        shape = self.input_shape
+        for i, layer in enumerate(self.layers):
+            if layer.affine.in_shape != shape:
+                raise ShapeMismatchError(f"Layer {i} ({layer.source}) expects samples of shape "
+                                         f"{layer.affine.in_shape} but receives {shape}.")
+            shape = layer.affine.out_shape
+        self.output_shape = shape
+
+    # --- evaluation ------------------------------------------------------------------------
+    def _check_input(self, x: Tensor) -> None:
+        if not isinstance(x, Tensor) or tuple(x.shape[1:]) != self.input_shape:
+            got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ShapeMismatchError(
+                f"Input to network '{self.name}' has shape {got}; expected (B, "
+                f"{', '.join(map(str, self.input_shape))}) with a leading batch dimension "
+                "(use x.unsqueeze(0) for one sample).")
+
+    def forward(self, x: Tensor) -> Tensor:
+        """sigma_L(W_L ... sigma_1(W_1 x + b_1) ... + b_L): the original module's forward."""
+        self._check_input(x)
+        for layer in self.layers:
+            x = layer.activation.sigma(layer.affine.apply(x))
+        return x
+
+    __call__ = forward
+
+    def forward_states(self, x: Tensor) -> list[Tensor]:
+        """[x_1, ..., x_L], the post-activation state of every lifted layer."""
+        self._check_input(x)
+        states = []
+        for layer in self.layers:
+            x = layer.activation.sigma(layer.affine.apply(x))
+            states.append(x)
+        return states
+
+    def pre_activation(self, l: int, x_prev: Tensor) -> Tensor:  # noqa: E741 - paper notation
+        """z_l = W_l x_{l-1} + b_l for the 0-based layer index l."""
+        if not -len(self.layers) <= l < len(self.layers):
+            raise InputError(f"layer index {l} is out of range for '{self.name}' with "
+                             f"{len(self.layers)} layers (0-based).")
+        return self.layers[l].affine.apply(x_prev)
+
+    # --- bookkeeping -----------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next((lay.affine.dtype for lay in self.layers if lay.affine.dtype), torch.float32)
+
+    @property
+    def device(self) -> torch.device:
+        dev = next((lay.affine.device for lay in self.layers if lay.affine.device), None)
+        return dev or torch.device("cpu")
+
+    def to(self, device: torch.device | str | None = None,
+           dtype: torch.dtype | None = None) -> LiftedNetwork:
+        """A new network with every affine map moved/cast (activations hold no tensors)."""
+        layers = [LiftedLayer(lay.affine.to(device=device, dtype=dtype), lay.activation,
+                              lay.source) for lay in self.layers]
+        return LiftedNetwork(layers, self.input_shape, self.name)
+
+    def summary(self) -> list[dict]:
+        """One dict per lifted layer: index, kind, description, shapes, activation, norm."""
+        out = []
+        for i, lay in enumerate(self.layers):
+            act = lay.activation
+            out.append({"index": i, "kind": lay.affine.kind, "description": lay.affine.describe(),
+                        "in_shape": lay.affine.in_shape, "out_shape": lay.affine.out_shape,
+                        "activation": getattr(act, "name", type(act).__name__),
+                        "activation_spec": act.spec() if hasattr(act, "spec") else None,
+                        "norm": lay.affine.norm(), "norm_method": lay.affine.norm_method,
+                        "source": lay.source})
+        return out
+
+    def __repr__(self) -> str:
+        body = "\n".join(f"  [{i}] {lay.affine.describe()} -> "
+                         f"{getattr(lay.activation, 'name', '?')}"
+                         for i, lay in enumerate(self.layers))
+        return f"LiftedNetwork '{self.name}' {self.input_shape} -> {self.output_shape}\n{body}"
+
+    # --- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_module(cls, module: nn.Module, input_shape: Sequence[int], name: str | None = None,
+                    verify: bool = True) -> LiftedNetwork:
+        """Lift an nn.Module for samples of shape ``input_shape`` (no batch dim).
+
+        nn.Sequential (nested) is walked directly; any other module is traced with torch.fx
+        and must be a plain chain. Weights are copied (later training of ``module`` does not
+        change the lifted network). With ``verify`` the lifted forward is compared with
+        ``module(x)`` on a random batch; a mismatch raises UnsupportedLayerError.
+        Raises UnsupportedLayerError naming the first layer that cannot be lifted.
+        """
+        from lbi_engine.models.layer_lifting import ModuleWalker
+
+        if not isinstance(module, nn.Module):
+            raise InputError(f"from_module needs a torch.nn.Module, got {type(module).__name__}.")
+        shape = _check_shape(input_shape)
+        from lbi_engine.models.footprint import check_network_memory
+
+        # sizes before any real tensor; a layer that does not fit the shape is named below
+        check_network_memory(module, shape, f"network '{name or type(module).__name__}'",
+                             shape_errors=False)
+        _check_finite_weights(module, name or type(module).__name__)
+        ref = next(iter(module.parameters()), None)
+        if ref is None:
+            ref = next(iter(module.buffers()), None)
+        dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
+        device = ref.device if ref is not None else torch.device("cpu")
+        walker = ModuleWalker(torch.zeros(2, *shape, dtype=dtype, device=device))
+        walker.walk(module)
+        if not walker.entries:
+            layers = [LiftedLayer(IdentityMap(shape), _identity(), "identity")]
+        else:
+            layers = group_layers(walker.entries)
+        net = cls(layers, shape, name or type(module).__name__)
+        if verify:
+            verify_against(net, module, what=f"module '{net.name}'")
+        return net
+
+    @classmethod
+    def from_torchscript(cls, path: str | Path, input_shape: Sequence[int] | None = None,
+                         name: str | None = None, *, allow_code: bool = False,
+                         allow_pickle: bool = False) -> LiftedNetwork:
+        """Lift a TorchScript archive (torch.jit.save).
+
+        Loading TorchScript runs code stored in the file, so it needs ``allow_code=True``
+        (alias ``allow_pickle``), the caller's consent for this call; UnsafeFileError
+        otherwise. The file's own forward is never run (see lbi_engine.models.importers).
+        """
+        return load_torchscript_module(path, input_shape, name,
+                                       allow_code=allow_code or allow_pickle)[0]
+
+    @classmethod
+    def from_onnx(cls, path: str | Path, input_shape: Sequence[int] | None = None,
+                  name: str | None = None) -> LiftedNetwork:
+        """Lift an ONNX model (parsed with the onnx package; no runtime needed)."""
+        seq, shape = onnx_sequential(path, input_shape)
+        return cls.from_module(seq, shape, name=name or Path(path).stem)
+
+    @classmethod
+    def from_pt2(cls, path: str | Path, input_shape: Sequence[int] | None = None,
+                 name: str | None = None) -> LiftedNetwork:
+        """Lift a torch.export archive (torch.export.save) by reading its graph and weights;
+        the program is never loaded or run (see :mod:`lbi_engine.models.pt2_import`)."""
+        seq, shape = pt2_sequential(path, input_shape)
+        p = Path(path)
+        try:
+            return cls.from_module(seq, shape, name=name or p.stem)
+        except UnsupportedLayerError as exc:
+            raise UnsupportedLayerError(f"torch.export program {p.name!r}: {exc}") from exc
+
+
+def _identity() -> Any:
+    from lbi_engine.activations import make_activation
+
+    return make_activation("identity")
+
+
+def verify_against(net: LiftedNetwork, reference: Any, what: str, seed: int = 0) -> float:
+    """Max |net(x) - reference(x)| / max(1, max |reference(x)|) on a seeded random batch of 3.
+
+    (Three, because shapes were traced with a batch of 2: a hard-coded batch size in a
+    view/reshape shows up here.)
+
+    Raises UnsupportedLayerError when it exceeds the dtype's tolerance: the reference does
+    something in its forward that the lifted layers do not represent.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    dtype, device = net.dtype, net.device
+    x = torch.randn(3, *net.input_shape, generator=gen, dtype=torch.float64)
+    x = x.to(device=device, dtype=dtype)
+    with torch.no_grad():
+        got = net.forward(x)
+        try:
+            want = reference(x)
+        except Exception as exc:  # noqa: BLE001 - whatever the reference raises
+            raise UnsupportedLayerError(
+                f"The original {what} fails on a batch of 3 samples of shape {net.input_shape} "
+                f"({type(exc).__name__}: {exc}); its forward depends on the batch size (e.g. a "
+                "hard-coded view(2, -1)). Use x.reshape(x.size(0), ...) or nn.Flatten().") from exc
+    if not isinstance(want, Tensor) or want.shape != got.shape:
+        raise UnsupportedLayerError(
+            f"The lifted {what} returns shape {tuple(got.shape)} but the original returns "
+            f"{tuple(want.shape) if isinstance(want, Tensor) else type(want).__name__}; its "
+            "forward is not the chain of its layers. Write it as an nn.Sequential.")
+    err = float((got - want).abs().max() / want.abs().max().clamp_min(1.0))
+    tol = _VERIFY_RTOL.get(dtype, 1e-2)
+    if not err <= tol:
+        raise UnsupportedLayerError(
+            f"The lifted {what} differs from the original forward (relative error {err:.2e} > "
+            f"{tol:.0e}): its forward does more than run its layers in order (e.g. a functional "
+            "call or skip connection that is not visible as a layer). Write it as an "
+            "nn.Sequential of supported layers.")
+    return err
+
+
+def load_torchscript_module(path: str | Path, input_shape: Sequence[int] | None = None,
+                            name: str | None = None, *, allow_code: bool = False
+                            ) -> tuple[LiftedNetwork, nn.Module]:
+    """(LiftedNetwork, the nn.Sequential lbi rebuilt) from a TorchScript archive.
+
+    Without ``allow_code`` the file is refused (:class:`UnsafeFileError`) before torch reads
+    it (see :func:`lbi_engine.models.importers.torchscript_sequential`).
+    """
+    module, shape = torchscript_sequential(path, input_shape, allow_code=allow_code)
+    # verified against the module lbi built from allow-listed layer types, never sm.forward
+    net = LiftedNetwork.from_module(module, shape, name=name or Path(path).expanduser().stem,
+                                    verify=True)
+    return net, module

@@ -1,0 +1,300 @@
+"""ONNX model -> equivalent nn.Sequential -> LiftedNetwork, with the ``onnx`` package only.
+
+The graph must be a chain from its one input to its one output; weights come from
+initializers or Constant nodes. Affine ops become torch.nn layers (asymmetric pads become a
+ZeroPad2d in front); activation ops go through ``activation_from_onnx`` so that refusals
+(Gelu, LogSoftmax, ...) say why in the same words as for torch modules. An op that cannot be
+lifted is refused naming the node, its op type, its index in the graph and an alternative.
+
+This module walks the graph (chain checks, constants, activations, refusals); the affine op
+translators live in ``_onnx_translators``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from lbi_engine.errors import (
+    LbiError,
+    ModelFileError,
+    ShapeMismatchError,
+    UnsupportedLayerError,
+)
+from lbi_engine.limits import _check_shape
+from lbi_engine.models._onnx_graph import BATCHES, ELEMENTWISE, FOLD_OPS, fold, match_activation
+from lbi_engine.models._onnx_translators import _OpTranslators
+from lbi_engine.models.importers import check_model_file
+
+_ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus", "Softsign",
+            "Elu", "Celu", "HardSigmoid", "Shrink", "Softmax", "Gelu", "Swish", "Mish",
+            "HardSwish", "Selu", "ThresholdedRelu", "LogSoftmax", "Hardmax", "Abs"}
+_ALTERNATIVES = {
+    "MaxPool": "max-pooling is neither affine nor a proximal map; use AveragePool (affine), or "
+               "the exact ReLU rewrite max(a, b) = ReLU(a - b) + ReLU(b) - ReLU(-b) "
+               "(MATH.md §2.5): apply lbi_engine.models.maxpool_relu.rewrite_maxpool(model, "
+               "input_shape) to the torch model before exporting it",
+    "GlobalMaxPool": "max-pooling is neither affine nor a proximal map; use GlobalAveragePool",
+    "LSTM": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
+    "GRU": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
+    "RNN": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
+    "LayerNormalization": "it normalises with per-sample statistics (not affine); use "
+                          "BatchNormalization in inference mode",
+    "InstanceNormalization": "it normalises with per-sample statistics (not affine); use "
+                             "BatchNormalization in inference mode",
+}
+_SUPPORTED = ("Gemm, MatMul(+Add), Conv, ConvTranspose, AveragePool, GlobalAveragePool, "
+              "BatchNormalization, Flatten, Reshape, Squeeze/Unsqueeze, ReduceMean over H and "
+              "W, Identity, Dropout, Add/Sub/Mul/Div by a constant, shape arithmetic (Shape, "
+              "Gather, Concat, Slice, ...), and the activations Relu, LeakyRelu, Sigmoid, Tanh, "
+              "Clip, Softmax, Softplus, Softsign, Elu, HardSigmoid")
+
+class _Builder(_OpTranslators):
+    """Walks the graph once, appending torch modules and tracking the sample shape.
+
+    The per-op translators (``_op_*``) and node helpers come from ``_onnx_translators``.
+    """
+
+    def __init__(self, model: Any, path: Path, input_shape: Sequence[int] | None) -> None:
+        from onnx import numpy_helper
+
+        self.path, self.graph = path, model.graph
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                          13)
+        self.consts: dict[str, np.ndarray] = {
+            t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
+        inputs = [i for i in self.graph.input if i.name not in self.consts]
+        if len(inputs) != 1:
+            raise UnsupportedLayerError(f"ONNX model {path.name!r} has {len(inputs)} data inputs "
+                                        f"({[i.name for i in inputs]}); only single-input chains "
+                                        "can be lifted.")
+        self.current = inputs[0].name
+        self.shape = self._input_shape(inputs[0], input_shape)
+        dim0 = inputs[0].type.tensor_type.shape.dim
+        # the batch size the exporter traced with (torch.onnx.export(dynamo=True) writes it
+        # into every Reshape target: [1, 784] means "the batch, 784")
+        self.static_batch = dim0[0].dim_value if dim0 and dim0[0].HasField("dim_value") \
+            and dim0[0].dim_value > 0 else None
+        self.shape_vals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.seq = nn.Sequential()
+        self.node: Any = None
+        self.index = 0
+
+    def _input_shape(self, inp: Any, given: Sequence[int] | None) -> tuple[int, ...]:
+        dims = [d.dim_value if d.HasField("dim_value") else None
+                for d in inp.type.tensor_type.shape.dim][1:]
+        if given is not None:
+            shape = tuple(int(s) for s in given)
+            if len(shape) != len(dims) or any(d is not None and d != s
+                                              for d, s in zip(dims, shape, strict=False)):
+                raise ShapeMismatchError(f"input_shape {shape} does not match the ONNX input "
+                                         f"'{inp.name}' of {self.path.name!r}, which is (batch, "
+                                         f"{', '.join(str(d or '?') for d in dims)}).")
+            return _check_shape(shape)
+        if not dims or any(d is None or d < 1 for d in dims):
+            raise ShapeMismatchError(f"ONNX input '{inp.name}' of {self.path.name!r} has dynamic "
+                                     "sample dims; pass input_shape (one sample, e.g. "
+                                     "(1, 28, 28)).")
+        # the file's own dims are checked too: a damaged header must not allocate petabytes
+        return _check_shape(tuple(int(d) for d in dims), f"ONNX input shape of {self.path.name!r}")
+
+    # --- the walk --------------------------------------------------------------------------
+    def build(self) -> tuple[nn.Sequential, tuple[int, ...]]:
+        from onnx import numpy_helper
+
+        nodes = list(self.graph.node)
+        for n in nodes:  # Constant nodes have no inputs: their values are known up front
+            if n.op_type == "Constant":
+                self.node = n
+                a = self.attrs()
+                value = a.get("value", a.get("value_float", a.get("value_floats",
+                              a.get("value_int", a.get("value_ints")))))
+                self.consts[n.output[0]] = numpy_helper.to_array(value) \
+                    if hasattr(value, "dims") else np.array(value)
+        self.outputs = {o.name for o in self.graph.output}
+        self.consumers: dict[str, list[int]] = {}
+        for index, n in enumerate(nodes):
+            for name in n.input:
+                self.consumers.setdefault(name, []).append(index)
+        start_shape = self.shape
+        self.shapes[self.current] = self.shape
+        index = 0
+        while index < len(nodes):
+            n = nodes[index]
+            self.index, self.node = index, n
+            index += 1
+            if n.op_type == "Constant" or self._fold(n):
+                continue
+            data = [i for i in n.input if i and i not in self.consts and i not in self.shape_vals]
+            if len(data) > 1 and self.current in data:
+                end = self._activation_region(nodes, index - 1)
+                if end is not None:
+                    index = end + 1
+                    continue
+                self.refuse(f"it combines the tensors {data}: a residual addition or branch, "
+                            "which a lifted chain cannot represent; remove the skip "
+                            "connection, or export only the chain part of the network")
+            if not data or data[0] != self.current:
+                self.refuse(f"it does not take the previous node's output '{self.current}' (a "
+                            "branch or skip connection); only plain chains can be lifted")
+            if self._chain_uses(self.current, index - 1) > 1:
+                end = self._activation_region(nodes, index - 1)
+                if end is None:
+                    self._refuse_branch(nodes, index - 1)
+                    self.refuse(f"the tensor '{self.current}' feeds several nodes (a branch or "
+                                "skip connection, or an activation written as several ops "
+                                "that lbi does not recognise); only plain chains can be "
+                                "lifted: export standard layers (nn.Softplus, nn.Softsign, ...) "
+                                "in an nn.Sequential")
+                index = end + 1
+                continue
+            self._translate(n.op_type)
+            self.current = n.output[0]
+            self.shapes[self.current] = self.shape
+        if not self.outputs or self.outputs != {self.current} or len(self.graph.output) != 1:
+            outs = [o.name for o in self.graph.output]
+            raise UnsupportedLayerError(f"ONNX model {self.path.name!r}: the graph outputs {outs} "
+                                        f"are not the end of the chain '{self.current}'; only "
+                                        "single-output chains can be lifted.")
+        return self.seq, start_shape
+
+    def _refuse_branch(self, nodes: list[Any], first: int) -> None:
+        """Name the node where the chain's tensor is used a second time (the skip's end)."""
+        later = [j for j in self.consumers.get(self.current, [])
+                 if j > first and nodes[j].op_type != "Shape"]
+        if later:
+            self.index, self.node = later[0], nodes[later[0]]
+            self.refuse(f"it reuses the tensor '{self.current}' that node index {first} also "
+                        "consumes: a residual addition, skip connection or branch, which a "
+                        "lifted chain cannot represent; remove the skip connection, or export "
+                        "only the chain part of the network")
+
+    def _chain_uses(self, name: str, after: int) -> int:
+        """How many later nodes (Shape excluded: it only reads the shape) or outputs use it."""
+        nodes = self.graph.node
+        return sum(1 for j in self.consumers.get(name, []) if j >= after and
+                   nodes[j].op_type != "Shape") + (name in self.outputs)
+
+    def _fold(self, n: Any) -> bool:
+        """Evaluate shape arithmetic and constant subgraphs (see ``_onnx_graph``)."""
+        if n.op_type == "Shape" and n.input[0] in self.shapes:
+            a = self.attrs()
+            start, end = a.get("start", 0), a.get("end")
+            vals = [np.array([b, *self.shapes[n.input[0]]], dtype=np.int64)[start:end]
+                    for b in BATCHES]
+            self._store(n.output[0], vals)
+            return True
+        ins = [i for i in n.input if i]
+        if n.op_type not in FOLD_OPS or not ins or any(
+                i not in self.consts and i not in self.shape_vals for i in ins):
+            return False
+        vals = []
+        for k in range(len(BATCHES)):
+            args = [None if not i else self.consts[i] if i in self.consts
+                    else self.shape_vals[i][k] for i in n.input]
+            vals.append(fold(n, args, self.opset))
+            if all(i in self.consts for i in ins):
+                vals.append(vals[0])
+                break
+        self._store(n.output[0], vals)
+        return True
+
+    def _store(self, name: str, vals: list[np.ndarray]) -> None:
+        if vals[0].shape == vals[1].shape and np.array_equal(vals[0], vals[1]):
+            self.consts[name] = vals[0]
+        else:
+            self.shape_vals[name] = (vals[0], vals[1])
+
+    def _activation_region(self, nodes: list[Any], first: int) -> int | None:
+        """Index of the last node of an elementwise region that starts at the chain's tensor
+        and computes a recognised activation (appended to the chain), else None."""
+        produced, region = {self.current}, []
+        for j in range(first, min(first + 16, len(nodes))):
+            n = nodes[j]
+            if n.op_type == "Constant":
+                continue
+            if n.op_type not in ELEMENTWISE or any(
+                    i and i not in produced and not (i in self.consts and
+                                                     np.asarray(self.consts[i]).size == 1)
+                    for i in n.input):
+                return None
+            region.append(n)
+            produced.update(o for o in n.output if o)
+            live = {t for t in produced if t in self.outputs or
+                    any(k > j for k in self.consumers.get(t, []))}
+            if len(live) == 1 and self.current not in live:
+                out = live.pop()
+                module = match_activation(region, self.current, out, self.consts)
+                if module is None:
+                    return None
+                self.add(module)
+                self.current = out
+                self.shapes[out] = self.shape
+                return j
+        return None
+
+    def _translate(self, op: str) -> None:
+        from lbi_engine.activations import activation_from_onnx
+        from lbi_engine.models.layer_lifting import LiftedActivation
+
+        a = self.attrs()
+        if op in _ACT_OPS:
+            if op == "Clip":
+                lo, hi = (self.const(1, False), self.const(2, False)) if self.opset >= 11 \
+                    else (a.get("min"), a.get("max"))
+                a = {"min": None if lo is None else float(lo), "max": None if hi is None
+                     else float(hi)}
+            if op == "PRelu":
+                slope = self.const(1)
+                if slope.size != 1:
+                    self.refuse("a per-channel PRelu slope is not one proximal activation; use "
+                                "LeakyRelu")
+                a = {"slope": float(slope.reshape(()))}
+            try:
+                act = activation_from_onnx(op, a, opset=self.opset, input_rank=len(self.shape) + 1)
+            except UnsupportedLayerError as exc:
+                raise UnsupportedLayerError(f"{self.label()}: {exc}") from exc
+            return self.add(LiftedActivation(act))
+        handler = getattr(self, f"_op_{op}", None)
+        if handler is None:
+            why = _ALTERNATIVES.get(op, f"op type {op} is not supported by lbi's ONNX importer "
+                                        f"(supported: {_SUPPORTED})")
+            self.refuse(why)
+        handler(a)
+
+
+def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
+                    ) -> tuple[nn.Sequential, tuple[int, ...]]:
+    """The nn.Sequential lbi builds from an ONNX file, and the sample shape it takes."""
+    import onnx
+
+    p = check_model_file(path, "ONNX")
+    from lbi_engine.models.footprint import check_onnx_external_data
+
+    check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
+    try:
+        model = onnx.load(str(p))  # external weights, if any, next to the file
+    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
+        raise ModelFileError(f"ONNX file {str(p)!r} could not be parsed ({type(exc).__name__}: "
+                             f"{exc}); it is truncated or corrupt, or not an ONNX model. Export "
+                             "it again (torch.onnx.export).") from exc
+    if not model.graph.node or not model.graph.input:
+        raise ModelFileError(f"{str(p)!r} holds no ONNX graph (no nodes or inputs); it is not an "
+                             "ONNX model, or it is truncated. Export it again.")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001 - ValidationError and C++ errors
+        raise ModelFileError(f"ONNX file {str(p)!r} is not a valid model: "
+                             f"{str(exc).strip().splitlines()[0][:300]}. Export it again.") from exc
+    try:
+        return _Builder(model, p, input_shape).build()
+    except LbiError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - malformed attributes, tensors, external data
+        raise ModelFileError(f"ONNX file {str(p)!r} is inconsistent ({type(exc).__name__}: "
+                             f"{exc}); export it again.") from exc

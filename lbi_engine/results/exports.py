@@ -1,0 +1,443 @@
+"""Writing the results of a run: result.json, reconstruction.npy/.png, curves.csv, decoder.*.
+
+Shared by the CLI (``lbi invert``) and the GUI's export dialog, so both write the same files.
+Every file is written atomically (a crash never leaves half a file), a run's folder is
+replaced as a whole (``export_run`` via ``lbi_engine.results.folder_swap``: never old and new files
+mixed), and nothing existing is replaced unless the caller passes ``overwrite=True``: an
+export is a record of an experiment, and silently losing the previous one is worse than an
+error.
+
+Records may be :class:`~lbi_engine.solvers.base.IterateRecord` objects or their
+``to_numpy()`` dicts (what the GUI keeps), so the functions accept both.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import json
+import math
+import platform
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lbi_engine.io import (
+    OutputExistsError,
+    atomic_save_npy,
+    atomic_write_bytes,
+    atomic_write_text,
+    safe_output_path,
+)
+from lbi_engine.results.folder_swap import recover_folder, staged_folder
+
+RESULT_KIND = "lbi-result"
+RESULT_FORMAT_VERSION = 1
+
+#: The files ``export_run`` may write, in the order it writes them (result.json last, so a
+#: result.json on disk means every other file of the run is complete).
+RUN_FILES = (
+    "reconstruction.npy",
+    "reconstruction.png",
+    "curves.csv",
+    "decoder.npy",
+    "decoder.png",
+    "result.json",
+)
+
+CURVE_COLUMNS_HEAD = ("iteration", "elapsed", "objective")
+CURVE_COLUMNS_TAIL = (
+    "reg",
+    "psnr",
+    "ssim",
+    "discrepancy",
+    "primal_residual",
+    "dual_residual",
+    "stage",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+
+
+def package_versions() -> dict[str, str]:
+    """Versions that decide the numbers of a run (written into result.json).
+
+    torch's version is read from the installed package's metadata when torch is not imported
+    yet, so a caller without torch (the GUI process) writes the same document for free.
+    """
+    import sys
+
+    from lbi_engine import __version__
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch_version = str(torch.__version__)
+    else:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            torch_version = version("torch")
+        except PackageNotFoundError:
+            torch_version = "not installed"
+    return {
+        "lbi": __version__,
+        "torch": torch_version,
+        "numpy": str(np.__version__),
+        "python": platform.python_version(),
+    }
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with numpy/torch scalars made plain and NaN/Inf replaced by None.
+
+    JSON has no NaN or Infinity; Python would write the non-standard tokens, which other
+    readers reject. "Undefined" is null in result.json (e.g. PSNR without a ground truth).
+    """
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return json_safe(value.tolist())
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "value") and isinstance(value.value, str):  # Enum members
+        return value.value
+    return str(value)
+
+
+def write_json(path: str | Path, data: dict[str, Any], overwrite: bool = False) -> Path:
+    """Pretty JSON (strict: no NaN tokens), written atomically."""
+    target = safe_output_path(path, overwrite)
+    text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
+    atomic_write_text(target, text)
+    return target
+
+
+def save_npy(path: str | Path, array: Any, overwrite: bool = False) -> Path:
+    """float32 ``.npy`` without pickles, written atomically."""
+    target = safe_output_path(path, overwrite)
+    atomic_save_npy(target, np.asarray(_to_numpy(array), dtype=np.float32))
+    return target
+
+
+def to_uint8_image(
+    array: Any, vmin: float | None = 0.0, vmax: float | None = 1.0
+) -> np.ndarray:
+    """A display image as uint8: (H, W) grey, or (H, W, 3|4) colour.
+
+    Accepts (H, W), (1, H, W), (3, H, W), (H, W, 3), flat squares and leading dims of 1. Values are
+    clipped to [vmin, vmax] (None: the array's own min/max), NaN shows as black. Other
+    channel counts are tiled side by side, because a PNG has no 8-channel mode.
+    """
+    a = np.asarray(_to_numpy(array), dtype=np.float64)
+    while a.ndim > 3 and a.shape[0] == 1:  # batch dims of one sample
+        a = a[0]
+    if a.ndim == 3:  # the engine's convention is channel-first (C, H, W)
+        if a.shape[0] == 1:
+            a = a[0]
+        elif a.shape[0] in (3, 4):
+            a = np.moveaxis(a, 0, -1)
+        elif a.shape[-1] not in (3, 4):
+            a = np.concatenate(list(a), axis=1)  # C feature maps side by side
+    elif a.ndim == 1:
+        side = math.isqrt(a.size)
+        a = a.reshape(side, side) if side * side == a.size else a[None, :]
+    if a.ndim > 3:
+        raise ValueError(f"cannot show an array of shape {a.shape} as an image")
+    finite = a[np.isfinite(a)]
+    lo = float(finite.min()) if vmin is None and finite.size else (vmin or 0.0)
+    hi = float(finite.max()) if vmax is None and finite.size else (1.0 if vmax is None else vmax)
+    span = hi - lo if hi > lo else 1.0
+    scaled = np.nan_to_num((a - lo) / span, nan=0.0, posinf=1.0, neginf=0.0)
+    return np.round(np.clip(scaled, 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def save_png(
+    path: str | Path,
+    array: Any,
+    overwrite: bool = False,
+    *,
+    vmin: float | None = 0.0,
+    vmax: float | None = 1.0,
+    scale: int = 1,
+) -> Path:
+    """An image array (display range [vmin, vmax]) as PNG, atomically, via Pillow.
+
+    ``scale`` > 1 enlarges by pixel repetition (nearest neighbour), so 28x28 digits stay
+    sharp when viewed; the default keeps one PNG pixel per array entry.
+    """
+    from PIL import Image
+
+    target = safe_output_path(path, overwrite)
+    pixels = to_uint8_image(array, vmin, vmax)
+    if scale > 1:
+        pixels = np.repeat(np.repeat(pixels, scale, axis=0), scale, axis=1)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    atomic_write_bytes(target, buffer.getvalue())
+    return target
+
+
+def _to_numpy(value: Any) -> Any:
+    if value is None:
+        return None
+    if hasattr(value, "detach"):
+        return value.detach().to("cpu").numpy()
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# curves
+
+
+def _field(record: Any, name: str) -> Any:
+    if isinstance(record, dict):
+        return record.get(name)
+    return getattr(record, name, None)
+
+
+def _sample_value(value: Any, sample: int) -> float | None:
+    value = _to_numpy(value)
+    if value is None:
+        return None
+    array = np.asarray(value, dtype=np.float64)
+    number = float(array.reshape(-1)[sample]) if array.ndim else float(array)
+    return number
+
+
+def curve_rows(records: Iterable[Any], sample: int = 0) -> tuple[list[str], list[list[Any]]]:
+    """The header and rows of curves.csv: one row per reported iterate of one sample.
+
+    A solver reports the last iterate twice when the end falls on a report (once as a
+    regular and once as the final record); only the later (final) one is kept.
+    """
+    records = list(records)
+    records = [
+        r for i, r in enumerate(records)
+        if i + 1 == len(records)
+        or (_field(records[i + 1], "iteration"), _field(records[i + 1], "stage"))
+        != (_field(r, "iteration"), _field(r, "stage"))
+    ]
+    layers = 0
+    for record in records:
+        terms = _to_numpy(_field(record, "bregman_terms"))
+        if terms is not None:
+            layers = max(layers, int(np.asarray(terms).shape[-1]))
+    header = [
+        *CURVE_COLUMNS_HEAD,
+        *(f"bregman_{i + 1}" for i in range(layers)),
+        *CURVE_COLUMNS_TAIL,
+    ]
+    rows: list[list[Any]] = []
+    for record in records:
+        terms = _to_numpy(_field(record, "bregman_terms"))
+        bregman: list[float | None] = [None] * layers
+        if terms is not None:
+            terms = np.asarray(terms, dtype=np.float64)
+            per_sample = terms[sample] if terms.ndim == 2 else terms
+            bregman = [float(v) for v in per_sample] + [None] * (layers - per_sample.size)
+        rows.append(
+            [
+                int(_field(record, "iteration")),
+                float(_field(record, "elapsed") or 0.0),
+                _sample_value(_field(record, "objective"), sample),
+                *bregman,
+                _sample_value(_field(record, "reg_term"), sample),
+                _sample_value(_field(record, "psnr"), sample),
+                _sample_value(_field(record, "ssim"), sample),
+                _sample_value(_field(record, "discrepancy"), sample),
+                _sample_value(_field(record, "primal_residual"), sample),
+                _sample_value(_field(record, "dual_residual"), sample),
+                _field(record, "stage") or "",
+            ]
+        )
+    return header, rows
+
+
+def _format_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)  # shortest round-trip representation: no precision is lost
+    return str(value)
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """CSV with empty cells for undefined values and round-trip float formatting."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([_format_cell(v) for v in row])
+    return buffer.getvalue()
+
+
+def write_curves_csv(
+    records: Iterable[Any], path: str | Path, sample: int = 0, overwrite: bool = False
+) -> Path:
+    """curves.csv: iteration, elapsed, objective, bregman_1..L, reg, psnr, ssim,
+    discrepancy, primal_residual, dual_residual, stage (empty cell = undefined)."""
+    target = safe_output_path(path, overwrite)
+    header, rows = curve_rows(records, sample)
+    atomic_write_text(target, csv_text(header, rows))
+    return target
+
+
+# ---------------------------------------------------------------------------------------------
+# a whole run
+
+
+def check_outputs_free(out_dir: str | Path, names: Iterable[str], overwrite: bool) -> None:
+    """Refuse before any work is done when an output would be replaced without permission.
+
+    First repairs what an interrupted folder swap left (``folder_swap.recover_folder``), so
+    that the check sees the previous result even if a crash had moved it aside.
+    """
+    recover_folder(out_dir)
+    for name in names:
+        safe_output_path(Path(out_dir) / name, overwrite)
+
+
+def result_document(
+    prepared: Any, final_record: Any, sample: int = 0, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The content of result.json for one sample of a prepared, finished run."""
+    from lbi_engine.api import final_metrics
+
+    request = prepared.request
+    bundle = prepared.bundle
+    encoder = bundle.encoder
+    metrics = final_metrics(prepared, final_record, sample)
+    extras = _field(final_record, "extras") or {}
+    warning = extras.get("warning") if isinstance(extras, dict) else None
+    network = {
+        "name": getattr(bundle, "name", request.network),
+        "sha256": getattr(bundle, "sha256", None),
+        "input_shape": list(encoder.input_shape),
+        "output_shape": list(encoder.output_shape),
+        "layers": len(encoder.layers),
+        "has_decoder": getattr(bundle, "decoder", None) is not None,
+    }
+    return build_result_document(request.to_dict(), network, metrics,
+                                 [warning] if warning else [], extra)
+
+
+def build_result_document(
+    request: dict[str, Any],
+    network: dict[str, Any],
+    metrics: dict[str, Any],
+    warnings: list[str] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """result.json from plain values (no torch): the CLI (via :func:`result_document`) and
+    the GUI (from what its engine process sent) build the same document here. After alpha
+    "auto" the request records the chosen alpha, so that ``--record`` repeats the run with it
+    frozen."""
+    if metrics.get("alpha_rule", "fixed") != "fixed":
+        request = {**request, "alpha": metrics["alpha"]}
+    document: dict[str, Any] = {
+        "kind": RESULT_KIND,
+        "format_version": RESULT_FORMAT_VERSION,
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "request": request,
+        "network": network,
+        "seed": request.get("seed"),
+        "versions": package_versions(),
+        "metrics": metrics,
+        "warnings": list(warnings or []),
+    }
+    if extra:
+        document.update(extra)
+    return document
+
+
+def export_run(
+    prepared: Any,
+    final_record: Any,
+    records: Sequence[Any] | None,
+    out_dir: str | Path,
+    *,
+    overwrite: bool = False,
+    sample: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Writes every file of a run into ``out_dir`` (created if missing); returns name -> path.
+
+    ``prepared`` is an :class:`lbi_engine.api.PreparedRun`, ``final_record`` the last record
+    (IterateRecord or its ``to_numpy()``), ``records`` the reported iterates for curves.csv
+    (None: no curves). Existing files are refused up front unless ``overwrite``. With
+    ``overwrite`` the previous result is replaced as a whole: files of it that this run does
+    not write (a decoder image, curves.csv) are gone afterwards; other entries of the folder
+    are kept.
+    """
+    problem = prepared.problem
+    x = np.asarray(_to_numpy(_field(final_record, "x")), dtype=np.float32)[sample]
+    reconstruction = np.asarray(prepared.bundle.preprocessing.undo(x), dtype=np.float32)
+    reconstruction = reconstruction.reshape(tuple(problem.input_shape))
+    return write_result_folder(
+        out_dir,
+        reconstruction=reconstruction,
+        display=prepared.to_display(x),
+        records=records,
+        decoder=prepared.decoder_image,
+        document=lambda: result_document(prepared, final_record, sample, extra),
+        overwrite=overwrite,
+        sample=sample,
+    )
+
+
+def write_result_folder(
+    out_dir: str | Path,
+    *,
+    reconstruction: Any,
+    display: Any,
+    records: Sequence[Any] | None,
+    decoder: Any,
+    document: Any,
+    overwrite: bool = False,
+    sample: int = 0,
+) -> dict[str, Path]:
+    """The one writer of a run's folder (CLI and GUI): reconstruction.npy (display-space
+    values in the network's input shape), reconstruction.png, curves.csv, decoder.*,
+    result.json (``document``: a dict, or a callable that builds it). Torch-free."""
+    out = Path(out_dir)
+    has_decoder = decoder is not None
+    names = [
+        n
+        for n in RUN_FILES
+        if (has_decoder or not n.startswith("decoder"))
+        and (records is not None or n != "curves.csv")
+    ]
+    if out.exists() and not out.is_dir():
+        raise OutputExistsError(f"{out} is a file, not a folder; give a folder for the results")
+    check_outputs_free(out, names, overwrite)
+    # Everything is written into a fresh sibling folder that then replaces ``out`` in one
+    # step (lbi_engine.results.folder_swap): an export that dies halfway leaves the previous result
+    # complete, and a finished one leaves no file of the previous result behind.
+    from lbi_engine.results.folder_lock import output_folder_lock
+
+    with output_folder_lock(out), \
+            staged_folder(out, keep=lambda name: name not in RUN_FILES, last="result.json") as new:
+        written = {"reconstruction.npy": save_npy(new / "reconstruction.npy", reconstruction)}
+        written["reconstruction.png"] = save_png(new / "reconstruction.png", display)
+        if records is not None:
+            written["curves.csv"] = write_curves_csv(records, new / "curves.csv", sample)
+        if has_decoder:
+            written["decoder.npy"] = save_npy(new / "decoder.npy", decoder)
+            written["decoder.png"] = save_png(new / "decoder.png", decoder)
+        doc = dict(document() if callable(document) else document)
+        doc["files"] = sorted([*written, "result.json"])
+        written["result.json"] = write_json(new / "result.json", doc)
+    return {name: out / name for name in written}

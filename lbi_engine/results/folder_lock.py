@@ -1,0 +1,149 @@
+"""One writer per output folder, and an output folder that is checked before the work starts.
+
+Why a lock: two runs writing to the same ``--out`` would each swap in their own result, and
+both exit 0 while only one result (or a mix) survives. The lock is an advisory ``flock`` on a
+sibling file ``.NAME.lbi-lock`` (not inside the folder, because the folder itself is renamed
+when a result is swapped in); it holds the holder's pid, host, command and start time, so a
+second run can say who has it. The kernel drops the lock when its holder dies, so a killed
+run never leaves the folder locked; the lock file of a finished run is removed.
+
+Why a check up front: an unwritable folder (or a path such as ``sub/inner/..``) used to be
+found only after a long solve. :func:`prepare_output_folder` normalises the path and proves
+that it can be written by creating (and removing) a probe file, before anything is computed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from lbi_engine.errors import LbiError
+
+__all__ = ["FolderLockedError", "OutputFolderError", "lock_path", "output_folder_lock",
+           "prepare_output_folder"]
+
+LOCK_SUFFIX = ".lbi-lock"
+_HELD: dict[str, int] = {}  # lock path -> depth, for re-entrant use within one process
+_HELD_GUARD = threading.Lock()
+
+
+class FolderLockedError(LbiError):
+    """Another lbi process is writing to the same output folder."""
+
+
+class OutputFolderError(LbiError):
+    """The output folder cannot be created or written."""
+
+
+def prepare_output_folder(out: str | os.PathLike[str], flag: str = "--out") -> Path:
+    """The absolute, normalised folder path, after proving it can be written.
+
+    ``sub/inner/..`` becomes ``sub``; a file where the folder should be, a read-only place or
+    a missing permission raises OutputFolderError naming the path and the fix. Nothing is
+    created except missing parent folders' probe (removed again).
+    """
+    raw = os.fspath(out)
+    if not raw.strip():
+        raise OutputFolderError(f"{flag} is empty; give a folder for the results")
+    target = Path(os.path.realpath(os.path.expanduser(raw)))
+    if target.exists() and not target.is_dir():
+        raise OutputFolderError(f"{flag} {raw}: {target} is a file, not a folder; give a folder "
+                                "for the results")
+    probe_dir = target
+    while not probe_dir.exists():  # nearest existing ancestor: where folders will be created
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir():
+        raise OutputFolderError(f"{flag} {raw}: {probe_dir} is a file, so the folder {target} "
+                                "cannot be created; choose another path")
+    try:
+        with tempfile.TemporaryFile(dir=probe_dir, prefix=".lbi-probe-"):
+            pass
+    except OSError as exc:
+        raise OutputFolderError(f"{flag} {raw}: cannot write in {probe_dir} "
+                                f"({exc.strerror or exc}); choose a folder you can write to or "
+                                "fix its permissions") from exc
+    return target
+
+
+def lock_path(target: Path) -> Path:
+    return target.parent / f".{target.name}{LOCK_SUFFIX}"
+
+
+def _describe(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info["started"])))
+        return (f"lbi process {int(info['pid'])} on {info['host']} (started {started}: "
+                f"{info['command']})")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another lbi process"
+
+
+@contextlib.contextmanager
+def output_folder_lock(target: str | os.PathLike[str], flag: str = "--out") -> Iterator[Path]:
+    """Hold the lock of output folder ``target`` for the block; FolderLockedError at once if
+    another process holds it. Re-entrant within one process (the CLI locks for the whole run,
+    the export inside it locks again)."""
+    t = Path(os.path.realpath(os.fspath(target)))
+    path = lock_path(t)
+    key = str(path)
+    with _HELD_GUARD:
+        if key in _HELD:
+            _HELD[key] += 1
+            reentrant = True
+        else:
+            reentrant = False
+    if reentrant:
+        try:
+            yield t
+        finally:
+            with _HELD_GUARD:
+                _HELD[key] -= 1
+        return
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; the folder swap still keeps results whole
+        yield t
+        return
+    t.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise FolderLockedError(
+                f"{flag} {target}: the folder is being written by {_describe(path)}; wait "
+                f"until it finishes or choose another folder (if no lbi runs, remove {path})"
+            ) from None
+        # the file may have been removed by its previous holder between open and flock
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                "command": " ".join(os.path.basename(a) if i == 0 else a
+                                    for i, a in enumerate(sys.argv))[:300]}
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(info).encode())
+        with _HELD_GUARD:
+            _HELD[key] = 1
+        yield t
+    finally:
+        with _HELD_GUARD:
+            _HELD.pop(key, None)
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # while still holding it: a waiting run then locks a fresh file
+        os.close(fd)
