@@ -19,13 +19,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Cycles in rooms that another change of issue #15 is still reworking (solvers' one-loop
-# driver, the Dask sweep). A cycle may shrink or vanish; any other cycle fails the test.
-KNOWN_CYCLES = [
-    {"lbi_engine.solvers", "lbi_engine.solvers._stage_alpha", "lbi_engine.solvers.layerwise"},
-    {"lbi_engine.experiments._dask_plugin", "lbi_engine.experiments.sweep",
-     "lbi_engine.experiments.sweep_dask"},
-]
 
 
 def _module_files(packages: list[str]) -> dict[str, Path]:
@@ -117,9 +110,8 @@ def test_cycle_finder_finds_a_cycle_through_a_function_level_import(tmp_path):
 def test_no_import_cycles_in_engine_or_gui():
     edges = import_graph(["lbi_engine", "lbi_gui"])
     assert "lbi_engine.models.network" in edges  # the scan sees the package layout
-    unexpected = [sorted(c) for c in cycles(edges)
-                  if not any(c <= known for known in KNOWN_CYCLES)]
-    assert unexpected == [], f"import cycles (incl. imports inside functions): {unexpected}"
+    found = [sorted(c) for c in cycles(edges)]
+    assert found == [], f"import cycles (incl. imports inside functions): {found}"
 
 
 def test_import_linter_contracts_hold(capsys):

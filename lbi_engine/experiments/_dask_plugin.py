@@ -24,12 +24,12 @@ class PayloadPlugin(WorkerPlugin):
         self.blob = blob
 
     def setup(self, worker: Any) -> None:
-        from lbi_engine.experiments.sweep_dask import stage
+        from lbi_engine.experiments._dask_staging import stage
 
         stage(self.token, self.blob)
         self.blob = b""  # the worker keeps the unpacked payload, not a second copy
 
     def teardown(self, worker: Any) -> None:
-        from lbi_engine.experiments.sweep_dask import unstage
+        from lbi_engine.experiments._dask_staging import unstage
 
         unstage(self.token)

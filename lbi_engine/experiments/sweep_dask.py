@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -42,6 +41,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lbi_engine.errors import InputError
+from lbi_engine.experiments._dask_staging import (  # noqa: F401  (LOADS: read by the tests)
+    _LOCK,
+    _PAYLOADS,
+    _PREPARED,
+    LOADS,
+    SweepPayload,
+    stage,
+    unstage,
+)
 from lbi_engine.experiments.cell_memory import estimate_cell_bytes, memory_refusal
 
 INSTALL_HINT = "pip install 'lbi[cluster]'"
@@ -101,30 +109,6 @@ def check_local_cores(options: ClusterOptions, cores: int | None = None) -> None
 # ---------------------------------------------------------------------------------------------
 # what travels to the workers, and what runs there
 
-#: Per worker process: how often each payload (by token) was unpickled there — the tests
-#: check that it is once per worker, not once per cell.
-LOADS: dict[str, int] = {}
-_PAYLOADS: dict[str, SweepPayload] = {}  # token -> the payload staged by the plugin
-_PREPARED: dict[str, dict[float, Any]] = {}  # token -> the last noise draw
-_LOCK = threading.Lock()  # a worker with several threads runs cells concurrently
-
-
-@dataclass
-class SweepPayload:
-    """Everything a worker needs for any cell of one sweep (sent once per worker)."""
-
-    spec: Any  # SweepSpec
-    bundle: Any  # ModelBundle without its original module
-    truths: Any  # (B, ...) ground truths
-    token: str
-    cell_bytes: int  # the estimate of one cell's memory (checked again on the worker)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        with _LOCK:
-            LOADS[self.token] = LOADS.get(self.token, 0) + 1
-
-
 @dataclass
 class CellOutcome:
     cell: Cell
@@ -132,20 +116,6 @@ class CellOutcome:
     worker: str
     seconds: float
     refusal: str | None = None  # a one-line reason when the worker refused the cell
-
-
-def stage(token: str, blob: bytes) -> None:
-    """On a worker (plugin setup): unpacks the bytes this sweep's client pickled."""
-    payload = pickle.loads(blob)  # noqa: S301 - made by this sweep's client, not a file
-    with _LOCK:
-        _PAYLOADS[token] = payload
-
-
-def unstage(token: str) -> None:
-    """On a worker (plugin teardown, at the end of the sweep): frees the payload."""
-    with _LOCK:
-        _PAYLOADS.pop(token, None)
-        _PREPARED.pop(token, None)
 
 
 def solve_task(token: str, cell: Cell) -> CellOutcome:
@@ -161,7 +131,7 @@ def solve_on_worker(payload: SweepPayload, cell: Cell) -> CellOutcome:
     import torch
 
     from lbi_engine.errors import LbiError
-    from lbi_engine.experiments.sweep import solve_cell
+    from lbi_engine.experiments.cells import solve_cell
     from lbi_engine.limits import memory_limit
 
     started = time.perf_counter()

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 from lbi_engine.errors import InputError
 from lbi_engine.solvers.backprop import run_backprop
-from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule, final
 from lbi_engine.solvers.joint import run_joint
 from lbi_engine.solvers.landweber import run_landweber
 from lbi_engine.solvers.layerwise import run_layerwise
@@ -108,15 +108,6 @@ def warm_start(record: IterateRecord | dict, problem: object) -> dict:
         if extras.get(key) is not None:
             init[key] = tensor(extras[key])
     return init
-
-
-def final(records: Iterator[IterateRecord]) -> IterateRecord:
-    """Consumes a run and returns its final record."""
-    last = None
-    for record in records:
-        last = record
-    assert last is not None and last.final
-    return last
 
 
 __all__ = [

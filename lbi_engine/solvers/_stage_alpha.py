@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from lbi_engine.solvers.base import CancelToken, StopReason, StopRule
+from lbi_engine.solvers.base import CancelToken, StopReason, StopRule, final
 
 START, FACTOR, LOWEST, HIGHEST = 0.1, 3.0, 1e-6, 1e4
 SEARCH_ITER = 120
@@ -58,7 +58,6 @@ def sub_problem(problem: object, data: Tensor, alpha: float) -> object:
 def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, options: object,
                  x0: Tensor, tol: float, cancel: CancelToken | None, budget: int,
                  time_budget: float | None = None) -> AlphaSearch:
-    from lbi_engine.solvers import final
     from lbi_engine.solvers.pdhg import run_pdhg
 
     state = {"x": x0, "dual": None}

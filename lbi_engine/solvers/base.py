@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -205,3 +206,12 @@ def all_finite(*tensors: Tensor) -> Tensor:
         flags = f if flags is None else flags & f
     assert flags is not None
     return flags
+
+
+def final(records: Iterator[IterateRecord]) -> IterateRecord:
+    """Consumes a run and returns its final record."""
+    last = None
+    for record in records:
+        last = record
+    assert last is not None and last.final
+    return last
