@@ -27,7 +27,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                    help="the input shape without batch, only when the file does not record it "
                         "(TorchScript, ONNX)")
-    p.add_argument("--allow-code", action="store_true",
+    p.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
                    help="allow loading a model file by running code stored in it (TorchScript, "
                         "a pickled module); only for files you trust")
     p.add_argument("--samples", metavar="PATH", help=".npy array (N, *input_shape) or a folder "
