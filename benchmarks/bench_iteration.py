@@ -131,7 +131,7 @@ def run(quick: bool = False) -> Section:
         # since "auto" may run the accelerated method (section 3), a different iteration.
         cv = {"steps": "balanced"}
         cases: list[tuple[str, Callable[[], Case], int, bool, dict | None, bool, str | None]] = [
-            ("circle, 1 image", lambda: circle(1), chunk_1, True, cv, True, "1"),
+            ("circle, 1 image", lambda: circle(1), chunk_1, True, cv, True, "0"),
             ("circle, batch of 64", lambda: circle(64), chunk_b, True, cv, True, "0"),
             ("circle, 1 image, Anderson(5)", lambda: circle(1), chunk_1, False,
              {**cv, "anderson": 5}, False, None),
@@ -145,8 +145,8 @@ def run(quick: bool = False) -> Section:
             m = per_iteration(case, rounds, chunk, options, baseline, other_tv)
             section.add(_figure(name, m, target))
             if other_tv is not None:
-                label = {"0": "torch TV path (before)", "1": "fused TV kernels "
-                         "(LBI_FUSED_TV=1; default here: torch path)"}[other_tv]
+                label = {"0": "torch TV path (LBI_FUSED_TV=0, before)",
+                         "1": "fused TV kernels (LBI_FUSED_TV=1)"}[other_tv]
                 section.add(Figure(f"{name}: {label}", m["other"] * 1e3, "ms",
                                    m["floor"] * 1e3, "floor (ms)", m["other_ratio"],
                                    note=f"same run, same load; fastest rounds: "
@@ -168,8 +168,8 @@ def run(quick: bool = False) -> Section:
         "median ratio of the 1-image circle varied between 1.15 and 1.35 over four full runs "
         "on the same code (the small-op overhead suffers more from other tenants than the "
         "bandwidth-bound floor). One thread unless stated. The regulariser's part of the "
-        "step runs as one fused numba pass (solvers/_tv_kernels.py) from 32 images of "
-        "64x64 on (so for the batch of 64 by default) and as torch calls below that; the "
+        "step runs as one fused numba pass (solvers/_tv_kernels.py) from one 64x64 image "
+        "on (so for both circle rows by default) and as torch calls below that; the "
         "rows naming the other path time it in the same rounds. The circle rows run "
         "Condat–Vũ (steps='balanced'), the iteration the target is about."
     )

@@ -130,13 +130,17 @@ def dense_matrix(affine: object) -> tuple[Tensor, Tensor | None] | None:
 
 # -- the fused numba path for the regulariser's part of a Condat–Vũ step -----------------------
 FUSED_TV_ENV = "LBI_FUSED_TV"
-#: "auto" uses the fused kernels from this many pixels per step (batch x image size) on. The
-#: kernels save per iteration (64x64 images, one thread, measured): 1 image 50 us, 16 images
-#: 0.25 ms, 32: 0.6 ms, 64: 1.1 ms, against a once-per-process start-up of ~0.6 s (importing
-#: numba, loading the cached kernels; the first compile ever, ~6-11 s per dtype, is once per
-#: installation). From 32 images a run of ~1000 iterations repays it; below, a typical run
-#: would be slower in wall time. ``LBI_FUSED_TV=1`` uses them at every size.
-FUSED_TV_MIN_PIXELS = 32 * 64 * 64
+#: "auto" uses the fused kernels from this many pixels per step (batch x image size) on: one
+#: 64x64 image. Measured in one run (benchmarks/RESULTS.md, pdhg-iteration section, from
+#: benchmarks/pdhg_paths.py; circle, steps="balanced", one thread): the 1-image step costs
+#: 1.15-1.17x the floor fused against 1.43-1.49x on the torch path (50-200 us saved per
+#: iteration, depending on load), the batch of 64 1.05-1.08x against 1.18-1.26x. The price is
+#: a once-per-process start-up of ~0.7-0.9 s (importing numba, loading the cached kernels; the
+#: first compile ever, ~6-11 s per dtype, is once per installation), repaid after ~4k-16k
+#: iterations of one image (at once in the GUI or a sweep, which pay it once per process).
+#: Smaller images stay on the torch path, where the start-up would dominate.
+#: ``LBI_FUSED_TV=1`` uses the kernels at every size, ``LBI_FUSED_TV=0`` never.
+FUSED_TV_MIN_PIXELS = 64 * 64
 
 
 def fused_tv_mode() -> str:
