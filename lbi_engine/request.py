@@ -94,8 +94,13 @@ class InversionRequest:
     def allow_code(self, value: bool) -> None:
         self.allow_pickle = bool(value)
 
-    def validate(self) -> InversionRequest:
-        """Raises InputError naming the first bad parameter; returns self."""
+    def validate(self, *, check_device: bool = True) -> InversionRequest:
+        """Raises InputError naming the first bad parameter; returns self.
+
+        ``check_device=False`` skips asking torch whether a requested GPU exists: the GUI
+        checks a session's values with this (its process never imports torch); the engine
+        checks the device when it runs the request.
+        """
         if self.method not in METHOD_NAMES:
             raise InputError(f"method={self.method!r}: choose one of {', '.join(METHOD_NAMES)}.")
         if self.alpha == "auto":
@@ -122,7 +127,7 @@ class InversionRequest:
             raise InputError(f"dtype={self.dtype!r}: use float32 or float64.")
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise InputError(f"device={self.device!r}: use 'auto', 'cpu' or 'cuda'.")
-        if self.device.startswith("cuda") and not _cuda_available():
+        if check_device and self.device.startswith("cuda") and not _cuda_available():
             raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
         if self.max_iter < 1 or self.max_iter > 10_000_000:
             raise InputError(f"max_iter={self.max_iter}: must be between 1 and 10,000,000.")
@@ -134,12 +139,23 @@ class InversionRequest:
             raise InputError(f"report_every={self.report_every}: must be at least 1.")
         if self.threads is not None and not 1 <= self.threads <= 256:
             raise InputError(f"threads={self.threads}: must be between 1 and 256.")
+        self._validate_shapes()
         sources = [s for s in (self.image, self.truth, self.data) if s]
         if len(sources) > 1:
             raise InputError("give at most one of image, truth and data.")
         self.solver_options()
         self.stop_rule()  # tol, tol_mode, time_budget
         return self
+
+    def _validate_shapes(self) -> None:
+        if self.input_shape is not None and not (
+                len(self.input_shape) > 0 and all(int(s) > 0 for s in self.input_shape)):
+            raise InputError(f"input_shape={list(self.input_shape)}: give positive sizes such "
+                             "as [1, 28, 28].")
+        if self.layer_alphas is not None and not all(
+                math.isfinite(float(a)) and float(a) >= 0 for a in self.layer_alphas):
+            raise InputError(f"layer_alphas={self.layer_alphas}: every entry must be a finite "
+                             "number >= 0.")
 
     def _validate_auto_alpha(self) -> None:
         if self.alpha_rule not in ("auto", *ALPHA_RULES):
