@@ -251,17 +251,19 @@ def _resolve_path(value: str | None, record_dir: Path | None) -> str | None:
 
 def build_request(args: argparse.Namespace) -> Any:
     """The InversionRequest of the command line: record (if any) <- flags."""
+    # usage errors first: they need no engine import (several seconds on a cold start)
+    if not args.record:
+        if not args.network:
+            raise c.UsageError("--network is required (or give --record FILE)", "lbi invert")
+        if args.sample is None and not any(getattr(args, s) for s in _SOURCES):
+            raise c.UsageError("give one data source: --sample, --image, --truth or --data "
+                               "(or --record FILE)", "lbi invert")
     from lbi_engine.api import InversionRequest
 
     record_dir = None
     if args.record:
         data, record_dir = load_record(args.record)
     else:
-        if not args.network:
-            raise c.UsageError("--network is required (or give --record FILE)", "lbi invert")
-        if args.sample is None and not any(getattr(args, s) for s in _SOURCES):
-            raise c.UsageError("give one data source: --sample, --image, --truth or --data "
-                               "(or --record FILE)", "lbi invert")
         data = InversionRequest().to_dict()
     for flag, name in _FIELDS.items():
         value = getattr(args, flag)

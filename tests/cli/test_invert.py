@@ -200,3 +200,18 @@ def test_bad_input_exits_2_with_one_line(args: list[str], needle: str, tmp_path:
     assert err.count("\n") == 1 and err.startswith("lbi"), err
     assert needle in err
     assert not (tmp_path / "out" / "result.json").exists()
+
+
+def test_usage_errors_come_before_the_engine_is_imported() -> None:
+    """A missing data source is a usage error at once: torch (seconds on a cold start) is not
+    imported for it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom lbi_engine.cli import main\n"
+            "rc = main(['invert', '--network', 'circle-perceptron', '--out', 'never'])\n"
+            "print(rc, 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
+    assert "give one data source" in out.stderr
