@@ -280,6 +280,8 @@ def build_request(args: argparse.Namespace) -> Any:
             data[name] = getattr(args, name)
         if args.sample is not None:
             data["index"] = args.sample
+            if args.dataset is None:
+                _fit_dataset(data, args.split is None)
     for name in ("network", *_SOURCES):
         data[name] = _resolve_path(data.get(name), record_dir)
     if data.get("feature_prior"):  # a BASE name: resolved through its card
@@ -288,6 +290,22 @@ def build_request(args: argparse.Namespace) -> Any:
         card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
         data["feature_prior"] = card
     return InversionRequest.from_dict(data)
+
+
+def _fit_dataset(data: dict[str, Any], choose_split: bool) -> None:
+    """--sample without --dataset: the bundled dataset whose images the zoo network takes
+    (the circle perceptron takes 64x64 cartoons, not 28x28 digits), said on stderr."""
+    from lbi_engine.models import zoo_data
+
+    dataset = zoo_data.dataset_for(zoo_data.zoo_input_shape(str(data["network"])),
+                                   str(data["dataset"]))
+    if dataset is None or dataset == data["dataset"]:
+        return
+    data["dataset"] = dataset
+    if choose_split:
+        data["split"] = zoo_data.FIRST_SPLIT.get(dataset, data["split"])
+    c.warn(f"{data['network']} takes {dataset} images: using --dataset {dataset} "
+           f"--split {data['split']}")
 
 
 # ---------------------------------------------------------------------------------------------

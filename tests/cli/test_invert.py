@@ -215,3 +215,20 @@ def test_usage_errors_come_before_the_engine_is_imported() -> None:
                          timeout=120)
     assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
     assert "give one data source" in out.stderr
+
+
+def test_sample_without_dataset_takes_the_dataset_the_network_fits(cli, tmp_path) -> None:
+    """`--network circle-perceptron --sample 0` used to fail on MNIST's 28x28 shape: the
+    64x64 cartoon set is chosen (and said), an explicit --dataset is kept as given."""
+    import json
+
+    code, _, err = cli("invert", "--network", "circle-perceptron", "--sample", "0",
+                       "--max-iter", "3", "--alpha", "0.01", "--out", tmp_path / "a", "--quiet")
+    assert code == 0, err
+    assert "using --dataset cartoon --split disc" in err
+    request = json.loads((tmp_path / "a" / "result.json").read_text())["request"]
+    assert (request["dataset"], request["split"], request["index"]) == ("cartoon", "disc", 0)
+    code, _, err = cli("invert", "--network", "circle-perceptron", "--sample", "0",
+                       "--dataset", "mnist", "--max-iter", "3", "--alpha", "0.01",
+                       "--out", tmp_path / "b", "--quiet")
+    assert code == 2 and "expects (1, 64, 64)" in err, err
