@@ -16,6 +16,8 @@ _PROBE = """
 import sys
 from lbi_engine.errors import InputError
 from lbi_engine.request import InversionRequest
+import lbi_engine
+assert lbi_engine.InversionRequest is InversionRequest  # the package's lazy name, torch-free too
 req = InversionRequest(method="joint", alpha=0.01, tol_mode="relative").validate()
 back = InversionRequest.from_dict(req.to_dict())
 assert back == req, (back, req)
