@@ -6,8 +6,8 @@ problem and runs it) so that readers of records need not read the runner.
 
 Importable without torch (tests/engine/test_request_without_torch.py): the GUI builds and
 checks its requests with this class before the engine has loaded, and the CLI parses records
-without it. torch is imported only where a device must be looked at (``device="cuda"``/"auto")
-or a torch dtype is asked for (``DTYPES``).
+without it. torch is imported only where a device must be looked at (``validate`` for
+``device="cuda"``, ``resolved_device`` for "auto") or a torch dtype is asked for (``DTYPES``).
 """
 
 from __future__ import annotations
