@@ -74,8 +74,9 @@ class Landweber(Method):
             monitor.finish(norms <= self.threshold, StopReason.DISCREPANCY)
 
     def step(self, monitor: RunMonitor) -> Changes:
-        x = self.x
-        x_new = x - self.tau * self._grad
+        x, grad = self.x, self._grad
+        assert grad is not None  # check() ran before this step
+        x_new = x - self.tau * grad
         (x_new,) = monitor.guard_finite([x_new], [x])
         x_new = monitor.freeze(x_new, x)
         dx = relative_change(x_new, x, monitor.stop.tol_mode)
