@@ -17,9 +17,9 @@ from torch import Tensor
 from lbi_engine.solvers import _joint_accel as _accel
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
-from lbi_engine.solvers.driver import Changes, Method, drive
+from lbi_engine.solvers.driver import Changes, drive
 from lbi_engine.solvers.options import SolverOptions
-from lbi_engine.solvers.pdhg import PAPER_PRIMAL, PrimalDualBlock
+from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
 
 # Any tau_l < 2/||W_{l+1}||^2 makes the x_l step non-increasing (descent lemma, MATH.md §5.3).
 AUX_SAFE = 1.9
@@ -82,9 +82,10 @@ def run_joint(
     yield from drive(method, monitor)
 
 
-class CoordinateDescent(Method):
+class CoordinateDescent(BlockMethod):
     """The paper's sweeps: ``n_inner`` PDHG steps on x_0 against x_1 (the block's in-place
-    step), then one proximal-gradient step on each x_l in Gauss–Seidel order."""
+    step), then one proximal-gradient step on each x_l in Gauss–Seidel order. Records and
+    state as BlockMethod's: x_0 from the block, the dual in extras, the aux variables."""
 
     def __init__(self, problem: object, options: SolverOptions, x0: Tensor, aux: list[Tensor],
                  dual: Tensor | None) -> None:
@@ -92,24 +93,16 @@ class CoordinateDescent(Method):
         self.layers = layers = problem.network.layers
         self.depth = depth = len(layers)
         self.n_inner = options.n_inner
-        self.block = PrimalDualBlock(layers[0], problem, options, x0, dual,
-                                     fixed_data=depth == 1)
+        block = PrimalDualBlock(layers[0], problem, options, x0, dual, fixed_data=depth == 1)
+        super().__init__(block, problem.y_delta, aux)
         factor = PAPER_PRIMAL if options.steps == "paper" else AUX_SAFE
         self.taus = [
             options.step_scale * factor / max(float(layers[i + 1].affine.norm()) ** 2, 1e-30)
             for i in range(depth - 1)
         ]
-        self.aux = aux
         # pre[i] = W_i x_{i-1} + b_i at the current x_{i-1}, or None: each sweep then needs
         # one forward and one adjoint per layer (the floor), not two forwards
         self.pre: list[Tensor | None] = [None] * depth
-
-    def state(self) -> tuple[Tensor, list[Tensor]]:
-        return self.block.x, self.aux
-
-    def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
-        monitor.extras["dual"] = self.block.z
-        return monitor.record(self.block.x, self.aux, final=final)
 
     def step(self, monitor: RunMonitor) -> Changes:
         block, layers, depth, pre, aux = self.block, self.layers, self.depth, self.pre, self.aux
