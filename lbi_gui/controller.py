@@ -4,7 +4,8 @@ Why a separate object: the window should only say "run this request", "pause", "
 job ids, the 30 Hz redraw throttle, run queues ("run all methods") and a clean shutdown live
 here. Where the solver runs is a backend's business (:func:`make_backend`): a child process
 (:mod:`lbi_gui.engine.process`, the default: the window's painting cannot slow it) or a thread
-of this process (:mod:`lbi_gui.engine.worker`). Both offer the same signals and methods; their
+of this process (:mod:`lbi_gui.engine.worker`). Both implement
+:class:`~lbi_gui.engine.backend.EngineBackend`, the only face of a backend used here; their
 signals are connected to slots of this GUI-thread QObject (never lambdas), so queued
 deliveries are never lost when a thread quits.
 """
@@ -16,7 +17,8 @@ from typing import Any
 from PySide6 import QtCore
 
 from lbi_gui import engine as engine_bridge
-from lbi_gui.engine.run_driver import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
+from lbi_gui.engine.backend import EngineBackend
+from lbi_gui.engine.messages import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
 from lbi_gui.params import HOT_KEYS, PROBLEM_KEYS
 from lbi_gui.runs import CurveStore, RunResult
 
@@ -24,7 +26,8 @@ from lbi_gui.runs import CurveStore, RunResult
 REDRAW_MS = 33
 
 
-def make_backend(name: str | None = None, parent: QtCore.QObject | None = None) -> Any:
+def make_backend(name: str | None = None,
+                 parent: QtCore.QObject | None = None) -> EngineBackend:
     """The solver backend ``name`` ("process" | "thread"; None: the setting).
 
     An engine replaced in this process (tests' fake :data:`lbi_gui.engine.ENGINE_FACTORY`)
@@ -59,7 +62,7 @@ class RunController(QtCore.QObject):
 
     def __init__(self, parent: QtCore.QObject | None = None, backend: str | None = None) -> None:
         super().__init__(parent)
-        self.backend = make_backend(backend, self)
+        self.backend: EngineBackend = make_backend(backend, self)
         self.worker = self.backend  # the name older code and tests use
         self.backend.booted.connect(self._on_booted)
         self.backend.prepared.connect(self._on_prepared)
