@@ -54,10 +54,12 @@ class _Sender:
         except OSError:
             return
         except Exception as exc:  # noqa: BLE001 - an unpicklable payload must not end the job
-            if not isinstance(msg, (m.Prepared, m.ProgressReport, m.RunDone)):
+            if not isinstance(msg, m.EVENTS) or isinstance(msg, m.Failed):
                 traceback.print_exc(file=sys.stderr)
                 return
-            if isinstance(msg, m.Prepared):
+            if isinstance(msg, m.Booted):
+                job, kind = 0, "boot"  # the window must not wait for a boot forever
+            elif isinstance(msg, m.Prepared):
                 job, kind = msg.job_id, "prepare" if msg.job_id != -1 else "run"
             else:
                 prog = msg.progress if isinstance(msg, m.ProgressReport) else msg.outcome

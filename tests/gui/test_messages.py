@@ -202,3 +202,12 @@ def test_an_unpicklable_payload_becomes_a_failure_of_the_same_job() -> None:
     sent = conn.sent.get_nowait()
     assert isinstance(sent, m.Failed) and sent.job_id == 5 and sent.ch == 3
     assert sent.error.kind == "prepare" and "pickle" in sent.error.message
+
+
+def test_an_unpicklable_boot_answer_fails_the_boot() -> None:
+    from lbi_gui.engine import child
+
+    conn = _Conn()
+    child._Sender(conn)(m.Booted({"zoo": [threading.Lock()]}, ch=4))
+    sent = conn.sent.get_nowait()
+    assert isinstance(sent, m.Failed) and sent.error.kind == "boot" and sent.ch == 4
