@@ -274,7 +274,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
 
     @_request.setter
     def _request(self, request: dict[str, Any]) -> None:
-        self.model.selection.set(request)
+        self.model.selection.replace(request)
 
     @property
     def session_path(self) -> str | None:

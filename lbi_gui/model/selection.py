@@ -33,11 +33,11 @@ class Selection:
 
     @property
     def request(self) -> dict[str, Any]:
-        """The current request itself (callers may read it; change it with :meth:`set` or
+        """The current request itself (callers may read it; change it with :meth:`replace` or
         :meth:`update`, which tell the observers)."""
         return self._request
 
-    def set(self, request: Mapping[str, Any]) -> set[str]:
+    def replace(self, request: Mapping[str, Any]) -> set[str]:
         """Replace the request; returns (and announces) the keys whose value changed."""
         old, new = self._request, dict(request)
         keys = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
@@ -47,7 +47,7 @@ class Selection:
         return keys
 
     def update(self, changes: Mapping[str, Any]) -> set[str]:
-        return self.set({**self._request, **changes})
+        return self.replace({**self._request, **changes})
 
     # ---- named parts ---------------------------------------------------------------------
     @property

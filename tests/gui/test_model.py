@@ -183,7 +183,7 @@ def test_selection_reports_exactly_the_changed_keys() -> None:
     old, new, keys = rec.log[-1][1]
     assert old["method"] == "joint" and new["method"] == "one-layer"
     assert keys == {"method", "noise_std"}
-    assert sel.set({"network": "cnn"}) >= {"network", "method", "dataset"}  # dropped keys count
+    assert sel.replace({"network": "cnn"}) >= {"network", "method", "dataset"}  # dropped keys count
     assert len(rec.log) == 2
 
 
@@ -237,3 +237,51 @@ def test_session_state_without_curves_stores_none() -> None:
     model = AppModel(default_request())
     state = model.session_state(curves=CurveStore(), request={"alpha": 2.0})
     assert state.curves is None and state.request == {"alpha": 2.0} and state.runs == []
+
+
+# ---- run control -------------------------------------------------------------------------------
+def test_classify_change_follows_the_run_rules() -> None:
+    from lbi_gui.model.run_control import classify_change
+
+    base = default_request(alpha=0.01, method="joint", max_iter=100)
+    assert classify_change(base, dict(base), running=True) == "none"
+    # a new network while running: stop, then prepare the new problem
+    assert classify_change(base, dict(base, network="other"), running=True) == "stop"
+    # α while running: warm restart; with max_iter too, still a restart
+    assert classify_change(base, dict(base, alpha=0.02), running=True) == "restart"
+    assert classify_change(base, dict(base, alpha=0.02, max_iter=50), running=True) == "restart"
+    # only the budget while running: the solve goes on as it is
+    assert classify_change(base, dict(base, max_iter=50), running=True) == "none"
+    # idle: a new noise level or network is prepared for display; α alone is not
+    assert classify_change(base, dict(base, noise_std=0.123), running=False) == "prepare"
+    assert classify_change(base, dict(base, network="other"), running=False) == "prepare"
+    assert classify_change(base, dict(base, alpha=0.02), running=False) == "none"
+    assert classify_change(base, dict(base, noise_std=0.123), running=True) == "restart"
+
+
+def test_speed_meter_measures_over_windows() -> None:
+    from lbi_gui.model.run_control import SpeedMeter
+
+    meter = SpeedMeter(window_s=0.2)
+    assert meter.update(10, 0.5) == pytest.approx(20.0)  # first point: k / t
+    assert meter.update(20, 0.6) == pytest.approx(20.0)  # within the window: unchanged
+    assert meter.update(110, 1.5) == pytest.approx(100 / 1.0)  # (110-10)/(1.5-0.5)
+    meter.reset()
+    assert meter.rate == 0.0 and meter.update(0, 0.0) == 0.0
+
+
+def test_run_queue_numbers_methods_and_collects_errors() -> None:
+    from lbi_gui.model.run_control import RunQueue
+
+    q = RunQueue()
+    assert q.next() is None and q.finish() is None  # nothing queued, nothing to report
+    q.start({"alpha": 0.1, "method": "x"}, ["joint", "landweber", "one-layer"])
+    assert q.active and q.total == 3
+    number, request = q.next()
+    assert (number, request) == (1, {"alpha": 0.1, "method": "joint"})
+    assert q.finish() is None  # two are still pending
+    q.errors.append("landweber failed")
+    assert q.next()[0] == 2
+    q.clear()  # cancelled: the third never runs
+    assert q.next() is None
+    assert q.finish() == ["landweber failed"] and not q.active and q.errors == []
