@@ -8,6 +8,7 @@ window layer bridges them to Qt signals (:mod:`lbi_gui.model_bridge`).
 * :mod:`~lbi_gui.model.runs` — one run's record (:class:`RunResult`, :class:`CurveStore`).
 * :mod:`~lbi_gui.model.run_list` — the finished runs: notes and tags, filter, sort, CSV.
 * :mod:`~lbi_gui.model.selection` — the current request (network, sample, method, noise …).
+* :mod:`~lbi_gui.model.run_control` — what an edit does to a run, the speed, "run all".
 * :mod:`~lbi_gui.model.session` — session files (read, validate, write).
 * :mod:`~lbi_gui.model.app_state` — all of it together (:class:`AppModel`).
 """
