@@ -16,6 +16,14 @@ from lbi_gui.model.events import Events
 SAMPLE_KEYS = ("dataset", "split", "index", "image", "truth", "data")
 
 
+def same_sample(a: Mapping[str, Any], b: Mapping[str, Any], *, noise: bool = False) -> bool:
+    """True when two requests invert the same network on the same sample (and, with
+    ``noise``, the same noise draw): a run's result can then be compared with the other's
+    ground truth and decoder output."""
+    keys = ("network", *SAMPLE_KEYS) + (("noise_std", "seed") if noise else ())
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
 def sample_label(request: Mapping[str, Any]) -> str:
     """The sample in a few words: a file's name, measured data, or dataset/split/index."""
     for key, prefix in (("image", ""), ("truth", ""), ("data", "y: ")):

@@ -285,3 +285,17 @@ def test_run_queue_numbers_methods_and_collects_errors() -> None:
     q.clear()  # cancelled: the third never runs
     assert q.next() is None
     assert q.finish() == ["landweber failed"] and not q.active and q.errors == []
+
+
+def test_same_sample_compares_network_and_sample_and_optionally_the_noise() -> None:
+    from lbi_gui.model.selection import same_sample
+
+    a = default_request(network="net", dataset="mnist", split="val", index=3, noise_std=0.01,
+                        alpha=0.1)
+    assert same_sample(a, dict(a, alpha=5.0, method="landweber"))  # settings do not count
+    assert not same_sample(a, dict(a, index=4))
+    assert not same_sample(a, dict(a, network="other"))
+    assert not same_sample(a, dict(a, truth="/x/t.npy"))
+    assert same_sample(a, dict(a, noise_std=0.5))
+    assert not same_sample(a, dict(a, noise_std=0.5), noise=True)
+    assert not same_sample(a, dict(a, seed=a.get("seed", 0) + 1), noise=True)
