@@ -48,8 +48,8 @@ def test_run_to_completion_matches_the_engine_in_process(qtbot, make_window, hos
     win = make_window({"max_iter": 60, "alpha": 9e-3})  # one solve (auto α walks a path)
     assert win.controller.backend.name == "process"
     assert host.pid is not None and host.pid != os.getpid()
-    assert host.hello is not None and host.hello[1] == host.pid
-    assert host.hello[2] == []  # the child never imported Qt
+    assert host.hello is not None and host.hello.pid == host.pid
+    assert host.hello.qt_modules == ()  # the child never imported Qt
     win.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
