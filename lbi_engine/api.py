@@ -137,8 +137,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     """
     from lbi_engine import data as data_mod
     from lbi_engine import metrics, noise
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.regularisers import make_regulariser
-    from lbi_engine.zoo import load_network
 
     request.validate()
     device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
@@ -233,7 +233,7 @@ def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any
     """The learned feature prior for the layer-wise method: the request's file, else the one
     shipped beside a zoo network's weights, else None. Checked against the weights' hash."""
     from lbi_engine import feature_prior as fp
-    from lbi_engine.zoo import list_zoo
+    from lbi_engine.models.zoo import list_zoo
 
     if len(encoder.layers) < 2:
         return None

@@ -149,7 +149,7 @@ def _methods(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from lbi_engine.experiments.batch import torch_threads
     from lbi_engine.experiments.sweep import SweepSpec, run_sweep
-    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
+    from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
 
     cluster = _cluster(args)  # no Dask, or too many threads: refused before anything else
     out = prepare_output_folder(args.out)

@@ -108,9 +108,9 @@ def prepare_batch(
     alpha, device and dtype; sample i's noise is drawn with ``seeds[i]``."""
     from lbi_engine import noise
     from lbi_engine.api import DTYPES, PreparedRun
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
-    from lbi_engine.zoo import load_network
 
     request.validate()
     if len(seeds) != len(truths):

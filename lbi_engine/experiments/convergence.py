@@ -53,7 +53,7 @@ def build(setup: Setup, seed: int = 0) -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.models.network import LiftedNetwork
 
     gen = torch.Generator().manual_seed(seed)
     f64 = torch.float64

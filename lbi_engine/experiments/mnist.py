@@ -70,8 +70,8 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
         solve_batch,
         spread_indices,
     )
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.plotting import image_grid
-    from lbi_engine.zoo import load_network
 
     report = Report(setup.title, out_dir, quick=quick, overwrite=overwrite)
     count = setup.quick_samples if quick else setup.samples

@@ -70,8 +70,8 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         sample_metrics,
         spread_indices,
     )
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.plotting import Series, image_grid, line_plot
-    from lbi_engine.zoo import load_network
 
     report = Report("Noise study: decoder vs inversion of the CNN encoder "
                     "(paper Sec. 5.2, Fig. 4-5)", out_dir, quick=quick, overwrite=overwrite)

@@ -29,9 +29,9 @@ from typing import Any
 from lbi_engine.errors import InputError
 from lbi_engine.experiments.cells import solve_cell
 from lbi_engine.experiments.report import mean, table
-from lbi_engine.exports import csv_text
 from lbi_engine.io import atomic_write_text
 from lbi_engine.request_defaults import REQUEST_DEFAULTS
+from lbi_engine.results.exports import csv_text
 
 RESULTS = "results.csv"
 KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed", "noise_std",
@@ -142,7 +142,7 @@ def run_sweep(
     to Dask workers (this process still writes every row); ``None`` solves them here.
     """
     from lbi_engine.experiments.batch import dataset_truths
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     if not (spec.alphas and spec.noise_stds and spec.methods and spec.indices):
         raise InputError("the sweep grid is empty: give at least one alpha, noise std, method "
