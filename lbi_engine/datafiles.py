@@ -157,8 +157,7 @@ def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
                         f"({im.size[0]} x {im.size[1]} pixels, {bands} channel(s))",
                         "downscale the image to about the network's input size first")
             im.load()
-            im = ImageOps.exif_transpose(im)  # the orientation a viewer shows
-            arr = _pil_to_float(im)
+            arr = _pil_to_float(ImageOps.exif_transpose(im))  # the orientation a viewer shows
     except Image.DecompressionBombError as exc:
         raise DataFileError(f"image file {p} is too large to read ({exc}); lbi reads images of "
                             f"at most {MAX_IMAGE_PIXELS:,} pixels: downscale it first") from exc

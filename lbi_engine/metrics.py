@@ -191,12 +191,14 @@ def symmetric_bregman_parts(
     product form, equal to ``total`` when both q are exact subgradients), all (B,).
     """
     shape = getattr(reg, "image_shape", None)
-    if not isinstance(reg, Regulariser) and isinstance(getattr(reg, "inner", None), Regulariser):
+    inner = getattr(reg, "inner", None)
+    if not isinstance(reg, Regulariser) and isinstance(inner, Regulariser):
         # a problem's ShapedRegulariser: work on its image shape (views, so no copies)
-        def img(t: Tensor | None) -> Tensor | None:
-            return t if t is None or shape is None else t.reshape(t.shape[0], *shape)
+        def img(t: Tensor) -> Tensor:
+            return t if shape is None else t.reshape(t.shape[0], *shape)
 
-        reg, x_a, q_a, x_true, q_true = reg.inner, img(x_a), img(q_a), img(x_true), img(q_true)
+        reg, x_a, q_a, x_true = inner, img(x_a), img(q_a), img(x_true)
+        q_true = None if q_true is None else img(q_true)
     reg = make_regulariser(reg)
     _check_pair(x_a, x_true, "x_a", "x_true")
     _check_pair(q_a, x_a, "q_a", "x_a")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, overload
 
 import numpy as np
 import torch
@@ -51,6 +51,12 @@ class _NodeContext:
         from onnx import helper
 
         return {a.name: helper.get_attribute_value(a) for a in self.node.attribute}
+
+    @overload
+    def const(self, i: int, required: Literal[True] = True) -> np.ndarray: ...
+
+    @overload
+    def const(self, i: int, required: bool) -> np.ndarray | None: ...
 
     def const(self, i: int, required: bool = True) -> np.ndarray | None:
         """Input ``i`` as a constant array: weights computed in the graph cannot be lifted."""
@@ -179,11 +185,13 @@ class _OpTranslators(_NodeContext):
             end.append(big if auto == "SAME_UPPER" else small)
         return begin + end
 
-    def _conv_common(self, w: np.ndarray, a: dict) -> tuple[list, list, list]:
+    def _conv_common(self, w: np.ndarray, a: dict) -> tuple[tuple[int, int], tuple[int, int],
+                                                            list[int]]:
+        """(strides, dilations, kernel shape); a 2-D convolution has two of each."""
         if w.ndim != 4 or len(self.shape) != 3:
             self.refuse("only 2-D convolutions on (C, H, W) samples are supported")
         k = a.get("kernel_shape", list(w.shape[2:]))
-        return list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1])), list(k)
+        return tuple(a.get("strides", [1, 1])), tuple(a.get("dilations", [1, 1])), list(k)
 
     def _op_Conv(self, a: dict) -> None:  # noqa: N802
         w, b = self.const(1), self.const(2, required=False)
@@ -194,7 +202,7 @@ class _OpTranslators(_NodeContext):
         conv = nn.Conv2d(w.shape[1] * g, w.shape[0], tuple(w.shape[2:]), s,
                          (pt, pl) if symmetric else 0, d, g, bias=b is not None)
         conv.weight.data = self.tensor(w)
-        if b is not None:
+        if b is not None and conv.bias is not None:  # conv has a bias exactly when b is given
             conv.bias.data = self.tensor(b)
         self.add(conv) if symmetric else self.add(nn.ZeroPad2d((pl, pr, pt, pb)), conv)
 
@@ -217,9 +225,9 @@ class _OpTranslators(_NodeContext):
         fits = all(o < max(ss, dd) for o, ss, dd in zip(op, s, d, strict=True))
         if pt == pb and pl == pr and fits:
             conv = nn.ConvTranspose2d(w.shape[0], w.shape[1] * g, tuple(w.shape[2:]), s, (pt, pl),
-                                      op, g, bias=b is not None, dilation=d)
+                                      tuple(op), g, bias=b is not None, dilation=d)
             conv.weight.data = self.tensor(w)
-            if b is not None:
+            if b is not None and conv.bias is not None:
                 conv.bias.data = self.tensor(b)
             return self.add(conv)
         # asymmetric: full transposed convolution, then crop/extend, then the bias everywhere
@@ -239,11 +247,11 @@ class _OpTranslators(_NodeContext):
         pt, pl, pb, pr = self._pads(a, k, s, d)
         ceil, include = bool(a.get("ceil_mode", 0)), bool(a.get("count_include_pad", 0))
         if pt == pb and pl == pr:
-            return self.add(nn.AvgPool2d(k, s, (pt, pl), ceil, include))
+            return self.add(nn.AvgPool2d(tuple(k), tuple(s), (pt, pl), ceil, include))
         if not include or ceil:
             self.refuse("asymmetric pads are only supported with count_include_pad=1 and "
                         "ceil_mode=0")
-        self.add(nn.ZeroPad2d((pl, pr, pt, pb)), nn.AvgPool2d(k, s, 0, False, True))
+        self.add(nn.ZeroPad2d((pl, pr, pt, pb)), nn.AvgPool2d(tuple(k), tuple(s), 0, False, True))
 
     def _op_GlobalAveragePool(self, a: dict) -> None:  # noqa: N802
         self.add(nn.AdaptiveAvgPool2d(1))

@@ -205,7 +205,7 @@ class LiftedNetwork:
         check_network_memory(module, shape, f"network '{name or type(module).__name__}'",
                              shape_errors=False)
         _check_finite_weights(module, name or type(module).__name__)
-        ref = next(iter(module.parameters()), None)
+        ref: Tensor | None = next(iter(module.parameters()), None)
         if ref is None:
             ref = next(iter(module.buffers()), None)
         dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32

@@ -101,7 +101,8 @@ class _Builder(_OpTranslators):
                                      "sample dims; pass input_shape (one sample, e.g. "
                                      "(1, 28, 28)).")
         # the file's own dims are checked too: a damaged header must not allocate petabytes
-        return _check_shape(tuple(int(d) for d in dims), f"ONNX input shape of {self.path.name!r}")
+        return _check_shape(tuple(int(d) for d in dims if d is not None),  # none is (above)
+                            f"ONNX input shape of {self.path.name!r}")
 
     # --- the walk --------------------------------------------------------------------------
     def build(self) -> tuple[nn.Sequential, tuple[int, ...]]:
@@ -112,7 +113,7 @@ class _Builder(_OpTranslators):
             if n.op_type == "Constant":
                 self.node = n
                 a = self.attrs()
-                value = a.get("value", a.get("value_float", a.get("value_floats",
+                value: Any = a.get("value", a.get("value_float", a.get("value_floats",
                               a.get("value_int", a.get("value_ints")))))
                 self.consts[n.output[0]] = numpy_helper.to_array(value) \
                     if hasattr(value, "dims") else np.array(value)
