@@ -291,7 +291,7 @@ def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -
         if not files:
             raise InputError(f"folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}); "
                              "give a folder of sample inputs or a .npy array")
-        hw = tuple(input_shape[-2:]) if len(input_shape) >= 2 else None
+        hw = (input_shape[-2], input_shape[-1]) if len(input_shape) >= 2 else None
         images = [load_image(f, size=hw) for f in files]
         return torch.cat([as_batch(im, input_shape) for im in images])
     return as_batch(load_array(path).float(), input_shape)

@@ -55,6 +55,20 @@ class NoisyData:
         return self.y is not None
 
 
+@dataclass
+class SimulatedData(NoisyData):
+    """:class:`NoisyData` simulated from a ground truth: :func:`make_noisy_data` fills the clean
+    output, the noise and delta, so the type checker may treat them as tensors. (At run time
+    the fields keep NoisyData's defaults; the annotations only narrow the types.)"""
+
+    y: Tensor
+    noise: Tensor
+    noise_norm: Tensor
+    delta_squared: Tensor
+    delta: Tensor
+    std: float
+
+
 def validate_std(std: Any) -> float:
     """The noise standard deviation as a float in [0, MAX_STD]; InputError otherwise."""
     try:
@@ -111,7 +125,7 @@ def make_noisy_data(
     std: float,
     seed: int | None = None,
     generator: torch.Generator | None = None,
-) -> NoisyData:
+) -> SimulatedData:
     """Simulate y_delta = P_dom(y + std n) from the ground truth and compute delta (MATH §7).
 
     ``network`` is a LiftedNetwork (``layers``, ``forward_states``, ``pre_activation``).
@@ -133,7 +147,7 @@ def make_noisy_data(
         noise = y_delta - y
         # B >= 0 exactly; clamp the round-off (~1e-16 below 0) so that delta is never NaN.
         delta_sq = last.bregman(y_delta, z).clamp_min(0.0)
-    return NoisyData(
+    return SimulatedData(
         y_delta=y_delta,
         y=y,
         noise=noise,

@@ -134,7 +134,7 @@ def _alphas(text: str) -> list[float | str]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     auto = [p for p in parts if p.lower() == "auto"]
     rest = ",".join(p for p in parts if p.lower() != "auto")
-    values: list[float | str] = c.float_list(rest) if rest else []
+    values: list[float | str] = list(c.float_list(rest)) if rest else []
     return values + (["auto"] if auto else [])
 
 

@@ -34,9 +34,9 @@ class BatchRun:
     truths: np.ndarray  # (B, *display shape) ground truths in [0, 1]
     decoder_images: np.ndarray | None  # (B, *display shape) or None
     decoder_psnr: list[float | None]
-    delta: list[float | None]
-    delta_squared: list[float | None]
-    noise_norm: list[float | None]
+    delta: list[float]
+    delta_squared: list[float]
+    noise_norm: list[float]
     seeds: list[int]
 
     @property
