@@ -207,13 +207,13 @@ class ShapedRegulariser:
     def value(self, x: Tensor) -> Tensor:
         return self.inner.value(self._img(x))
 
-    def K(self, x: Tensor) -> Tensor:  # noqa: N802 - the operator's conventional name
+    def K(self, x: Tensor) -> Tensor:  # the operator's conventional name
         return self.inner.K(self._img(x))
 
-    def KT(self, p: Tensor) -> Tensor:  # noqa: N802
+    def KT(self, p: Tensor) -> Tensor:
         return self._back(self.inner.KT(p))
 
-    def K_norm_sq(self) -> float:  # noqa: N802
+    def K_norm_sq(self) -> float:
         return float(self.inner.K_norm_sq(self.image_shape))
 
     def prox_dual(self, p: Tensor, step: float, alpha: float) -> Tensor:

@@ -132,11 +132,11 @@ class Regulariser(Protocol):
         """R(x) per sample, (B,)."""
         ...
 
-    def K(self, x: Tensor) -> Tensor: ...  # noqa: N802 - the operator's conventional name
+    def K(self, x: Tensor) -> Tensor: ...  # the operator's conventional name
 
-    def KT(self, p: Tensor) -> Tensor: ...  # noqa: N802
+    def KT(self, p: Tensor) -> Tensor: ...
 
-    def K_norm_sq(self, x_shape: tuple[int, ...]) -> float: ...  # noqa: N802
+    def K_norm_sq(self, x_shape: tuple[int, ...]) -> float: ...
 
     def prox_dual(self, p: Tensor, step: Step, alpha: Step) -> Tensor: ...
 
@@ -160,11 +160,11 @@ class InputRegulariser(Protocol):
 
     def value(self, x: Tensor) -> Tensor: ...
 
-    def K(self, x: Tensor) -> Tensor: ...  # noqa: N802
+    def K(self, x: Tensor) -> Tensor: ...
 
-    def KT(self, p: Tensor) -> Tensor: ...  # noqa: N802
+    def KT(self, p: Tensor) -> Tensor: ...
 
-    def K_norm_sq(self) -> float: ...  # noqa: N802
+    def K_norm_sq(self) -> float: ...
 
     def prox_dual(self, p: Tensor, step: float, alpha: float) -> Tensor: ...
 

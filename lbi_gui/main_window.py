@@ -212,7 +212,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.resizeDocks([self.docks["curves"]], [max(200, int(self.height() * 0.4))],
                          QtCore.Qt.Orientation.Vertical)
 
-    def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802
+    def showEvent(self, event: QtGui.QShowEvent) -> None:
         super().showEvent(event)
         if not self._sized:
             self._sized = True
@@ -378,11 +378,11 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
 
         show_about(self)
 
-    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:  # noqa: N802
+    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():
             event.acceptProposedAction()
 
-    def dropEvent(self, event: QtGui.QDropEvent) -> None:  # noqa: N802
+    def dropEvent(self, event: QtGui.QDropEvent) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()
@@ -396,7 +396,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         """An edited note is not in the saved session yet: quit asks about that run again."""
         self.saved_run_ids.discard(run.run_id)
 
-    def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         """Ask about unsaved runs, then stop a running solve cleanly (cancel, quit, wait)."""
         unsaved = self.unsaved_runs()
         if self.confirm_quit and unsaved and not self._closing:

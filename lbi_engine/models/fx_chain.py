@@ -203,7 +203,7 @@ def walk_fx(walker: Any, module: nn.Module, name: str) -> None:
     try:
         tracer = _LeafTracer()
         gm = fx.GraphModule(module, tracer.trace(module))
-    except Exception as exc:  # noqa: BLE001 - fx raises many types for untraceable code
+    except Exception as exc:  # fx raises many types for untraceable code
         raise UnsupportedLayerError(
             f"Module '{where}' ({type(module).__name__}) is not an nn.Sequential and torch.fx "
             f"cannot trace its forward ({type(exc).__name__}: {exc}). Write it as an "

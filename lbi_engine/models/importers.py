@@ -246,7 +246,7 @@ def _refuse_unknown(sm: Any, qual: str, position: int) -> None:
             raise UnsupportedLayerError(f"{label}: {found[0]}. {found[1]}")
         try:  # activations (GELU, SiLU, ...) build without arguments; their refusal says why
             instance = cls()
-        except Exception:  # noqa: BLE001 - needs constructor arguments: not an activation
+        except Exception:  # needs constructor arguments: not an activation
             instance = None
         if instance is not None:
             lift_module(instance.eval(), (1, 4, 4), qual, position)
@@ -345,7 +345,7 @@ def torchscript_sequential(path: str | Path, input_shape: Sequence[int] | None =
         refuse_code_format(p, "TorchScript")
     try:
         sm = jit_load(p)
-    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... here
+    except Exception as exc:  # torch raises RuntimeError/ValueError/... here
         msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ModelFileError(f"TorchScript file {str(p)!r} could not be loaded ({msg}); it is "
                              "truncated or corrupt, or was not written by torch.jit.save. "
@@ -354,7 +354,7 @@ def torchscript_sequential(path: str | Path, input_shape: Sequence[int] | None =
         module = rebuild_torchscript(sm)
     except LbiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - inconsistent archive contents
+    except Exception as exc:  # inconsistent archive contents
         raise ModelFileError(f"TorchScript file {str(p)!r} holds modules that could not be "
                              f"rebuilt ({type(exc).__name__}: {exc}); save it again with "
                              "torch.jit.script, or export to ONNX.") from exc

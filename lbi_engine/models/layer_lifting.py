@@ -300,7 +300,7 @@ class ModuleWalker:
         try:
             with torch.no_grad():
                 y = module(self.x)
-        except Exception as exc:  # noqa: BLE001 - any failure here is a shape/config problem
+        except Exception as exc:  # any failure here is a shape/config problem
             raise ShapeMismatchError(f"{layer_label(name, module, pos)} fails on samples of shape "
                                      f"{in_shape}: {exc}. Check input_shape.") from exc
         if not isinstance(y, Tensor) or y.shape[0] != self.x.shape[0]:

@@ -189,7 +189,7 @@ def pickle_globals(data: bytes, max_pickles: int = 4) -> list[str]:
                     last = None
                 else:
                     last = None
-        except Exception:  # noqa: BLE001 - a damaged tail just ends the scan
+        except Exception:  # a damaged tail just ends the scan
             break
         if stream.tell() >= len(data):
             break

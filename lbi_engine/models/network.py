@@ -136,7 +136,7 @@ class LiftedNetwork:
             states.append(x)
         return states
 
-    def pre_activation(self, l: int, x_prev: Tensor) -> Tensor:  # noqa: E741 - paper notation
+    def pre_activation(self, l: int, x_prev: Tensor) -> Tensor:  # paper notation
         """z_l = W_l x_{l-1} + b_l for the 0-based layer index l."""
         if not -len(self.layers) <= l < len(self.layers):
             raise InputError(f"layer index {l} is out of range for '{self.name}' with "
@@ -277,7 +277,7 @@ def verify_against(net: LiftedNetwork, reference: Any, what: str, seed: int = 0)
         got = net.forward(x)
         try:
             want = reference(x)
-        except Exception as exc:  # noqa: BLE001 - whatever the reference raises
+        except Exception as exc:  # whatever the reference raises
             raise UnsupportedLayerError(
                 f"The original {what} fails on a batch of 3 samples of shape {net.input_shape} "
                 f"({type(exc).__name__}: {exc}); its forward depends on the batch size (e.g. a "

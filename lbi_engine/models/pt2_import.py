@@ -137,7 +137,7 @@ class Pt2Archive:
             data = self.read(name, 8 * MAX_TENSOR_VALUES)
             try:
                 obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors
+            except Exception as exc:  # weights_only refuses anything but tensors
                 raise ModelFileError(f"{member} in {str(self.path)!r} is not plain tensors "
                                      f"({type(exc).__name__}); lbi does not unpickle it. "
                                      "Save the program again with a current torch.") from exc
@@ -165,6 +165,6 @@ def pt2_sequential(path: str | Path,
         return GraphTranslator(program, archive.tensors(), p, input_shape).build()
     except LbiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - malformed JSON structure or tensor metadata
+    except Exception as exc:  # malformed JSON structure or tensor metadata
         raise ModelFileError(f".pt2 file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); save it again with torch.export.save.") from exc

@@ -218,7 +218,7 @@ class RunDriver:
             eng = self._engine()
             info = {"zoo": list(eng.list_zoo()), "datasets": list(eng.list_datasets()),
                     "cuda": bool(eng.cuda_available())}
-        except BaseException as exc:  # noqa: BLE001 - any failure must reach a dialog
+        except BaseException as exc:  # any failure must reach a dialog
             self._emit("failed", 0, ErrorInfo.from_exc("boot", exc))
             return
         self._emit("booted", info)
@@ -230,7 +230,7 @@ class RunDriver:
             self._engine()
             prepared = self._prepare(request)
             info = self._info(prepared)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             self._emit("failed", job_id, ErrorInfo.from_exc("prepare", exc, request))
             return
         self._emit("prepared", job_id, info)
@@ -249,7 +249,7 @@ class RunDriver:
             prepared = self._prepare(request)
             self._emit("prepared", -1, self._info(prepared))
             outcome = self._drive(job.run_id, request, prepared)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             with self._lock:
                 self._in_run, self._token = False, None
             self._emit("failed", job.run_id, ErrorInfo.from_exc("run", exc, request))
