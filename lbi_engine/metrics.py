@@ -15,6 +15,7 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.finite_differences import check_image, tv_aniso_value, tv_iso_value
+from lbi_engine.protocols import Network
 from lbi_engine.regularisers import Regulariser, make_regulariser
 
 #: SSIM of Wang et al. (2004): 11-tap Gaussian window, sigma 1.5, population covariance.
@@ -114,7 +115,7 @@ def tv_aniso(x: Tensor) -> Tensor:
     return tv_aniso_value(x)
 
 
-def discrepancy(network: Any, x: Tensor, y_delta: Tensor) -> Tensor:
+def discrepancy(network: Network, x: Tensor, y_delta: Tensor) -> Tensor:
     """||sigma_L(f(x)) - y_delta|| per sample; ``network.forward`` includes the last activation."""
     out = network.forward(x)
     _check_pair(out, y_delta, "network output", "y_delta")
@@ -128,7 +129,7 @@ def _alpha_times(alpha: float | Tensor, value: Tensor) -> Tensor:
 
 
 def objective_parts(
-    network: Any,
+    network: Network,
     x0: Tensor,
     aux: list[Tensor] | None,
     y_delta: Tensor,

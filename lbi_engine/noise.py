@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError
+from lbi_engine.protocols import Network
 
 #: Above this the "noise" swamps any network output; almost certainly a unit mistake.
 MAX_STD = 1e6
@@ -120,7 +121,7 @@ def draw_standard_normal(
 
 
 def make_noisy_data(
-    network: Any,
+    network: Network,
     x_true: Tensor,
     std: float,
     seed: int | None = None,

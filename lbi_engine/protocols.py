@@ -102,10 +102,20 @@ class Network(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
     def forward(self, x: Tensor) -> Tensor: ...
 
     def forward_states(self, x: Tensor) -> list[Tensor]:
         """x_1 .. x_L for input x_0."""
+        ...
+
+    def pre_activation(self, index: int, x_prev: Tensor, /) -> Tensor:
+        """W_l x_{l-1} + b_l of layer ``index`` (0-based)."""
         ...
 
 
@@ -127,6 +137,11 @@ class Regulariser(Protocol):
 
     @property
     def hi(self) -> float: ...
+
+    @property
+    def constrained(self) -> bool:
+        """Whether the box [lo, hi] constrains anything."""
+        ...
 
     def value(self, x: Tensor) -> Tensor:
         """R(x) per sample, (B,)."""
@@ -157,6 +172,11 @@ class InputRegulariser(Protocol):
 
     @property
     def image_shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def inner(self) -> Regulariser:
+        """The regulariser itself, on images of ``image_shape``."""
+        ...
 
     def value(self, x: Tensor) -> Tensor: ...
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +28,9 @@ from lbi_engine.models.pt2_import import pt2_sequential
 from lbi_engine.operators import AffineMap, IdentityMap
 from lbi_engine.operators.compose import compose
 
+if TYPE_CHECKING:
+    from lbi_engine.activations import ProximalActivation
+
 # The lifted forward is checked against the module's own forward at build time (cheap, one
 # batch of 3); a larger relative deviation means the module does something its layers hide.
 _VERIFY_RTOL = {torch.float64: 1e-10, torch.float32: 1e-4}
@@ -38,7 +41,7 @@ class LiftedLayer:
     """One lifted layer: x_out = activation.sigma(affine.apply(x_in))."""
 
     affine: AffineMap
-    activation: Any  # ProximalActivation
+    activation: ProximalActivation
     source: str  # the original layers it came from, e.g. "0:Conv2d, 1:ReLU"
 
 
