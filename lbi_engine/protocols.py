@@ -25,7 +25,7 @@ member declared as a plain attribute would also promise that callers may assign 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
@@ -197,8 +197,11 @@ class Problem(Protocol):
     """What a solver reads from an inversion problem (MATH.md §5.1); no solver state.
 
     ``y_delta`` is (B, *network.output_shape); ``x_true`` and ``delta`` are optional (PSNR/SSIM,
-    discrepancy principle); ``reg`` is ``regulariser`` on the input shape.
+    discrepancy principle); ``reg`` is ``regulariser`` on the input shape. A problem is a
+    dataclass: solvers derive variants (another alpha, one stage) with ``dataclasses.replace``.
     """
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]  # what typeshed's DataclassInstance asks
 
     network: Network
     y_delta: Tensor
