@@ -20,9 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from lbi_engine.experiments.report import Report, command_line, mean, num, table
+
+if TYPE_CHECKING:
+    from lbi_engine.protocols import Problem
+    from lbi_engine.solvers import IterateRecord
 
 NETWORK = "mnist-cnn-ae"
 METHOD = "joint"
@@ -41,8 +45,13 @@ class _Quick(TypedDict):
 QUICK: _Quick = {"stds": (0.1,), "samples": 1, "max_iter": 40, "grid": 3}
 
 
-def warm_grid(problem: Any, method: str, max_iter: int | None = None,
-              limit: int | None = None) -> list[tuple[float, Any]]:
+def _mean_psnr(record: IterateRecord) -> float:
+    """The batch's mean PSNR; -inf without a ground truth (so it is never the best)."""
+    return float(record.psnr.mean()) if record.psnr is not None else -math.inf
+
+
+def warm_grid(problem: Problem, method: str, max_iter: int | None = None,
+              limit: int | None = None) -> list[tuple[float, IterateRecord]]:
     """(alpha, final record) along the wide grid, each solve warm-started from the previous
     alpha's; stops GRID_PAST points past the best mean PSNR (or after ``limit`` points)."""
     import dataclasses
@@ -52,7 +61,7 @@ def warm_grid(problem: Any, method: str, max_iter: int | None = None,
 
     stop = StopRule(max_iter=max_iter or REQUEST_DEFAULTS["max_iter"],
                     tol=REQUEST_DEFAULTS["tol"], tol_mode=REQUEST_DEFAULTS["tol_mode"])
-    out: list[tuple[float, Any]] = []
+    out: list[tuple[float, IterateRecord]] = []
     alpha, init, best, since = GRID_START, None, -math.inf, 0
     while alpha >= GRID_MIN and since < GRID_PAST and (limit is None or len(out) < limit):
         at = dataclasses.replace(problem, alpha=alpha, extras=dict(problem.extras))
@@ -61,7 +70,7 @@ def warm_grid(problem: Any, method: str, max_iter: int | None = None,
         for key in ("x_prev", "momentum"):
             init.pop(key, None)
         out.append((alpha, last))
-        psnr = float(last.psnr.mean()) if last.psnr is not None else -math.inf
+        psnr = _mean_psnr(last)
         best, since = (psnr, 0) if psnr > best else (best, since + 1)
         alpha *= GRID_FACTOR
     return out
@@ -102,7 +111,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
                                    **extra)
         base = prepare_batch(request, truths, seeds=indices, bundle=bundle)
         grid = warm_grid(base.problem, METHOD, max_iter, QUICK["grid"] if quick else None)
-        best_alpha, best_rec = max(grid, key=lambda g: float(g[1].psnr.mean()))
+        best_alpha, best_rec = max(grid, key=lambda g: _mean_psnr(g[1]))
         best_run = base.with_alpha(best_alpha)
         results = sample_metrics(best_run, best_rec)
         with torch.no_grad():  # the model's objective at the truth, at the best grid alpha
@@ -124,7 +133,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
             "auto_alpha": _geometric_mean([a["alpha"] for a in auto]),
             "auto_rule": ", ".join(sorted({a["alpha_rule"] for a in auto})),
             "auto_seconds": mean([a["seconds"] for a in auto]),
-            "per_alpha": [(a, float(r.psnr.mean())) for a, r in grid],
+            "per_alpha": [(a, _mean_psnr(r)) for a, r in grid],
         }
         levels.append(level)
         assert base.decoder_images is not None  # the CNN autoencoder has a decoder
