@@ -24,7 +24,8 @@ from lbi_engine.operators import Reshape, ScaleShift
 _ACTS: dict[Any, tuple[Any, tuple[tuple[str, Any], ...]]] = {}
 
 
-def _register(targets: tuple[Any, ...], factory: Any, params: tuple[tuple[str, Any], ...] = ()):
+def _register(targets: tuple[Any, ...], factory: Any,
+              params: tuple[tuple[str, Any], ...] = ()) -> None:
     for t in targets:
         _ACTS[t] = (factory, params)
 
