@@ -370,8 +370,8 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),
         "iterations": record.iteration,
-        "stop_reason": record.stop_reasons[sample] if record.final and record.stop_reasons
-        else None,
+        "stop_reason": (record.stop_reasons[sample]
+                        if record.final and record.stop_reasons else None),
         "stop_rule": _stop_rule(prepared.request),
         "seconds": record.elapsed,
         "psnr": scalar(record.psnr),
