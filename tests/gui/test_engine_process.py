@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lbi_engine.errors import InputError
 from lbi_gui import engine
 from lbi_gui.dialogs import messages
 from tests.gui.conftest import wait_idle, wait_iterations
@@ -227,8 +228,9 @@ def test_data_view_serves_the_gui_thread_without_torch() -> None:
         ours = view.get_sample(dataset, split, index)[0].detach().cpu().numpy()
         np.testing.assert_array_equal(ours, data.get_sample(dataset, split, index)[0].numpy())
     assert view.dataset_size("mnist", "train") == data.dataset_size("mnist", "train") == 4000
-    with pytest.raises(IndexError):
-        view.get_sample("mnist", "val", 10**6)
+    for bad in (("mnist", "val", 10**6), ("mnist", "test", 0), ("cifar", "train", 0)):
+        with pytest.raises(InputError):  # the engine's own error, as the full engine raises
+            view.get_sample(*bad)
 
 
 def test_the_gui_process_never_imports_torch(tmp_path: Path) -> None:
