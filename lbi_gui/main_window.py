@@ -213,7 +213,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.resizeDocks([self.docks["curves"]], [max(200, int(self.height() * 0.4))],
                          QtCore.Qt.Orientation.Vertical)
 
-    def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802
+    def showEvent(self, event: QtGui.QShowEvent) -> None:
         super().showEvent(event)
         if not self._sized:
             self._sized = True
@@ -406,11 +406,11 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
 
         show_about(self)
 
-    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:  # noqa: N802
+    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():
             event.acceptProposedAction()
 
-    def dropEvent(self, event: QtGui.QDropEvent) -> None:  # noqa: N802
+    def dropEvent(self, event: QtGui.QDropEvent) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()
@@ -420,7 +420,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         """Finished runs that are in no saved session (asked about on quit)."""
         return self.model.runs.unsaved()
 
-    def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         """Ask about unsaved runs, then stop a running solve cleanly (cancel, quit, wait)."""
         unsaved = self.unsaved_runs()
         if self.confirm_quit and unsaved and not self._closing:

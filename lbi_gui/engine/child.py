@@ -53,7 +53,7 @@ class _Sender:
                 self._conn.send(msg)
         except OSError:
             return
-        except Exception as exc:  # noqa: BLE001 - an unpicklable payload must not end the job
+        except Exception as exc:  # an unpicklable payload must not end the job
             if not isinstance(msg, m.EVENTS) or isinstance(msg, m.Failed):
                 traceback.print_exc(file=sys.stderr)
                 return

@@ -112,7 +112,7 @@ class EngineHost(QtCore.QObject):
             proc = ctx.Process(target=engine_child.main, args=(child_conn,), daemon=True,
                                name="lbi-engine")
             proc.start()
-        except Exception as exc:  # noqa: BLE001 - any reason means "use the thread backend"
+        except Exception as exc:  # any reason means "use the thread backend"
             raise EngineStartError(f"the engine process could not be started: {exc}") from exc
         child_conn.close()  # only the child holds its end: its death reads as EOF here
         self._gen += 1
@@ -174,7 +174,7 @@ class EngineHost(QtCore.QObject):
                 msg = conn.recv()
             except (EOFError, OSError):
                 break
-            except Exception:  # noqa: BLE001 - a message that does not unpickle
+            except Exception:  # a message that does not unpickle
                 import traceback
 
                 traceback.print_exc(file=sys.stderr)

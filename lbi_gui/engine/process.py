@@ -44,10 +44,10 @@ class _ChannelHandle:
         return not b.started or b.host.closed_event(b.channel).wait(timeout_ms / 1000.0) \
             or not b.host.pid
 
-    def isFinished(self) -> bool:  # noqa: N802 - QThread's spelling
+    def isFinished(self) -> bool:  # QThread's spelling
         return self._backend.shut and self.wait(0)
 
-    def isRunning(self) -> bool:  # noqa: N802
+    def isRunning(self) -> bool:
         return not self.isFinished()
 
 

@@ -149,7 +149,7 @@ class RunDriver:
             eng = self._engine()
             info = {"zoo": list(eng.list_zoo()), "datasets": list(eng.list_datasets()),
                     "cuda": bool(eng.cuda_available())}
-        except BaseException as exc:  # noqa: BLE001 - any failure must reach a dialog
+        except BaseException as exc:  # any failure must reach a dialog
             self._emit(Failed(0, ErrorInfo.from_exc("boot", exc)))
             return
         self._emit(Booted(info))
@@ -161,7 +161,7 @@ class RunDriver:
             self._engine()
             prepared = self._prepare(request)
             info = self._info(prepared)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             self._emit(Failed(job_id, ErrorInfo.from_exc("prepare", exc, request)))
             return
         self._emit(Prepared(job_id, info))
@@ -180,7 +180,7 @@ class RunDriver:
             prepared = self._prepare(request)
             self._emit(Prepared(-1, self._info(prepared)))
             outcome = self._drive(job.run_id, request, prepared)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             with self._lock:
                 self._in_run, self._token = False, None
             self._emit(Failed(job.run_id, ErrorInfo.from_exc("run", exc, request)))

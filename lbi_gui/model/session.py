@@ -129,7 +129,7 @@ def load_session(path: str | Path) -> SessionState:
             arrays = {k: npz[k] for k in npz.files}
     except LbiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - numpy raises many types for damaged data
+    except Exception as exc:  # numpy raises many types for damaged data
         raise _bad(path, f"arrays.npz is damaged ({exc})") from exc
     request = meta.get("request")
     if not isinstance(request, dict):
