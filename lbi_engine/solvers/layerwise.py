@@ -140,8 +140,8 @@ def run_layerwise(
         if found.cancelled:
             monitor.finish(monitor.active.clone(), StopReason.CANCELLED)
         if found.saturated:
-            rule += "; the code discrepancy saturates above eta delta: alpha within eta of " \
-                    "the smallest discrepancy"
+            rule += "; the code discrepancy saturates above eta delta: alpha by " \
+                    "quasi-optimality among the alphas tried"
         if found.exhausted:
             rule += "; search cut short by the iteration or time budget"
     elif depth > 1 and options.input_alpha == "discrepancy":
