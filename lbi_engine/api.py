@@ -102,12 +102,11 @@ def _load_truth(request: InversionRequest, bundle: Any) -> np.ndarray | None:
     if request.data:
         return None
     if request.truth:
-        return np.asarray(data.load_array(request.truth), dtype=np.float32)
+        return np.asarray(data.read_array(request.truth), dtype=np.float32)
     if request.image:
         size = _input_hw(bundle) if request.resize else None
-        return np.asarray(data.load_image(request.image, size=size), dtype=np.float32)
-    sample = data.get_sample(request.dataset, request.split, request.index)
-    return np.asarray(sample, dtype=np.float32)
+        return data.read_image(request.image, size=size)
+    return data.sample_array(request.dataset, request.split, request.index)
 
 
 def _input_hw(bundle: Any) -> tuple[int, int] | None:
@@ -163,7 +162,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         delta_sq = float(noisy.delta_squared[0])
         noise_norm = float(noisy.noise_norm[0])
     else:
-        measured = np.asarray(data_mod.load_array(request.data), dtype=np.float32)
+        measured = np.asarray(data_mod.read_array(request.data), dtype=np.float32)
         out_shape = tuple(encoder.output_shape)
         if measured.size != math.prod(out_shape):
             raise ShapeMismatchError(

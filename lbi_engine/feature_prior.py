@@ -282,8 +282,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm")
 def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -> Tensor:
     """Clean sample inputs in display space: a ``.npy`` array (N, *input_shape) or a folder
     of images (sorted by name, grey, resized to the input's height and width)."""
-    from lbi_engine.data import as_batch
-    from lbi_engine.datafiles import load_array, load_image
+    from lbi_engine.data import as_batch, load_array, load_image
 
     path = Path(source).expanduser()
     if path.is_dir():

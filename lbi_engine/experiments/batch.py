@@ -92,8 +92,7 @@ def dataset_truths(dataset: str, split: str, indices: Sequence[int]) -> np.ndarr
 
     if not indices:
         raise InputError("no samples given; choose at least one index (e.g. 0-4).")
-    images = [np.asarray(data.get_sample(dataset, split, int(i)), dtype=np.float32)[0]
-              for i in indices]
+    images = [data.sample_array(dataset, split, int(i))[0] for i in indices]
     return np.stack(images)
 
 
