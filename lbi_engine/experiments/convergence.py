@@ -31,9 +31,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lbi_engine.experiments.report import Report, num, table
+
+if TYPE_CHECKING:  # torch is imported when the experiment runs, not with the command list
+    import torch
 
 C = 1.0
 
@@ -59,7 +62,7 @@ QUICK = Setup(n=64, active=24, inactive=8, s_min=0.1,
 PRIORS = ("tv", "tikhonov")
 
 
-def tv_source(side: int, f64: object) -> tuple[object, object]:
+def tv_source(side: int, f64: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """x† (a bright square, flattened) and the TV subgradient xi† at it (flattened)."""
     import torch
 
