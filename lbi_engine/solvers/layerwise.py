@@ -113,26 +113,29 @@ def run_layerwise(
     _start_stage(monitor, name, _with_cap(stop, stage_cap(1, False)))
     alpha, rule, dual = float(problem.alpha), "given", init.get("dual")
     delta = _delta(problem)
-    if depth > 1 and options.input_alpha == "discrepancy" and delta is not None:
+    searched = options.input_alpha in ("quasi-optimality", "discrepancy")
+    if depth > 1 and searched and delta is not None:
         monitor.watch.start()
         time_left = None if stop.time_budget is None else \
             max(stop.time_budget - monitor.watch.elapsed, 1e-9)
         found = search_alpha(problem, data, delta, options.eta, options, x0, stop.tol, cancel,
-                             budget=monitor.stop.max_iter, time_budget=time_left)
+                             budget=monitor.stop.max_iter, time_budget=time_left,
+                             rule=options.input_alpha)
         monitor.watch.pause()
         monitor.iteration += found.iterations
         x0, dual, alpha = found.x, found.dual, found.alpha
-        rule = f"discrepancy principle (eta {options.eta:g})"
+        rule = "quasi-optimality (first local minimum)" if options.input_alpha != "discrepancy" \
+            else f"discrepancy principle (eta {options.eta:g})"
         monitor.extras["alpha_search"] = [list(t) for t in found.trail]
         if found.cancelled:
             monitor.finish(monitor.active.clone(), StopReason.CANCELLED)
         if found.saturated:
-            rule += "; the code discrepancy saturates above eta delta: alpha within eta of " \
-                    "the smallest discrepancy"
+            rule += "; the code discrepancy saturates above eta delta: alpha by " \
+                    "quasi-optimality among the alphas tried"
         if found.exhausted:
             rule += "; search cut short by the iteration or time budget"
-    elif depth > 1 and options.input_alpha == "discrepancy":
-        rule = "given (no noise level known for the discrepancy principle)"
+    elif depth > 1 and searched:
+        rule = "given (no noise level known)"
     staged = problem if alpha == problem.alpha else dataclasses.replace(problem, alpha=alpha)
     monitor.problem = staged
     monitor.extras.update(alpha=alpha, alpha_rule=rule)
