@@ -334,10 +334,7 @@ def iterate(
             and not delegated:
 
         rule = None if request.alpha_rule == "auto" else request.alpha_rule
-        # solvers/alpha.py still types the callback's problem as `object` (until the
-        # solver-driver change types the solvers by lbi_engine.protocols.Problem)
-        return stream_alpha(problem, run,  # type: ignore[arg-type]
-                            noise_std=request.noise_std_known(), rule=rule)
+        return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
     return run(problem, init)
 
 

@@ -38,10 +38,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch import Tensor
 
+from lbi_engine.protocols import Problem
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers.base import CancelToken, StopReason, StopRule, final
 
 START, FACTOR, LOWEST, HIGHEST = 0.1, 3.0, 1e-6, 1e4
@@ -61,23 +64,27 @@ class AlphaSearch:
     saturated: bool = False  # eta delta was out of reach; see the module docstring
 
 
-def sub_problem(problem: object, data: Tensor, alpha: float) -> object:
+def sub_problem(problem: Problem, data: Tensor, alpha: float) -> Problem:
     """The input stage as a one-layer problem with data x_1^est."""
-    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.models.network import LiftedLayer, LiftedNetwork
     from lbi_engine.problem import InversionProblem
 
-    first = LiftedNetwork([problem.network.layers[0]], problem.input_shape, name="layer 1")
+    # the problem's network is a LiftedNetwork (the one Network there is): its layers are
+    # LiftedLayers, which the Layer protocol does not promise
+    layer = cast("LiftedLayer", problem.network.layers[0])
+    first = LiftedNetwork([layer], problem.input_shape, name="layer 1")
     return InversionProblem(network=first, y_delta=data, regulariser=problem.regulariser,
                             alpha=alpha, image_shape=problem.image_shape)
 
 
-def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, options: object,
+def search_alpha(problem: Problem, data: Tensor, delta: Tensor, eta: float,
+                 options: SolverOptions,
                  x0: Tensor, tol: float, cancel: CancelToken | None, budget: int,
                  time_budget: float | None = None, rule: str = "quasi-optimality"
                  ) -> AlphaSearch:
     from lbi_engine.solvers.pdhg import run_pdhg
 
-    state = {"x": x0, "dual": None}
+    state: dict[str, Tensor | None] = {"x": x0, "dual": None}
     used = 0
     trail: list[tuple[float, float]] = []
     results: dict[float, tuple[float, Tensor, Tensor | None]] = {}
@@ -149,7 +156,9 @@ def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, optio
         _, x, dual = results[lo]
         return AlphaSearch(lo, x, dual, used, trail)
     except _Cancelled:
-        return AlphaSearch(trail[-1][0], state["x"], state["dual"], used, trail, cancelled=True)
+        x_now = state["x"]
+        assert x_now is not None  # x0, then every solve's x: never None
+        return AlphaSearch(trail[-1][0], x_now, state["dual"], used, trail, cancelled=True)
     except _OutOfBudget:
         if not results:
             return AlphaSearch(START, x0, None, used, trail, exhausted=True)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,8 +43,10 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError
+from lbi_engine.protocols import Problem
 from lbi_engine.solver_settings import ALPHA_RULES as RULES
 from lbi_engine.solver_settings import ALPHA_START
+from lbi_engine.solvers.base import IterateRecord
 
 #: Path start, floor and ceiling; the step between neighbours (four per decade). The
 #: discrepancy rule walks up from the start when its first solve already fits below target.
@@ -91,7 +93,7 @@ class AlphaChoice:
                 "alpha_target": self.target, "alpha_seconds": self.seconds}
 
 
-def expected_noise_norm(problem: object, std: float) -> float:
+def expected_noise_norm(problem: Problem, std: float) -> float:
     """E||y_delta - y|| for Gaussian noise of per-entry ``std`` projected into dom Psi_L,
     from y_delta alone (sample 0): std sqrt(m) without clipping; for a ReLU-type last layer
     the clipped-noise formula (MATH.md §6) with y_delta standing in for the clean y."""
@@ -105,11 +107,11 @@ def expected_noise_norm(problem: object, std: float) -> float:
     return std * math.sqrt(y[0].numel())
 
 
-def _with_alpha(problem: object, alpha: float) -> object:
+def _with_alpha(problem: Problem, alpha: float) -> Problem:
     return dataclasses.replace(problem, alpha=alpha, extras=dict(problem.extras))
 
 
-def _warm(record: Any, problem: object) -> dict:
+def _warm(record: IterateRecord, problem: Problem) -> dict[str, Any]:
     """A record's state as the next solve's start; momentum is not carried across alphas
     (the accelerated method restarts it); the iteration count goes on."""
     from lbi_engine.solvers import warm_start
@@ -120,7 +122,7 @@ def _warm(record: Any, problem: object) -> dict:
     return init
 
 
-def _point(alpha: float, first: Any, last: Any) -> PathPoint:
+def _point(alpha: float, first: IterateRecord, last: IterateRecord) -> PathPoint:
     psnr = None if last.psnr is None else float(last.psnr[0])
     return PathPoint(alpha, float(last.discrepancy[0]), float(last.reg_term[0]),
                      float(last.objective[0]), int(last.iteration - first.iteration),
@@ -129,11 +131,15 @@ def _point(alpha: float, first: Any, last: Any) -> PathPoint:
 
 _FATAL = ("cancelled", "time_budget", "diverged")
 
+#: ``solve(problem, init, loose)``: runs the method and yields its records (``loose``: a path
+#: solve, to PATH_TOL).
+PathSolve = Callable[[Problem, "dict[str, Any] | None", bool], Iterator[IterateRecord]]
 
-def stream_alpha(problem: object, solve: Callable[[object, dict | None, bool], Iterator[Any]], *,
+
+def stream_alpha(problem: Problem, solve: PathSolve, *,
                  noise_std: float | None, rule: str | None = None, tau: float = TAU,
                  start: float = ALPHA_START, alpha_min: float = ALPHA_MIN,
-                 factor: float = FACTOR) -> Iterator[Any]:
+                 factor: float = FACTOR) -> Iterator[IterateRecord]:
     """Walks the path, applies ``rule`` (default: discrepancy with a noise level, else
     quasi-optimality) and yields every record on the way, like one solver run: only the
     last record is final, and its ``extras`` hold ``alpha``, ``alpha_rule``, ``alpha_path``
@@ -147,10 +153,12 @@ def stream_alpha(problem: object, solve: Callable[[object, dict | None, bool], I
     if rule == "discrepancy" and not (noise_std is not None and noise_std > 0):
         raise InputError("the discrepancy rule needs the noise level: give --noise-level S "
                          "(the per-entry std of the measurement noise) or use quasi-optimality.")
-    target = tau * expected_noise_norm(problem, noise_std) if rule == "discrepancy" else None
+    target = tau * expected_noise_norm(problem, noise_std) \
+        if rule == "discrepancy" and noise_std is not None else None
     path: list[PathPoint] = []
-    finals: list[Any] = []
-    alpha, init, step = start, None, factor
+    finals: list[IterateRecord] = []
+    alpha, step = start, factor
+    init: dict[str, Any] | None = None
     while alpha_min * (1 - 1e-9) <= alpha <= ALPHA_MAX:
         first, last = yield from _solve_at(problem, alpha, solve, init,
                                            f"alpha path: {alpha:.3g}",
@@ -172,17 +180,18 @@ def stream_alpha(problem: object, solve: Callable[[object, dict | None, bool], I
         path, finals = [path[i] for i in order], [finals[i] for i in order]
         keep = next((i for i, p in enumerate(path) if p.discrepancy <= target), len(path) - 1)
         path, finals = path[:keep + 1], finals[:keep + 1]
+    index: int | None
     if finals[-1].stop_reason in _FATAL:
         chosen, index = path[-1].alpha, len(path) - 1
-    elif rule == "discrepancy":
+    elif target is not None:  # the discrepancy rule
         chosen, index = _discrepancy_alpha(path, target)
     else:
         index = _quasi_optimal_index(finals)
         chosen = path[index].alpha
     # The result: a warm solve at the chosen alpha from the nearest larger path point (at a
     # path point it continues that point's iterate, so it only confirms convergence).
-    near = index if index is not None else max(i for i, p in enumerate(path)
-                                               if p.alpha >= chosen)
+    near: int = index if index is not None else max(i for i, p in enumerate(path)
+                                                    if p.alpha >= chosen)
     choice = AlphaChoice(chosen, rule, path, None, target=target,
                          seconds=sum(p.seconds for p in path))
     previous = None
@@ -199,11 +208,13 @@ def stream_alpha(problem: object, solve: Callable[[object, dict | None, bool], I
     yield previous
 
 
-def _solve_at(problem: object, alpha: float, solve: Callable[..., Iterator[Any]],
-              init: dict | None, stage: str, offset: float) -> Iterator[Any]:
+def _solve_at(problem: Problem, alpha: float, solve: PathSolve, init: dict[str, Any] | None,
+              stage: str, offset: float,
+              ) -> Generator[IterateRecord, None, tuple[IterateRecord, IterateRecord]]:
     """Yields one path solve's records as non-final, their solver time counted from
     ``offset`` (the path's so far); returns (first, final) records with their own time."""
-    first = last = None
+    first: IterateRecord | None = None
+    last: IterateRecord | None = None
     for record in solve(_with_alpha(problem, alpha), init, True):
         first = record if first is None else first
         last = record
@@ -228,7 +239,7 @@ def _discrepancy_alpha(path: list[PathPoint], target: float) -> tuple[float, int
     return float(math.exp(log_alpha)), None
 
 
-def _quasi_optimal_index(finals: list[Any]) -> int:
+def _quasi_optimal_index(finals: list[IterateRecord]) -> int:
     """argmin_k ||x_k - x_{k+1}|| (sample 0); the last point for a one-point path."""
     if len(finals) < 2:
         return len(finals) - 1
