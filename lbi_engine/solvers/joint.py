@@ -141,15 +141,22 @@ def _run_accelerated(problem: object, monitor: RunMonitor, x0: Tensor, aux: list
         monitor.extras["x_prev"], monitor.extras["momentum"] = state.momentum_state
         return monitor.record(state.xs[0], state.xs[1:], final=final)
 
+    # The objective rule stops on the objective: the change of the whole iterate (one check
+    # for finiteness and frozen samples instead of one per block) is only reported then.
+    whole = monitor.stop.tol_mode == "objective"
     yield record()
     monitor.watch.start()
     with torch.no_grad():
         while monitor.before_iteration():
             new, change = state.step(), None
-            for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
-                new[i], moved = monitor.accept(candidate, old)
-                change = moved if change is None else torch.maximum(change, moved)
-            state.accept(new)
+            if whole:
+                flat, change = monitor.accept(state.new_flat, state.x_flat)
+                state.accept_flat(flat)
+            else:
+                for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
+                    new[i], moved = monitor.accept(candidate, old)
+                    change = moved if change is None else torch.maximum(change, moved)
+                state.accept(new)
             monitor.iteration += 1
             monitor.converged(change)
             if monitor.running and monitor.due():
