@@ -24,6 +24,7 @@ iteration the dual is a fixed point of FGP, so the limit is exact; ``dual`` is t
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 from torch import Tensor
@@ -96,6 +97,11 @@ class JointFista:
         # the per-coordinate step (each block's tau over its entries)
         self._tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
                                for n, t in zip(self._sizes, self.taus, strict=True)])
+        # one sample: the momentum coefficients as Python floats rounded to the dtype
+        self._scalar = None
+        if batch == 1 and like.dtype in (torch.float32, torch.float64):
+            self._scalar = float if like.dtype == torch.float64 else _round32
+            self.t, self.coef = float(self.t[0]), float(self.coef[0])
         # every auxiliary block's prox a projection onto x >= 0 (ReLU): one clamp for all
         self._relu_aux = all(type(layer.activation).__name__ == "ReLU"
                              for layer in self.layers[:-1])
@@ -231,25 +237,50 @@ class JointFista:
         x, scratch = self._x, self._slots[self._is]
         step = torch.sub(mine, x, out=scratch)
         dot = torch.sub(self._y, mine, out=self._grad).mul_(step).sum(dim=1)
-        uphill = dot > 0
-        t_next = 0.5 * (1.0 + torch.sqrt(1.0 + 4.0 * self.t * self.t))
-        coef = torch.where(uphill, torch.zeros_like(t_next), (self.t - 1.0) / t_next)
-        if bool(uphill.any()):
-            self.restarts += int(uphill.sum())
-        torch.addcmul(mine, coef.reshape(-1, 1), step, out=self._y)
-        self.t = torch.where(uphill, torch.ones_like(t_next), t_next)
-        self.coef = coef
+        if self._scalar is not None:  # one sample: the momentum in Python numbers
+            self._accept_scalar(float(dot), mine, step)
+        else:
+            uphill = dot > 0
+            t_next = 0.5 * (1.0 + torch.sqrt(1.0 + 4.0 * self.t * self.t))
+            coef = torch.where(uphill, torch.zeros_like(t_next), (self.t - 1.0) / t_next)
+            if bool(uphill.any()):
+                self.restarts += int(uphill.sum())
+            torch.addcmul(mine, coef.reshape(-1, 1), step, out=self._y)
+            self.t = torch.where(uphill, torch.ones_like(t_next), t_next)
+            self.coef = coef
         # rotate: new -> x, x -> prev, prev -> free slot for the next step
         self._ix, self._ip, self._in = self._in, self._ix, self._ip
+
+    def _accept_scalar(self, dot: float, mine: Tensor, step: Tensor) -> None:
+        """The per-sample rule of accept_flat for B = 1 on Python floats (each tiny tensor
+        operation costs as much as a 784-entry one), rounded to the tensor dtype so that
+        momentum_state continues the run exactly."""
+        rnd = self._scalar
+        t = self.t
+        t_next = rnd(0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t)))
+        if dot > 0:
+            self.restarts += 1
+            coef, t_next = 0.0, 1.0
+        else:
+            coef = rnd((t - 1.0) / t_next)
+        torch.add(mine, step, alpha=coef, out=self._y)
+        self.t, self.coef = t_next, coef
 
     @property
     def momentum_state(self) -> tuple[Tensor, Tensor]:
         """(previous iterates flattened and concatenated, [t; coefficient]) for warm starts."""
-        return self._prev.clone(), torch.stack((self.t, self.coef))
+        like = self._x
+        t, coef = (torch.as_tensor(v, dtype=like.dtype, device=like.device).reshape(-1)
+                   for v in (self.t, self.coef))
+        return self._prev.clone(), torch.stack((t, coef))
 
     @staticmethod
     def _per_sample(v: Tensor, like: Tensor) -> Tensor:
         return v.reshape(-1, *([1] * (like.dim() - 1)))
+
+
+def _round32(v: float) -> float:
+    return struct.unpack("f", struct.pack("f", v))[0]
 
 
 def backprojection_start(problem: object) -> Tensor:

@@ -56,24 +56,27 @@ def test_other_maps_are_left_alone() -> None:
     assert sparse_or_self(conv, torch.zeros(1, dtype=torch.float64, device="meta")) is conv
 
 
-def _cnn_problem(batch: int = 1, alpha: float = 1e-3) -> object:
-    net = lift(seeded_cnn_encoder(), (1, 28, 28))
-    x_true = disc(28, 8.0).reshape(1, 1, 28, 28)
+def _cnn_problem(batch: int = 1, alpha: float = 1e-3,
+                 dtype: torch.dtype = torch.float64) -> object:
+    net = lift(seeded_cnn_encoder(), (1, 28, 28), dtype)
+    x_true = disc(28, 8.0, dtype).reshape(1, 1, 28, 28)
     if batch > 1:
         x_true = torch.cat([x_true * (1.0 + 0.5 * k) for k in range(batch)])
     return problem_for(net, x_true, alpha, std=0.01)
 
 
-def test_warm_start_continues_the_accelerated_joint_run_exactly() -> None:
-    problem = _cnn_problem()
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_warm_start_continues_the_accelerated_joint_run_exactly(dtype: torch.dtype) -> None:
+    problem = _cnn_problem(dtype=dtype)
     straight = final(solve(problem, "joint", stop=StopRule(max_iter=60, tol=0)))
     first = final(solve(problem, "joint", stop=StopRule(max_iter=25, tol=0)))
     resumed = final(solve(problem, "joint", stop=StopRule(max_iter=35, tol=0),
                           init=warm_start(first.to_numpy(), problem)))
     assert straight.extras["steps"] == "accelerated" and resumed.iteration == 60
-    torch.testing.assert_close(resumed.x, straight.x, rtol=0, atol=1e-12)
+    assert resumed.x.dtype == dtype
+    torch.testing.assert_close(resumed.x, straight.x, rtol=0, atol=0)
     for a, b in zip(resumed.aux, straight.aux, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_stopped_samples_stay_frozen_in_a_batch() -> None:
