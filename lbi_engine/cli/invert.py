@@ -251,17 +251,19 @@ def _resolve_path(value: str | None, record_dir: Path | None) -> str | None:
 
 def build_request(args: argparse.Namespace) -> Any:
     """The InversionRequest of the command line: record (if any) <- flags."""
+    # usage errors first: they need no engine import (several seconds on a cold start)
+    if not args.record:
+        if not args.network:
+            raise c.UsageError("--network is required (or give --record FILE)", "lbi invert")
+        if args.sample is None and not any(getattr(args, s) for s in _SOURCES):
+            raise c.UsageError("give one data source: --sample, --image, --truth or --data "
+                               "(or --record FILE)", "lbi invert")
     from lbi_engine.api import InversionRequest
 
     record_dir = None
     if args.record:
         data, record_dir = load_record(args.record)
     else:
-        if not args.network:
-            raise c.UsageError("--network is required (or give --record FILE)", "lbi invert")
-        if args.sample is None and not any(getattr(args, s) for s in _SOURCES):
-            raise c.UsageError("give one data source: --sample, --image, --truth or --data "
-                               "(or --record FILE)", "lbi invert")
         data = InversionRequest().to_dict()
     for flag, name in _FIELDS.items():
         value = getattr(args, flag)
@@ -278,6 +280,8 @@ def build_request(args: argparse.Namespace) -> Any:
             data[name] = getattr(args, name)
         if args.sample is not None:
             data["index"] = args.sample
+            if args.dataset is None:
+                _fit_dataset(data, args.split is None)
     for name in ("network", *_SOURCES):
         data[name] = _resolve_path(data.get(name), record_dir)
     if data.get("feature_prior"):  # a BASE name: resolved through its card
@@ -286,6 +290,22 @@ def build_request(args: argparse.Namespace) -> Any:
         card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
         data["feature_prior"] = card
     return InversionRequest.from_dict(data)
+
+
+def _fit_dataset(data: dict[str, Any], choose_split: bool) -> None:
+    """--sample without --dataset: the bundled dataset whose images the zoo network takes
+    (the circle perceptron takes 64x64 cartoons, not 28x28 digits), said on stderr."""
+    from lbi_engine.models import zoo_data
+
+    dataset = zoo_data.dataset_for(zoo_data.zoo_input_shape(str(data["network"])),
+                                   str(data["dataset"]))
+    if dataset is None or dataset == data["dataset"]:
+        return
+    data["dataset"] = dataset
+    if choose_split:
+        data["split"] = zoo_data.FIRST_SPLIT.get(dataset, data["split"])
+    c.warn(f"{data['network']} takes {dataset} images: using --dataset {dataset} "
+           f"--split {data['split']}")
 
 
 # ---------------------------------------------------------------------------------------------
