@@ -31,7 +31,7 @@ class SparseLinear:
 
     def __init__(self, affine: object, forward: Tensor, backward: Tensor,
                  bias: Tensor | None) -> None:
-        self.affine = affine
+        # no reference to ``affine``: the cache's value must not keep its weak key alive
         self.in_shape = tuple(affine.in_shape)
         self.out_shape = tuple(affine.out_shape)
         self.bias = bias  # b_l over the whole output (B = 1), or None

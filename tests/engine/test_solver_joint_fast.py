@@ -49,6 +49,18 @@ def test_sparse_form_is_the_same_map(bias: bool, batch: int) -> None:
     assert abs(float(lhs - rhs)) < 1e-12 * float(lhs.abs() + 1)
 
 
+def test_the_cache_does_not_keep_maps_alive() -> None:
+    import gc
+    import weakref
+
+    affine = _conv_map(True)
+    assert isinstance(sparse_or_self(affine, torch.zeros(1, dtype=torch.float64)), SparseLinear)
+    ref = weakref.ref(affine)
+    del affine
+    gc.collect()
+    assert ref() is None
+
+
 def test_other_maps_are_left_alone() -> None:
     dense = LinearMap(torch.randn(4, 6, dtype=torch.float64), None, (6,))
     assert sparse_or_self(dense, torch.zeros(1, dtype=torch.float64)) is dense
