@@ -322,7 +322,7 @@ def _light(record: Any) -> dict[str, Any]:
 
 
 def run_invert(args: argparse.Namespace) -> int:
-    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
+    from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
 
     # Refuse before the (possibly long) run, not after it: a path that cannot be written,
     # a folder another run is writing to, results that would be replaced without --overwrite.
@@ -333,7 +333,8 @@ def run_invert(args: argparse.Namespace) -> int:
 
 
 def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
-    from lbi_engine import api, exports
+    from lbi_engine import api
+    from lbi_engine.results import exports
 
     exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
     if request.allow_code:

@@ -61,7 +61,8 @@ def add_list_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from lbi_engine import data, zoo
+    from lbi_engine import data
+    from lbi_engine.models import zoo
 
     print("networks (use with --network NAME):")
     for name, text in zoo_descriptions(zoo):

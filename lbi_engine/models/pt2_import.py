@@ -108,9 +108,11 @@ class Pt2Archive:
         total = 0
         for _, fqn, meta in entries:
             tm = meta.get("tensor_meta") if isinstance(meta, dict) else None
-            dtype = _DTYPES.get(int(tm["dtype"])) if isinstance(tm, dict) else None
-            if dtype is None or meta.get("use_pickle"):
+            if not isinstance(tm, dict) or meta.get("use_pickle"):
                 continue  # _raw_tensor refuses it with its own message
+            dtype = _DTYPES.get(int(tm["dtype"]))
+            if dtype is None:
+                continue  # the same
             sizes = [max(0, _as_int(s, fqn)) for s in tm["sizes"]]
             total += math.prod(sizes) * torch.empty((), dtype=dtype).element_size()
         # the raw bytes and the tensor cloned from them exist at once while reading
@@ -154,7 +156,7 @@ class Pt2Archive:
             data = self.read(name, 8 * MAX_TENSOR_VALUES)
             try:
                 obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors
+            except Exception as exc:  # weights_only refuses anything but tensors
                 raise ModelFileError(f"{member} in {str(self.path)!r} is not plain tensors "
                                      f"({type(exc).__name__}); lbi does not unpickle it. "
                                      "Save the program again with a current torch.") from exc
@@ -182,6 +184,6 @@ def pt2_sequential(path: str | Path,
         return GraphTranslator(program, archive.tensors(), p, input_shape).build()
     except LbiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - malformed JSON structure or tensor metadata
+    except Exception as exc:  # malformed JSON structure or tensor metadata
         raise ModelFileError(f".pt2 file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); save it again with torch.export.save.") from exc

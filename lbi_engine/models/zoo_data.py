@@ -23,7 +23,7 @@ def zoo_input_shape(network: str) -> tuple[int, ...] | None:
         if network not in zoo.list_zoo():
             return None
         shape = zoo.zoo_card(network).get("input_shape")
-    except Exception:  # noqa: BLE001 - an unreadable card: the engine reports it on prepare
+    except Exception:  # an unreadable card: the engine reports it on prepare
         return None
     return tuple(int(s) for s in shape) if shape else None
 
