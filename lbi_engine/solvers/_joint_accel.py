@@ -24,11 +24,13 @@ iteration the dual is a fixed point of FGP, so the limit is exact; ``dual`` is t
 from __future__ import annotations
 
 import math
+import struct
 
 import torch
 from torch import Tensor
 
 from lbi_engine.solvers import _accelerated as _acc
+from lbi_engine.solvers._sparse_maps import sparse_or_self
 
 INNER = 5  # FGP steps per outer step (warm-started); measured: 20 gives the same curve
 
@@ -46,7 +48,13 @@ def supported(problem: object, options: object) -> bool:
 
 
 class JointFista:
-    """State of the accelerated joint iteration: iterates ``xs`` = [x_0, x_1, .., x_{L-1}]."""
+    """State of the accelerated joint iteration: iterates ``xs`` = [x_0, x_1, .., x_{L-1}].
+
+    All blocks live side by side in one (B, N) buffer per iterate (``xs`` are views into it),
+    so that the momentum, the restart test and the gradient step of every block are one
+    tensor operation each: on the CPU a step on a 28x28 image is dominated by per-operation
+    overhead, not arithmetic (docs/LAYERWISE.md §Joint).
+    """
 
     def __init__(self, problem: object, xs: list[Tensor], dual: Tensor | None,
                  step_scale: float, x_prev: Tensor | None = None,
@@ -66,19 +74,39 @@ class JointFista:
         self.taus = [step_scale / m for m in bounds]
         self.lam = self.taus[0] * self.alpha
         self.k_norm_sq = float(self.reg.K_norm_sq())
-        self.xs = [x.clone() for x in xs]
         like = xs[0]
         batch = like.shape[0]
+        self._shapes = [tuple(x.shape) for x in xs]
+        self._sizes = [x[0].numel() for x in xs]
+        self._n0 = self._sizes[0]
+        # Four (B, N) slots rotate between x, the previous x, the new x and scratch; y and
+        # the gradient have their own. Block views of every slot are made once.
+        self._slots = [self._flat(xs) for _ in range(4)]
+        self._slot_views = [self._views(slot) for slot in self._slots]
+        self._ix, self._ip, self._in, self._is = 0, 1, 2, 3  # x, prev, new, scratch
+        self._y = torch.empty_like(self._slots[0])
+        self._y_views = self._views(self._y)
+        self._grad = torch.empty_like(self._y)
+        self._grad_views = self._views(self._grad)
         self.t = torch.ones(batch, dtype=like.dtype, device=like.device)
         self.coef = torch.zeros_like(self.t)
-        self.prev = [x.clone() for x in xs]
         if x_prev is not None and momentum is not None:
-            sizes = [x[0].numel() for x in xs]
-            parts = x_prev.reshape(batch, -1).split(sizes, dim=1)
-            self.prev = [p.reshape(x.shape).clone() for p, x in zip(parts, xs, strict=True)]
-            self.t, self.coef = momentum.reshape(2, batch).clone().unbind(0)
-        self.ys = [x + self._per_sample(self.coef, x) * (x - p)
-                   for x, p in zip(self.xs, self.prev, strict=True)]
+            self._prev.copy_(x_prev.reshape(batch, -1))
+            self.t, self.coef = momentum.reshape(2, batch).to(like).clone().unbind(0)
+        torch.addcmul(self._x, self.coef.reshape(-1, 1), self._x - self._prev, out=self._y)
+        # the per-coordinate step (each block's tau over its entries)
+        self._tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
+                               for n, t in zip(self._sizes, self.taus, strict=True)])
+        # one sample: the momentum coefficients as Python floats rounded to the dtype
+        self._scalar = None
+        if batch == 1 and like.dtype in (torch.float32, torch.float64):
+            self._scalar = float if like.dtype == torch.float64 else _round32
+            self.t, self.coef = float(self.t[0]), float(self.coef[0])
+        # every auxiliary block's prox a projection onto x >= 0 (ReLU): one clamp for all
+        self._relu_aux = all(type(layer.activation).__name__ == "ReLU"
+                             for layer in self.layers[:-1])
+        # the same maps, small convolutions as CSR matrices (2-5x cheaper on the CPU)
+        self.maps = [sparse_or_self(layer.affine, like) for layer in self.layers]
         k_shape = self.reg.K(xs[0]).shape
         self.dual = dual.reshape(k_shape).clone().contiguous() if dual is not None else \
             torch.zeros(k_shape, dtype=like.dtype, device=like.device)
@@ -97,17 +125,62 @@ class JointFista:
             self._iso = bool(self.reg.inner.isotropic)
             _acc._warm_up(self._kernel, self._u.numpy().dtype, self._iso)
 
+    # -- flat buffers and their block views ------------------------------------------------
+    def _flat(self, blocks: list[Tensor]) -> Tensor:
+        batch = blocks[0].shape[0]
+        return torch.cat([b.reshape(batch, -1) for b in blocks], dim=1)
+
+    def _views(self, flat: Tensor) -> list[Tensor]:
+        return [part.view(shape) for part, shape in
+                zip(flat.split(self._sizes, dim=1), self._shapes, strict=True)]
+
+    @property
+    def _x(self) -> Tensor:
+        return self._slots[self._ix]
+
+    @property
+    def _prev(self) -> Tensor:
+        return self._slots[self._ip]
+
+    @property
+    def xs(self) -> list[Tensor]:
+        return self._slot_views[self._ix]
+
+    @property
+    def x_flat(self) -> Tensor:
+        return self._slots[self._ix]
+
+    @property
+    def new_flat(self) -> Tensor:
+        """The last step's iterate as one (B, N) tensor (its blocks are what step() returned)."""
+        return self._slots[self._in]
+
+    @property
+    def ys(self) -> list[Tensor]:
+        return self._y_views
+
+    @property
+    def prev(self) -> list[Tensor]:
+        return self._slot_views[self._ip]
+
+    # -- the iteration -----------------------------------------------------------------------
     def gradient(self, ys: list[Tensor]) -> list[Tensor]:
-        layers, depth = self.layers, len(self.layers)
-        zs = [layer.affine.apply(v) for layer, v in zip(layers, ys, strict=True)]
-        grads = []
+        """grad f at ``ys`` (blocks), as blocks of one (B, N) tensor (a fresh one)."""
+        grad = torch.empty_like(self._grad)
+        self._gradient(ys, self._views(grad))
+        return self._views(grad)
+
+    def _gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
+        layers, depth, maps = self.layers, len(self.layers), self.maps
+        z_prev = None
         for i, layer in enumerate(layers):
+            z = maps[i].apply(ys[i])
             target = ys[i + 1] if i + 1 < depth else self.problem.y_delta
-            g = layer.affine.adjoint(layer.activation.sigma(zs[i]) - target).reshape(ys[i].shape)
-            if i > 0:
-                g = g + ys[i] - zs[i - 1].reshape(ys[i].shape)
-            grads.append(g)
-        return grads
+            g_blocks[i].copy_(maps[i].adjoint(layer.activation.sigma(z) - target)
+                              .reshape(g_blocks[i].shape))
+            if z_prev is not None:  # the x_i - z_i part of the Bregman term of layer i
+                g_blocks[i].add_(ys[i]).sub_(z_prev.reshape(ys[i].shape))
+            z_prev = z
 
     def _tv_prox(self, v: Tensor, y: Tensor) -> Tensor:
         """FGP on the dual of min_u 1/2 ||u - v||^2 + lam TV(u), warm-started; ``y`` is the
@@ -121,7 +194,7 @@ class JointFista:
                 self._vbuf.numpy(), self._ybuf.numpy(), dual.numpy(), self._u.numpy(),
                 self._active, lam, 1.0 / (lam * self.k_norm_sq), self._iso, _acc.THETA,
                 self._floor, _acc.INNER_MAX, _acc.CHECK_EVERY, -math.inf, math.inf))
-            return self._u.reshape(v.shape).clone()
+            return self._u
         step = 1.0 / (lam * self.k_norm_sq)
         p_prev = self.dual
         q, t = p_prev, 1.0
@@ -136,38 +209,78 @@ class JointFista:
 
     def step(self) -> list[Tensor]:
         """The new iterates (not yet accepted): one prox-gradient step from ``ys``."""
-        grads = self.gradient(self.ys)
-        new = [self._tv_prox(self.ys[0] - self.taus[0] * grads[0], self.ys[0])]
-        for i in range(1, len(self.layers)):
-            v = self.ys[i] - self.taus[i] * grads[i]
-            new.append(self.layers[i - 1].activation.prox(v, self.taus[i]))
-        return new
+        self._gradient(self._y_views, self._grad_views)
+        new = self._slots[self._in]
+        torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
+        blocks = self._slot_views[self._in]
+        blocks[0].copy_(self._tv_prox(blocks[0], self._y_views[0]).reshape(blocks[0].shape))
+        if self._relu_aux:
+            new[:, self._n0:].clamp_(min=0.0)
+        else:
+            for i in range(1, len(self.layers)):
+                blocks[i].copy_(self.layers[i - 1].activation.prox(blocks[i], self.taus[i]))
+        return blocks
 
     def accept(self, new: list[Tensor]) -> None:
         """Momentum with the gradient restart per sample (<y - x+, x+ - x> > 0 restarts)."""
-        batch = new[0].shape[0]
-        dot = sum(((y - n).reshape(batch, -1) * (n - x).reshape(batch, -1)).sum(dim=1)
-                  for y, n, x in zip(self.ys, new, self.xs, strict=True))
-        uphill = dot > 0
-        t_next = 0.5 * (1.0 + torch.sqrt(1.0 + 4.0 * self.t * self.t))
-        coef = torch.where(uphill, torch.zeros_like(t_next), (self.t - 1.0) / t_next)
-        self.restarts += int(uphill.sum())
-        self.ys = [n + self._per_sample(coef, n) * (n - x)
-                   for n, x in zip(new, self.xs, strict=True)]
-        self.t = torch.where(uphill, torch.ones_like(t_next), t_next)
-        self.coef = coef
-        self.prev, self.xs = self.xs, new
+        slot = self._slot_views[self._in]
+        for n, b in zip(new, slot, strict=True):
+            if n is not b:  # a block replaced by the caller (frozen samples)
+                b.copy_(n)
+        self.accept_flat(self._slots[self._in])
+
+    def accept_flat(self, new: Tensor) -> None:
+        """accept() for the step's iterate given as one (B, N) tensor."""
+        mine = self._slots[self._in]
+        if new is not mine:
+            mine.copy_(new)
+        x, scratch = self._x, self._slots[self._is]
+        step = torch.sub(mine, x, out=scratch)
+        dot = torch.sub(self._y, mine, out=self._grad).mul_(step).sum(dim=1)
+        if self._scalar is not None:  # one sample: the momentum in Python numbers
+            self._accept_scalar(float(dot), mine, step)
+        else:
+            uphill = dot > 0
+            t_next = 0.5 * (1.0 + torch.sqrt(1.0 + 4.0 * self.t * self.t))
+            coef = torch.where(uphill, torch.zeros_like(t_next), (self.t - 1.0) / t_next)
+            if bool(uphill.any()):
+                self.restarts += int(uphill.sum())
+            torch.addcmul(mine, coef.reshape(-1, 1), step, out=self._y)
+            self.t = torch.where(uphill, torch.ones_like(t_next), t_next)
+            self.coef = coef
+        # rotate: new -> x, x -> prev, prev -> free slot for the next step
+        self._ix, self._ip, self._in = self._in, self._ix, self._ip
+
+    def _accept_scalar(self, dot: float, mine: Tensor, step: Tensor) -> None:
+        """The per-sample rule of accept_flat for B = 1 on Python floats (each tiny tensor
+        operation costs as much as a 784-entry one), rounded to the tensor dtype so that
+        momentum_state continues the run exactly."""
+        rnd = self._scalar
+        t = self.t
+        t_next = rnd(0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t)))
+        if dot > 0:
+            self.restarts += 1
+            coef, t_next = 0.0, 1.0
+        else:
+            coef = rnd((t - 1.0) / t_next)
+        torch.add(mine, step, alpha=coef, out=self._y)
+        self.t, self.coef = t_next, coef
 
     @property
     def momentum_state(self) -> tuple[Tensor, Tensor]:
         """(previous iterates flattened and concatenated, [t; coefficient]) for warm starts."""
-        batch = self.xs[0].shape[0]
-        flat = torch.cat([p.reshape(batch, -1) for p in self.prev], dim=1)
-        return flat, torch.stack((self.t, self.coef))
+        like = self._x
+        t, coef = (torch.as_tensor(v, dtype=like.dtype, device=like.device).reshape(-1)
+                   for v in (self.t, self.coef))
+        return self._prev.clone(), torch.stack((t, coef))
 
     @staticmethod
     def _per_sample(v: Tensor, like: Tensor) -> Tensor:
         return v.reshape(-1, *([1] * (like.dim() - 1)))
+
+
+def _round32(v: float) -> float:
+    return struct.unpack("f", struct.pack("f", v))[0]
 
 
 def backprojection_start(problem: object) -> Tensor:

@@ -19,7 +19,7 @@ from lbi_engine.protocols import Layer, Problem
 from lbi_engine.solvers import _joint_accel as _accel
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
-from lbi_engine.solvers.driver import Changes, drive
+from lbi_engine.solvers.driver import Changes, Method, drive
 from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
 
@@ -142,29 +142,46 @@ class CoordinateDescent(BlockMethod):
 
 def _run_accelerated(problem: Problem, monitor: RunMonitor, x0: Tensor, aux: list[Tensor],
                      init: dict[str, Any], options: SolverOptions) -> Iterator[IterateRecord]:
-    state = _accel.JointFista(problem, [x0, *aux], init.get("dual"), options.step_scale,
-                              init.get("x_prev"), init.get("momentum"))
-    monitor.extras.update(steps="accelerated", tau_x=state.taus[0], tau_aux=state.taus[1:])
+    method = AcceleratedJoint(problem, x0, aux, init, options)
+    monitor.extras.update(steps="accelerated", tau_x=method.fista.taus[0],
+                          tau_aux=method.fista.taus[1:])
+    yield from drive(method, monitor)
 
-    def record(final: bool = False) -> IterateRecord:
+
+class AcceleratedJoint(Method):
+    """The all-block FISTA of ``_joint_accel.JointFista`` on the driver."""
+
+    def __init__(self, problem: Problem, x0: Tensor, aux: list[Tensor], init: dict[str, Any],
+                 options: SolverOptions) -> None:
+        self.fista = _accel.JointFista(problem, [x0, *aux], init.get("dual"),
+                                       options.step_scale, init.get("x_prev"),
+                                       init.get("momentum"))
+
+    def step(self, monitor: RunMonitor) -> Changes:
+        state = self.fista
+        new = state.step()
+        if monitor.stop.tol_mode == "objective":
+            # the objective rule stops on the objective: the change of the whole iterate
+            # (one check for finiteness and frozen samples, not one per block) is only
+            # reported then
+            flat, change = monitor.accept(state.new_flat, state.x_flat)
+            state.accept_flat(flat)
+            return change, None
+        change = None
+        for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
+            new[i], moved = monitor.accept(candidate, old)
+            change = moved if change is None else torch.maximum(change, moved)
+        state.accept(new)
+        assert change is not None
+        return change, None
+
+    def state(self) -> tuple[Tensor, list[Tensor]]:
+        xs = self.fista.xs
+        return xs[0], xs[1:]
+
+    def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
+        state = self.fista
         monitor.extras["dual"] = state.dual
         monitor.extras["restarts"] = state.restarts
         monitor.extras["x_prev"], monitor.extras["momentum"] = state.momentum_state
-        return monitor.record(state.xs[0], state.xs[1:], final=final)
-
-    yield record()
-    monitor.watch.start()
-    with torch.no_grad():
-        while monitor.before_iteration():
-            new, change = state.step(), None
-            for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
-                new[i], moved = monitor.accept(candidate, old)
-                change = moved if change is None else torch.maximum(change, moved)
-            assert change is not None  # xs holds x_0 at least
-            state.accept(new)
-            monitor.iteration += 1
-            monitor.converged(change)
-            if monitor.running and monitor.due():
-                yield record()
-    monitor.watch.pause()
-    yield record(final=True)
+        return super().record(monitor, final)
