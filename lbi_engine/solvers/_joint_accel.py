@@ -25,20 +25,24 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from torch import Tensor
 
+from lbi_engine.operators import AffineMap
+from lbi_engine.protocols import Problem
+from lbi_engine.regularisers import TotalVariation
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers import _accelerated as _acc
 from lbi_engine.solvers._sparse_maps import sparse_or_self
 
 INNER = 5  # FGP steps per outer step (warm-started); measured: 20 gives the same curve
 
 
-def supported(problem: object, options: object) -> bool:
+def supported(problem: Problem, options: SolverOptions) -> bool:
     """TV without box constraints, one PDHG step per sweep, more than one layer."""
-    from lbi_engine.regularisers import TotalVariation
-
     inner = getattr(problem.reg, "inner", None)
     return (problem.depth > 1 and options.steps in ("auto", "accelerated")
             and options.n_inner == 1 and int(getattr(options, "anderson", 0)) == 0
@@ -56,7 +60,7 @@ class JointFista:
     overhead, not arithmetic (docs/LAYERWISE.md §Joint).
     """
 
-    def __init__(self, problem: object, xs: list[Tensor], dual: Tensor | None,
+    def __init__(self, problem: Problem, xs: list[Tensor], dual: Tensor | None,
                  step_scale: float, x_prev: Tensor | None = None,
                  momentum: Tensor | None = None) -> None:
         """``x_prev`` (the previous iterates, flattened and concatenated) and ``momentum``
@@ -88,8 +92,10 @@ class JointFista:
         self._y_views = self._views(self._y)
         self._grad = torch.empty_like(self._y)
         self._grad_views = self._views(self._grad)
-        self.t = torch.ones(batch, dtype=like.dtype, device=like.device)
-        self.coef = torch.zeros_like(self.t)
+        # the momentum t and its last coefficient: (B,) tensors, or Python floats rounded to
+        # the dtype for one sample (see _accept_scalar)
+        self.t: Any = torch.ones(batch, dtype=like.dtype, device=like.device)
+        self.coef: Any = torch.zeros_like(self.t)
         if x_prev is not None and momentum is not None:
             self._prev.copy_(x_prev.reshape(batch, -1))
             self.t, self.coef = momentum.reshape(2, batch).to(like).clone().unbind(0)
@@ -98,7 +104,7 @@ class JointFista:
         self._tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
                                for n, t in zip(self._sizes, self.taus, strict=True)])
         # one sample: the momentum coefficients as Python floats rounded to the dtype
-        self._scalar = None
+        self._scalar: Callable[[float], float] | None = None
         if batch == 1 and like.dtype in (torch.float32, torch.float64):
             self._scalar = float if like.dtype == torch.float64 else _round32
             self.t, self.coef = float(self.t[0]), float(self.coef[0])
@@ -106,7 +112,8 @@ class JointFista:
         self._relu_aux = all(type(layer.activation).__name__ == "ReLU"
                              for layer in self.layers[:-1])
         # the same maps, small convolutions as CSR matrices (2-5x cheaper on the CPU)
-        self.maps = [sparse_or_self(layer.affine, like) for layer in self.layers]
+        # (a LiftedNetwork's layers hold AffineMaps; the Layer protocol promises an Operator)
+        self.maps = [sparse_or_self(cast(AffineMap, layer.affine), like) for layer in self.layers]
         k_shape = self.reg.K(xs[0]).shape
         self.dual = dual.reshape(k_shape).clone().contiguous() if dual is not None else \
             torch.zeros(k_shape, dtype=like.dtype, device=like.device)
@@ -122,7 +129,10 @@ class JointFista:
             self._ybuf = torch.empty(self._img, dtype=like.dtype)
             self._active = torch.ones(batch, dtype=torch.bool).numpy()
             self._floor = 16.0 * torch.finfo(like.dtype).eps
-            self._iso = bool(self.reg.inner.isotropic)
+            inner = self.reg.inner
+            if not isinstance(inner, TotalVariation):  # supported() admits TV only
+                raise TypeError(f"the accelerated joint method handles TV, not {inner.name!r}")
+            self._iso = bool(inner.isotropic)
             _acc._warm_up(self._kernel, self._u.numpy().dtype, self._iso)
 
     # -- flat buffers and their block views ------------------------------------------------
@@ -256,7 +266,8 @@ class JointFista:
         operation costs as much as a 784-entry one), rounded to the tensor dtype so that
         momentum_state continues the run exactly."""
         rnd = self._scalar
-        t = self.t
+        assert rnd is not None  # set for one sample, the only caller's case
+        t = float(self.t)
         t_next = rnd(0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t)))
         if dot > 0:
             self.restarts += 1
@@ -283,7 +294,7 @@ def _round32(v: float) -> float:
     return struct.unpack("f", struct.pack("f", v))[0]
 
 
-def backprojection_start(problem: object) -> Tensor:
+def backprojection_start(problem: Problem) -> Tensor:
     """x_0 = clip(s v) with v = W_1^T ... W_L^T (y_delta - b_L) and the s of a log grid
     (1e-4 .. 10) that fits the code best; clipped to the image range [0, data_range] in
     display space. Costs one adjoint chain and 26 forward passes, and measured on the CNN

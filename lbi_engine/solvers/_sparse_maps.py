@@ -18,18 +18,21 @@ import weakref
 import torch
 from torch import Tensor
 
+from lbi_engine.operators import AffineMap
+
 #: Largest in_numel * out_numel of a map built densely before sparsifying (32 MB in float32).
 MAX_DENSE = 2**23
 #: Denser matrices than this are left to the map's own kernels (dense GEMV is as fast).
 MAX_DENSITY = 0.2
 
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[AffineMap, dict[tuple[torch.dtype], SparseLinear | None]] = \
+    weakref.WeakKeyDictionary()
 
 
 class SparseLinear:
     """W and W^T of an affine map as CSR matrices: ``linear`` and ``adjoint`` on (B, ...)."""
 
-    def __init__(self, affine: object, forward: Tensor, backward: Tensor,
+    def __init__(self, affine: AffineMap, forward: Tensor, backward: Tensor,
                  bias: Tensor | None) -> None:
         # no reference to ``affine``: the cache's value must not keep its weak key alive
         self.in_shape = tuple(affine.in_shape)
@@ -55,7 +58,7 @@ def _product(matrix: Tensor, v: Tensor, shape: tuple[int, ...]) -> Tensor:
     return (matrix @ v.reshape(batch, -1).T).T.reshape(batch, *shape)
 
 
-def sparse_or_self(affine: object, like: Tensor) -> object:
+def sparse_or_self(affine: AffineMap, like: Tensor) -> AffineMap | SparseLinear:
     """A :class:`SparseLinear` for a small, sparse convolution on the CPU, else ``affine``."""
     if like.device.type != "cpu" or type(affine).__name__ != "Conv2dMap":
         return affine
@@ -71,7 +74,7 @@ def sparse_or_self(affine: object, like: Tensor) -> object:
     return built or affine
 
 
-def _build(affine: object, dtype: torch.dtype) -> SparseLinear | None:
+def _build(affine: AffineMap, dtype: torch.dtype) -> SparseLinear | None:
     n_in, n_out = int(affine.in_numel), int(affine.out_numel)
     if n_in * n_out > MAX_DENSE:
         return None

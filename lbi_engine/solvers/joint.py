@@ -167,13 +167,13 @@ class AcceleratedJoint(Method):
             flat, change = monitor.accept(state.new_flat, state.x_flat)
             state.accept_flat(flat)
             return change, None
-        change = None
+        worst: Tensor | None = None
         for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
             new[i], moved = monitor.accept(candidate, old)
-            change = moved if change is None else torch.maximum(change, moved)
+            worst = moved if worst is None else torch.maximum(worst, moved)
         state.accept(new)
-        assert change is not None
-        return change, None
+        assert worst is not None  # xs holds x_0 at least
+        return worst, None
 
     def state(self) -> tuple[Tensor, list[Tensor]]:
         xs = self.fista.xs
