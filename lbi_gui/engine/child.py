@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 from lbi_gui.engine.run_driver import ErrorInfo, RunDriver, RunJob
+from lbi_gui.engine.warmup import Warmup
 
 #: Seconds the child waits for its job threads to end before it exits anyway.
 EXIT_GRACE_S = 3.0
@@ -63,9 +64,10 @@ class _Sender:
 class _Channel:
     """One controller's driver and the thread that runs its jobs in order."""
 
-    def __init__(self, ch: int, send: _Sender) -> None:
+    def __init__(self, ch: int, send: _Sender, warm: Warmup) -> None:
         self.ch = ch
         self._send = send
+        self._warm = warm
         self.driver = RunDriver(lambda kind, *args: send((kind, ch, *args)))
         self._jobs: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
@@ -76,6 +78,8 @@ class _Channel:
         self.thread.start()
 
     def submit(self, msg: tuple) -> None:
+        if msg[0] in ("prepare", "run"):
+            self._warm.note_job(msg[3] if msg[0] == "prepare" else msg[2].request)
         if msg[0] == "run":
             job: RunJob = msg[2]
             with self._lock:
@@ -107,6 +111,8 @@ class _Channel:
     def _loop(self) -> None:
         while (msg := self._jobs.get()) is not None:
             kind = msg[0]
+            # The warm-up loads what these jobs need: wait for it instead of doing it twice.
+            (self._warm.wait_engine if kind == "boot" else self._warm.wait_done)()
             if kind == "boot":
                 self.driver.boot()
             elif kind == "prepare":
@@ -121,13 +127,16 @@ class _Channel:
         self._send(("closed", self.ch))
 
 
-def main(conn: Any) -> None:
-    """Entry point of the child (``multiprocessing`` spawn target)."""
+def main(conn: Any, warm_request: dict[str, Any] | None = None) -> None:
+    """Entry point of the child (``multiprocessing`` spawn target). The engine starts
+    loading at once; ``warm_request`` (the window's initial problem) is warmed after it
+    (:class:`~lbi_gui.engine.warmup.Warmup`)."""
     # Ctrl+C in a terminal reaches the whole process group; the GUI decides when we end.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     send = _Sender(conn)
     # Says which process this is and proves the child stayed free of Qt (tests check it).
     send(("hello", os.getpid(), sorted(m for m in sys.modules if m.startswith("PySide6"))))
+    warm = Warmup(warm_request)
     channels: dict[int, _Channel] = {}
     try:
         while True:
@@ -151,7 +160,7 @@ def main(conn: Any) -> None:
                 continue
             chan = channels.get(ch)
             if chan is None:
-                chan = channels[ch] = _Channel(ch, send)
+                chan = channels[ch] = _Channel(ch, send, warm)
             if kind in ("boot", "prepare", "run"):
                 chan.submit(msg)
             else:
