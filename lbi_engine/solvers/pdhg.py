@@ -30,11 +30,12 @@ Block = PrimalDualBlock | AcceleratedBlock
 
 
 def make_block(layer: object, problem: object, options: SolverOptions, x0: torch.Tensor,
-               z0: torch.Tensor | None, init: dict | None = None) -> Block:
+               z0: torch.Tensor | None, init: dict | None = None,
+               tol_mode: str = "objective") -> Block:
     """The accelerated block where ``options.steps`` asks for it and it applies, else the
     Condat–Vũ block (whose "auto"/"accelerated" steps are then "balanced"). ``init`` may hold
     the accelerated block's momentum ("x_prev", "momentum") from a record (warm_start)."""
-    if wants_accelerated(options.steps) and supported(problem, options, True):
+    if wants_accelerated(options.steps, tol_mode) and supported(problem, options, True):
         init = init or {}
         momentum = None
         if init.get("x_prev") is not None and init.get("momentum") is not None:
@@ -61,7 +62,8 @@ def run_pdhg(
     start = int(init.get("iteration", 0))
     monitor = RunMonitor(problem, "pdhg", stop, cancel, report_every, start_iteration=start)
     x0 = init.get("x", problem.zeros_input())
-    block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init)
+    block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init,
+                       tol_mode=stop.tol_mode)
     _describe_steps(monitor, block)
     yield _record(monitor, block, problem)
     monitor.watch.start()
