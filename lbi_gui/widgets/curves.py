@@ -28,6 +28,41 @@ MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
+#: Legend entries per row: two rows hold αR and three layers' Bregman terms.
+LEGEND_COLUMNS = 2
+_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def _tighten(legend: pg.LegendItem) -> None:
+    """Labels without the text document's 4-px margin: rows as tall as the text."""
+    for _sample, label in legend.items:
+        if label.item.document().documentMargin() != 0:
+            label.item.document().setDocumentMargin(0)
+            label.setText(label.text)  # recomputes the label's size from the tighter text
+    # the rows keep their old height until the layout runs again in a geometry that does
+    # not stretch them: shrink, lay out, then let the legend size itself to its rows
+    legend.setGeometry(0, 0, 1, 1)
+    legend.layout.activate()
+    legend.updateSize()
+
+
+class CompactSample(pg.ItemSample):
+    """A legend sample 14 × 8 px instead of pyqtgraph's 20 × 20: the rows are then as tall as
+    their 7-pt text, and four entries fit in a plot of the minimum height (defect 13 of
+    issue #20: the legend covered half of a small plot). A click still hides the curve."""
+
+    def __init__(self, item: pg.GraphicsObject) -> None:
+        super().__init__(item)
+        self.setFixedWidth(14)  # the layout reads these, not boundingRect
+        self.setFixedHeight(8)
+
+    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 - Qt override
+        return QtCore.QRectF(0, 0, 14, 8)
+
+    def paint(self, p: QtGui.QPainter, *args: object) -> None:
+        p.setPen(pg.mkPen(self.item.opts["pen"]) if self.item.isVisible()
+                 else pg.mkPen("#bbbbbb", style=QtCore.Qt.PenStyle.DotLine))
+        p.drawLine(QtCore.QPointF(0, 4), QtCore.QPointF(14, 4))
 
 
 class LogAxis(pg.AxisItem):
@@ -115,10 +150,15 @@ class CurvesPanel(QtWidgets.QWidget):
             self.plots[key] = plot
         self._log = {key: log for key, _t, log in specs}
         self.lines: dict[str, pg.PlotDataItem] = {}
-        legend_terms = self.plots["terms"].addLegend(offset=(-5, 5), labelTextSize="7pt")
-        legend_res = self.plots["residuals"].addLegend(offset=(-5, 5), labelTextSize="7pt")
+        # Lower left: the terms and residuals fall from their first values, so that corner
+        # of a log plot stays empty (the top right holds the rising αR and early residuals).
+        legend_terms, legend_res = (
+            self.plots[key].addLegend(offset=(4, -4), labelTextSize="7pt",
+                                      sampleType=CompactSample, colCount=LEGEND_COLUMNS,
+                                      horSpacing=6)
+            for key in ("terms", "residuals"))
         self._add("objective", "objective", "#d62728")
-        self._add("terms", "reg_term", "#ff7f0e", name="αR(x)")
+        self._add("terms", "reg_term", "#ff7f0e", name="αR")
         self._add("psnr", "psnr", "#1f77b4", name="inversion")
         self._add("discrepancy", "discrepancy", "#2ca02c")
         self._add("residuals", "primal_residual", "#1f77b4", name="primal")
@@ -129,6 +169,7 @@ class CurvesPanel(QtWidgets.QWidget):
             legend.setBrush(pg.mkBrush(255, 255, 255, 190))
             legend.layout.setVerticalSpacing(0)
             legend.layout.setContentsMargins(2, 0, 2, 0)
+            _tighten(legend)
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
@@ -234,8 +275,10 @@ class CurvesPanel(QtWidgets.QWidget):
         self.layer_lines = [
             self.plots["terms"].plot([], [], pen=pg.mkPen(LAYER_COLOURS[i % len(LAYER_COLOURS)],
                                                           width=1.3),
-                                     name=f"B layer {i + 1}", connect="finite")
+                                     name=f"B{str(i + 1).translate(_SUBSCRIPTS)}",
+                                     connect="finite")
             for i in range(n)]
+        _tighten(self._legends[0])
 
     # ---- updates -------------------------------------------------------------------------
     def update_curves(self, store: CurveStore, live_until: int | None = None) -> None:
