@@ -15,11 +15,11 @@ _LAZY = {
     "make_activation": "lbi_engine.activations",
     "make_regulariser": "lbi_engine.regularisers",
     "InversionProblem": "lbi_engine.problem",
-    "StopRule": "lbi_engine.solvers.base",
+    "StopRule": "lbi_engine.solver_settings",  # torch-free
     "CancelToken": "lbi_engine.solvers.base",
     "solve": "lbi_engine.solvers",
     "load_network": "lbi_engine.models.zoo",
-    "InversionRequest": "lbi_engine.api",
+    "InversionRequest": "lbi_engine.request",  # torch-free
     "prepare": "lbi_engine.api",
     "run_to_end": "lbi_engine.api",
 }

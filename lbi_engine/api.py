@@ -19,6 +19,7 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.problem import InversionProblem
+from lbi_engine.protocols import Problem
 from lbi_engine.request import DTYPES, FORMAT_VERSION, InversionRequest
 from lbi_engine.solvers import solve, warm_start
 from lbi_engine.solvers.alpha import PATH_TOL, stream_alpha
@@ -102,12 +103,11 @@ def _load_truth(request: InversionRequest, bundle: Any) -> np.ndarray | None:
     if request.data:
         return None
     if request.truth:
-        return np.asarray(data.load_array(request.truth), dtype=np.float32)
+        return np.asarray(data.read_array(request.truth), dtype=np.float32)
     if request.image:
         size = _input_hw(bundle) if request.resize else None
-        return np.asarray(data.load_image(request.image, size=size), dtype=np.float32)
-    sample = data.get_sample(request.dataset, request.split, request.index)
-    return np.asarray(sample, dtype=np.float32)
+        return data.read_image(request.image, size=size)
+    return data.sample_array(request.dataset, request.split, request.index)
 
 
 def _input_hw(bundle: Any) -> tuple[int, int] | None:
@@ -137,8 +137,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     """
     from lbi_engine import data as data_mod
     from lbi_engine import metrics, noise
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.regularisers import make_regulariser
-    from lbi_engine.zoo import load_network
 
     request.validate()
     device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
@@ -163,7 +163,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         delta_sq = float(noisy.delta_squared[0])
         noise_norm = float(noisy.noise_norm[0])
     else:
-        measured = np.asarray(data_mod.load_array(request.data), dtype=np.float32)
+        assert request.data is not None  # _load_truth gives None only for measured data
+        measured = np.asarray(data_mod.read_array(request.data), dtype=np.float32)
         out_shape = tuple(encoder.output_shape)
         if measured.size != math.prod(out_shape):
             raise ShapeMismatchError(
@@ -233,10 +234,11 @@ def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any
     """The learned feature prior for the layer-wise method: the request's file, else the one
     shipped beside a zoo network's weights, else None. Checked against the weights' hash."""
     from lbi_engine import feature_prior as fp
-    from lbi_engine.zoo import list_zoo
+    from lbi_engine.models.zoo import list_zoo
 
     if len(encoder.layers) < 2:
         return None
+    priors: fp.FeaturePriors | None
     if request.feature_prior:
         priors = fp.load_feature_priors(request.feature_prior)
     elif request.network in list_zoo():
@@ -309,16 +311,14 @@ def iterate(
     request = prepared.request
     problem = prepared.problem
     if alpha is not None and alpha != problem.alpha:
-        problem = InversionProblem(
-            **{**problem.__dict__, "alpha": alpha, "extras": dict(problem.extras)}
-        )
-        problem.__post_init__()
+        # replace() runs __post_init__ again (checks alpha, rebuilds reg); **__dict__ would
+        # also pass the derived attribute `reg`, which __init__ does not take (TypeError)
+        problem = dataclasses.replace(problem, alpha=alpha, extras=dict(problem.extras))
     if request.threads:
         torch.set_num_threads(int(request.threads))
     init = warm_start(warm_start_from, problem) if warm_start_from is not None else None
 
-    def run(p: InversionProblem, start: dict | None, loose: bool = False
-            ) -> Iterator[IterateRecord]:
+    def run(p: Problem, start: dict | None, loose: bool = False) -> Iterator[IterateRecord]:
         stop = request.stop_rule()
         if loose and stop.tol_mode == "objective" and 0 < stop.tol < PATH_TOL:
             stop = dataclasses.replace(stop, tol=PATH_TOL)  # a path solve (alpha auto)
@@ -334,7 +334,10 @@ def iterate(
             and not delegated:
 
         rule = None if request.alpha_rule == "auto" else request.alpha_rule
-        return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
+        # solvers/alpha.py still types the callback's problem as `object` (until the
+        # solver-driver change types the solvers by lbi_engine.protocols.Problem)
+        return stream_alpha(problem, run,  # type: ignore[arg-type]
+                            noise_std=request.noise_std_known(), rule=rule)
     return run(problem, init)
 
 
@@ -366,7 +369,8 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),
         "iterations": record.iteration,
-        "stop_reason": (record.stop_reasons or [None])[sample] if record.final else None,
+        "stop_reason": (record.stop_reasons[sample]
+                        if record.final and record.stop_reasons else None),
         "stop_rule": _stop_rule(prepared.request),
         "seconds": record.elapsed,
         "psnr": scalar(record.psnr),

@@ -5,7 +5,11 @@ attributes, private names and monkeypatching behave exactly as before.
 """
 
 import sys
+from typing import TYPE_CHECKING
 
 from lbi_engine.models import cards as _home
+
+if TYPE_CHECKING:  # the type checker cannot follow the sys.modules swap: show it the names
+    from lbi_engine.models.cards import *  # noqa: F403
 
 sys.modules[__name__] = _home

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError, ModelFileError
+from lbi_engine.protocols import Network
 
 PRIOR_FORMAT_VERSION = 1
 DEFAULT_RANK = 96
@@ -135,7 +136,7 @@ class FeaturePriors:
     layers: list[GaussianFeaturePrior]
     card: dict[str, Any]
 
-    def check_network(self, network: Any) -> None:
+    def check_network(self, network: Network) -> None:
         """Raises InputError when the priors do not fit the network's feature sizes."""
         sizes = [math.prod(s.shape[1:]) for s in _feature_shapes(network)]
         mine = [p.size for p in self.layers]
@@ -147,13 +148,13 @@ class FeaturePriors:
             )
 
 
-def _feature_shapes(network: Any) -> list[Tensor]:
+def _feature_shapes(network: Network) -> list[Tensor]:
     x = torch.zeros((1, *network.input_shape), dtype=network.dtype, device=network.device)
     with torch.no_grad():
         return list(network.forward_states(x))[:-1]
 
 
-def fit_feature_priors(network: Any, inputs: Tensor, rank: int = DEFAULT_RANK,
+def fit_feature_priors(network: Network, inputs: Tensor, rank: int = DEFAULT_RANK,
                        batch: int = 500) -> FeaturePriors:
     """Fit a prior for every intermediate feature of ``network`` from network inputs (N, ...)."""
     if network.layers and len(network.layers) < 2:
@@ -282,8 +283,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm")
 def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -> Tensor:
     """Clean sample inputs in display space: a ``.npy`` array (N, *input_shape) or a folder
     of images (sorted by name, grey, resized to the input's height and width)."""
-    from lbi_engine.data import as_batch
-    from lbi_engine.datafiles import load_array, load_image
+    from lbi_engine.data import as_batch, load_array, load_image
 
     path = Path(source).expanduser()
     if path.is_dir():
@@ -291,7 +291,7 @@ def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -
         if not files:
             raise InputError(f"folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}); "
                              "give a folder of sample inputs or a .npy array")
-        hw = tuple(input_shape[-2:]) if len(input_shape) >= 2 else None
+        hw = (input_shape[-2], input_shape[-1]) if len(input_shape) >= 2 else None
         images = [load_image(f, size=hw) for f in files]
         return torch.cat([as_batch(im, input_shape) for im in images])
     return as_batch(load_array(path).float(), input_shape)

@@ -60,7 +60,8 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb",
     # tempfile.mkstemp would leave the final file at 0600.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        with os.fdopen(fd, mode, **({"encoding": encoding} if mode == "w" else {})) as fh:
+        fh: IO[Any] = os.fdopen(fd, "w", encoding=encoding) if mode == "w" else os.fdopen(fd, "wb")
+        with fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.finite_differences import check_image, tv_aniso_value, tv_iso_value
+from lbi_engine.protocols import Network
 from lbi_engine.regularisers import Regulariser, make_regulariser
 
 #: SSIM of Wang et al. (2004): 11-tap Gaussian window, sigma 1.5, population covariance.
@@ -114,7 +115,7 @@ def tv_aniso(x: Tensor) -> Tensor:
     return tv_aniso_value(x)
 
 
-def discrepancy(network: Any, x: Tensor, y_delta: Tensor) -> Tensor:
+def discrepancy(network: Network, x: Tensor, y_delta: Tensor) -> Tensor:
     """||sigma_L(f(x)) - y_delta|| per sample; ``network.forward`` includes the last activation."""
     out = network.forward(x)
     _check_pair(out, y_delta, "network output", "y_delta")
@@ -128,7 +129,7 @@ def _alpha_times(alpha: float | Tensor, value: Tensor) -> Tensor:
 
 
 def objective_parts(
-    network: Any,
+    network: Network,
     x0: Tensor,
     aux: list[Tensor] | None,
     y_delta: Tensor,
@@ -191,12 +192,14 @@ def symmetric_bregman_parts(
     product form, equal to ``total`` when both q are exact subgradients), all (B,).
     """
     shape = getattr(reg, "image_shape", None)
-    if not isinstance(reg, Regulariser) and isinstance(getattr(reg, "inner", None), Regulariser):
+    inner = getattr(reg, "inner", None)
+    if not isinstance(reg, Regulariser) and isinstance(inner, Regulariser):
         # a problem's ShapedRegulariser: work on its image shape (views, so no copies)
-        def img(t: Tensor | None) -> Tensor | None:
-            return t if t is None or shape is None else t.reshape(t.shape[0], *shape)
+        def img(t: Tensor) -> Tensor:
+            return t if shape is None else t.reshape(t.shape[0], *shape)
 
-        reg, x_a, q_a, x_true, q_true = reg.inner, img(x_a), img(q_a), img(x_true), img(q_true)
+        reg, x_a, q_a, x_true = inner, img(x_a), img(q_a), img(x_true)
+        q_true = None if q_true is None else img(q_true)
     reg = make_regulariser(reg)
     _check_pair(x_a, x_true, "x_a", "x_true")
     _check_pair(q_a, x_a, "q_a", "x_a")

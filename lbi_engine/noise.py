@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError
+from lbi_engine.protocols import Network
 
 #: Above this the "noise" swamps any network output; almost certainly a unit mistake.
 MAX_STD = 1e6
@@ -53,6 +54,20 @@ class NoisyData:
     def simulated(self) -> bool:
         """True when the clean output (hence the noise and delta) is known."""
         return self.y is not None
+
+
+@dataclass
+class SimulatedData(NoisyData):
+    """:class:`NoisyData` simulated from a ground truth: :func:`make_noisy_data` fills the clean
+    output, the noise and delta, so the type checker may treat them as tensors. (At run time
+    the fields keep NoisyData's defaults; the annotations only narrow the types.)"""
+
+    y: Tensor
+    noise: Tensor
+    noise_norm: Tensor
+    delta_squared: Tensor
+    delta: Tensor
+    std: float
 
 
 def validate_std(std: Any) -> float:
@@ -106,12 +121,12 @@ def draw_standard_normal(
 
 
 def make_noisy_data(
-    network: Any,
+    network: Network,
     x_true: Tensor,
     std: float,
     seed: int | None = None,
     generator: torch.Generator | None = None,
-) -> NoisyData:
+) -> SimulatedData:
     """Simulate y_delta = P_dom(y + std n) from the ground truth and compute delta (MATH §7).
 
     ``network`` is a LiftedNetwork (``layers``, ``forward_states``, ``pre_activation``).
@@ -133,7 +148,7 @@ def make_noisy_data(
         noise = y_delta - y
         # B >= 0 exactly; clamp the round-off (~1e-16 below 0) so that delta is never NaN.
         delta_sq = last.bregman(y_delta, z).clamp_min(0.0)
-    return NoisyData(
+    return SimulatedData(
         y_delta=y_delta,
         y=y,
         noise=noise,

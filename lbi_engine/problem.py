@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError, ShapeMismatchError
+from lbi_engine.protocols import Network, Regulariser
+
+if TYPE_CHECKING:
+    from lbi_engine.feature_prior import FeaturePriors
 
 
 @dataclass
@@ -41,9 +46,9 @@ class InversionProblem:
             (``lbi_engine.feature_prior.FeaturePriors``); the layer-wise method needs them.
     """
 
-    network: object  # LiftedNetwork (kept untyped to avoid importing it eagerly)
+    network: Network  # a LiftedNetwork (typed by its protocol: no eager import of models)
     y_delta: Tensor
-    regulariser: object  # Regulariser
+    regulariser: Regulariser
     alpha: float
     x_true: Tensor | None = None
     data_range: float = 1.0
@@ -51,8 +56,8 @@ class InversionProblem:
     delta: Tensor | None = None
     layer_alphas: list[float] | None = None
     image_shape: tuple[int, ...] | None = None
-    extras: dict = field(default_factory=dict)
-    feature_priors: object | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    feature_priors: FeaturePriors | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.y_delta, Tensor):
@@ -179,7 +184,7 @@ class ShapedRegulariser:
     """
 
     def __init__(
-        self, reg: object, input_shape: tuple[int, ...], image_shape: tuple[int, ...] | None
+        self, reg: Regulariser, input_shape: tuple[int, ...], image_shape: tuple[int, ...] | None
     ) -> None:
         self.inner = reg
         self.input_shape = tuple(input_shape)
@@ -202,13 +207,13 @@ class ShapedRegulariser:
     def value(self, x: Tensor) -> Tensor:
         return self.inner.value(self._img(x))
 
-    def K(self, x: Tensor) -> Tensor:  # noqa: N802 - the operator's conventional name
+    def K(self, x: Tensor) -> Tensor:  # the operator's conventional name
         return self.inner.K(self._img(x))
 
-    def KT(self, p: Tensor) -> Tensor:  # noqa: N802
+    def KT(self, p: Tensor) -> Tensor:
         return self._back(self.inner.KT(p))
 
-    def K_norm_sq(self) -> float:  # noqa: N802
+    def K_norm_sq(self) -> float:
         return float(self.inner.K_norm_sq(self.image_shape))
 
     def prox_dual(self, p: Tensor, step: float, alpha: float) -> Tensor:

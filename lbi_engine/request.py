@@ -3,28 +3,48 @@
 JSON-serialisable and versioned; ``lbi invert --record FILE`` repeats a run from it and the
 GUI saves it with every export and session. Kept apart from ``api.py`` (which turns it into a
 problem and runs it) so that readers of records need not read the runner.
+
+Importable without torch (tests/engine/test_request_without_torch.py): the GUI builds and
+checks its requests with this class before the engine has loaded, and the CLI parses records
+without it. torch is imported only where a device must be looked at (``validate`` for
+``device="cuda"``, ``resolved_device`` for "auto") or a torch dtype is asked for (``DTYPES``).
 """
 
 from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
-
-import torch
 
 from lbi_engine._record_types import hint_name, json_type_ok
 from lbi_engine.errors import FormatVersionError, InputError
 from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
-from lbi_engine.solvers import METHODS, SolverOptions, StopRule
+from lbi_engine.solver_settings import (
+    ALPHA_RULES,
+    ALPHA_START,
+    METHOD_NAMES,
+    SolverOptions,
+    StopRule,
+)
 
 FORMAT_VERSION = 1
 #: Smallest alpha accepted: below it, step sizes such as 1/(8 alpha) overflow float32/64.
 MIN_ALPHA = 1e-30
 #: Fields through which a file could claim consent to run code; a file's value is ignored.
 CONSENT_FIELDS = ("allow_pickle", "allow_code")
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPE_NAMES = ("float32", "float64")
+
+
+def __getattr__(name: str) -> Mapping[str, Any]:
+    """``DTYPES`` (dtype name -> torch dtype) is built on first use, as it needs torch."""
+    if name == "DTYPES":
+        import torch
+
+        globals()["DTYPES"] = {"float32": torch.float32, "float64": torch.float64}
+        return globals()["DTYPES"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -74,10 +94,15 @@ class InversionRequest:
     def allow_code(self, value: bool) -> None:
         self.allow_pickle = bool(value)
 
-    def validate(self) -> InversionRequest:
-        """Raises InputError naming the first bad parameter; returns self."""
-        if self.method not in METHODS:
-            raise InputError(f"method={self.method!r}: choose one of {', '.join(METHODS)}.")
+    def validate(self, *, check_device: bool = True) -> InversionRequest:
+        """Raises InputError naming the first bad parameter; returns self.
+
+        ``check_device=False`` skips asking torch whether a requested GPU exists: the GUI
+        checks a session's values with this (its process never imports torch); the engine
+        checks the device when it runs the request.
+        """
+        if self.method not in METHOD_NAMES:
+            raise InputError(f"method={self.method!r}: choose one of {', '.join(METHOD_NAMES)}.")
         if self.alpha == "auto":
             self._validate_auto_alpha()
         elif not (isinstance(self.alpha, (int, float)) and not isinstance(self.alpha, bool)
@@ -98,11 +123,11 @@ class InversionRequest:
             raise InputError(
                 f"noise_std={self.noise_std}: must be a finite number >= 0 (e.g. 0.05)."
             )
-        if self.dtype not in DTYPES:
+        if self.dtype not in DTYPE_NAMES:
             raise InputError(f"dtype={self.dtype!r}: use float32 or float64.")
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
             raise InputError(f"device={self.device!r}: use 'auto', 'cpu' or 'cuda'.")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
+        if check_device and self.device.startswith("cuda") and not _cuda_available():
             raise InputError(f"device={self.device!r}: no CUDA GPU is available; use 'cpu'.")
         if self.max_iter < 1 or self.max_iter > 10_000_000:
             raise InputError(f"max_iter={self.max_iter}: must be between 1 and 10,000,000.")
@@ -114,18 +139,28 @@ class InversionRequest:
             raise InputError(f"report_every={self.report_every}: must be at least 1.")
         if self.threads is not None and not 1 <= self.threads <= 256:
             raise InputError(f"threads={self.threads}: must be between 1 and 256.")
+        self._validate_shapes()
         sources = [s for s in (self.image, self.truth, self.data) if s]
         if len(sources) > 1:
             raise InputError("give at most one of image, truth and data.")
         self.solver_options()
+        self.stop_rule()  # tol, tol_mode, time_budget
         return self
 
-    def _validate_auto_alpha(self) -> None:
-        from lbi_engine.solvers.alpha import RULES
+    def _validate_shapes(self) -> None:
+        if self.input_shape is not None and not (
+                len(self.input_shape) > 0 and all(int(s) > 0 for s in self.input_shape)):
+            raise InputError(f"input_shape={list(self.input_shape)}: give positive sizes such "
+                             "as [1, 28, 28].")
+        if self.layer_alphas is not None and not all(
+                math.isfinite(float(a)) and float(a) >= 0 for a in self.layer_alphas):
+            raise InputError(f"layer_alphas={self.layer_alphas}: every entry must be a finite "
+                             "number >= 0.")
 
-        if self.alpha_rule not in ("auto", *RULES):
+    def _validate_auto_alpha(self) -> None:
+        if self.alpha_rule not in ("auto", *ALPHA_RULES):
             raise InputError(f"alpha_rule={self.alpha_rule!r}: choose auto, "
-                             f"{', '.join(RULES)}.")
+                             f"{', '.join(ALPHA_RULES)}.")
         if self.noise_level is not None and not (math.isfinite(self.noise_level)
                                                  and self.noise_level > 0):
             raise InputError(f"noise_level={self.noise_level!r}: give the per-entry noise std "
@@ -136,8 +171,6 @@ class InversionRequest:
         path (Landweber has no prior: 0)."""
         if self.alpha != "auto":
             return float(self.alpha)
-        from lbi_engine.solvers.alpha import ALPHA_START
-
         return 0.0 if self.method == "landweber" else ALPHA_START
 
     def noise_std_known(self) -> float | None:
@@ -149,7 +182,7 @@ class InversionRequest:
     def resolved_device(self) -> str:
         """``auto``: CUDA when torch finds a GPU, else the CPU."""
         if self.device == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
+            return "cuda" if _cuda_available() else "cpu"
         return self.device
 
     def solver_options(self) -> SolverOptions:
@@ -206,6 +239,13 @@ class InversionRequest:
             data["input_shape"] = tuple(int(v) for v in data["input_shape"])
         return cls(**data).validate()
 
+
+
+def _cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU (imports torch: only asked for device "cuda"/"auto")."""
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 class ConsentIgnoredWarning(UserWarning):

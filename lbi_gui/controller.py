@@ -4,7 +4,8 @@ Why a separate object: the window should only say "run this request", "pause", "
 job ids, the 30 Hz redraw throttle, run queues ("run all methods") and a clean shutdown live
 here. Where the solver runs is a backend's business (:func:`make_backend`): a child process
 (:mod:`lbi_gui.engine.process`, the default: the window's painting cannot slow it) or a thread
-of this process (:mod:`lbi_gui.engine.worker`). Both offer the same signals and methods; their
+of this process (:mod:`lbi_gui.engine.worker`). Both implement
+:class:`~lbi_gui.engine.backend.EngineBackend`, the only face of a backend used here; their
 signals are connected to slots of this GUI-thread QObject (never lambdas), so queued
 deliveries are never lost when a thread quits.
 """
@@ -16,15 +17,17 @@ from typing import Any
 from PySide6 import QtCore
 
 from lbi_gui import engine as engine_bridge
-from lbi_gui.engine.run_driver import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
-from lbi_gui.params import HOT_KEYS, PROBLEM_KEYS
-from lbi_gui.runs import CurveStore, RunResult
+from lbi_gui.engine.backend import EngineBackend
+from lbi_gui.engine.messages import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
+from lbi_gui.model.run_control import RunQueue, SpeedMeter, classify_change
+from lbi_gui.model.runs import CurveStore, RunResult
 
 #: Milliseconds between two window redraws (at most ~30 per second).
 REDRAW_MS = 33
 
 
-def make_backend(name: str | None = None, parent: QtCore.QObject | None = None) -> Any:
+def make_backend(name: str | None = None,
+                 parent: QtCore.QObject | None = None) -> EngineBackend:
     """The solver backend ``name`` ("process" | "thread"; None: the setting).
 
     An engine replaced in this process (tests' fake :data:`lbi_gui.engine.ENGINE_FACTORY`)
@@ -59,7 +62,7 @@ class RunController(QtCore.QObject):
 
     def __init__(self, parent: QtCore.QObject | None = None, backend: str | None = None) -> None:
         super().__init__(parent)
-        self.backend = make_backend(backend, self)
+        self.backend: EngineBackend = make_backend(backend, self)
         self.worker = self.backend  # the name older code and tests use
         self.backend.booted.connect(self._on_booted)
         self.backend.prepared.connect(self._on_prepared)
@@ -76,17 +79,14 @@ class RunController(QtCore.QObject):
         self.last_result: RunResult | None = None
         self.run_request: dict[str, Any] | None = None
         self.run_info: PreparedInfo | None = None
-        self.iterations_per_second = 0.0
+        self._speed = SpeedMeter()
         self._state = "booting"
         self._paused = False
         self._job_id = 0
         self._latest_prepare = 0
         self._run_id = 0
         self._active_run: int | None = None
-        self._queue: list[dict[str, Any]] = []
-        self._queue_errors: list[ErrorInfo] = []
-        self._queue_active = False
-        self._ips_mark: tuple[float, float] | None = None
+        self._queue = RunQueue()
         self._shut = False
         self.boot_requested = False
 
@@ -102,6 +102,11 @@ class RunController(QtCore.QObject):
     @property
     def paused(self) -> bool:
         return self._paused
+
+    @property
+    def iterations_per_second(self) -> float:
+        """The current run's speed (0 before its first points)."""
+        return self._speed.rate
 
     def _set_state(self, state: str) -> None:
         if state != self._state:
@@ -133,8 +138,7 @@ class RunController(QtCore.QObject):
         self.run_request = dict(request)
         self.curves = CurveStore()
         self.latest = None
-        self._ips_mark = None
-        self.iterations_per_second = 0.0
+        self._speed.reset()
         self._paused = paused
         self._set_state("paused" if paused else "running")
         self.backend.run(RunJob(self._run_id, dict(request), start_paused=paused))
@@ -142,15 +146,12 @@ class RunController(QtCore.QObject):
 
     def run_all(self, request: dict[str, Any], methods: list[str]) -> None:
         """Run every method on the same problem, one after another (each cold)."""
-        self._queue = [dict(request, method=m) for m in methods]
-        self._queue_total = len(self._queue)
-        self._queue_errors = []
-        self._queue_active = True
+        self._queue.start(request, methods)
         self._next_in_queue()
 
     @property
     def queue_active(self) -> bool:
-        return self._queue_active
+        return self._queue.active
 
     def cancel_queue(self) -> None:
         """Cancel "run all": the running method is stopped (discarded), the rest never run."""
@@ -186,7 +187,7 @@ class RunController(QtCore.QObject):
     def abandon(self) -> None:
         """Stop the run and ignore everything it still sends (reset, session loading)."""
         self._queue.clear()
-        self._queue_active = False
+        self._queue.active = False
         if self.running:
             self.backend.request_stop("stop")
         self._active_run = None
@@ -199,24 +200,22 @@ class RunController(QtCore.QObject):
         self.abandon()
         self.curves = CurveStore()
         self.latest = None
-        self.iterations_per_second = 0.0
+        self._speed.reset()
 
     def change(self, old: dict[str, Any], new: dict[str, Any]) -> str:
-        """React to edited parameters; returns "restart", "stopped", "prepare" or "none"."""
-        changed = {k for k in new if old.get(k) != new.get(k)}
-        if not changed:
-            return "none"
-        if self.running and changed & PROBLEM_KEYS:
+        """React to edited parameters (the rule: :func:`~lbi_gui.model.run_control.
+        classify_change`); returns "restart", "stopped", "prepare" or "none"."""
+        what = classify_change(old, new, running=self.running)
+        if what == "stop":
             self.stop()
             self.prepare(new)
             return "stopped"
-        if self.running and changed <= (HOT_KEYS | {"max_iter", "tol", "tol_mode",
-                                                    "report_every", "threads", "time_budget"}):
-            if changed & HOT_KEYS and self.backend.request_restart(new):
+        if what == "restart":
+            if self.backend.request_restart(new):
                 self.run_request = dict(new)
                 return "restart"
             return "none"
-        if not self.running and changed & (PROBLEM_KEYS | {"noise_std", "seed"}):
+        if what == "prepare":
             self.prepare(new)
             return "prepare"
         return "none"
@@ -267,7 +266,8 @@ class RunController(QtCore.QObject):
             return
         self.curves.extend(prog.points)
         if prog.points:
-            self._update_ips(prog.points[-1])
+            last = prog.points[-1]
+            self._speed.update(last["iteration"], last["elapsed"])
         for it, what in prog.restarts:
             self.curves.mark_restart(it, what)
             self.restart_marked.emit(it, what)
@@ -277,16 +277,6 @@ class RunController(QtCore.QObject):
         self.latest = prog
         if not self._redraw.isActive():
             self._redraw.start()
-
-    def _update_ips(self, point: dict[str, Any]) -> None:
-        it, el = float(point["iteration"]), float(point["elapsed"])
-        if self._ips_mark is not None and el > self._ips_mark[1] + 0.2:
-            self.iterations_per_second = (it - self._ips_mark[0]) / (el - self._ips_mark[1])
-            self._ips_mark = (it, el)
-        elif self._ips_mark is None:
-            self._ips_mark = (it, el)
-            if el > 0:
-                self.iterations_per_second = it / el
 
     @QtCore.Slot()
     def _flush_view(self) -> None:
@@ -327,21 +317,21 @@ class RunController(QtCore.QObject):
             self._active_run = None
             self._paused = False
             self._set_state("idle")
-            if self._queue_active:
-                self._queue_errors.append(err)
+            if self._queue.active:
+                self._queue.errors.append(err)
                 self._next_in_queue()
             else:
                 self.run_failed.emit(err)
 
     def _next_in_queue(self) -> None:
-        if self._queue:
-            request = self._queue.pop(0)
-            total = getattr(self, "_queue_total", 0)
-            self.queue_progress.emit(total - len(self._queue), total, str(request["method"]))
+        step = self._queue.next()
+        if step is not None:
+            number, request = step
+            self.queue_progress.emit(number, self._queue.total, str(request["method"]))
             self.start(request)
-        elif self._queue_active:
-            self._queue_active = False
-            errors, self._queue_errors = self._queue_errors, []
+            return
+        errors = self._queue.finish()
+        if errors is not None:
             self.queue_done.emit(errors)
 
 

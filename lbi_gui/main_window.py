@@ -17,6 +17,7 @@ from lbi_gui import gui_gc
 from lbi_gui.actions import build_actions
 from lbi_gui.controller import RunController
 from lbi_gui.dialogs.messages import show_error
+from lbi_gui.model import AppModel
 from lbi_gui.params import DEFAULT_REQUEST, PROBLEM_KEYS, default_request, describe_change
 from lbi_gui.runs import RunResult
 from lbi_gui.settings import settings
@@ -84,6 +85,8 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         # A caller may pass its own controller (e.g. one whose engine is already loading).
         self.controller = controller or RunController(self)
         self.controller.setParent(self)
+        #: The Qt-free application state: the current request, the runs, the session file.
+        self.model = AppModel()
         self.network_panel = NetworkPanel()
         self.data_panel = DataPanel()
         self.noise_panel = NoisePanel()
@@ -94,7 +97,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.image_grid = ImageGrid()
         self.aux_strip = AuxStrip()
         self.curves = CurvesPanel()
-        self.run_table = RunTable()
+        self.run_table = RunTable(model=self.model.runs)
         self._build_layout()
         self.actions_ = build_actions(self)
         for dock in self.docks.values():
@@ -105,11 +108,9 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.info: Any = None  # PreparedInfo of the problem on screen
         self.good_request: dict[str, Any] | None = None  # last request that prepared fine
         self.shown_result: RunResult | None = None
-        self.session_path: str | None = None
         self._autorun = autorun
         #: Ask about unsaved runs on quit ($LBI_GUI_CONFIRM_QUIT=0: never; tests, scripts).
         self.confirm_quit = os.environ.get("LBI_GUI_CONFIRM_QUIT", "1") != "0"
-        self.saved_run_ids: set[int] = set()
         self._closing = False
         self._pending_old: dict[str, Any] | None = None
         self._change_timer = QtCore.QTimer(self, singleShot=True, interval=CHANGE_DEBOUNCE_MS)
@@ -212,7 +213,7 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.resizeDocks([self.docks["curves"]], [max(200, int(self.height() * 0.4))],
                          QtCore.Qt.Orientation.Vertical)
 
-    def showEvent(self, event: QtGui.QShowEvent) -> None:  # noqa: N802
+    def showEvent(self, event: QtGui.QShowEvent) -> None:
         super().showEvent(event)
         if not self._sized:
             self._sized = True
@@ -263,6 +264,34 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         for dock in self.docks.values():
             dock.show()
         self._default_dock_sizes()
+
+    # ---- state kept in the model ------------------------------------------------------------
+    @property
+    def _request(self) -> dict[str, Any]:
+        """The request behind the panels (also fields without a widget): the model's
+        selection, read and changed in place by the window's mixins."""
+        return self.model.selection.request
+
+    @_request.setter
+    def _request(self, request: dict[str, Any]) -> None:
+        self.model.selection.replace(request)
+
+    @property
+    def session_path(self) -> str | None:
+        return self.model.session_path
+
+    @session_path.setter
+    def session_path(self, path: str | None) -> None:
+        self.model.session_path = path
+
+    @property
+    def saved_run_ids(self) -> set[int]:
+        """Ids of the runs in the saved (or opened) session file."""
+        return self.model.runs.saved_ids
+
+    @saved_run_ids.setter
+    def saved_run_ids(self, ids: set[int]) -> None:
+        self.model.runs.saved_ids = set(ids)
 
     # ---- parameters -----------------------------------------------------------------------
     def current_request(self) -> dict[str, Any]:
@@ -342,7 +371,6 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         self.run_table.table.itemSelectionChanged.connect(self._overlay_selected)
         self.run_table.export_table_requested.connect(self.export_runs_table)
         self.run_table.show_requested.connect(self.show_result)
-        self.run_table.notes_changed.connect(self._note_edited)
         self.image_grid.shared_bar.sigLevelsChanged.connect(
             lambda _bar: setattr(self.run_table, "levels", self.image_grid.levels()))
 
@@ -378,11 +406,11 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
 
         show_about(self)
 
-    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:  # noqa: N802
+    def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():
             event.acceptProposedAction()
 
-    def dropEvent(self, event: QtGui.QDropEvent) -> None:  # noqa: N802
+    def dropEvent(self, event: QtGui.QDropEvent) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()
@@ -390,13 +418,9 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
 
     def unsaved_runs(self) -> list[RunResult]:
         """Finished runs that are in no saved session (asked about on quit)."""
-        return [r for r in self.run_table.runs if r.run_id not in self.saved_run_ids]
+        return self.model.runs.unsaved()
 
-    def _note_edited(self, run: RunResult) -> None:
-        """An edited note is not in the saved session yet: quit asks about that run again."""
-        self.saved_run_ids.discard(run.run_id)
-
-    def closeEvent(self, event: QtGui.QCloseEvent) -> None:  # noqa: N802
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
         """Ask about unsaved runs, then stop a running solve cleanly (cancel, quit, wait)."""
         unsaved = self.unsaved_runs()
         if self.confirm_quit and unsaved and not self._closing:

@@ -1,36 +1,36 @@
-"""The GUI's parameter vocabulary, mirrored from ``lbi_engine.api.InversionRequest``
-(the defaults come from the torch-free ``lbi_engine.request_defaults``).
+"""The GUI's parameter vocabulary: the run record's fields as the panels hold them, with the
+labels, groups and file suffixes only the window needs.
 
-Why a mirror: the window must appear before torch (and so ``lbi_engine.api``) is imported,
-yet every panel needs the defaults and the choice lists at construction time. The engine
-stays the authority: requests are validated by ``InversionRequest.from_dict`` in the worker,
-and the test-suite checks that these defaults equal the engine's.
+The schema is the engine's own :class:`lbi_engine.request.InversionRequest`, importable
+without torch (issue #15), so the window builds its defaults and checks a session's values
+with it before torch is loaded: no second copy of the fields, types or checks lives here.
+What stays here is presentation (labels and order of the choices, which parameters restart a
+run), checked against the engine's names by tests/gui/test_request_checks.py.
 """
 
 from __future__ import annotations
 
 import copy
-import math
+import typing
 from typing import Any
 
 from lbi_engine._record_types import hint_name, json_type_ok
-from lbi_engine.request_defaults import REQUEST_DEFAULTS
+from lbi_engine.errors import InputError
+from lbi_engine.request import InversionRequest
+
+
+def request_fields(request: InversionRequest) -> dict[str, Any]:
+    """The fields of a request as the GUI (and the run record's JSON) holds them."""
+    data = request.to_dict()
+    del data["format_version"], data["kind"]
+    return data
+
 
 #: Field names and defaults of ``InversionRequest`` (the GUI runs one solver thread: threads=1).
-DEFAULT_REQUEST: dict[str, Any] = {**copy.deepcopy(REQUEST_DEFAULTS), "threads": 1}
+DEFAULT_REQUEST: dict[str, Any] = request_fields(InversionRequest(threads=1))
 
-#: The annotations of ``InversionRequest`` (a test checks they equal the engine's), so a
-#: session's request can be type-checked on the GUI thread without importing torch.
-REQUEST_TYPES: dict[str, Any] = {
-    "network": str, "input_shape": tuple[int, ...] | None, "dataset": str, "split": str,
-    "index": int, "image": str | None, "truth": str | None, "data": str | None,
-    "resize": bool, "noise_std": float, "seed": int, "alpha": float | str,
-    "alpha_rule": str, "noise_level": float | None, "regulariser": str,
-    "method": str, "steps": str, "max_iter": int, "tol": float, "tol_mode": str,
-    "time_budget": float | None, "device": str, "dtype": str, "report_every": int,
-    "threads": int | None, "layer_alphas": list[float] | None, "allow_pickle": bool,
-    "options": dict[str, Any], "feature_prior": str | None,
-}
+#: The annotations of ``InversionRequest``, to type-check a session's request on the GUI thread.
+REQUEST_TYPES: dict[str, Any] = typing.get_type_hints(InversionRequest)
 
 #: (engine name, label shown to the user)
 METHODS: list[tuple[str, str]] = [
@@ -108,52 +108,25 @@ def default_request(**overrides: Any) -> dict[str, Any]:
 def request_problems(request: dict[str, Any]) -> list[str]:
     """What is wrong with a request's values ([] = fine), checked before any widget shows them.
 
-    Why here and not only in the worker: the panels convert values as they display them
-    (``float("abc")`` raises half-way through filling them), so a hand-edited or damaged
-    session must be refused before the window changes anything. The engine's
-    ``InversionRequest.validate`` stays the authority on everything else.
+    Why before: the panels convert values as they display them (``float("abc")`` raises
+    half-way through filling them), so a hand-edited or damaged session must be refused before
+    the window changes anything. The checks are the engine's (``InversionRequest.validate``),
+    except whether a requested GPU exists, which needs torch and is checked by the run.
+    Unknown keys are ignored and missing ones take the defaults, as when a session is applied.
     """
+    known = {k: v for k, v in request.items() if k in REQUEST_TYPES}
     problems = [f"{k}={v!r} (expected {hint_name(REQUEST_TYPES[k])})"
-                for k, v in request.items()
-                if k in REQUEST_TYPES and not json_type_ok(v, REQUEST_TYPES[k])]
+                for k, v in known.items() if not json_type_ok(v, REQUEST_TYPES[k])]
     if problems:
         return problems
-
-    if isinstance(request.get("alpha"), str) and request["alpha"] != "auto":
-        return [f"alpha={request['alpha']!r} (must be 'auto' or a finite number > 0)"]
-
-    def finite(key: str) -> bool:
-        v = request.get(key)
-        return v is None or v == "auto" or math.isfinite(float(v))
-
-    alpha = request.get("alpha", 1.0)
-    checks = [
-        ("alpha", finite("alpha") and (alpha == "auto" or float(alpha) >= 0),
-         "'auto' or a finite number > 0"),
-        ("noise_std", finite("noise_std") and float(request.get("noise_std", 0.0)) >= 0,
-         "a finite number >= 0"),
-        ("tol", finite("tol") and float(request.get("tol", 0.0)) >= 0, "a finite number >= 0"),
-        ("time_budget", finite("time_budget") and (request.get("time_budget") is None
-                                                   or float(request["time_budget"]) > 0),
-         "empty or a number of seconds > 0"),
-        ("index", int(request.get("index", 0)) >= 0, "an integer >= 0"),
-        ("max_iter", 1 <= int(request.get("max_iter", 1)) <= 10_000_000,
-         "between 1 and 10,000,000"),
-        ("report_every", int(request.get("report_every", 1)) >= 1, "at least 1"),
-        ("threads", request.get("threads") is None or 1 <= int(request["threads"]) <= 256,
-         "between 1 and 256"),
-        ("input_shape", request.get("input_shape") is None
-         or (len(request["input_shape"]) > 0 and all(int(s) > 0 for s in request["input_shape"])),
-         "positive sizes such as [1, 28, 28]"),
-        ("layer_alphas", request.get("layer_alphas") is None
-         or all(math.isfinite(float(a)) and float(a) >= 0 for a in request["layer_alphas"]),
-         "finite numbers >= 0"),
-        ("method", request.get("method", "joint") in METHOD_LABELS,
-         f"one of {', '.join(METHOD_LABELS)}"),
-        ("steps", request.get("steps", "auto") in dict(STEP_MODES),
-         f"one of {', '.join(dict(STEP_MODES))}"),
-    ]
-    return [f"{key}={request.get(key)!r} (must be {what})" for key, ok, what in checks if not ok]
+    values = {**default_request(), **known}
+    if values["input_shape"] is not None:
+        values["input_shape"] = tuple(values["input_shape"])
+    try:
+        InversionRequest(**values).validate(check_device=False)
+    except InputError as exc:
+        return [str(exc)]
+    return []
 
 
 #: Parameters whose change makes a result on screen stale (not: threads, device, updates).

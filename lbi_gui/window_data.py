@@ -61,7 +61,7 @@ class DataMixin:
         try:
             self.network_panel.set_zoo(view.list_zoo())
             self.data_panel.set_datasets(view.list_datasets())
-        except Exception as exc:  # noqa: BLE001 - a broken install: the engine will say more
+        except Exception as exc:  # a broken install: the engine will say more
             self.statusBar().showMessage(f"Bundled data: {exc}", 5000)
             return
         self._load_splits(self._request.get("dataset") or "mnist")
@@ -79,7 +79,7 @@ class DataMixin:
             sample = self._data_source().get_sample(req["dataset"], req["split"],
                                                     int(req["index"]))
             self.image_grid.set_truth(sample[0].detach().cpu().numpy())
-        except Exception:  # noqa: BLE001 - an unknown set or index: prepare will report it
+        except Exception:  # an unknown set or index: prepare will report it
             self.image_grid.set_truth(None)
 
     @staticmethod
@@ -98,7 +98,7 @@ class DataMixin:
                 self.data_panel.set_splits(list(eng.list_splits(dataset)), None)
                 values = self.data_panel.values()
             self.data_panel.set_size(eng.dataset_size(values["dataset"], values["split"]))
-        except Exception as exc:  # noqa: BLE001 - an unknown dataset name from a session
+        except Exception as exc:  # an unknown dataset name from a session
             self.statusBar().showMessage(f"Dataset: {exc}", 5000)
 
     def _load_thumbnails(self, dataset: str, split: str, start: int, count: int) -> None:
@@ -107,7 +107,7 @@ class DataMixin:
         for i in range(start, start + count):
             try:
                 images.append(eng.get_sample(dataset, split, i)[0].detach().cpu().numpy())
-            except Exception:  # noqa: BLE001 - past the end of the split, or an unknown set
+            except Exception:  # past the end of the split, or an unknown set
                 break
         self.data_panel.set_thumbnails(start, images)
 
@@ -124,7 +124,7 @@ class DataMixin:
             if line is not None:
                 line.installEventFilter(self)
 
-    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:  # noqa: N802
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
         if event.type() == QtCore.QEvent.Type.ShortcutOverride and isinstance(
                 event, QtGui.QKeyEvent):
             keys = QtGui.QKeySequence(event.keyCombination()).toString()

@@ -111,13 +111,15 @@ class FilesMixin:
                            f"({', '.join(IMAGE_SUFFIXES[:4])}, …) or a {SESSION_SUFFIX} file.")
 
     # ---- sessions -------------------------------------------------------------------------
+    def _session_window_state(self) -> dict[str, Any]:
+        """What a session adds to the model from the window: widget settings, the curves and
+        the iterate on screen."""
+        return {"request": self.current_request(),
+                "gui": {**self.reg_panel.gui_state(), "levels": list(self.image_grid.levels())},
+                "curves": self.controller.curves, "shown": self.image_grid.iterate}
+
     def session_state(self) -> sessions.SessionState:
-        c = self.controller
-        return sessions.SessionState(
-            request=self.current_request(),
-            gui={**self.reg_panel.gui_state(), "levels": list(self.image_grid.levels())},
-            runs=list(self.run_table.runs), curves=c.curves if len(c.curves) else None,
-            shown=self.image_grid.iterate)
+        return self.model.session_state(**self._session_window_state())
 
     def save_session(self) -> bool:
         if not self.session_path:
@@ -139,13 +141,11 @@ class FilesMixin:
         if Path(path).exists() and not confirmed and not confirm_overwrite(self, [path]):
             return False
         try:
-            sessions.save_session(path, self.session_state())
+            self.model.save(path, **self._session_window_state())  # then every run is saved
         except (OSError, LbiError, TypeError) as exc:
             show_error(self, "Could not save the session", f"{path}: {exc}",
                        fix="Choose a folder you can write to, with free space.")
             return False
-        self.session_path = path
-        self.saved_run_ids = {r.run_id for r in self.run_table.runs}
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
@@ -162,17 +162,17 @@ class FilesMixin:
     def open_session(self, path: str) -> bool:
         """Read a session completely, then replace the window's state with it."""
         try:
-            state = sessions.load_session(path)
+            # checked completely first; then the model takes the runs (all saved), the
+            # request and the session path
+            state = self.model.open(path)
         except LbiError as exc:
             show_error(self, "Could not open the session", str(exc))
             return False
         self.controller.abandon()
-        self.set_request(state.request)
+        self.set_request(state.request)  # the panels show it
         self.reg_panel.set_gui_state(state.gui)
         if state.gui.get("levels"):
             self.image_grid.set_levels(tuple(state.gui["levels"]))
-        self.run_table.set_runs(state.runs)
-        self.saved_run_ids = {r.run_id for r in state.runs}
         self.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
         if state.curves is not None:
             self.curves.set_run(state.curves)
@@ -181,8 +181,6 @@ class FilesMixin:
         self.image_grid.set_iterate(state.shown)
         self.shown_result = state.runs[-1] if state.runs else None
         self._restoring = True  # the next prepare must not clear the restored iterate
-        self.session_path = path
-        self.saved_run_ids = {r.run_id for r in self.run_table.runs}
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()

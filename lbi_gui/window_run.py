@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from lbi_gui.dialogs.messages import confirm, show_error
+from lbi_gui.model.selection import same_sample
 from lbi_gui.params import (
     METHOD_LABELS,
     METHODS,
@@ -210,7 +211,7 @@ class RunMixin:
             return
         self.shown_result = result
         current = self.info.request if self.info is not None else {}
-        own_problem = not self._problem_keys_differ(current, result.request)
+        own_problem = same_sample(current, result.request, noise=True)
         if result.truth is not None or not own_problem:
             # The run's own ground truth (None: unknown), never the current network's.
             self.image_grid.set_truth(result.truth)
@@ -289,16 +290,9 @@ class RunMixin:
         if change is not None:
             self.status_reason.setText(f"stale: {change}")
 
-    @staticmethod
-    def _problem_keys_differ(a: dict[str, Any], b: dict[str, Any]) -> bool:
-        keys = ("network", "dataset", "split", "index", "image", "data", "truth",
-                "noise_std", "seed")
-        return any(a.get(k) != b.get(k) for k in keys)
-
     def _problem_differs(self, info: Any) -> bool:
-        old = self.info.request if self.info is not None else {}
-        keys = ("network", "dataset", "split", "index", "image", "data", "truth")
-        return any(old.get(k) != info.request.get(k) for k in keys)
+        return not same_sample(self.info.request if self.info is not None else {},
+                               info.request)
 
     def _update_actions(self) -> None:
         c = self.controller

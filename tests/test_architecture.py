@@ -19,8 +19,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-
 def _module_files(packages: list[str]) -> dict[str, Path]:
     mods: dict[str, Path] = {}
     for pkg in packages:
@@ -126,3 +124,64 @@ def test_import_linter_contracts_hold(capsys):
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "BROKEN" not in out and "0 broken" in out, out
+
+
+#: Packages whose modules must never import these, anywhere in their source.
+QT_FREE = {"lbi_gui.model": ("PySide6", "pyqtgraph", "torch"),
+           "lbi_gui.engine.messages": ("PySide6", "pyqtgraph", "torch"),
+           "lbi_gui.engine.backend": ("PySide6", "pyqtgraph", "torch")}
+
+
+def _imported_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_gui_model_and_messages_never_import_qt_or_torch_anywhere_in_their_source():
+    """Static, including imports inside functions (import-linter's torch contract for
+    lbi_gui.model must allow an indirect path through lbi_engine.request; this one does not
+    need to: it looks at the model's own lines)."""
+    mods = _module_files(["lbi_gui"])
+    checked = 0
+    for prefix, banned in QT_FREE.items():
+        for name, path in mods.items():
+            if name != prefix and not name.startswith(prefix + "."):
+                continue
+            checked += 1
+            bad = {n for n in _imported_names(path) if n.split(".")[0] in banned}
+            assert not bad, f"{name} imports {sorted(bad)}"
+    assert checked >= 7  # the model package and the two engine modules were seen
+
+
+def test_importlinter_declares_the_gui_model_contract():
+    text = (ROOT / ".importlinter").read_text(encoding="utf-8")
+    block = text.split("[importlinter:contract:gui-model-without-qt]")[1].split("[")[0]
+    assert "lbi_gui.model" in block and "PySide6" in block and "pyqtgraph" in block
+    assert "allow_indirect_imports" not in block  # Qt is forbidden even indirectly
+    assert "torch" in text.split("[importlinter:contract:gui-model-without-torch]")[1]
+
+
+def test_gui_model_runs_without_qt_or_torch_loaded():
+    """At run time: the model's objects work in a process that never loaded Qt or torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from lbi_gui.model import AppModel, RunList, RunResult\n"
+        "import numpy as np\n"
+        "runs = RunList([RunResult(1, {'method': 'joint', 'alpha': 0.1}, 'max_iterations', 3,"
+        " 0.1, {'psnr': 20.0}, np.zeros(2), np.zeros((2, 2)), notes='#a')])\n"
+        "assert runs.with_tag('a') and runs.csv().startswith('run,')\n"
+        "AppModel(runs=runs).session_state()\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'torch')]\n"
+        "assert not bad, bad\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -133,7 +133,8 @@ class Softmax(ProximalActivation):
                 du = u / (t + (1 - t) * u)
                 # rounding scale of S: 1 + sum u_i + the inner solves' round-off in each u_i
                 c1 = (v - mu - t).abs()
-                inner = (du * ((t * w).abs() + abs(1 - t) * u + c1)).sum(dim=d, keepdim=True)
+                abs_1mt = abs(1 - t) if isinstance(t, float) else (1 - t).abs()
+                inner = (du * ((t * w).abs() + abs_1mt * u + c1)).sum(dim=d, keepdim=True)
                 return -s, du.sum(dim=d, keepdim=True), 2 + inner
 
             mu = solve_increasing(s_and_ds, mu_lo, mu_lo, mu_hi)

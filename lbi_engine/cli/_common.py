@@ -15,20 +15,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from lbi_engine.solver_settings import METHOD_NAMES, STEP_RULES, TOL_MODES  # noqa: F401
+
 EXIT_OK = 0
 EXIT_BUG = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
-# Copies of engine registries, so that building the parser (and `lbi --help`) does not import
-# torch; tests/cli/test_help.py checks that they equal the engine's.
-METHOD_NAMES = ("auto", "one-layer", "pdhg", "joint", "layerwise", "landweber", "backprop")
+# Method names, step rules and stop modes come from the torch-free solver_settings, so that
+# building the parser (and `lbi --help`) does not import torch. The regularisers' names are a
+# copy; tests/cli/test_help.py checks that it equals the engine's.
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
                      "none")
 #: Most values a list argument may expand to (log:1e-4:1:10000000 is a typo, not a grid).
 MAX_LIST = 10_000
-STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
-TOL_MODES = ("objective", "relative", "absolute")
 TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "
             "moved by less than T * |objective| over the second half of the run (an estimate "
             "of the remaining relative gap to the optimum); relative/absolute: when the change "

@@ -49,12 +49,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_convert(args: argparse.Namespace) -> int:
     from lbi_engine.models.convert import convert_model
+    from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
 
     if args.allow_code:
         c.warn("--allow-code: the model file may be loaded by running code stored in it")
-    result = convert_model(args.model, args.out, args.name, input_shape=args.input_shape,
-                           allow_pickle=args.allow_code, card_path=args.card,
-                           force=args.force, maxpool_relu=args.maxpool_relu)
+    # one writer per folder: two conversions into the same --out would race on its files
+    out = prepare_output_folder(args.out)
+    with output_folder_lock(out):
+        result = convert_model(args.model, str(out), args.name, input_shape=args.input_shape,
+                               allow_pickle=args.allow_code, card_path=args.card,
+                               force=args.force, maxpool_relu=args.maxpool_relu)
     card = result.card
     print(f"{args.model} -> {result.weights} + {result.card_path}")
     print(f"  layers: {len(card['architecture']['layers'])} "

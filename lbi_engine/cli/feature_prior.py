@@ -43,6 +43,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lbi_engine.results.folder_lock import output_folder_lock
+
+    # BASE.safetensors and BASE.json are one result: a second writer of the same BASE is
+    # refused before the fit, not after it (the lock file is .BASE.lbi-lock beside them)
+    with output_folder_lock(args.out):
+        return _run_locked(args)
+
+
+def _run_locked(args: argparse.Namespace) -> int:
     import torch
 
     from lbi_engine import feature_prior as fp

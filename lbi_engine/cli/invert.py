@@ -252,17 +252,19 @@ def _resolve_path(value: str | None, record_dir: Path | None) -> str | None:
 
 def build_request(args: argparse.Namespace) -> Any:
     """The InversionRequest of the command line: record (if any) <- flags."""
+    # usage errors first: they need no engine import (several seconds on a cold start)
+    if not args.record:
+        if not args.network:
+            raise c.UsageError("--network is required (or give --record FILE)", "lbi invert")
+        if args.sample is None and not any(getattr(args, s) for s in _SOURCES):
+            raise c.UsageError("give one data source: --sample, --image, --truth or --data "
+                               "(or --record FILE)", "lbi invert")
     from lbi_engine.api import InversionRequest
 
     record_dir = None
     if args.record:
         data, record_dir = load_record(args.record)
     else:
-        if not args.network:
-            raise c.UsageError("--network is required (or give --record FILE)", "lbi invert")
-        if args.sample is None and not any(getattr(args, s) for s in _SOURCES):
-            raise c.UsageError("give one data source: --sample, --image, --truth or --data "
-                               "(or --record FILE)", "lbi invert")
         data = InversionRequest().to_dict()
     for flag, name in _FIELDS.items():
         value = getattr(args, flag)
@@ -279,6 +281,8 @@ def build_request(args: argparse.Namespace) -> Any:
             data[name] = getattr(args, name)
         if args.sample is not None:
             data["index"] = args.sample
+            if args.dataset is None:
+                _fit_dataset(data, args.split is None)
     for name in ("network", *_SOURCES):
         data[name] = _resolve_path(data.get(name), record_dir)
     if data.get("feature_prior"):  # a BASE name: resolved through its card
@@ -287,6 +291,22 @@ def build_request(args: argparse.Namespace) -> Any:
         card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
         data["feature_prior"] = card
     return InversionRequest.from_dict(data)
+
+
+def _fit_dataset(data: dict[str, Any], choose_split: bool) -> None:
+    """--sample without --dataset: the bundled dataset whose images the zoo network takes
+    (the circle perceptron takes 64x64 cartoons, not 28x28 digits), said on stderr."""
+    from lbi_engine.models import zoo_data
+
+    dataset = zoo_data.dataset_for(zoo_data.zoo_input_shape(str(data["network"])),
+                                   str(data["dataset"]))
+    if dataset is None or dataset == data["dataset"]:
+        return
+    data["dataset"] = dataset
+    if choose_split:
+        data["split"] = zoo_data.FIRST_SPLIT.get(dataset, data["split"])
+    c.warn(f"{data['network']} takes {dataset} images: using --dataset {dataset} "
+           f"--split {data['split']}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +323,7 @@ def _light(record: Any) -> dict[str, Any]:
 
 
 def run_invert(args: argparse.Namespace) -> int:
-    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
+    from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
 
     # Refuse before the (possibly long) run, not after it: a path that cannot be written,
     # a folder another run is writing to, results that would be replaced without --overwrite.
@@ -314,7 +334,8 @@ def run_invert(args: argparse.Namespace) -> int:
 
 
 def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
-    from lbi_engine import api, exports
+    from lbi_engine import api
+    from lbi_engine.results import exports
 
     exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
     if request.allow_code:

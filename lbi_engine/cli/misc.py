@@ -29,8 +29,11 @@ def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_train(args: argparse.Namespace) -> int:
     from lbi_engine import training
+    from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
 
-    with c.progress_bar(args.epochs, f"train {args.name}", unit="epoch") as bar:
+    out = prepare_output_folder(args.out)
+    with output_folder_lock(out), \
+            c.progress_bar(args.epochs, f"train {args.name}", unit="epoch") as bar:
         def progress(epoch: int, epochs: int, loss: float) -> None:
             bar.total = epochs
             c.advance_to(bar, epoch)
@@ -58,7 +61,8 @@ def add_list_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from lbi_engine import data, zoo
+    from lbi_engine import data
+    from lbi_engine.models import zoo
 
     print("networks (use with --network NAME):")
     for name, text in zoo_descriptions(zoo):

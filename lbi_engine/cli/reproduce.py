@@ -59,11 +59,13 @@ def run(args: argparse.Namespace) -> int:
     from lbi_engine.experiments.batch import torch_threads
 
     names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
-    base = Path(args.out or f"reproduce-{args.experiment}")
+    from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
+
+    base = prepare_output_folder(args.out or f"reproduce-{args.experiment}")
     if args.experiment == "all":  # refuse an existing index before hours of work
         safe_output_path(base / "index.md", args.overwrite)
     lines = []
-    with torch_threads(args.threads):
+    with output_folder_lock(base), torch_threads(args.threads):
         for name in names:
             out = base / name if args.experiment == "all" else base
             seconds = _run_one(name, out, args)

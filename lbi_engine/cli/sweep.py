@@ -134,7 +134,7 @@ def _alphas(text: str) -> list[float | str]:
     parts = [p.strip() for p in text.split(",") if p.strip()]
     auto = [p for p in parts if p.lower() == "auto"]
     rest = ",".join(p for p in parts if p.lower() != "auto")
-    values: list[float | str] = c.float_list(rest) if rest else []
+    values: list[float | str] = list(c.float_list(rest)) if rest else []
     return values + (["auto"] if auto else [])
 
 
@@ -149,7 +149,7 @@ def _methods(text: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from lbi_engine.experiments.batch import torch_threads
     from lbi_engine.experiments.sweep import SweepSpec, run_sweep
-    from lbi_engine.folder_lock import output_folder_lock, prepare_output_folder
+    from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
 
     cluster = _cluster(args)  # no Dask, or too many threads: refused before anything else
     out = prepare_output_folder(args.out)

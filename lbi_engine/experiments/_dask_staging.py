@@ -38,7 +38,7 @@ class SweepPayload:
 
 def stage(token: str, blob: bytes) -> None:
     """On a worker (plugin setup): unpacks the bytes this sweep's client pickled."""
-    payload = pickle.loads(blob)  # noqa: S301 - made by this sweep's client, not a file
+    payload = pickle.loads(blob)  # made by this sweep's client, not a file
     with _LOCK:
         _PAYLOADS[token] = payload
 

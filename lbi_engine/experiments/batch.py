@@ -34,9 +34,9 @@ class BatchRun:
     truths: np.ndarray  # (B, *display shape) ground truths in [0, 1]
     decoder_images: np.ndarray | None  # (B, *display shape) or None
     decoder_psnr: list[float | None]
-    delta: list[float | None]
-    delta_squared: list[float | None]
-    noise_norm: list[float | None]
+    delta: list[float]
+    delta_squared: list[float]
+    noise_norm: list[float]
     seeds: list[int]
 
     @property
@@ -92,8 +92,7 @@ def dataset_truths(dataset: str, split: str, indices: Sequence[int]) -> np.ndarr
 
     if not indices:
         raise InputError("no samples given; choose at least one index (e.g. 0-4).")
-    images = [np.asarray(data.get_sample(dataset, split, int(i)), dtype=np.float32)[0]
-              for i in indices]
+    images = [data.sample_array(dataset, split, int(i))[0] for i in indices]
     return np.stack(images)
 
 
@@ -108,9 +107,9 @@ def prepare_batch(
     alpha, device and dtype; sample i's noise is drawn with ``seeds[i]``."""
     from lbi_engine import noise
     from lbi_engine.api import DTYPES, PreparedRun
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
-    from lbi_engine.zoo import load_network
 
     request.validate()
     if len(seeds) != len(truths):

@@ -36,7 +36,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     from lbi_engine.plotting import Series, image_grid, line_plot
 
     report = Report("Circle: Landweber vs TV inversion of a ReLU perceptron "
-                    "(paper Sec. 5.1, Fig. 1)", out_dir, quick=quick, overwrite=overwrite)
+                    "(paper Sec. 5.1, Fig. 1)", Path(out_dir), quick=quick, overwrite=overwrite)
     max_iter = QUICK_MAX_ITER if quick else MAX_ITER
     request = InversionRequest(
         network=NETWORK, dataset="cartoon", split="disc", index=0, noise_std=NOISE_STD,
@@ -59,6 +59,9 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         runs[label] = (view, records)
 
     truth = prepared.problem.x_true
+    # the data are simulated from a known image: truth, its shape and the noise are known
+    assert truth is not None and prepared.problem.image_shape is not None
+    assert prepared.noise_norm is not None and prepared.delta_squared is not None
     shape = (1, *prepared.problem.image_shape)
     rows = []
     images = {"ground truth": prepared.truth_image}
@@ -77,6 +80,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     stats = []
     for label, (_view, records) in runs.items():
         final = records[-1]
+        assert final.psnr is not None  # the ground truth is known
         stats.append([label, final.iteration, final.stop_reason or "", float(final.psnr[0]),
                       float(final.ssim[0]) if final.ssim is not None else None,
                       float(final.objective[0]), float(final.discrepancy[0]),

@@ -53,7 +53,7 @@ def build(setup: Setup, seed: int = 0) -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from lbi_engine.network import LiftedNetwork
+    from lbi_engine.models.network import LiftedNetwork
 
     gen = torch.Generator().manual_seed(seed)
     f64 = torch.float64
@@ -75,10 +75,11 @@ def build(setup: Setup, seed: int = 0) -> dict[str, Any]:
     u = torch.cat([0.5 + 0.5 * torch.rand(setup.active, generator=gen, dtype=f64),
                    -0.5 - 0.5 * torch.rand(setup.inactive, generator=gen, dtype=f64)])
     bias = u - weight @ x_true
-    module = nn.Sequential(nn.Linear(setup.n, setup.active + setup.inactive), nn.ReLU()).to(f64)
+    linear = nn.Linear(setup.n, setup.active + setup.inactive)
+    module = nn.Sequential(linear, nn.ReLU()).to(f64)  # in place: linear is float64 too
     with torch.no_grad():
-        module[0].weight.copy_(weight)
-        module[0].bias.copy_(bias)
+        linear.weight.copy_(weight)
+        linear.bias.copy_(bias)
     network = LiftedNetwork.from_module(module, (setup.n,), name="source-condition-perceptron")
     return {"network": network, "v": v, "x_true": x_true, "z_true": u, "s": s}
 
@@ -94,18 +95,19 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
 
     setup = QUICK if quick else Setup()
     report = Report("Convergence rate of the a-priori parameter choice (paper Sec. 3.2)",
-                    out_dir, quick=quick, overwrite=overwrite)
+                    Path(out_dir), quick=quick, overwrite=overwrite)
     parts = build(setup)
     network, v, x_dagger = parts["network"], parts["v"], parts["x_true"]
     v_norm = float(v.norm())
     x_true = x_dagger.expand(setup.seeds, -1).clone()
     regulariser = make_regulariser("tikhonov")
-    rows, levels = [], []
+    rows: list[list[Any]] = []
+    levels: list[dict[str, Any]] = []
     for k, std in enumerate(setup.stds):
         if progress is not None:
             progress(f"noise level {k + 1}/{len(setup.stds)} (std {std:.2e})")
         data = noise.make_noisy_data(network, x_true, std, seed=1000 + k)
-        delta = float(data.delta.max())
+        delta = float(data.delta.max())  # simulated data: delta is known
         alpha = math.sqrt(C * (1 + C)) * delta / v_norm
         problem = InversionProblem(network=network, y_delta=data.y_delta,
                                    regulariser=regulariser, alpha=alpha, x_true=x_true,
@@ -121,7 +123,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         # componentwise source condition |v_i| <= (c / alpha) y^delta_i (MATH.md §8.2)
         ratio = (v.abs()[None, :] * alpha / (C * data.y_delta.clamp_min(1e-300))).max()
         bound = 2.0 * math.sqrt((1 + C) / C) * v_norm * delta
-        level = {
+        level: dict[str, Any] = {
             "std": std, "delta": delta, "alpha": alpha,
             "d_symm_mean": float(d_symm.mean()), "d_symm_max": float(d_symm.max()),
             "bound": bound, "condition_ratio": float(ratio),

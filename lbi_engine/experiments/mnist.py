@@ -70,10 +70,10 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
         solve_batch,
         spread_indices,
     )
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.plotting import image_grid
-    from lbi_engine.zoo import load_network
 
-    report = Report(setup.title, out_dir, quick=quick, overwrite=overwrite)
+    report = Report(setup.title, Path(out_dir), quick=quick, overwrite=overwrite)
     count = setup.quick_samples if quick else setup.samples
     max_iter = setup.quick_max_iter if quick else setup.max_iter
     bundle = load_network(setup.network)
@@ -98,6 +98,7 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
         final = solve_batch(batch, on_record=report_progress)
         results = sample_metrics(batch, final)
         recon = display_images(batch, final)
+        assert batch.decoder_images is not None  # the experiments' autoencoders have decoders
         grid_rows += [list(batch.truths), list(batch.decoder_images), recon]
         labels += [f"{split}: truth", f"{split}: decoder", f"{split}: inversion"]
         captions += [[f"#{i}" for i in indices],

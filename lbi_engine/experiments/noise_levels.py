@@ -20,20 +20,38 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from lbi_engine.experiments.report import Report, command_line, mean, num, table
+
+if TYPE_CHECKING:
+    from lbi_engine.protocols import Problem
+    from lbi_engine.solvers import IterateRecord
 
 NETWORK = "mnist-cnn-ae"
 METHOD = "joint"
 STDS = (0.33, 0.25, 0.2, 0.15, 0.1, 0.05, 0.02, 0.01, 0.0)
 GRID_START, GRID_FACTOR, GRID_MIN, GRID_PAST = 10 ** -0.25, 10 ** -0.25, 1e-4, 2
 SAMPLES = 5
-QUICK = {"stds": (0.1,), "samples": 1, "max_iter": 40, "grid": 3}
 
 
-def warm_grid(problem: Any, method: str, max_iter: int | None = None,
-              limit: int | None = None) -> list[tuple[float, Any]]:
+class _Quick(TypedDict):
+    stds: tuple[float, ...]
+    samples: int
+    max_iter: int
+    grid: int
+
+
+QUICK: _Quick = {"stds": (0.1,), "samples": 1, "max_iter": 40, "grid": 3}
+
+
+def _mean_psnr(record: IterateRecord) -> float:
+    """The batch's mean PSNR; -inf without a ground truth (so it is never the best)."""
+    return float(record.psnr.mean()) if record.psnr is not None else -math.inf
+
+
+def warm_grid(problem: Problem, method: str, max_iter: int | None = None,
+              limit: int | None = None) -> list[tuple[float, IterateRecord]]:
     """(alpha, final record) along the wide grid, each solve warm-started from the previous
     alpha's; stops GRID_PAST points past the best mean PSNR (or after ``limit`` points)."""
     import dataclasses
@@ -43,7 +61,7 @@ def warm_grid(problem: Any, method: str, max_iter: int | None = None,
 
     stop = StopRule(max_iter=max_iter or REQUEST_DEFAULTS["max_iter"],
                     tol=REQUEST_DEFAULTS["tol"], tol_mode=REQUEST_DEFAULTS["tol_mode"])
-    out: list[tuple[float, Any]] = []
+    out: list[tuple[float, IterateRecord]] = []
     alpha, init, best, since = GRID_START, None, -math.inf, 0
     while alpha >= GRID_MIN and since < GRID_PAST and (limit is None or len(out) < limit):
         at = dataclasses.replace(problem, alpha=alpha, extras=dict(problem.extras))
@@ -52,7 +70,7 @@ def warm_grid(problem: Any, method: str, max_iter: int | None = None,
         for key in ("x_prev", "momentum"):
             init.pop(key, None)
         out.append((alpha, last))
-        psnr = float(last.psnr.mean()) if last.psnr is not None else -math.inf
+        psnr = _mean_psnr(last)
         best, since = (psnr, 0) if psnr > best else (best, since + 1)
         alpha *= GRID_FACTOR
     return out
@@ -70,11 +88,11 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         sample_metrics,
         spread_indices,
     )
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.plotting import Series, image_grid, line_plot
-    from lbi_engine.zoo import load_network
 
     report = Report("Noise study: decoder vs inversion of the CNN encoder "
-                    "(paper Sec. 5.2, Fig. 4-5)", out_dir, quick=quick, overwrite=overwrite)
+                    "(paper Sec. 5.2, Fig. 4-5)", Path(out_dir), quick=quick, overwrite=overwrite)
     stds = QUICK["stds"] if quick else STDS
     count = QUICK["samples"] if quick else SAMPLES
     max_iter = QUICK["max_iter"] if quick else None
@@ -87,12 +105,13 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     for s_index, std in enumerate(stds):
         if progress is not None:
             progress(f"std {std:g} ({s_index + 1}/{len(stds)}): wide alpha grid")
+        extra: dict[str, Any] = {"max_iter": max_iter} if max_iter else {}
         request = InversionRequest(network=NETWORK, dataset="mnist", split="val",
                                    noise_std=std, seed=0, alpha=GRID_START, method=METHOD,
-                                   **({"max_iter": max_iter} if max_iter else {}))
+                                   **extra)
         base = prepare_batch(request, truths, seeds=indices, bundle=bundle)
         grid = warm_grid(base.problem, METHOD, max_iter, QUICK["grid"] if quick else None)
-        best_alpha, best_rec = max(grid, key=lambda g: float(g[1].psnr.mean()))
+        best_alpha, best_rec = max(grid, key=lambda g: _mean_psnr(g[1]))
         best_run = base.with_alpha(best_alpha)
         results = sample_metrics(best_run, best_rec)
         with torch.no_grad():  # the model's objective at the truth, at the best grid alpha
@@ -111,12 +130,13 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
             "objective_truth": float(truth_obj.mean()),
             "objective_min": float(best_rec.objective.mean()),
             "auto_psnr": mean([a["psnr"] for a in auto]),
-            "auto_alpha": math.exp(mean([math.log(a["alpha"]) for a in auto])),
+            "auto_alpha": _geometric_mean([a["alpha"] for a in auto]),
             "auto_rule": ", ".join(sorted({a["alpha_rule"] for a in auto})),
             "auto_seconds": mean([a["seconds"] for a in auto]),
-            "per_alpha": [(a, float(r.psnr.mean())) for a, r in grid],
+            "per_alpha": [(a, _mean_psnr(r)) for a, r in grid],
         }
         levels.append(level)
+        assert base.decoder_images is not None  # the CNN autoencoder has a decoder
         grid_rows[1].append(base.decoder_images[0])
         grid_rows[2].append(display_images(best_run, best_rec)[0])
         grid_rows[3].append(auto[0]["image"])
@@ -184,13 +204,19 @@ std 0 quasi-optimality), mean of the PSNRs, geometric mean of the chosen α.""")
     return report
 
 
+def _geometric_mean(values: list[float]) -> float | None:
+    """exp(mean(log v)) over the finite logs; None when there is none (as ``mean``)."""
+    log_mean = mean([math.log(v) for v in values])
+    return None if log_mean is None else math.exp(log_mean)
+
+
 def _auto_run(bundle: Any, index: int, std: float, max_iter: int | None) -> dict[str, Any]:
     """``lbi invert --sample INDEX --seed INDEX --noise-std STD`` at the defaults (alpha auto):
     its metrics and display image."""
     from lbi_engine import api
     from lbi_engine.solvers import final
 
-    extra = {"max_iter": max_iter} if max_iter else {}
+    extra: dict[str, Any] = {"max_iter": max_iter} if max_iter else {}
     request = api.InversionRequest(network=NETWORK, dataset="mnist", split="val", index=index,
                                    seed=index, noise_std=std, method=METHOD, **extra)
     prepared = api.prepare(request, bundle)

@@ -29,9 +29,9 @@ from typing import Any
 from lbi_engine.errors import InputError
 from lbi_engine.experiments.cells import solve_cell
 from lbi_engine.experiments.report import mean, table
-from lbi_engine.exports import csv_text
 from lbi_engine.io import atomic_write_text
 from lbi_engine.request_defaults import REQUEST_DEFAULTS
+from lbi_engine.results.exports import csv_text
 
 RESULTS = "results.csv"
 KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed", "noise_std",
@@ -72,11 +72,11 @@ class SweepSpec:
     allow_pickle: bool = False
     threads: int | None = None
 
-    def cells(self) -> list[tuple[float, str, float]]:
+    def cells(self) -> list[tuple[float, str, float | str]]:
         """(noise std, method, alpha) in run order (one noise draw serves a whole row)."""
         return [(s, m, a) for s in self.noise_stds for m in self.methods for a in self.alphas]
 
-    def request(self, noise_std: float, method: str, alpha: float) -> Any:
+    def request(self, noise_std: float, method: str, alpha: float | str) -> Any:
         from lbi_engine.api import InversionRequest
 
         return InversionRequest(
@@ -142,7 +142,7 @@ def run_sweep(
     to Dask workers (this process still writes every row); ``None`` solves them here.
     """
     from lbi_engine.experiments.batch import dataset_truths
-    from lbi_engine.zoo import load_network
+    from lbi_engine.models.zoo import load_network
 
     if not (spec.alphas and spec.noise_stds and spec.methods and spec.indices):
         raise InputError("the sweep grid is empty: give at least one alpha, noise std, method "
@@ -159,7 +159,7 @@ def run_sweep(
     sha = str(getattr(bundle, "sha256", "") or "")
     done = {_key(r) for r in rows}
 
-    def sample_keys(std: float, method: str, alpha: float) -> list[dict[str, Any]]:
+    def sample_keys(std: float, method: str, alpha: float | str) -> list[dict[str, Any]]:
         return [{"network": spec.network, "network_sha256": sha, "dataset": spec.dataset,
                  "split": spec.split, "index": i, "seed": spec.seed + i, "noise_std": float(std),
                  "alpha": _alpha(alpha), "method": method, "regulariser": spec.regulariser,
@@ -219,17 +219,20 @@ def _alpha_order(alpha: float | str) -> tuple[int, float]:
 # summaries
 
 
-def _float(text: str) -> float | None:
+def _float(text: str | None) -> float | None:
+    if text is None:  # a column an older sweep CSV does not have
+        return None
     try:
         value = float(text)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     return value if math.isfinite(value) else None
 
 
-def aggregate(rows: Sequence[dict[str, str]]) -> dict[tuple[str, float, float], dict[str, Any]]:
-    """Mean metrics per (method, noise std, alpha) over the samples."""
-    groups: dict[tuple[str, float, float], list[dict[str, str]]] = {}
+def aggregate(rows: Sequence[dict[str, str]]
+              ) -> dict[tuple[str, float, float | str], dict[str, Any]]:
+    """Mean metrics per (method, noise std, alpha) over the samples; alpha may be "auto"."""
+    groups: dict[tuple[str, float, float | str], list[dict[str, str]]] = {}
     for row in rows:
         key = (row["method"], float(row["noise_std"]), _alpha(row["alpha"]))
         groups.setdefault(key, []).append(row)
@@ -256,7 +259,7 @@ def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) ->
     stats = aggregate(rows)
     if not stats:
         return []
-    grid = [a for a in spec.alphas if a != "auto"]  # plots and "best" are over the numbers
+    grid = [float(a) for a in spec.alphas if a != "auto"]  # plots and "best": over the numbers
     by_alpha = []
     for method in spec.methods:
         for std in spec.noise_stds:

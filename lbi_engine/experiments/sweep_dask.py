@@ -258,7 +258,7 @@ def payload_bytes(payload: SweepPayload) -> bytes:
     task arguments, and need not have torch or lbi installed); one line if it cannot be."""
     try:
         return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # noqa: BLE001 - any serialisation failure means the same
+    except Exception as exc:  # any serialisation failure means the same
         raise InputError(f"network {payload.spec.network!r} cannot be sent to Dask workers "
                          f"({type(exc).__name__}: {exc}); convert it to safetensors + card or "
                          "ONNX, or run the sweep without --workers/--scheduler.") from None

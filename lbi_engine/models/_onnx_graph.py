@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -69,7 +70,9 @@ def fold(node: Any, args: list[np.ndarray | None], opset: int) -> np.ndarray:
     op, a = node.op_type, _attr(node)
     if _bound(op, args) > MAX_FOLD_VALUES:
         raise ValueError(f"{op} would produce more than {MAX_FOLD_VALUES:,} values")
-    x = np.asarray(args[0]) if args and args[0] is not None else None
+    if not args or args[0] is None:  # every allow-listed op has a first input
+        raise ValueError(f"{op} has no first input")
+    x = np.asarray(args[0])
     if op == "Identity":
         return x
     if op == "Gather":
@@ -82,8 +85,8 @@ def fold(node: Any, args: list[np.ndarray | None], opset: int) -> np.ndarray:
             out = np.expand_dims(out, ax)
         return out
     if op == "Squeeze":
-        axes = _axes(node, args, a)
-        return np.squeeze(x) if axes is None else np.squeeze(x, axis=tuple(axes))
+        sq_axes = _axes(node, args, a)
+        return np.squeeze(x) if sq_axes is None else np.squeeze(x, axis=tuple(sq_axes))
     if op == "Concat":
         return np.concatenate([np.asarray(v) for v in args], axis=int(a["axis"]))
     if op == "Slice":
@@ -144,10 +147,11 @@ ELEMENTWISE = {"Abs", "Add", "Sub", "Mul", "Div", "Greater", "Less", "GreaterOrE
                "LessOrEqual", "Where", "Sign", "Softplus", "Neg", "Relu", "Exp", "Log",
                "Tanh", "Sigmoid", "Max", "Min", "Clip", "Identity", "Cast"}
 
-_UNARY = {"Abs": np.abs, "Sign": np.sign, "Neg": np.negative, "Exp": np.exp, "Log": np.log,
-          "Tanh": np.tanh, "Relu": lambda v: np.maximum(v, 0.0), "Identity": lambda v: v,
-          "Softplus": lambda v: np.logaddexp(0.0, v),
-          "Sigmoid": lambda v: 0.5 * (1 + np.tanh(v / 2))}
+_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Abs": np.abs, "Sign": np.sign, "Neg": np.negative, "Exp": np.exp, "Log": np.log,
+    "Tanh": np.tanh, "Relu": lambda v: np.maximum(v, 0.0), "Identity": lambda v: v,
+    "Softplus": lambda v: np.logaddexp(0.0, v),
+    "Sigmoid": lambda v: 0.5 * (1 + np.tanh(v / 2))}
 _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
            "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
            "LessOrEqual": np.less_equal, "Max": np.maximum, "Min": np.minimum}
@@ -162,8 +166,9 @@ def eval_region(nodes: list[Any], x_name: str, consts: dict[str, np.ndarray],
     env: dict[str, np.ndarray] = {x_name: probe}
     with np.errstate(all="ignore"):
         for n in nodes:
-            args = [env[i] if i in env else np.asarray(consts[i], dtype=np.float64)
-                    if i else None for i in n.input]
+            # None for an omitted optional input (Clip's bounds)
+            args: list[Any] = [env[i] if i in env else np.asarray(consts[i], dtype=np.float64)
+                               if i else None for i in n.input]
             op = n.op_type
             if op in _UNARY or op == "Cast":
                 out = args[0] if op == "Cast" else _UNARY[op](args[0])

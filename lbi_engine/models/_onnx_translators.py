@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, overload
 
 import numpy as np
 import torch
@@ -51,6 +51,12 @@ class _NodeContext:
         from onnx import helper
 
         return {a.name: helper.get_attribute_value(a) for a in self.node.attribute}
+
+    @overload
+    def const(self, i: int, required: Literal[True] = True) -> np.ndarray: ...
+
+    @overload
+    def const(self, i: int, required: bool) -> np.ndarray | None: ...
 
     def const(self, i: int, required: bool = True) -> np.ndarray | None:
         """Input ``i`` as a constant array: weights computed in the graph cannot be lifted."""
@@ -91,17 +97,17 @@ class _OpTranslators(_NodeContext):
     """``_op_<OpType>(attributes)`` for each affine ONNX op (activations are handled by the
     walker through ``activation_from_onnx``)."""
 
-    def _op_Identity(self, a: dict) -> None:  # noqa: N802 - ONNX op names
+    def _op_Identity(self, a: dict) -> None:  # ONNX op names
         return None
 
-    def _op_Dropout(self, a: dict) -> None:  # noqa: N802
+    def _op_Dropout(self, a: dict) -> None:
         training = self.const(2, required=False)
         if (training is not None and bool(training)) or not a.get("is_test", 1):
             self.refuse("dropout in training mode is random; export the model in eval mode")
         if len(self.node.output) > 1 and self.node.output[1]:
             self.refuse("its mask output is used elsewhere")
 
-    def _op_Gemm(self, a: dict) -> None:  # noqa: N802
+    def _op_Gemm(self, a: dict) -> None:
         if a.get("transA", 0) or len(self.shape) != 1:
             self.refuse("Gemm must multiply a (batch, features) input from the left "
                         "(transA = 0); flatten the input first")
@@ -119,7 +125,7 @@ class _OpTranslators(_NodeContext):
             lin.bias.data = self.tensor(np.broadcast_to(c, (w.shape[0],)))
         self.add(lin)
 
-    def _op_MatMul(self, a: dict) -> None:  # noqa: N802
+    def _op_MatMul(self, a: dict) -> None:
         if list(self.node.input).index(self.current) != 0 or self.const(1).ndim != 2:
             self.refuse("only x @ W with a constant 2-D W is affine here")
         w = self.const(1).T
@@ -150,16 +156,16 @@ class _OpTranslators(_NodeContext):
             self.refuse("dividing by the input is not affine")
         self.add(ScaleShift(1.0 / ct, torch.zeros(())))
 
-    def _op_Add(self, a: dict) -> None:  # noqa: N802
+    def _op_Add(self, a: dict) -> None:
         self._scale_shift("Add")
 
-    def _op_Sub(self, a: dict) -> None:  # noqa: N802
+    def _op_Sub(self, a: dict) -> None:
         self._scale_shift("Sub")
 
-    def _op_Mul(self, a: dict) -> None:  # noqa: N802
+    def _op_Mul(self, a: dict) -> None:
         self._scale_shift("Mul")
 
-    def _op_Div(self, a: dict) -> None:  # noqa: N802
+    def _op_Div(self, a: dict) -> None:
         self._scale_shift("Div")
 
     def _pads(self, a: dict, kernel: Sequence[int], strides: Sequence[int],
@@ -179,13 +185,15 @@ class _OpTranslators(_NodeContext):
             end.append(big if auto == "SAME_UPPER" else small)
         return begin + end
 
-    def _conv_common(self, w: np.ndarray, a: dict) -> tuple[list, list, list]:
+    def _conv_common(self, w: np.ndarray, a: dict) -> tuple[tuple[int, int], tuple[int, int],
+                                                            list[int]]:
+        """(strides, dilations, kernel shape); a 2-D convolution has two of each."""
         if w.ndim != 4 or len(self.shape) != 3:
             self.refuse("only 2-D convolutions on (C, H, W) samples are supported")
         k = a.get("kernel_shape", list(w.shape[2:]))
-        return list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1])), list(k)
+        return tuple(a.get("strides", [1, 1])), tuple(a.get("dilations", [1, 1])), list(k)
 
-    def _op_Conv(self, a: dict) -> None:  # noqa: N802
+    def _op_Conv(self, a: dict) -> None:
         w, b = self.const(1), self.const(2, required=False)
         s, d, k = self._conv_common(w, a)
         pt, pl, pb, pr = self._pads(a, k, s, d)
@@ -194,11 +202,11 @@ class _OpTranslators(_NodeContext):
         conv = nn.Conv2d(w.shape[1] * g, w.shape[0], tuple(w.shape[2:]), s,
                          (pt, pl) if symmetric else 0, d, g, bias=b is not None)
         conv.weight.data = self.tensor(w)
-        if b is not None:
+        if b is not None and conv.bias is not None:  # conv has a bias exactly when b is given
             conv.bias.data = self.tensor(b)
         self.add(conv) if symmetric else self.add(nn.ZeroPad2d((pl, pr, pt, pb)), conv)
 
-    def _op_ConvTranspose(self, a: dict) -> None:  # noqa: N802
+    def _op_ConvTranspose(self, a: dict) -> None:
         w, b = self.const(1), self.const(2, required=False)
         s, d, k = self._conv_common(w, a)
         op = list(a.get("output_padding", [0, 0]))
@@ -217,9 +225,9 @@ class _OpTranslators(_NodeContext):
         fits = all(o < max(ss, dd) for o, ss, dd in zip(op, s, d, strict=True))
         if pt == pb and pl == pr and fits:
             conv = nn.ConvTranspose2d(w.shape[0], w.shape[1] * g, tuple(w.shape[2:]), s, (pt, pl),
-                                      op, g, bias=b is not None, dilation=d)
+                                      tuple(op), g, bias=b is not None, dilation=d)
             conv.weight.data = self.tensor(w)
-            if b is not None:
+            if b is not None and conv.bias is not None:
                 conv.bias.data = self.tensor(b)
             return self.add(conv)
         # asymmetric: full transposed convolution, then crop/extend, then the bias everywhere
@@ -231,7 +239,7 @@ class _OpTranslators(_NodeContext):
             mods.append(ScaleShift(torch.ones(()), self.tensor(b).reshape(-1, 1, 1)))
         self.add(*mods)
 
-    def _op_AveragePool(self, a: dict) -> None:  # noqa: N802
+    def _op_AveragePool(self, a: dict) -> None:
         k = list(a["kernel_shape"])
         s, d = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
         if len(k) != 2 or len(self.shape) != 3 or d != [1, 1]:
@@ -239,16 +247,16 @@ class _OpTranslators(_NodeContext):
         pt, pl, pb, pr = self._pads(a, k, s, d)
         ceil, include = bool(a.get("ceil_mode", 0)), bool(a.get("count_include_pad", 0))
         if pt == pb and pl == pr:
-            return self.add(nn.AvgPool2d(k, s, (pt, pl), ceil, include))
+            return self.add(nn.AvgPool2d(tuple(k), tuple(s), (pt, pl), ceil, include))
         if not include or ceil:
             self.refuse("asymmetric pads are only supported with count_include_pad=1 and "
                         "ceil_mode=0")
-        self.add(nn.ZeroPad2d((pl, pr, pt, pb)), nn.AvgPool2d(k, s, 0, False, True))
+        self.add(nn.ZeroPad2d((pl, pr, pt, pb)), nn.AvgPool2d(tuple(k), tuple(s), 0, False, True))
 
-    def _op_GlobalAveragePool(self, a: dict) -> None:  # noqa: N802
+    def _op_GlobalAveragePool(self, a: dict) -> None:
         self.add(nn.AdaptiveAvgPool2d(1))
 
-    def _op_BatchNormalization(self, a: dict) -> None:  # noqa: N802
+    def _op_BatchNormalization(self, a: dict) -> None:
         if a.get("training_mode", 0) or any(o for o in list(self.node.output)[1:]):
             self.refuse("BatchNormalization in training mode uses batch statistics; export the "
                         "model in eval mode")
@@ -260,7 +268,7 @@ class _OpTranslators(_NodeContext):
             getattr(bn, name).data = self.tensor(v)
         self.add(bn)
 
-    def _op_Flatten(self, a: dict) -> None:  # noqa: N802
+    def _op_Flatten(self, a: dict) -> None:
         axis = a.get("axis", 1)
         if axis < 0:
             axis += len(self.shape) + 1
@@ -281,7 +289,7 @@ class _OpTranslators(_NodeContext):
             return [[b, *target[1:]] for b in BATCHES]
         return [target, target]
 
-    def _op_Reshape(self, a: dict) -> None:  # noqa: N802
+    def _op_Reshape(self, a: dict) -> None:
         outs = []
         targets = self._reshape_targets()
         for batch, target in zip(BATCHES, targets, strict=True):
@@ -320,13 +328,13 @@ class _OpTranslators(_NodeContext):
                 y = np.expand_dims(y, ax)
         self.add(Reshape(tuple(y.shape[1:])))
 
-    def _op_Squeeze(self, a: dict) -> None:  # noqa: N802
+    def _op_Squeeze(self, a: dict) -> None:
         self._squeeze_like("Squeeze", self._axes_arg(a))
 
-    def _op_Unsqueeze(self, a: dict) -> None:  # noqa: N802
+    def _op_Unsqueeze(self, a: dict) -> None:
         self._squeeze_like("Unsqueeze", self._axes_arg(a))
 
-    def _op_ReduceMean(self, a: dict) -> None:  # noqa: N802
+    def _op_ReduceMean(self, a: dict) -> None:
         """The mean over H and W (AdaptiveAvgPool2d(1) as the dynamo exporter writes it)."""
         axes = self._axes_arg(a)
         rank = len(self.shape) + 1

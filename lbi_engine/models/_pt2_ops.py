@@ -104,7 +104,8 @@ class GraphTranslator:
         if any(d is None for d in dims):
             raise ShapeMismatchError(f"the exported input of {self.path.name!r} has dynamic "
                                      "sample dims; pass input_shape (one sample, e.g. 1,28,28).")
-        return _check_shape(tuple(int(d) for d in dims), f"input shape of {self.path.name!r}")
+        return _check_shape(tuple(int(d) for d in dims if d is not None),  # none is (above)
+                            f"input shape of {self.path.name!r}")
 
     # --- helpers ---------------------------------------------------------------------------
     def label(self) -> str:
@@ -135,7 +136,7 @@ class GraphTranslator:
     def _sym(self, s: dict[str, Any]) -> Any:
         if "as_int" in s:
             return int(s["as_int"])
-        value = self.consts.get(s.get("as_name"))
+        value = self.consts.get(s.get("as_name", ""))
         if value is None:
             self.refuse(f"it uses the symbolic size {s.get('as_name')!r}, which is not the batch "
                         "size; export with static sample dims")

@@ -8,13 +8,29 @@ archive, the chain's tensor is ``("tensor", name)``) and appends modules lbi con
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 import torch
 from torch import nn
 
 from lbi_engine.models.importers import _load
 from lbi_engine.operators import Reshape, ScaleShift
+
+
+class _Translator(Protocol):
+    """What the handlers use of ``_pt2_ops.GraphTranslator`` (which imports this module)."""
+
+    shape: tuple[int, ...]
+
+    def add(self, *modules: nn.Module) -> None: ...
+
+    def refuse(self, why: str) -> NoReturn: ...
+
+    def reshape_targets(self, size: list[Any]) -> list[list[int]]: ...
+
+
+#: One op's translation: adds the module(s) doing what the op does, or refuses.
+_Handler = Callable[[_Translator, dict[str, Any]], None]
 
 
 def _pair(v: Any, default: int) -> tuple[int, int]:
@@ -26,12 +42,12 @@ def _pair(v: Any, default: int) -> tuple[int, int]:
     return (int(v[0]), int(v[-1])) if len(v) in (1, 2) else (int(v[0]), int(v[1]))
 
 
-def _opt(tr: Any, a: dict[str, Any], key: str) -> torch.Tensor | None:
+def _opt(tr: _Translator, a: dict[str, Any], key: str) -> torch.Tensor | None:
     """An optional weight argument (a bias may be None)."""
     return None if a.get(key) is None else _const(tr, a, key)
 
 
-def _const(tr: Any, a: dict[str, Any], key: str) -> torch.Tensor:
+def _const(tr: _Translator, a: dict[str, Any], key: str) -> torch.Tensor:
     v = a.get(key)
     if not isinstance(v, torch.Tensor):
         tr.refuse(f"its argument {key!r} must be a weight stored in the archive, but it is "
@@ -39,28 +55,28 @@ def _const(tr: Any, a: dict[str, Any], key: str) -> torch.Tensor:
     return v
 
 
-def _linear(tr: Any, a: dict[str, Any]) -> None:
+def _linear(tr: _Translator, a: dict[str, Any]) -> None:
     w, b = _const(tr, a, "weight"), _opt(tr, a, "bias")
     if len(tr.shape) != 1:
         tr.refuse("nn.Linear on samples with more than one dim is not supported; flatten first")
     tr.add(_load(nn.Linear(w.shape[1], w.shape[0], bias=b is not None), weight=w, bias=b))
 
 
-def _addmm(tr: Any, a: dict[str, Any]) -> None:  # bias + x @ W^T (decomposed nn.Linear)
+def _addmm(tr: _Translator, a: dict[str, Any]) -> None:  # bias + x @ W^T (decomposed nn.Linear)
     w, b = _const(tr, a, "mat2"), _const(tr, a, "self")
     alpha, beta = float(a.get("alpha", 1)), float(a.get("beta", 1))
     lin = nn.Linear(w.shape[0], w.shape[1])
     tr.add(_load(lin, weight=alpha * w.t(), bias=beta * b.reshape(-1)))
 
 
-def _mm(tr: Any, a: dict[str, Any]) -> None:
+def _mm(tr: _Translator, a: dict[str, Any]) -> None:
     w = _const(tr, a, "mat2" if "mat2" in a else "other")
     if w.dim() != 2:
         tr.refuse("only x @ W with a constant 2-D W is affine here; use nn.Linear")
     tr.add(_load(nn.Linear(w.shape[0], w.shape[1], bias=False), weight=w.t()))
 
 
-def _conv(tr: Any, a: dict[str, Any], transposed: bool) -> None:
+def _conv(tr: _Translator, a: dict[str, Any], transposed: bool) -> None:
     w, b = _const(tr, a, "weight"), _opt(tr, a, "bias")
     if w.dim() != 4 or len(tr.shape) != 3:
         tr.refuse("only 2-D convolutions on (C, H, W) samples are supported; use nn.Conv2d")
@@ -69,21 +85,21 @@ def _conv(tr: Any, a: dict[str, Any], transposed: bool) -> None:
     pad = a.get("padding")
     m: nn.Module
     if transposed:
-        m = nn.ConvTranspose2d(w.shape[0], w.shape[1] * groups, tuple(w.shape[2:]), stride,
+        m = nn.ConvTranspose2d(w.shape[0], w.shape[1] * groups, (w.shape[2], w.shape[3]), stride,
                                _pair(pad, 0), _pair(a.get("output_padding"), 0), groups,
                                bias=b is not None, dilation=dilation)
     else:
         padding: Any = pad if isinstance(pad, str) else _pair(pad, 0)
-        m = nn.Conv2d(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]), stride, padding,
+        m = nn.Conv2d(w.shape[1] * groups, w.shape[0], (w.shape[2], w.shape[3]), stride, padding,
                       dilation, groups, bias=b is not None)
     tr.add(_load(m, weight=w, bias=b))
 
 
-def _convolution(tr: Any, a: dict[str, Any]) -> None:
+def _convolution(tr: _Translator, a: dict[str, Any]) -> None:
     _conv(tr, a, bool(a.get("transposed", False)))
 
 
-def _batch_norm(tr: Any, a: dict[str, Any]) -> None:
+def _batch_norm(tr: _Translator, a: dict[str, Any]) -> None:
     if a.get("training"):
         tr.refuse("BatchNorm in training mode uses batch statistics; call model.eval() before "
                   "torch.export.export")
@@ -94,7 +110,7 @@ def _batch_norm(tr: Any, a: dict[str, Any]) -> None:
     tr.add(_load(bn, weight=w, bias=b, running_mean=mean, running_var=var))
 
 
-def _avg_pool(tr: Any, a: dict[str, Any]) -> None:
+def _avg_pool(tr: _Translator, a: dict[str, Any]) -> None:
     k = _pair(a["kernel_size"], 1)
     s = _pair(a.get("stride"), 0)
     tr.add(nn.AvgPool2d(k, s if s != (0, 0) else k, _pair(a.get("padding"), 0),
@@ -102,7 +118,7 @@ def _avg_pool(tr: Any, a: dict[str, Any]) -> None:
                         a.get("divisor_override")))
 
 
-def _mean(tr: Any, a: dict[str, Any]) -> None:
+def _mean(tr: _Translator, a: dict[str, Any]) -> None:
     dims: list[int] = list(a.get("dim") or [])
     rank = len(tr.shape) + 1
     if rank != 4 or sorted(int(d) % rank for d in dims) != [2, 3]:
@@ -113,7 +129,7 @@ def _mean(tr: Any, a: dict[str, Any]) -> None:
         tr.add(nn.Flatten())
 
 
-def _reshape(tr: Any, a: dict[str, Any]) -> None:
+def _reshape(tr: _Translator, a: dict[str, Any]) -> None:
     size = a.get("size") if "size" in a else a.get("shape")
     if not isinstance(size, (list, tuple)):
         tr.refuse("its target shape is not a list of sizes")
@@ -130,7 +146,7 @@ def _reshape(tr: Any, a: dict[str, Any]) -> None:
     tr.add(Reshape(tuple(outs[0][1:])))
 
 
-def _squeeze_like(tr: Any, a: dict[str, Any], unsqueeze: bool) -> None:
+def _squeeze_like(tr: _Translator, a: dict[str, Any], unsqueeze: bool) -> None:
     raw = a.get("dim")
     dims: list[int] = [raw] if isinstance(raw, int) else list(raw or [])
     rank = len(tr.shape) + 1 + (len(dims) if unsqueeze else 0)
@@ -142,8 +158,8 @@ def _squeeze_like(tr: Any, a: dict[str, Any], unsqueeze: bool) -> None:
     tr.add(Reshape(tuple(y.shape[1:])))
 
 
-def _arith(op: str) -> Callable[[Any, dict[str, Any]], None]:
-    def build(tr: Any, a: dict[str, Any]) -> None:
+def _arith(op: str) -> _Handler:
+    def build(tr: _Translator, a: dict[str, Any]) -> None:
         other = a.get("other")
         if isinstance(other, tuple):
             tr.refuse("it combines two computed tensors (a residual or branch)")
@@ -155,13 +171,13 @@ def _arith(op: str) -> Callable[[Any, dict[str, Any]], None]:
     return build
 
 
-def _act(factory: Callable[[dict[str, Any]], nn.Module]) -> Callable[[Any, dict[str, Any]], None]:
-    def build(tr: Any, a: dict[str, Any]) -> None:
+def _act(factory: Callable[[dict[str, Any]], nn.Module]) -> _Handler:
+    def build(tr: _Translator, a: dict[str, Any]) -> None:
         tr.add(factory(a))
     return build
 
 
-def _clamp(tr: Any, a: dict[str, Any]) -> None:
+def _clamp(tr: _Translator, a: dict[str, Any]) -> None:
     """clamp(min, max) (also a decomposed relu6/hardsigmoid): a one- or two-sided clip."""
     from lbi_engine.activations import activation_from_onnx
     from lbi_engine.models.layer_lifting import LiftedActivation
@@ -217,7 +233,7 @@ _ACTS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
     "native_layer_norm": lambda a: nn.LayerNorm(list(a["normalized_shape"])),
 }
 
-_OPS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
+_OPS: dict[str, _Handler] = {
     "aten.linear.default": _linear, "aten.addmm.default": _addmm, "aten.mm.default": _mm,
     "aten.matmul.default": _mm,
     "aten.conv2d.default": lambda tr, a: _conv(tr, a, False),
@@ -255,7 +271,7 @@ _OPS["aten.softmax.int"] = _act(_ACTS["softmax"])
 _OPS["aten.log_softmax.int"] = _act(_ACTS["log_softmax"])
 
 
-def translate(tr: Any, target: str, a: dict[str, Any]) -> None:
+def translate(tr: _Translator, target: str, a: dict[str, Any]) -> None:
     """Append the modules of one node, or refuse it naming the op and an alternative."""
     if target in ("aten.dropout.default", "aten.feature_dropout.default") and a.get("train"):
         tr.refuse("dropout in training mode is random; call model.eval() before "

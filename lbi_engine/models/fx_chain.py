@@ -24,7 +24,8 @@ from lbi_engine.operators import Reshape, ScaleShift
 _ACTS: dict[Any, tuple[Any, tuple[tuple[str, Any], ...]]] = {}
 
 
-def _register(targets: tuple[Any, ...], factory: Any, params: tuple[tuple[str, Any], ...] = ()):
+def _register(targets: tuple[Any, ...], factory: Any,
+              params: tuple[tuple[str, Any], ...] = ()) -> None:
     for t in targets:
         _ACTS[t] = (factory, params)
 
@@ -102,7 +103,7 @@ def _arith_module(node: fx.Node, env: dict[fx.Node, Any], chain: fx.Node, exampl
         _refuse(node, where, position, "it multiplies/adds the input with itself, which is not "
                 "affine", "Write the operation as a layer with fixed weights.")
     const = b if x_first else a
-    other = env[const] if isinstance(const, fx.Node) else const
+    other: Any = env[const] if isinstance(const, fx.Node) else const
     if node.kwargs.get("alpha", 1) != 1:
         other = other * node.kwargs["alpha"]
     c = torch.as_tensor(other, dtype=example.dtype, device=example.device)
@@ -203,7 +204,7 @@ def walk_fx(walker: Any, module: nn.Module, name: str) -> None:
     try:
         tracer = _LeafTracer()
         gm = fx.GraphModule(module, tracer.trace(module))
-    except Exception as exc:  # noqa: BLE001 - fx raises many types for untraceable code
+    except Exception as exc:  # fx raises many types for untraceable code
         raise UnsupportedLayerError(
             f"Module '{where}' ({type(module).__name__}) is not an nn.Sequential and torch.fx "
             f"cannot trace its forward ({type(exc).__name__}: {exc}). Write it as an "
@@ -242,8 +243,9 @@ def walk_fx(walker: Any, module: nn.Module, name: str) -> None:
                     "Remove the skip connection, or invert only the chain part of the network.")
         if not tensors or tensors[0] is not chain:
             used = repr(tensors[0].name) if tensors else "no tensor"
+            previous = repr(chain.name) if chain is not None else "(none)"
             _refuse(node, where, position, f"it uses {used} instead of the previous layer's "
-                    f"output {chain.name!r} (a skip connection or branch)",
+                    f"output {previous} (a skip connection or branch)",
                     "Only plain chains of layers can be lifted.")
         sub = _module_for(node, gm, env, chain, where, position)
         label = prefix + (str(node.target) if node.op == "call_module" else node.name)

@@ -110,27 +110,44 @@ class _Leaf:
         t = getattr(self.sm, name, None)
         return None if t is None else t.detach().clone()
 
+    def required(self, name: str) -> torch.Tensor:
+        t = self.tensor(name)
+        if t is None:
+            raise ModelFileError(f"TorchScript submodule '{self.qual}' ({self.sm.original_name}) "
+                                 f"has no '{name}' tensor; the file is damaged or was not "
+                                 "written by torch.jit.script/trace of a torch layer.")
+        return t
+
 
 _CONV = {"aten::_convolution": 0, "aten::conv2d": 0, "aten::_convolution_mode": 0}
 
 
+def _kernel(leaf: _Leaf, w: torch.Tensor) -> tuple[int, int]:
+    """The kernel size of a 2-D (transposed) convolution from its 4-D weight."""
+    if w.dim() != 4:
+        raise ModelFileError(f"TorchScript submodule '{leaf.qual}' ({leaf.sm.original_name}) is a "
+                             f"2-D convolution with a weight of shape {tuple(w.shape)}, not 4-D; "
+                             "the file is damaged.")
+    return (w.shape[2], w.shape[3])
+
+
 def _conv2d(leaf: _Leaf) -> nn.Module:
-    w, b = leaf.tensor("weight"), leaf.tensor("bias")
+    w, b = leaf.required("weight"), leaf.tensor("bias")
     args = {"stride": (3, 3, 3), "padding": (4, 4, 4), "dilation": (5, 5, 5), "groups": (8, 6, 6)}
     kw = {k: leaf.get(k, dict(zip(_CONV, v, strict=True))) for k, v in args.items()}
     pad_mode = leaf.get("padding_mode", {}, default="zeros")
-    m = nn.Conv2d(w.shape[1] * kw["groups"], w.shape[0], tuple(w.shape[2:]), bias=b is not None,
+    m = nn.Conv2d(w.shape[1] * kw["groups"], w.shape[0], _kernel(leaf, w), bias=b is not None,
                   padding_mode=pad_mode, **kw)
     return _load(m, weight=w, bias=b)
 
 
 def _conv_transpose2d(leaf: _Leaf) -> nn.Module:
-    w, b = leaf.tensor("weight"), leaf.tensor("bias")
+    w, b = leaf.required("weight"), leaf.tensor("bias")
     ops = {"aten::_convolution": 0, "aten::conv_transpose2d": 0}
     pos = {"stride": (3, 3), "padding": (4, 4), "output_padding": (7, 5), "groups": (8, 6),
            "dilation": (5, 7)}
     kw = {k: leaf.get(k, dict(zip(ops, v, strict=True))) for k, v in pos.items()}
-    m = nn.ConvTranspose2d(w.shape[0], w.shape[1] * kw["groups"], tuple(w.shape[2:]),
+    m = nn.ConvTranspose2d(w.shape[0], w.shape[1] * kw["groups"], _kernel(leaf, w),
                            bias=b is not None, **kw)
     return _load(m, weight=w, bias=b)
 
@@ -168,7 +185,7 @@ def _p(op: str, idx: int) -> tuple[str, dict[str, int]]:
 
 
 def _linear(leaf: _Leaf) -> nn.Module:
-    w, b = leaf.tensor("weight"), leaf.tensor("bias")
+    w, b = leaf.required("weight"), leaf.tensor("bias")
     return _load(nn.Linear(w.shape[1], w.shape[0], bias=b is not None), weight=w, bias=b)
 
 
@@ -229,7 +246,7 @@ def _refuse_unknown(sm: Any, qual: str, position: int) -> None:
             raise UnsupportedLayerError(f"{label}: {found[0]}. {found[1]}")
         try:  # activations (GELU, SiLU, ...) build without arguments; their refusal says why
             instance = cls()
-        except Exception:  # noqa: BLE001 - needs constructor arguments: not an activation
+        except Exception:  # needs constructor arguments: not an activation
             instance = None
         if instance is not None:
             lift_module(instance.eval(), (1, 4, 4), qual, position)
@@ -328,7 +345,7 @@ def torchscript_sequential(path: str | Path, input_shape: Sequence[int] | None =
         refuse_code_format(p, "TorchScript")
     try:
         sm = jit_load(p)
-    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/... here
+    except Exception as exc:  # torch raises RuntimeError/ValueError/... here
         msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ModelFileError(f"TorchScript file {str(p)!r} could not be loaded ({msg}); it is "
                              "truncated or corrupt, or was not written by torch.jit.save. "
@@ -337,7 +354,7 @@ def torchscript_sequential(path: str | Path, input_shape: Sequence[int] | None =
         module = rebuild_torchscript(sm)
     except LbiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - inconsistent archive contents
+    except Exception as exc:  # inconsistent archive contents
         raise ModelFileError(f"TorchScript file {str(p)!r} holds modules that could not be "
                              f"rebuilt ({type(exc).__name__}: {exc}); save it again with "
                              "torch.jit.script, or export to ONNX.") from exc

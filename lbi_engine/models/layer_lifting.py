@@ -155,7 +155,8 @@ def _conv2d_map(m: nn.Conv2d, in_shape: tuple[int, ...], name: str, position: in
         th, tw = dh * (kh - 1), dw * (kw - 1)
         pads = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
     else:
-        ph, pw = m.padding  # type: ignore[misc]
+        assert not isinstance(m.padding, str)  # torch accepts no other padding strings
+        ph, pw = m.padding
         pads = (ph, ph, pw, pw)
     return Conv2dMap(m.weight.detach().clone(), _detach(m.bias), in_shape, m.stride, pads,
                      m.dilation, m.groups)
@@ -179,6 +180,7 @@ def affine_map_of_module(m: nn.Module, in_shape: Sequence[int], name: str = "",
         if m.padding_mode != "zeros":
             refuse(name, m, position, f"padding_mode='{m.padding_mode}' is not implemented",
                    "Use padding_mode='zeros'.")
+        assert not isinstance(m.padding, str)  # ConvTranspose2d takes no padding strings
         return ConvTranspose2dMap(m.weight.detach().clone(), _detach(m.bias), shape, m.stride,
                                   m.padding, m.output_padding, m.dilation, m.groups)
     if isinstance(m, nn.AvgPool2d):
@@ -191,7 +193,9 @@ def affine_map_of_module(m: nn.Module, in_shape: Sequence[int], name: str = "",
         if len(shape) != 3:
             raise ShapeMismatchError(f"{layer_label(name, m, position)} needs (C, H, W) samples; "
                                      f"it receives samples of shape {shape}.")
-        return AdaptiveAvgPool2dMap(shape, m.output_size)
+        # None: keep the input size (torch's meaning of a None entry)
+        size = (None, None) if m.output_size is None else m.output_size
+        return AdaptiveAvgPool2dMap(shape, size)
     if isinstance(m, nn.modules.batchnorm._BatchNorm):
         return _batchnorm_map(m, shape, name, position)
     if isinstance(m, (nn.Flatten, nn.Unflatten, Reshape)):
@@ -296,7 +300,7 @@ class ModuleWalker:
         try:
             with torch.no_grad():
                 y = module(self.x)
-        except Exception as exc:  # noqa: BLE001 - any failure here is a shape/config problem
+        except Exception as exc:  # any failure here is a shape/config problem
             raise ShapeMismatchError(f"{layer_label(name, module, pos)} fails on samples of shape "
                                      f"{in_shape}: {exc}. Check input_shape.") from exc
         if not isinstance(y, Tensor) or y.shape[0] != self.x.shape[0]:
@@ -351,6 +355,7 @@ def affine_from_modules(modules: Sequence[nn.Module], in_shape: Sequence[int]) -
     maps: list[AffineMap] = []
     for i, m in enumerate(modules):
         amap = affine_map_of_module(m, shape, name=str(i), position=i, require=True)
+        assert amap is not None  # require=True refuses instead of returning None
         maps.append(amap)
         shape = amap.out_shape
     return compose(maps) if maps else IdentityMap(shape)

@@ -21,7 +21,7 @@ import os
 import pickle
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +165,10 @@ def pickle_globals(data: bytes, max_pickles: int = 4) -> list[str]:
         memo: dict[int, Any] = {}
         last: Any = None
         try:
-            for op, arg, _pos in pickletools.genops(stream):
+            # arg: the opcode's argument (a str for the string opcodes, an int for the memo's)
+            ops: Iterator[tuple[pickletools.OpcodeInfo, Any, int | None]] = \
+                pickletools.genops(stream)
+            for op, arg, _pos in ops:
                 if op.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8",
                                "SHORT_BINSTRING", "BINSTRING", "STRING"):
                     last = arg
@@ -186,7 +189,7 @@ def pickle_globals(data: bytes, max_pickles: int = 4) -> list[str]:
                     last = None
                 else:
                     last = None
-        except Exception:  # noqa: BLE001 - a damaged tail just ends the scan
+        except Exception:  # a damaged tail just ends the scan
             break
         if stream.tell() >= len(data):
             break

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +28,9 @@ from lbi_engine.models.pt2_import import pt2_sequential
 from lbi_engine.operators import AffineMap, IdentityMap
 from lbi_engine.operators.compose import compose
 
+if TYPE_CHECKING:
+    from lbi_engine.activations import ProximalActivation
+
 # The lifted forward is checked against the module's own forward at build time (cheap, one
 # batch of 3); a larger relative deviation means the module does something its layers hide.
 _VERIFY_RTOL = {torch.float64: 1e-10, torch.float32: 1e-4}
@@ -38,7 +41,7 @@ class LiftedLayer:
     """One lifted layer: x_out = activation.sigma(affine.apply(x_in))."""
 
     affine: AffineMap
-    activation: Any  # ProximalActivation
+    activation: ProximalActivation
     source: str  # the original layers it came from, e.g. "0:Conv2d, 1:ReLU"
 
 
@@ -136,7 +139,7 @@ class LiftedNetwork:
             states.append(x)
         return states
 
-    def pre_activation(self, l: int, x_prev: Tensor) -> Tensor:  # noqa: E741 - paper notation
+    def pre_activation(self, l: int, x_prev: Tensor) -> Tensor:  # paper notation
         """z_l = W_l x_{l-1} + b_l for the 0-based layer index l."""
         if not -len(self.layers) <= l < len(self.layers):
             raise InputError(f"layer index {l} is out of range for '{self.name}' with "
@@ -205,7 +208,7 @@ class LiftedNetwork:
         check_network_memory(module, shape, f"network '{name or type(module).__name__}'",
                              shape_errors=False)
         _check_finite_weights(module, name or type(module).__name__)
-        ref = next(iter(module.parameters()), None)
+        ref: Tensor | None = next(iter(module.parameters()), None)
         if ref is None:
             ref = next(iter(module.buffers()), None)
         dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
@@ -277,7 +280,7 @@ def verify_against(net: LiftedNetwork, reference: Any, what: str, seed: int = 0)
         got = net.forward(x)
         try:
             want = reference(x)
-        except Exception as exc:  # noqa: BLE001 - whatever the reference raises
+        except Exception as exc:  # whatever the reference raises
             raise UnsupportedLayerError(
                 f"The original {what} fails on a batch of 3 samples of shape {net.input_shape} "
                 f"({type(exc).__name__}: {exc}); its forward depends on the batch size (e.g. a "

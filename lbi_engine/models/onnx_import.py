@@ -101,7 +101,8 @@ class _Builder(_OpTranslators):
                                      "sample dims; pass input_shape (one sample, e.g. "
                                      "(1, 28, 28)).")
         # the file's own dims are checked too: a damaged header must not allocate petabytes
-        return _check_shape(tuple(int(d) for d in dims), f"ONNX input shape of {self.path.name!r}")
+        return _check_shape(tuple(int(d) for d in dims if d is not None),  # none is (above)
+                            f"ONNX input shape of {self.path.name!r}")
 
     # --- the walk --------------------------------------------------------------------------
     def build(self) -> tuple[nn.Sequential, tuple[int, ...]]:
@@ -112,7 +113,7 @@ class _Builder(_OpTranslators):
             if n.op_type == "Constant":
                 self.node = n
                 a = self.attrs()
-                value = a.get("value", a.get("value_float", a.get("value_floats",
+                value: Any = a.get("value", a.get("value_float", a.get("value_floats",
                               a.get("value_int", a.get("value_ints")))))
                 self.consts[n.output[0]] = numpy_helper.to_array(value) \
                     if hasattr(value, "dims") else np.array(value)
@@ -279,7 +280,7 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
     try:
         model = onnx.load(str(p))  # external weights, if any, next to the file
-    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends
+    except Exception as exc:  # protobuf raises DecodeError and friends
         raise ModelFileError(f"ONNX file {str(p)!r} could not be parsed ({type(exc).__name__}: "
                              f"{exc}); it is truncated or corrupt, or not an ONNX model. Export "
                              "it again (torch.onnx.export).") from exc
@@ -288,13 +289,13 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
                              "ONNX model, or it is truncated. Export it again.")
     try:
         onnx.checker.check_model(model)
-    except Exception as exc:  # noqa: BLE001 - ValidationError and C++ errors
+    except Exception as exc:  # ValidationError and C++ errors
         raise ModelFileError(f"ONNX file {str(p)!r} is not a valid model: "
                              f"{str(exc).strip().splitlines()[0][:300]}. Export it again.") from exc
     try:
         return _Builder(model, p, input_shape).build()
     except LbiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - malformed attributes, tensors, external data
+    except Exception as exc:  # malformed attributes, tensors, external data
         raise ModelFileError(f"ONNX file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); export it again.") from exc

@@ -89,16 +89,35 @@ class Pt2Archive:
         """Parameters, buffers and constants by their state-dict names (fqn)."""
         if self.old_format:
             return self._old_tensors()
-        out: dict[str, torch.Tensor] = {}
+        entries: list[tuple[str, str, dict[str, Any]]] = []
         for sub in ("weights", "constants"):
             prefix = f"{self.root}data/{sub}/"
             configs = [n for n in self.names if n.startswith(prefix) and n.endswith(
                 "_config.json")]
             for cfg_name in configs:
                 cfg = json.loads(self.read(cfg_name, MAX_JSON_BYTES)).get("config", {})
-                for fqn, meta in cfg.items():
-                    out[fqn] = self._raw_tensor(prefix, fqn, meta)
-        return out
+                entries.extend((prefix, fqn, meta) for fqn, meta in cfg.items())
+        self._check_total_memory(entries)
+        return {fqn: self._raw_tensor(prefix, fqn, meta) for prefix, fqn, meta in entries}
+
+    def _check_total_memory(self, entries: list[tuple[str, str, dict[str, Any]]]) -> None:
+        """Refuse before reading when all tensors together would not fit: each one is capped
+        by MAX_TENSOR_VALUES, but many capped tensors could still exhaust memory."""
+        from lbi_engine.limits import check_bytes
+
+        total = 0
+        for _, fqn, meta in entries:
+            tm = meta.get("tensor_meta") if isinstance(meta, dict) else None
+            if not isinstance(tm, dict) or meta.get("use_pickle"):
+                continue  # _raw_tensor refuses it with its own message
+            dtype = _DTYPES.get(int(tm["dtype"]))
+            if dtype is None:
+                continue  # the same
+            sizes = [max(0, _as_int(s, fqn)) for s in tm["sizes"]]
+            total += math.prod(sizes) * torch.empty((), dtype=dtype).element_size()
+        # the raw bytes and the tensor cloned from them exist at once while reading
+        check_bytes(2 * total, f"model file {str(self.path)!r} (its tensors unpacked)",
+                    "use a smaller network")
 
     def _raw_tensor(self, prefix: str, fqn: str, meta: dict[str, Any]) -> torch.Tensor:
         if meta.get("use_pickle"):
@@ -137,7 +156,7 @@ class Pt2Archive:
             data = self.read(name, 8 * MAX_TENSOR_VALUES)
             try:
                 obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-            except Exception as exc:  # noqa: BLE001 - weights_only refuses anything but tensors
+            except Exception as exc:  # weights_only refuses anything but tensors
                 raise ModelFileError(f"{member} in {str(self.path)!r} is not plain tensors "
                                      f"({type(exc).__name__}); lbi does not unpickle it. "
                                      "Save the program again with a current torch.") from exc
@@ -165,6 +184,6 @@ def pt2_sequential(path: str | Path,
         return GraphTranslator(program, archive.tensors(), p, input_shape).build()
     except LbiError:
         raise
-    except Exception as exc:  # noqa: BLE001 - malformed JSON structure or tensor metadata
+    except Exception as exc:  # malformed JSON structure or tensor metadata
         raise ModelFileError(f".pt2 file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); save it again with torch.export.save.") from exc

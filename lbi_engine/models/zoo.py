@@ -358,7 +358,7 @@ def load_model_file(path: str | os.PathLike[str], *, input_shape: tuple[int, ...
 
     try:
         obj = torch.load(p, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - anything from a foreign pickle becomes one message
+    except Exception as exc:  # anything from a foreign pickle becomes one message
         raise ModelFileError(f"model file {p} could not be unpickled ({type(exc).__name__}: "
                              f"{exc}); it is truncated, corrupt, or needs code that is not "
                              "installed") from exc

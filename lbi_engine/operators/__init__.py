@@ -214,7 +214,7 @@ class ComposedMap(AffineMap):
         self._bias: Tensor | None = None
 
     @property
-    def bias(self) -> Tensor | None:  # type: ignore[override]
+    def bias(self) -> Tensor | None:
         """apply(0) of the chain, computed on first use (shape out_shape)."""
         if self._bias is None and any(m.bias is not None for m in self.maps):
             dev = self.device or torch.device("cpu")
@@ -285,6 +285,9 @@ def _as_float_tensor(v: Tensor | float) -> Tensor:
 
 class ScaleShift(nn.Module):
     """Elementwise ``x * scale + shift`` (scalars or tensors broadcastable to a sample)."""
+
+    scale: Tensor  # buffers (registered in __init__), declared for the type checker
+    shift: Tensor
 
     def __init__(self, scale: Tensor | float = 1.0, shift: Tensor | float = 0.0) -> None:
         super().__init__()

@@ -257,7 +257,7 @@ class AdaptiveAvgPool2dMap(AffineMap):
         return {}  # a_h, a_w are float64 helpers cast to the data's dtype in adjoint()
 
     def linear(self, x: Tensor) -> Tensor:
-        return F.adaptive_avg_pool2d(x, self.out_shape[1:])
+        return F.adaptive_avg_pool2d(x, (self.out_shape[1], self.out_shape[2]))
 
     def adjoint(self, r: Tensor) -> Tensor:
         a_h, a_w = self.a_h.to(r), self.a_w.to(r)

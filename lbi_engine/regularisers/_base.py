@@ -102,15 +102,15 @@ class Regulariser(ABC):
         return torch.where(torch.isinf(v), v, a * torch.nan_to_num(v, posinf=0.0))
 
     # -- the dual part h(alpha K x) ---------------------------------------------------------------
-    def K(self, x: Tensor) -> Tensor:  # noqa: N802 - the operator's conventional name
+    def K(self, x: Tensor) -> Tensor:  # the operator's conventional name
         """Dual-shaped K x; the zero map (shape of x) when there is no dual part."""
         return torch.zeros_like(x)
 
-    def KT(self, p: Tensor) -> Tensor:  # noqa: N802
+    def KT(self, p: Tensor) -> Tensor:
         """x-shaped K^T p."""
         return torch.zeros_like(p)
 
-    def K_norm_sq(self, x_shape: tuple[int, ...]) -> float:  # noqa: N802
+    def K_norm_sq(self, x_shape: tuple[int, ...]) -> float:
         """||K||^2 for images of shape x_shape (batch optional: only the last two dims count)."""
         return 0.0
 

@@ -32,14 +32,14 @@ class _GradientDual(Regulariser):
 
     has_dual = True
 
-    def K(self, x: Tensor) -> Tensor:  # noqa: N802 - the operator's conventional name
+    def K(self, x: Tensor) -> Tensor:  # the operator's conventional name
         check_image(x)
         return grad(x)
 
-    def KT(self, p: Tensor) -> Tensor:  # noqa: N802
+    def KT(self, p: Tensor) -> Tensor:
         return -div(p)
 
-    def K_norm_sq(self, x_shape: tuple[int, ...]) -> float:  # noqa: N802
+    def K_norm_sq(self, x_shape: tuple[int, ...]) -> float:
         return grad_norm_sq(tuple(x_shape))
 
 

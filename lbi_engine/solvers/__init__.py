@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from lbi_engine.errors import InputError
+from lbi_engine.solver_settings import DESCRIPTIONS
 from lbi_engine.solvers.backprop import run_backprop
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule, final
 from lbi_engine.solvers.joint import run_joint
@@ -49,18 +50,6 @@ METHODS: dict[str, Callable[..., Iterator[IterateRecord]]] = {
     "landweber": run_landweber,
     "backprop": run_backprop,
 }
-
-DESCRIPTIONS = {
-    "auto": "one-layer for one lifted layer, joint for several (default)",
-    "one-layer": "one-layer network (paper eq. 12): accelerated proximal gradient for TV, "
-                 "else PDHG",
-    "pdhg": "alias of one-layer",
-    "joint": "all layers jointly by coordinate descent (paper eqs. 13-15)",
-    "layerwise": "layer by layer from the output down (paper's remark)",
-    "landweber": "Landweber with the discrepancy principle (baseline)",
-    "backprop": "gradient descent through the network with autograd (baseline)",
-}
-
 
 def solve(
     problem: object,

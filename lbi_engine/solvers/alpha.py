@@ -30,11 +30,11 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError
+from lbi_engine.solver_settings import ALPHA_RULES as RULES
+from lbi_engine.solver_settings import ALPHA_START
 
-RULES = ("discrepancy", "quasi-optimality")
 #: Path start, floor and ceiling; the step between neighbours (four per decade). The
 #: discrepancy rule walks up from the start when its first solve already fits below target.
-ALPHA_START = 0.1
 ALPHA_MIN = 1e-4
 ALPHA_MAX = 1e3
 FACTOR = 10.0 ** -0.25

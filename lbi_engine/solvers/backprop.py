@@ -16,6 +16,7 @@ from torch import Tensor
 
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
+from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
 from lbi_engine.solvers.options import SolverOptions
 
 
@@ -28,6 +29,42 @@ def smoothed_reg_gradient(reg: object, x: Tensor, alpha: float, eps: float) -> T
     return alpha * reg.KT(p_star)
 
 
+class Backprop(Method):
+    """Adam or gradient descent on 1/2 ||N(x) - y_delta||^2 + alpha R_eps(x), then the prox
+    of the primal part; x is the optimiser's parameter, updated in place."""
+
+    def __init__(self, problem: object, options: SolverOptions, x0: Tensor) -> None:
+        self.problem = problem
+        self.network, self.reg, self.alpha = problem.network, problem.reg, problem.alpha
+        self.eps = options.tv_smoothing
+        self.x = x0.detach().clone().requires_grad_(True)
+        self.lr = options.lr * options.step_scale  # step_scale multiplies every primal step
+        if options.optimizer == "adam":
+            self.optimiser: torch.optim.Optimizer = torch.optim.Adam([self.x], lr=self.lr)
+        else:
+            self.optimiser = torch.optim.SGD([self.x], lr=self.lr)
+
+    def state(self) -> tuple[Tensor, list[Tensor]]:
+        # a copy: x is updated in place by the optimiser, and a record must be a snapshot
+        return self.x.detach().clone(), []
+
+    def step(self, monitor: RunMonitor) -> Changes:
+        x = self.x
+        old = x.detach().clone()
+        self.optimiser.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            loss = 0.5 * (self.network.forward(x) - self.problem.y_delta).pow(2).sum()
+            (grad,) = torch.autograd.grad(loss, x)
+        with torch.no_grad():
+            grad = grad + smoothed_reg_gradient(self.reg, x.detach(), self.alpha, self.eps)
+            x.grad = grad * problem_active_mask(monitor, grad)
+            self.optimiser.step()
+            x.copy_(self.reg.prox_primal(x, self.lr, self.alpha))
+            (fixed,) = monitor.guard_finite([x.detach()], [old])
+            x.copy_(monitor.freeze(fixed, old))
+        return relative_change(x.detach(), old, monitor.stop.tol_mode), None
+
+
 def run_backprop(
     problem: object,
     stop: StopRule,
@@ -36,46 +73,11 @@ def run_backprop(
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:
-    network, reg, alpha = problem.network, problem.reg, problem.alpha
     init = init or {}
-    monitor = RunMonitor(
-        problem,
-        "backprop",
-        stop,
-        cancel,
-        report_every,
-        start_iteration=int(init.get("iteration", 0)),
-    )
-    x = init.get("x", problem.zeros_input()).detach().clone().requires_grad_(True)
-    lr = options.lr * options.step_scale  # step_scale multiplies every method's primal step
-    if options.optimizer == "adam":
-        optimiser = torch.optim.Adam([x], lr=lr)
-    else:
-        optimiser = torch.optim.SGD([x], lr=lr)
-    monitor.extras.update(optimizer=options.optimizer, lr=lr)
-    # A copy: x is updated in place by the optimiser, and a record must be a snapshot.
-    yield monitor.record(x.detach().clone(), [])
-    monitor.watch.start()
-    while monitor.before_iteration():
-        old = x.detach().clone()
-        optimiser.zero_grad(set_to_none=True)
-        with torch.enable_grad():
-            loss = 0.5 * (network.forward(x) - problem.y_delta).pow(2).sum()
-            (grad,) = torch.autograd.grad(loss, x)
-        with torch.no_grad():
-            grad = grad + smoothed_reg_gradient(reg, x.detach(), alpha, options.tv_smoothing)
-            x.grad = grad * problem_active_mask(monitor, grad)
-            optimiser.step()
-            x.copy_(reg.prox_primal(x, lr, alpha))
-            (fixed,) = monitor.guard_finite([x.detach()], [old])
-            x.copy_(monitor.freeze(fixed, old))
-        dx = relative_change(x.detach(), old, stop.tol_mode)
-        monitor.iteration += 1
-        monitor.converged(dx)
-        if monitor.running and monitor.due():
-            yield monitor.record(x.detach().clone(), [])
-    monitor.watch.pause()
-    yield monitor.record(x.detach().clone(), [], final=True)
+    monitor = new_monitor(problem, "backprop", stop, cancel, report_every, init)
+    method = Backprop(problem, options, init.get("x", problem.zeros_input()))
+    monitor.extras.update(optimizer=options.optimizer, lr=method.lr)
+    yield from drive(method, monitor)
 
 
 def problem_active_mask(monitor: RunMonitor, like: Tensor) -> Tensor:

@@ -18,6 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+# torch-free, so that run records validate before torch loads; re-exported here for solvers
+from lbi_engine.solver_settings import TOL_MEANING, TOL_MODES, StopRule  # noqa: F401
+
 
 class StopReason(str, Enum):
     """Why a sample (or a whole run) stopped."""
@@ -29,57 +32,6 @@ class StopReason(str, Enum):
     CANCELLED = "cancelled"
     DIVERGED = "diverged"
     FINISHED = "finished"  # a method with a fixed schedule (e.g. layer-wise stages) ran to its end
-
-
-TOL_MODES = ("objective", "relative", "absolute")
-
-#: What ``tol`` measures, per mode (for help texts and result.json's ``stop_rule``).
-TOL_MEANING = {
-    "objective": "max relative change of the objective over the second half of the run",
-    "relative": "relative change of x and of the dual in one iteration",
-    "absolute": "absolute change of x and of the dual in one iteration (paper)",
-}
-
-
-@dataclass(frozen=True)
-class StopRule:
-    """When to stop.
-
-    ``tol_mode="objective"`` (default): a sample stops when its objective E has moved by less
-    than ``tol * |E_k|`` over the second half of the run so far, i.e. when
-    max_{k/2 <= j <= k} |E_j - E_k| <= tol |E_k| over the reported iterates j. It is checked at
-    every record (every ``report_every`` iterations; with this rule on, records come at least
-    every 50 iterations, ``_monitor.OBJECTIVE_CHECK_MAX``). For a method converging at rate
-    O(1/k) or faster, E_{k/2} - E_k bounds the remaining gap E_k - E* from above (O(1/k):
-    equal; O(1/k^2) or linear: larger), and the max also covers methods whose objective
-    oscillates (Condat–Vũ). Unlike a step-change rule it fires in float32: the objective
-    settles to rounding level while the dual keeps moving. The default 1e-4 leaves the
-    objective within about 1e-4 relative of the optimum (tests/engine/test_stop_rule.py
-    checks 1e-3 against independent solutions).
-    ``"relative"``: ‖Δx‖/max(‖x‖,1e-12) < tol **and** ‖Δz‖/max(‖z‖,1e-12) < tol for the primal x
-    and dual z in one iteration; ``"absolute"`` is the paper's rule (‖Δx‖ < tol and ‖Δz‖ < tol),
-    which on the circle problem never fires (MATH.md §3.3).
-    ``residual_tol`` additionally (or, with ``tol=0``, only) stops on the optimality residuals.
-    """
-
-    max_iter: int = 10_000
-    tol: float = 1e-4
-    tol_mode: str = "objective"
-    residual_tol: float | None = None
-    time_budget: float | None = None  # seconds
-    min_iter: int = 2
-
-    def __post_init__(self) -> None:
-        from lbi_engine.errors import InputError
-
-        if self.max_iter < 1:
-            raise InputError(f"max_iter={self.max_iter}: must be at least 1.")
-        if not (self.tol >= 0):
-            raise InputError(f"tol={self.tol}: must be a number >= 0 (e.g. 1e-5).")
-        if self.tol_mode not in TOL_MODES:
-            raise InputError(f"tol_mode={self.tol_mode!r}: use one of {', '.join(TOL_MODES)}.")
-        if self.time_budget is not None and not (self.time_budget > 0):
-            raise InputError(f"time_budget={self.time_budget}: must be > 0 seconds or None.")
 
 
 class CancelToken:

@@ -17,8 +17,9 @@ from torch import Tensor
 from lbi_engine.solvers import _joint_accel as _accel
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
+from lbi_engine.solvers.driver import Changes, drive
 from lbi_engine.solvers.options import SolverOptions
-from lbi_engine.solvers.pdhg import PAPER_PRIMAL, PrimalDualBlock
+from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
 
 # Any tau_l < 2/||W_{l+1}||^2 makes the x_l step non-increasing (descent lemma, MATH.md §5.3).
 AUX_SAFE = 1.9
@@ -58,7 +59,6 @@ def run_joint(
     report_every: int,
 ) -> Iterator[IterateRecord]:
     layers = problem.network.layers
-    depth = len(layers)
     init = init or {}
     monitor = RunMonitor(
         problem, "joint", stop, cancel, report_every, start_iteration=int(init.get("iteration", 0))
@@ -74,59 +74,64 @@ def run_joint(
                 aux = problem.forward_aux(x0)
         yield from _run_accelerated(problem, monitor, x0, aux, init, options)
         return
-    block = PrimalDualBlock(layers[0], problem, options, x0, init.get("dual"),
-                            fixed_data=depth == 1)
-    factor = PAPER_PRIMAL if options.steps == "paper" else AUX_SAFE
-    taus = [
-        options.step_scale * factor / max(float(layers[i + 1].affine.norm()) ** 2, 1e-30)
-        for i in range(depth - 1)
-    ]
-    monitor.extras.update(tau_x=block.tau_x, tau_z=block.tau_z, tau_aux=taus)
+    method = CoordinateDescent(problem, options, x0, aux, init.get("dual"))
+    block = method.block
+    monitor.extras.update(tau_x=block.tau_x, tau_z=block.tau_z, tau_aux=method.taus)
     if block.warning:
         monitor.extras["warning"] = block.warning
+    yield from drive(method, monitor)
 
-    def record(final: bool = False) -> IterateRecord:
-        monitor.extras["dual"] = block.z
-        return monitor.record(block.x, aux, final=final)
 
-    yield record()
-    monitor.watch.start()
-    # pre[i] = W_i x_{i-1} + b_i at the current x_{i-1}, or None: each sweep then needs one
-    # forward and one adjoint per layer (the floor), not two forwards
-    pre: list[Tensor | None] = [None] * depth
-    with torch.no_grad():
-        while monitor.before_iteration():
-            data = aux[0] if depth > 1 else problem.y_delta
-            if options.n_inner == 1:
-                dx, dz = block.step(data, monitor, pre=pre[0])
-            else:  # the block's slots are reused: keep the state before the sweep
-                x_before = block.x.clone()
-                z_before = block.z.clone() if block.z is not None else None
-                for k in range(options.n_inner):
-                    block.step(data, monitor, pre=pre[0] if k == 0 else None)
-                dx = relative_change(block.x, x_before, stop.tol_mode)
-                dz = relative_change(block.z, z_before, stop.tol_mode) \
-                    if z_before is not None else None
-            below = block.x
-            new_aux = list(aux)
-            for index in range(depth - 1):
-                above = aux[index + 1] if index + 1 < depth - 1 else problem.y_delta
-                candidate, pre[index] = aux_step(layers, index, new_aux, below, above,
-                                                 taus[index], pre[index + 1])
-                candidate, change = monitor.accept(candidate, aux[index])
-                dz = change if dz is None else torch.maximum(dz, change)
-                new_aux[index] = candidate
-                below = candidate
-            pre[depth - 1] = None  # the last layer's input x_{L-1} just changed
-            if depth > 1 and not monitor.all_active:
-                pre[0] = None  # frozen samples: recompute rather than trust the cache
-            aux = new_aux
-            monitor.iteration += 1
-            monitor.converged(dx, dz)
-            if monitor.running and monitor.due():
-                yield record()
-    monitor.watch.pause()
-    yield record(final=True)
+class CoordinateDescent(BlockMethod):
+    """The paper's sweeps: ``n_inner`` PDHG steps on x_0 against x_1 (the block's in-place
+    step), then one proximal-gradient step on each x_l in Gauss–Seidel order. Records and
+    state as BlockMethod's: x_0 from the block, the dual in extras, the aux variables."""
+
+    def __init__(self, problem: object, options: SolverOptions, x0: Tensor, aux: list[Tensor],
+                 dual: Tensor | None) -> None:
+        self.problem = problem
+        self.layers = layers = problem.network.layers
+        self.depth = depth = len(layers)
+        self.n_inner = options.n_inner
+        block = PrimalDualBlock(layers[0], problem, options, x0, dual, fixed_data=depth == 1)
+        super().__init__(block, problem.y_delta, aux)
+        factor = PAPER_PRIMAL if options.steps == "paper" else AUX_SAFE
+        self.taus = [
+            options.step_scale * factor / max(float(layers[i + 1].affine.norm()) ** 2, 1e-30)
+            for i in range(depth - 1)
+        ]
+        # pre[i] = W_i x_{i-1} + b_i at the current x_{i-1}, or None: each sweep then needs
+        # one forward and one adjoint per layer (the floor), not two forwards
+        self.pre: list[Tensor | None] = [None] * depth
+
+    def step(self, monitor: RunMonitor) -> Changes:
+        block, layers, depth, pre, aux = self.block, self.layers, self.depth, self.pre, self.aux
+        y_delta, tol_mode = self.problem.y_delta, monitor.stop.tol_mode
+        data = aux[0] if depth > 1 else y_delta
+        if self.n_inner == 1:
+            dx, dz = block.step(data, monitor, pre=pre[0])
+        else:  # the block's slots are reused: keep the state before the sweep
+            x_before = block.x.clone()
+            z_before = block.z.clone() if block.z is not None else None
+            for k in range(self.n_inner):
+                block.step(data, monitor, pre=pre[0] if k == 0 else None)
+            dx = relative_change(block.x, x_before, tol_mode)
+            dz = relative_change(block.z, z_before, tol_mode) if z_before is not None else None
+        below = block.x
+        new_aux = list(aux)
+        for index in range(depth - 1):
+            above = aux[index + 1] if index + 1 < depth - 1 else y_delta
+            candidate, pre[index] = aux_step(layers, index, new_aux, below, above,
+                                             self.taus[index], pre[index + 1])
+            candidate, change = monitor.accept(candidate, aux[index])
+            dz = change if dz is None else torch.maximum(dz, change)
+            new_aux[index] = candidate
+            below = candidate
+        pre[depth - 1] = None  # the last layer's input x_{L-1} just changed
+        if depth > 1 and not monitor.all_active:
+            pre[0] = None  # frozen samples: recompute rather than trust the cache
+        self.aux = new_aux
+        return dx, dz
 
 
 def _run_accelerated(problem: object, monitor: RunMonitor, x0: Tensor, aux: list[Tensor],

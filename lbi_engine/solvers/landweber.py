@@ -22,6 +22,7 @@ from lbi_engine.solvers.base import (
     StopRule,
     relative_change,
 )
+from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
 from lbi_engine.solvers.options import SolverOptions
 
 
@@ -46,6 +47,43 @@ def landweber_gradient(network: object, x: Tensor, y_delta: Tensor) -> tuple[Ten
     return grad.detach(), residual
 
 
+class Landweber(Method):
+    """x <- x - tau J^T (sigma_L(z_L(x)) - y_delta); the gradient is taken in :meth:`check`,
+    before the stop test, since its residual decides the discrepancy principle."""
+
+    def __init__(self, problem: object, options: SolverOptions, x: Tensor) -> None:
+        self.problem = problem
+        self.network = problem.network
+        # tau = 1/||W||^2 (classical scaling, MATH.md A5); a product of norms bounds J for L > 1.
+        norm_sq = math.prod(float(layer.affine.norm()) ** 2 for layer in self.network.layers)
+        self.tau = options.step_scale / max(norm_sq, 1e-30)
+        self.eta = options.eta
+        self.threshold = None if problem.delta is None else options.eta * problem.delta
+        self.x = x
+        self._grad: Tensor | None = None
+
+    def state(self) -> tuple[Tensor, list[Tensor]]:
+        return self.x, []
+
+    def check(self, monitor: RunMonitor) -> None:
+        """Gradient and residual at x; samples within eta * delta stop (DISCREPANCY)."""
+        problem = self.problem
+        self._grad, residual = landweber_gradient(self.network, self.x, problem.y_delta)
+        if self.threshold is not None:
+            norms = residual.reshape(problem.batch, -1).norm(dim=1)
+            monitor.finish(norms <= self.threshold, StopReason.DISCREPANCY)
+
+    def step(self, monitor: RunMonitor) -> Changes:
+        x, grad = self.x, self._grad
+        assert grad is not None  # check() ran before this step
+        x_new = x - self.tau * grad
+        (x_new,) = monitor.guard_finite([x_new], [x])
+        x_new = monitor.freeze(x_new, x)
+        dx = relative_change(x_new, x, monitor.stop.tol_mode)
+        self.x = x_new
+        return dx, None
+
+
 def run_landweber(
     problem: object,
     stop: StopRule,
@@ -54,40 +92,8 @@ def run_landweber(
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:
-    network = problem.network
     init = init or {}
-    monitor = RunMonitor(
-        problem,
-        "landweber",
-        stop,
-        cancel,
-        report_every,
-        start_iteration=int(init.get("iteration", 0)),
-    )
-    # tau = 1/||W||^2 (classical scaling, MATH.md A5); a product of norms bounds J for L > 1.
-    norm_sq = math.prod(float(layer.affine.norm()) ** 2 for layer in network.layers)
-    tau = options.step_scale / max(norm_sq, 1e-30)
-    threshold = None if problem.delta is None else options.eta * problem.delta
-    monitor.extras.update(tau=tau, eta=options.eta)
-    x = init.get("x", problem.zeros_input())
-    yield monitor.record(x, [])
-    monitor.watch.start()
-    with torch.no_grad():
-        while True:
-            grad, residual = landweber_gradient(network, x, problem.y_delta)
-            if threshold is not None:
-                norms = residual.reshape(problem.batch, -1).norm(dim=1)
-                monitor.finish(norms <= threshold, StopReason.DISCREPANCY)
-            if not monitor.before_iteration():
-                break
-            x_new = x - tau * grad
-            (x_new,) = monitor.guard_finite([x_new], [x])
-            x_new = monitor.freeze(x_new, x)
-            dx = relative_change(x_new, x, stop.tol_mode)
-            x = x_new
-            monitor.iteration += 1
-            monitor.converged(dx)
-            if monitor.running and monitor.due():
-                yield monitor.record(x, [])
-    monitor.watch.pause()
-    yield monitor.record(x, [], final=True)
+    monitor = new_monitor(problem, "landweber", stop, cancel, report_every, init)
+    method = Landweber(problem, options, init.get("x", problem.zeros_input()))
+    monitor.extras.update(tau=method.tau, eta=options.eta)
+    yield from drive(method, monitor)

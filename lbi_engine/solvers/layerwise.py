@@ -32,8 +32,9 @@ from lbi_engine.solvers._feature_stage import RELATIVE_FLOOR, GaussianStage, sta
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._stage_alpha import search_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.driver import Changes, Method, iterate, new_monitor
 from lbi_engine.solvers.options import SolverOptions
-from lbi_engine.solvers.pdhg import make_block
+from lbi_engine.solvers.pdhg import BlockMethod, make_block
 
 NO_PRIOR = (
     "layer-wise inversion of {name!r} needs a learned prior on its {n} intermediate feature "
@@ -69,8 +70,7 @@ def run_layerwise(
     depth = len(layers)
     init = init or {}
     weights, weight_rule = stage_weights(problem) if depth > 1 else ([], "")
-    monitor = RunMonitor(problem, "layerwise", stop, cancel, report_every,
-                         start_iteration=int(init.get("iteration", 0)))
+    monitor = new_monitor(problem, "layerwise", stop, cancel, report_every, init)
     first_iteration = monitor.iteration
     stages: list[dict] = []
     monitor.extras["stages"] = stages
@@ -97,29 +97,16 @@ def run_layerwise(
             start = warm_aux[index - 1] if warm_aux else prior.mean_like(aux[index - 1])
         solver = GaussianStage(layers[index], below, prior, data, weights[index - 1],
                                options.layer_tikhonov, options.step_scale, start)
-        aux[index - 1] = solver.x
-        reported = monitor.iteration
-        yield _stage_record(monitor, problem, x0, aux, index, solver)
-        monitor.watch.start()
-        with torch.no_grad():
-            while monitor.before_iteration():
-                x_new = solver.step()
-                x_new, change = monitor.accept(x_new, solver.x)
-                solver.accept(x_new)
-                monitor.iteration += 1
-                monitor.converged(change)
-                if monitor.running and monitor.due():
-                    aux[index - 1] = solver.x
-                    reported = monitor.iteration
-                    yield _stage_record(monitor, problem, x0, aux, index, solver)
-        monitor.watch.pause()
+        stage = FeatureStage(solver, problem, x0, aux, index)
+        yield stage.record(monitor)
+        yield from iterate(stage, monitor)
         aux[index - 1] = data = solver.x
         stages.append(_stage_summary(monitor, name, solver.weight, restarts=solver.restarts))
         if _run_stopped(monitor):
-            yield _stage_record(monitor, problem, x0, aux, index, solver, final=True)
+            yield stage.record(monitor, final=True)
             return
-        if reported != monitor.iteration:  # every stage ends with a record of its result
-            yield _stage_record(monitor, problem, x0, aux, index, solver)
+        if stage.reported != monitor.iteration:  # every stage ends with a record of its result
+            yield stage.record(monitor)
 
     # Input stage: the perceptron problem with the user's regulariser.
     name = f"layer 1/{depth}"
@@ -152,22 +139,11 @@ def run_layerwise(
     block = make_block(layers[0], staged, options, x0, dual)
     monitor.extras.update(tau_x=block.tau_x, tau_z=block.tau_z, steps=block.rule)
 
-    def input_record(final: bool = False) -> IterateRecord:
-        monitor.extras["dual"] = block.z
-        return monitor.record(block.x, aux, final=final)
-
-    yield input_record()
-    monitor.watch.start()
-    with torch.no_grad():
-        while monitor.before_iteration():
-            dx, dz = block.step(data, monitor)
-            monitor.iteration += 1
-            monitor.converged(dx, dz)
-            if monitor.running and monitor.due():
-                yield input_record()
-    monitor.watch.pause()
+    method = BlockMethod(block, data, aux)
+    yield method.record(monitor)
+    yield from iterate(method, monitor)
     stages.append(_stage_summary(monitor, name, alpha))
-    yield input_record(final=True)
+    yield method.record(monitor, final=True)
 
 
 def _delta(problem: object) -> Tensor | None:
@@ -207,17 +183,37 @@ def _stage_rule(stop: StopRule, cap: int) -> StopRule:
     return rule
 
 
-def _stage_record(monitor: RunMonitor, problem: object, x0: Tensor, aux: list[Tensor],
-                  index: int, solver: GaussianStage, final: bool = False) -> IterateRecord:
-    """A record during an auxiliary stage: the stage's objective, its layer's Bregman term."""
-    with torch.no_grad():
-        parts = solver.objective(solver.x)
-    bregman = torch.full((problem.batch, problem.depth), float("nan"),
-                         device=x0.device, dtype=x0.dtype)
-    bregman[:, index] = parts["bregman"]
-    parts = {"total": parts["bregman"] + parts["reg"], "bregman": bregman, "reg": parts["reg"],
-             "discrepancy": parts["discrepancy"]}
-    return monitor.record(x0, list(aux), parts=parts, final=final)
+class FeatureStage(Method):
+    """An intermediate stage (x_{index-1} from x_index) on the driver; its records show the
+    stage's own objective and put its layer's Bregman term in the table (NaN elsewhere)."""
+
+    def __init__(self, solver: GaussianStage, problem: object, x0: Tensor, aux: list[Tensor],
+                 index: int) -> None:
+        self.solver, self.problem, self.x0, self.aux, self.index = solver, problem, x0, aux, index
+        self.reported = -1  # iteration of the last record
+
+    def step(self, monitor: RunMonitor) -> Changes:
+        x_new, change = monitor.accept(self.solver.step(), self.solver.x)
+        self.solver.accept(x_new)
+        return change, None
+
+    def state(self) -> tuple[Tensor, list[Tensor]]:
+        return self.x0, list(self.aux)
+
+    def objective_parts(self) -> dict[str, Tensor]:
+        problem, x0 = self.problem, self.x0
+        with torch.no_grad():
+            parts = self.solver.objective(self.solver.x)
+        bregman = torch.full((problem.batch, problem.depth), float("nan"),
+                             device=x0.device, dtype=x0.dtype)
+        bregman[:, self.index] = parts["bregman"]
+        return {"total": parts["bregman"] + parts["reg"], "bregman": bregman,
+                "reg": parts["reg"], "discrepancy": parts["discrepancy"]}
+
+    def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
+        self.aux[self.index - 1] = self.solver.x
+        self.reported = monitor.iteration
+        return super().record(monitor, final)
 
 
 def _start_stage(monitor: RunMonitor, name: str, stop: StopRule) -> None:

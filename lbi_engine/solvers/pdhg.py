@@ -17,6 +17,7 @@ from lbi_engine.solvers._accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._primal_dual import PrimalDualBlock
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
 from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.steps import (  # noqa: F401 - re-exported: callers import them from here
     FORWARD_BACKWARD_SAFE,
@@ -44,6 +45,45 @@ def make_block(layer: object, problem: object, options: SolverOptions, x0: torch
     return PrimalDualBlock(layer, problem, options, x0, z0)
 
 
+class BlockMethod(Method):
+    """A one-layer block (Condat–Vũ or accelerated) against fixed data, on the driver; the
+    block owns the buffers and the in-place step. Records carry the dual (``extras``) and
+    the given auxiliary variables (the layer-wise input stage's estimates)."""
+
+    def __init__(self, block: Block, data: torch.Tensor,
+                 aux: list[torch.Tensor] | None = None) -> None:
+        self.block, self.data = block, data
+        self.aux = aux if aux is not None else []
+
+    def state(self) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        return self.block.x, self.aux
+
+    def step(self, monitor: RunMonitor) -> Changes:
+        return self.block.step(self.data, monitor)
+
+    def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
+        monitor.extras["dual"] = self.block.z
+        return monitor.record(self.block.x, self.aux, final=final)
+
+
+class OneLayer(BlockMethod):
+    """Method ``pdhg``/``one-layer``: records add the optimality residual and the
+    accelerated block's momentum; ``StopRule.residual_tol`` stops on the residual."""
+
+    def __init__(self, block: Block, problem: object, residual_tol: float | None) -> None:
+        super().__init__(block, problem.y_delta)
+        self.problem, self.residual_tol = problem, residual_tol
+
+    def after_step(self, monitor: RunMonitor) -> None:
+        if self.residual_tol is not None and monitor.due():
+            small = self.block.optimality(self.data) < self.residual_tol
+            monitor.finish(small, StopReason.TOLERANCE)
+
+    def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
+        # a module-level function: benchmarks/bench_memory.py labels it to skip its allocations
+        return _record(monitor, self.block, self.problem, final=final)
+
+
 def run_pdhg(
     problem: object,
     stop: StopRule,
@@ -59,26 +99,12 @@ def run_pdhg(
             f"{problem.depth} layers; use method 'joint' or 'layerwise'."
         )
     init = init or {}
-    start = int(init.get("iteration", 0))
-    monitor = RunMonitor(problem, "pdhg", stop, cancel, report_every, start_iteration=start)
+    monitor = new_monitor(problem, "pdhg", stop, cancel, report_every, init)
     x0 = init.get("x", problem.zeros_input())
     block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init,
                        tol_mode=stop.tol_mode)
     _describe_steps(monitor, block)
-    yield _record(monitor, block, problem)
-    monitor.watch.start()
-    with torch.no_grad():
-        while monitor.before_iteration():
-            dx, dz = block.step(problem.y_delta, monitor)
-            monitor.iteration += 1
-            monitor.converged(dx, dz)
-            if stop.residual_tol is not None and monitor.due():
-                small = block.optimality(problem.y_delta) < stop.residual_tol
-                monitor.finish(small, StopReason.TOLERANCE)
-            if monitor.running and monitor.due():
-                yield _record(monitor, block, problem)
-    monitor.watch.pause()
-    yield _record(monitor, block, problem, final=True)
+    yield from drive(OneLayer(block, problem, stop.residual_tol), monitor)
 
 
 def _describe_steps(monitor: RunMonitor, block: Block) -> None:

@@ -42,7 +42,7 @@ class _Converter(QtCore.QObject):
                              ".pt2 (torch.export.save), which lbi reads without running code.")
         except (LbiError, OSError) as exc:
             self.failed.emit(" ".join(str(exc).split()))
-        except Exception as exc:  # noqa: BLE001 - a bug: still tell the user, keep the window
+        except Exception as exc:  # a bug: still tell the user, keep the window
             self.failed.emit(f"conversion failed unexpectedly ({type(exc).__name__}: {exc})")
 
 

@@ -109,7 +109,7 @@ def install_excepthook(window_getter: object) -> None:
     def hook(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
         try:
             previous(etype, value, tb)
-        except Exception:  # noqa: BLE001 - a broken previous hook must not hide the dialog
+        except Exception:  # a broken previous hook must not hide the dialog
             pass
         if issubclass(etype, KeyboardInterrupt):
             app = QtWidgets.QApplication.instance()

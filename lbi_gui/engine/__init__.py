@@ -7,7 +7,7 @@ window is shown. Tests may replace :data:`ENGINE_FACTORY` with a small fake to e
 without the real solvers (that fake only exists in the test's process, so it forces the thread
 backend). With the process backend the GUI process never needs torch: the GUI thread's few
 engine calls (dataset splits, sizes, thumbnails) are served by :func:`data_view`, which reads
-the bundled datasets with numpy only.
+the bundled datasets with the torch-free :mod:`lbi_engine.data` (numpy only).
 """
 
 from __future__ import annotations
@@ -106,23 +106,11 @@ class _Pixels:
 
 
 def _sample_pixels(dataset: str, split: str, index: int) -> _Pixels:
-    """``lbi_engine.data.get_sample`` without torch: the same checks and the same values."""
-    import numpy as np
-
+    """``get_sample`` for the GUI thread: the engine's own torch-free reader
+    (:func:`lbi_engine.data.sample_array`), so the same checks, errors and values."""
     from lbi_engine import data
 
-    if dataset == "mnist":
-        n = data.dataset_size("mnist", split) or 0
-        if not 0 <= int(index) < n:
-            raise IndexError(f"MNIST {split} index {index} is out of range; use 0..{n - 1}")
-        arr = data._mnist_arrays()  # the engine's cached npz read (numpy only)
-        img = arr["images"][arr[f"{split}_idx"][int(index)]]
-        return _Pixels((img.astype("float32") / 255.0)[None, None])
-    if dataset == "cartoon":
-        from lbi_engine.shapes import cartoon
-
-        return _Pixels(np.asarray(cartoon(split, int(index), 64))[None, None])
-    raise KeyError(f"dataset {dataset!r} is unknown; choose one of {data.list_datasets()}")
+    return _Pixels(data.sample_array(dataset, split, int(index)))
 
 
 def data_view() -> SimpleNamespace:

@@ -5,14 +5,15 @@ window paints (pyqtgraph is Python), so a streaming window cost the solver 10–
 throughput. Here the solver has an interpreter of its own; the GUI process only unpickles a
 few throttled messages per second.
 
-Protocol over one duplex :func:`multiprocessing.Pipe` (pickled tuples):
+Protocol over one duplex :func:`multiprocessing.Pipe`: the pickled dataclasses of
+:mod:`lbi_gui.engine.messages`.
 
-* parent → child: ``("boot", ch)``, ``("prepare", ch, job_id, request)``, ``("run", ch, job)``
-  (jobs, queued per channel), ``("pause", ch)``, ``("resume", ch)``,
-  ``("stop", ch, action, run_id)``, ``("restart", ch, request)`` (control, applied at once),
-  ``("close", ch)`` (end the channel's job and thread) and ``("exit",)``.
-* child → parent: ``("hello", pid, qt_modules)`` once, then ``(kind, ch, *args)`` with kind
-  one of the driver's emits (booted, prepared, progress, run_done, failed) and ``("closed", ch)``.
+* parent → child: jobs ``Boot``, ``Prepare``, ``Run`` (queued per channel); control
+  ``Pause``, ``Resume``, ``Stop``, ``Restart`` (applied at once); ``Close`` (end the
+  channel's job and thread), ``Ping`` (heartbeat) and ``Exit``.
+* child → parent: ``Hello`` once, then the driver's events (``Booted``, ``Prepared``,
+  ``ProgressReport``, ``RunDone``, ``Failed``) stamped with their channel, ``Closed`` and
+  ``Pong``.
 
 A channel is one window's controller: each has its own driver and job thread (windows run in
 parallel, as with the thread backend) while loaded networks are shared by all. The main thread
@@ -31,7 +32,8 @@ import traceback
 from dataclasses import replace
 from typing import Any
 
-from lbi_gui.engine.run_driver import ErrorInfo, RunDriver, RunJob
+from lbi_gui.engine import messages as m
+from lbi_gui.engine.run_driver import ErrorInfo, RunDriver
 from lbi_gui.engine.warmup import Warmup
 
 #: Seconds the child waits for its job threads to end before it exits anyway.
@@ -46,19 +48,24 @@ class _Sender:
         self._conn = conn
         self._lock = threading.Lock()
 
-    def __call__(self, msg: tuple) -> None:
+    def __call__(self, msg: Any) -> None:
         try:
             with self._lock:
                 self._conn.send(msg)
         except OSError:
             return
-        except Exception as exc:  # noqa: BLE001 - an unpicklable payload must not end the job
-            if msg[0] in ("failed", "closed", "hello"):
+        except Exception as exc:  # an unpicklable payload must not end the job
+            if not isinstance(msg, m.EVENTS) or isinstance(msg, m.Failed):
                 traceback.print_exc(file=sys.stderr)
                 return
-            job = msg[2] if msg[0] == "prepared" else getattr(msg[2], "run_id", 0)
-            kind = "prepare" if msg[0] == "prepared" and job != -1 else "run"
-            self(("failed", msg[1], job, ErrorInfo.from_exc(kind, exc)))
+            if isinstance(msg, m.Booted):
+                job, kind = 0, "boot"  # the window must not wait for a boot forever
+            elif isinstance(msg, m.Prepared):
+                job, kind = msg.job_id, "prepare" if msg.job_id != -1 else "run"
+            else:
+                prog = msg.progress if isinstance(msg, m.ProgressReport) else msg.outcome
+                job, kind = prog.run_id, "run"
+            self(m.Failed(job, ErrorInfo.from_exc(kind, exc), ch=msg.ch))
 
 
 class _Channel:
@@ -68,63 +75,65 @@ class _Channel:
         self.ch = ch
         self._send = send
         self._warm = warm
-        self.driver = RunDriver(lambda kind, *args: send((kind, ch, *args)))
+        # the driver's events leave with this channel's number on them
+        self.driver = RunDriver(lambda event: send(replace(event, ch=ch)))
         self._jobs: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self._queued: set[int] = set()  # run ids received but not begun
         self._early: dict[int, str] = {}  # run id -> stop/finish asked before it began
         self._paused = False
+        self.control = m.Dispatcher("the engine channel", {
+            m.Pause: self._pause, m.Resume: self._pause, m.Stop: self._stop,
+            m.Restart: lambda msg: self.driver.request_restart(msg.request)})
+        self._run_job = m.Dispatcher("the engine channel's job thread", {
+            m.Boot: lambda _msg: self.driver.boot(),
+            m.Prepare: lambda msg: self.driver.prepare(msg.job_id, msg.request),
+            m.Run: self._run})
         self.thread = threading.Thread(target=self._loop, name=f"lbi-engine-{ch}", daemon=True)
         self.thread.start()
 
-    def submit(self, msg: tuple) -> None:
-        if msg[0] in ("prepare", "run"):
-            self._warm.note_job(msg[3] if msg[0] == "prepare" else msg[2].request)
-        if msg[0] == "run":
-            job: RunJob = msg[2]
+    def submit(self, msg: m.Boot | m.Prepare | m.Run) -> None:
+        if isinstance(msg, (m.Prepare, m.Run)):
+            self._warm.note_job(msg.request if isinstance(msg, m.Prepare) else msg.job.request)
+        if isinstance(msg, m.Run):
             with self._lock:
-                self._queued.add(job.run_id)
-                self._paused = job.start_paused
+                self._queued.add(msg.job.run_id)
+                self._paused = msg.job.start_paused
         self._jobs.put(msg)
 
-    def control(self, msg: tuple) -> None:
-        """Called by the listener while a job may be running; events and tokens only."""
-        kind = msg[0]
-        if kind in ("pause", "resume"):
-            with self._lock:
-                self._paused = kind == "pause"
-            (self.driver.pause if kind == "pause" else self.driver.resume)()
-        elif kind == "stop":
-            action, run_id = msg[2], msg[3]
-            with self._lock:
-                if run_id in self._queued:  # the run has not begun: it begins stopped
-                    self._early[run_id] = action
-                    return
-            self.driver.request_stop(action)
-        elif kind == "restart":
-            self.driver.request_restart(msg[2])
+    # ---- control: called by the listener while a job may run; events and tokens only ----
+    def _pause(self, msg: m.Pause | m.Resume) -> None:
+        pause = isinstance(msg, m.Pause)
+        with self._lock:
+            self._paused = pause
+        (self.driver.pause if pause else self.driver.resume)()
+
+    def _stop(self, msg: m.Stop) -> None:
+        with self._lock:
+            if msg.run_id in self._queued:  # the run has not begun: it begins stopped
+                self._early[msg.run_id] = msg.action
+                return
+        self.driver.request_stop(msg.action)
 
     def close(self) -> None:
         self.driver.shutdown()
         self._jobs.put(None)
 
+    # ---- the job thread ------------------------------------------------------------------
+    def _run(self, msg: m.Run) -> None:
+        job = msg.job
+        with self._lock:
+            self._queued.discard(job.run_id)
+            action = self._early.pop(job.run_id, None)
+            job = replace(job, start_paused=self._paused)
+        self.driver.run(job, action)
+
     def _loop(self) -> None:
         while (msg := self._jobs.get()) is not None:
-            kind = msg[0]
             # The warm-up loads what these jobs need: wait for it instead of doing it twice.
-            (self._warm.wait_engine if kind == "boot" else self._warm.wait_done)()
-            if kind == "boot":
-                self.driver.boot()
-            elif kind == "prepare":
-                self.driver.prepare(msg[2], msg[3])
-            elif kind == "run":
-                job = msg[2]
-                with self._lock:
-                    self._queued.discard(job.run_id)
-                    action = self._early.pop(job.run_id, None)
-                    job = replace(job, start_paused=self._paused)
-                self.driver.run(job, action)
-        self._send(("closed", self.ch))
+            (self._warm.wait_engine if isinstance(msg, m.Boot) else self._warm.wait_done)()
+            self._run_job(msg)
+        self._send(m.Closed(self.ch))
 
 
 def main(conn: Any, warm_request: dict[str, Any] | None = None) -> None:
@@ -135,36 +144,42 @@ def main(conn: Any, warm_request: dict[str, Any] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     send = _Sender(conn)
     # Says which process this is and proves the child stayed free of Qt (tests check it).
-    send(("hello", os.getpid(), sorted(m for m in sys.modules if m.startswith("PySide6"))))
+    send(m.Hello(os.getpid(), tuple(sorted(x for x in sys.modules if x.startswith("PySide6")))))
     warm = Warmup(warm_request)
     channels: dict[int, _Channel] = {}
+
+    def channel(ch: int) -> _Channel:
+        chan = channels.get(ch)
+        if chan is None:
+            chan = channels[ch] = _Channel(ch, send, warm)
+        return chan
+
+    def close(msg: m.Close) -> None:
+        chan = channels.pop(msg.ch, None)
+        if chan is None:
+            send(m.Closed(msg.ch))
+        else:
+            chan.close()
+
+    listen = m.Dispatcher("the engine child", {
+        # heartbeat: answered by this listener, whatever the jobs do
+        m.Ping: lambda msg: send(m.Pong(msg.seq)),
+        m.Close: close,
+        **{kind: lambda msg: channel(msg.ch).submit(msg) for kind in m.JOBS},
+        **{kind: lambda msg: channel(msg.ch).control(msg) for kind in m.CONTROLS},
+    })
     try:
         while True:
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
                 break  # the GUI process is gone (or closed the pipe): end everything
-            kind = msg[0]
-            if kind == "exit":
+            if isinstance(msg, m.Exit):
                 break
-            if kind == "ping":  # heartbeat: answered by this listener, whatever jobs do
-                send(("pong", msg[1]))
-                continue
-            ch = msg[1]
-            if kind == "close":
-                chan = channels.pop(ch, None)
-                if chan is None:
-                    send(("closed", ch))
-                else:
-                    chan.close()
-                continue
-            chan = channels.get(ch)
-            if chan is None:
-                chan = channels[ch] = _Channel(ch, send, warm)
-            if kind in ("boot", "prepare", "run"):
-                chan.submit(msg)
-            else:
-                chan.control(msg)
+            try:
+                listen(msg)
+            except m.UnknownMessageError:
+                traceback.print_exc(file=sys.stderr)  # a bug on the GUI side; keep serving
     finally:
         for chan in channels.values():
             chan.close()

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from PySide6 import QtCore
 
 from lbi_gui import engine as engine_bridge
+from lbi_gui.engine import messages as m
 from lbi_gui.engine import prestart
 
 
@@ -41,7 +42,7 @@ class ProcessBackend(Protocol):
     ProcessBackend` is the one implementation); a Protocol here instead of an import keeps
     the direction one-way: engine.process -> engine.host."""
 
-    def deliver(self, kind: str, args: tuple) -> None: ...
+    def deliver(self, event: m.Event) -> None: ...
 
     def engine_died(self, why: str) -> None: ...
 
@@ -79,8 +80,13 @@ class EngineHost(QtCore.QObject):
         self._channels: dict[int, ProcessBackend] = {}
         self._closed: dict[int, threading.Event] = {}
         self._next_channel = 0
-        self.hello: tuple | None = None  # the child's ("hello", pid, Qt modules it imported)
+        self.hello: m.Hello | None = None  # the child's pid and the Qt modules it imported
         self._message.connect(self._dispatch, QtCore.Qt.ConnectionType.QueuedConnection)
+        self._route = m.Dispatcher("the engine host", {
+            m.Died: lambda _msg: self._on_died(self._gen),
+            m.Hello: lambda msg: setattr(self, "hello", msg),
+            m.Closed: lambda _msg: None,  # the reader thread has set its event already
+            **{kind: self._to_channel for kind in m.EVENTS}})
         self._last_pong = time.monotonic()
         self._ping_no = 0
         self._end_reason: str | None = None  # why this side ended the child (unresponsive)
@@ -113,7 +119,7 @@ class EngineHost(QtCore.QObject):
                 proc = ctx.Process(target=engine_child.main, args=(child_conn,), daemon=True,
                                    name="lbi-engine")
                 proc.start()
-            except Exception as exc:  # noqa: BLE001 - any reason: "use the thread backend"
+            except Exception as exc:  # any reason means "use the thread backend"
                 raise EngineStartError(f"the engine process could not be started: {exc}") \
                     from exc
             child_conn.close()  # only the child holds its end: its death reads as EOF here
@@ -148,7 +154,7 @@ class EngineHost(QtCore.QObject):
         try:
             if self._send_lock.acquire(timeout=0.2):  # never block the GUI thread on a pipe
                 try:
-                    self._conn.send(("ping", self._ping_no))
+                    self._conn.send(m.Ping(self._ping_no))
                 finally:
                     self._send_lock.release()
         except (OSError, ValueError):
@@ -176,28 +182,28 @@ class EngineHost(QtCore.QObject):
                 msg = conn.recv()
             except (EOFError, OSError):
                 break
-            except Exception:  # noqa: BLE001 - a message that does not unpickle
+            except Exception:  # a message that does not unpickle
                 import traceback
 
                 traceback.print_exc(file=sys.stderr)
                 continue
-            if msg[0] == "pong":
+            if isinstance(msg, m.Pong):
                 if gen == self._gen:
                     self._last_pong = time.monotonic()
                 continue
-            if msg[0] == "closed":
-                self._event(msg[1]).set()
+            if isinstance(msg, m.Closed):
+                self._event(msg.ch).set()
             self._message.emit(gen, msg)
         if gen == self._gen:  # (a replaced child's reader must not touch the new one's)
             for event in list(self._closed.values()):
                 event.set()  # nobody will confirm a close any more
         if not self._stopping:
-            self._message.emit(gen, ("died",))
+            self._message.emit(gen, m.Died())
 
     def _event(self, ch: int) -> threading.Event:
         return self._closed.setdefault(ch, threading.Event())
 
-    def send(self, msg: tuple) -> None:
+    def send(self, msg: object) -> None:
         """Send to the child, starting one first if there is none (a new or a dead one)."""
         self.ensure_started()
         try:
@@ -231,7 +237,7 @@ class EngineHost(QtCore.QObject):
         try:
             if self._send_lock.acquire(timeout=1.0):  # a stopped child may not read
                 try:
-                    conn.send(("exit",))
+                    conn.send(m.Exit())
                 finally:
                     self._send_lock.release()
         except (OSError, ValueError):
@@ -260,7 +266,7 @@ class EngineHost(QtCore.QObject):
             return True
         try:
             with self._send_lock:
-                self._conn.send(("close", ch))
+                self._conn.send(m.Close(ch))
         except (OSError, ValueError):
             event.set()
             return True
@@ -270,19 +276,21 @@ class EngineHost(QtCore.QObject):
         return self._event(ch)
 
     @QtCore.Slot(int, object)
-    def _dispatch(self, gen: int, msg: tuple) -> None:
+    def _dispatch(self, gen: int, msg: object) -> None:
         """GUI thread: route one message to its window's backend."""
         if gen != self._gen:
             return  # from a child that has since been replaced
-        kind = msg[0]
-        if kind == "died":
-            self._on_died(gen)
-        elif kind == "hello":
-            self.hello = msg
-        elif kind != "closed":
-            backend = self._channels.get(msg[1])
-            if backend is not None:
-                backend.deliver(kind, msg[2:])
+        try:
+            self._route(msg)
+        except m.UnknownMessageError:
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)  # a bug, not the user's: keep the window
+
+    def _to_channel(self, event: m.Event) -> None:
+        backend = self._channels.get(event.ch)
+        if backend is not None:
+            backend.deliver(event)
 
     def _on_died(self, gen: int) -> None:
         if gen != self._gen or not self._alive:

@@ -73,8 +73,10 @@ def discard(timeout: float = 3.0) -> None:
     if pending is None:
         return
     proc, conn = pending
+    from lbi_gui.engine import messages as m  # (numpy: only once Qt is up or at exit)
+
     try:
-        conn.send(("exit",))
+        conn.send(m.Exit())
     except (OSError, ValueError):
         pass
     end_child(proc, timeout)

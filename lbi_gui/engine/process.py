@@ -16,12 +16,14 @@ from __future__ import annotations
 import sys
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore
 
+from lbi_gui.engine import messages as m
+from lbi_gui.engine.backend import signal_dispatcher
 from lbi_gui.engine.host import EngineHost, EngineStartError, engine_host, shutdown_host
-from lbi_gui.engine.run_driver import ErrorInfo, RunJob
+from lbi_gui.engine.messages import ErrorInfo, RunJob
 
 __all__ = ["ProcessBackend", "EngineHost", "EngineStartError", "engine_host", "shutdown_host"]
 
@@ -42,10 +44,10 @@ class _ChannelHandle:
         return not b.started or b.host.closed_event(b.channel).wait(timeout_ms / 1000.0) \
             or not b.host.pid
 
-    def isFinished(self) -> bool:  # noqa: N802 - QThread's spelling
+    def isFinished(self) -> bool:  # QThread's spelling
         return self._backend.shut and self.wait(0)
 
-    def isRunning(self) -> bool:  # noqa: N802
+    def isRunning(self) -> bool:
         return not self.isFinished()
 
 
@@ -73,12 +75,16 @@ class ProcessBackend(QtCore.QObject):
         self._handle: Any = _ChannelHandle(self)
         self._fallback: Any = None  # a ThreadBackend once no child could be started
         self._stop_asked: tuple[int, float] | None = None  # (run id, when Stop was sent)
+        self._signal = signal_dispatcher(self, "the process backend")
+        self._book = m.Dispatcher("the process backend", {
+            m.Booted: self._booted, m.Prepared: self._prepared, m.RunDone: self._run_done,
+            m.Failed: self._failed, m.ProgressReport: lambda _msg: None})
 
     @property
     def thread(self) -> Any:
         return self._handle
 
-    def _send(self, *msg: Any) -> None:
+    def _send(self, msg: Any) -> None:
         if self.shut:
             return
         if self._fallback is None:
@@ -106,61 +112,62 @@ class ProcessBackend(QtCore.QObject):
         fb.run_done.connect(self._relay_run_done)
         fb.failed.connect(self._relay_failed)
 
-    def _fallback_call(self, msg: tuple) -> None:
-        fb, kind, args = self._fallback, msg[0], msg[2:]
-        if kind == "stop":
-            fb.request_stop(args[0])
-        elif kind == "restart":
-            fb.request_restart(args[0])
-        else:
-            getattr(fb, kind)(*args)
+    def _fallback_call(self, msg: Any) -> None:
+        fb = self._fallback
+        m.Dispatcher("the process backend's fallback", {
+            m.Boot: lambda _msg: fb.boot(),
+            m.Prepare: lambda msg: fb.prepare(msg.job_id, msg.request),
+            m.Run: lambda msg: fb.run(msg.job),
+            m.Pause: lambda _msg: fb.pause(), m.Resume: lambda _msg: fb.resume(),
+            m.Stop: lambda msg: fb.request_stop(msg.action),
+            m.Restart: lambda msg: fb.request_restart(msg.request)})(msg)
 
     @QtCore.Slot(object)
     def _relay_booted(self, info: Any) -> None:
-        self.deliver("booted", (info,))
+        self.deliver(m.Booted(info))
 
     @QtCore.Slot(int, object)
     def _relay_prepared(self, job_id: int, info: Any) -> None:
-        self.deliver("prepared", (job_id, info))
+        self.deliver(m.Prepared(job_id, info))
 
     @QtCore.Slot(object)
     def _relay_progress(self, prog: Any) -> None:
-        self.deliver("progress", (prog,))
+        self.deliver(m.ProgressReport(prog))
 
     @QtCore.Slot(object)
     def _relay_run_done(self, out: Any) -> None:
-        self.deliver("run_done", (out,))
+        self.deliver(m.RunDone(out))
 
     @QtCore.Slot(int, object)
     def _relay_failed(self, job_id: int, err: Any) -> None:
-        self.deliver("failed", (job_id, err))
+        self.deliver(m.Failed(job_id, err))
 
     # ---- jobs -------------------------------------------------------------------------------
     # The bookkeeping follows the send: a send that finds the child dead first fails what the
     # dead child held, then hands this job to a fresh child, which must not be failed too.
     def boot(self) -> None:
-        self._send("boot", self.channel)
+        self._send(m.Boot(self.channel))
         self._boot_pending = True
 
     def prepare(self, job_id: int, request: dict[str, Any]) -> None:
-        self._send("prepare", self.channel, job_id, request)
+        self._send(m.Prepare(self.channel, job_id, request))
         self._prepare_pending = job_id
 
     def run(self, job: RunJob) -> None:
-        self._send("run", self.channel, job)
+        self._send(m.Run(self.channel, job))
         self._run, self._ending = job.run_id, False
 
     # ---- control ----------------------------------------------------------------------------
     def pause(self) -> None:
-        self._send("pause", self.channel)
+        self._send(m.Pause(self.channel))
 
     def resume(self) -> None:
-        self._send("resume", self.channel)
+        self._send(m.Resume(self.channel))
 
     def request_stop(self, action: str = "stop") -> None:
         """Cancel the run; if the child does not end it, escalate (see :meth:`_check_stop`)."""
         self._ending = True
-        self._send("stop", self.channel, action, self._run)
+        self._send(m.Stop(self.channel, action, self._run))
         if self._fallback is None and self._run is not None:
             self._stop_asked = (self._run, time.monotonic())
             QtCore.QTimer.singleShot(STOP_CHECK_MS, self._check_stop)
@@ -193,7 +200,7 @@ class ProcessBackend(QtCore.QObject):
             return False
         if self._fallback is not None:
             return bool(self._fallback.request_restart(request))
-        self._send("restart", self.channel, dict(request))
+        self._send(m.Restart(self.channel, dict(request)))
         return True
 
     def shutdown(self, timeout_ms: int = 10000) -> bool:
@@ -206,22 +213,30 @@ class ProcessBackend(QtCore.QObject):
         return self.host.close_channel(self.channel, timeout_ms)
 
     # ---- from the host (GUI thread) ---------------------------------------------------------
-    def deliver(self, kind: str, args: tuple) -> None:
-        if kind == "booted":
-            self._boot_pending = False
-        elif kind == "prepared" and args[0] == self._prepare_pending:
+    def deliver(self, event: m.Event) -> None:
+        """An engine event for this window: note which job ended, then emit its signal."""
+        self._book(event)
+        self._signal(event)
+
+    def _booted(self, _event: m.Booted) -> None:
+        self._boot_pending = False
+
+    def _prepared(self, event: m.Prepared) -> None:
+        if event.job_id == self._prepare_pending:
             self._prepare_pending = None
-        elif kind == "run_done" and args[0].run_id == self._run:
+
+    def _run_done(self, event: m.RunDone) -> None:
+        if event.outcome.run_id == self._run:
             self._run = None
-        elif kind == "failed":
-            err: ErrorInfo = args[1]
-            if err.kind == "boot":
-                self._boot_pending = False
-            elif err.kind == "prepare" and args[0] == self._prepare_pending:
-                self._prepare_pending = None
-            elif err.kind == "run" and args[0] == self._run:
-                self._run = None
-        getattr(self, kind).emit(*args)
+
+    def _failed(self, event: m.Failed) -> None:
+        kind, job = event.error.kind, event.job_id
+        if kind == "boot":
+            self._boot_pending = False
+        elif kind == "prepare" and job == self._prepare_pending:
+            self._prepare_pending = None
+        elif kind == "run" and job == self._run:
+            self._run = None
 
     def engine_died(self, why: str) -> None:
         """The child ended: fail what it held, with words the user can act on."""
@@ -243,3 +258,9 @@ class ProcessBackend(QtCore.QObject):
             run, self._run = self._run, None
             self.failed.emit(run, error("run", "running the solver; the run is lost. "
                                                "Press Run to start it again"))
+
+
+if TYPE_CHECKING:  # the type checker confirms the backend implements the Protocol
+    from lbi_gui.engine.backend import EngineBackend
+
+    _implements: type[EngineBackend] = ProcessBackend

@@ -15,26 +15,39 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lbi_engine.errors import LbiError, UnsafeFileError
 from lbi_gui import engine as engine_bridge
+from lbi_gui.engine.messages import (  # re-exported: the records' old import path
+    Booted,
+    ErrorInfo,
+    Event,
+    Failed,
+    Prepared,
+    PreparedInfo,
+    Progress,
+    ProgressReport,
+    RunDone,
+    RunJob,
+    RunOutcome,
+)
 from lbi_gui.params import describe_change
 
 #: Minimum seconds between two progress emits (the window redraws at most this often).
 EMIT_INTERVAL = 1.0 / 30.0
 
-#: ``emit(kind, *args)`` with kind booted(info) | prepared(job_id, PreparedInfo) |
-#: progress(Progress) | run_done(RunOutcome) | failed(job_id, ErrorInfo).
-Emit = Callable[..., None]
+__all__ = ["EMIT_INTERVAL", "Emit", "ErrorInfo", "PreparedInfo", "Progress", "RunDriver",
+           "RunJob", "RunOutcome"]
+
+#: ``emit(event)`` with one of :data:`lbi_gui.engine.messages.EVENTS`: Booted, Prepared,
+#: ProgressReport, RunDone or Failed.
+Emit = Callable[[Event], None]
 
 # Loaded networks, shared by all drivers of the process (loading the CNN takes ~1–3 s for
 # its exact operator norms; reusing a bundle takes milliseconds). Bundles are only read
@@ -56,90 +69,8 @@ def _bundle_key(request: dict[str, Any]) -> tuple:
             request.get("device"), request.get("dtype"))
 
 
-@dataclass
-class ErrorInfo:
-    """An exception made safe to hand across threads and processes and to show in a dialog."""
-
-    kind: str  # "boot" | "prepare" | "run"
-    exc_type: str
-    message: str
-    detail: str
-    is_user_error: bool  # an LbiError: the message says what to do
-    unsafe: bool  # UnsafeFileError: the window may ask for consent and retry
-    request: dict[str, Any] | None = None
-
-    @classmethod
-    def from_exc(cls, kind: str, exc: BaseException, request: dict | None = None) -> ErrorInfo:
-        return cls(kind=kind, exc_type=type(exc).__name__, message=str(exc) or repr(exc),
-                   detail="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-                   is_user_error=isinstance(exc, LbiError),
-                   unsafe=isinstance(exc, UnsafeFileError), request=request)
-
-
-@dataclass
-class PreparedInfo:
-    """What the window shows about a prepared problem (numpy and plain values only)."""
-
-    request: dict[str, Any]
-    network_name: str
-    card: dict[str, Any]
-    layers: list[dict[str, Any]]
-    truth: np.ndarray | None
-    decoder: np.ndarray | None
-    decoder_psnr: float | None
-    delta: float | None
-    delta_squared: float | None
-    noise_norm: float | None
-    input_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    preprocessing: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # what the engine warned about
-    sha256: str | None = None  # of the network file (result.json)
-    has_decoder: bool = False
-
-
 #: Warning classes meant for developers (library deprecations), not for the user.
 _DEV_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning)
-
-
-@dataclass
-class Progress:
-    """A throttled batch: all curve points since the last batch and the newest images."""
-
-    run_id: int
-    points: list[dict[str, Any]]
-    iteration: int
-    stage: str
-    x_display: np.ndarray | None
-    aux_display: list[np.ndarray]
-    restarts: list[tuple[int, str]] = field(default_factory=list)
-    prepared: PreparedInfo | None = None
-
-
-@dataclass
-class RunOutcome:
-    """The end of a run (any cause). ``user_action`` is "stop", "finish" or None."""
-
-    run_id: int
-    request: dict[str, Any]
-    stop_reason: str
-    iterations: int
-    elapsed: float
-    metrics: dict[str, Any]
-    x_raw: np.ndarray
-    x_display: np.ndarray
-    aux_display: list[np.ndarray]
-    user_action: str | None
-    #: (first iteration, request) of each segment: the settings the run had from there on
-    #: (one entry without warm restarts).
-    segments: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
-
-
-@dataclass
-class RunJob:
-    run_id: int
-    request: dict[str, Any]
-    start_paused: bool = False
 
 
 def _first(t: Any) -> float | None:
@@ -218,10 +149,10 @@ class RunDriver:
             eng = self._engine()
             info = {"zoo": list(eng.list_zoo()), "datasets": list(eng.list_datasets()),
                     "cuda": bool(eng.cuda_available())}
-        except BaseException as exc:  # noqa: BLE001 - any failure must reach a dialog
-            self._emit("failed", 0, ErrorInfo.from_exc("boot", exc))
+        except BaseException as exc:  # any failure must reach a dialog
+            self._emit(Failed(0, ErrorInfo.from_exc("boot", exc)))
             return
-        self._emit("booted", info)
+        self._emit(Booted(info))
 
     def prepare(self, job_id: int, request: dict[str, Any]) -> None:
         if self._closing:
@@ -230,10 +161,10 @@ class RunDriver:
             self._engine()
             prepared = self._prepare(request)
             info = self._info(prepared)
-        except BaseException as exc:  # noqa: BLE001
-            self._emit("failed", job_id, ErrorInfo.from_exc("prepare", exc, request))
+        except BaseException as exc:
+            self._emit(Failed(job_id, ErrorInfo.from_exc("prepare", exc, request)))
             return
-        self._emit("prepared", job_id, info)
+        self._emit(Prepared(job_id, info))
 
     def run(self, job: RunJob, action: str | None = None) -> None:
         """Run ``job`` to its end; ``action`` ("stop"/"finish") was asked before it began."""
@@ -247,14 +178,14 @@ class RunDriver:
             eng = self._engine()
             eng.set_threads(max(1, int(request.get("threads") or 1)))
             prepared = self._prepare(request)
-            self._emit("prepared", -1, self._info(prepared))
+            self._emit(Prepared(-1, self._info(prepared)))
             outcome = self._drive(job.run_id, request, prepared)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             with self._lock:
                 self._in_run, self._token = False, None
-            self._emit("failed", job.run_id, ErrorInfo.from_exc("run", exc, request))
+            self._emit(Failed(job.run_id, ErrorInfo.from_exc("run", exc, request)))
             return
-        self._emit("run_done", outcome)
+        self._emit(RunDone(outcome))
 
     # ---- internals -------------------------------------------------------------------------
     def _drive(self, run_id: int, request: dict, prepared: Any) -> RunOutcome:
@@ -285,8 +216,8 @@ class RunDriver:
                     points.append(self._point(rec, it, elapsed_offset))
                     now = time.perf_counter()
                     if rec.final or token.cancelled or now - last_emit >= EMIT_INTERVAL:
-                        self._emit("progress", self._progress(run_id, points, rec, it, prepared,
-                                                              restarts, new_info))
+                        self._emit(ProgressReport(self._progress(
+                            run_id, points, rec, it, prepared, restarts, new_info)))
                         points, restarts, new_info, last_emit = [], [], None, now
                     if rec.final or token.cancelled:
                         break
@@ -315,8 +246,8 @@ class RunDriver:
         if last is None:
             raise RuntimeError("the solver ended without reporting a single iterate")
         if points or restarts:
-            self._emit("progress", self._progress(run_id, points, last, last_it, prepared,
-                                                  restarts, new_info))
+            self._emit(ProgressReport(self._progress(run_id, points, last, last_it, prepared,
+                                                      restarts, new_info)))
         metrics = dict(eng.final_metrics(prepared, last))
         reason = {"stop": "stopped by user", "finish": "finished by user"}.get(action or "")
         x_raw = np.array(last.x[0].detach().cpu().numpy() if hasattr(last.x, "detach")

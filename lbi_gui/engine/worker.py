@@ -7,20 +7,19 @@ thread shares the GIL with the window's painting, so a streaming window slows th
 benchmarks/bench_gui.py).
 
 :class:`EngineWorker` is the QObject living in the thread: its slots run the driver's jobs and
-the driver's ``emit`` callback becomes queued signals. :class:`ThreadBackend` owns worker and
-thread and offers the interface :class:`~lbi_gui.controller.RunController` uses for both
-backends: signals ``booted/prepared/progress/run_done/failed``, jobs ``boot/prepare/run``
-(queued, return at once), thread-safe control ``pause/resume/request_stop/request_restart``,
-and ``shutdown(timeout_ms)``.
+the driver's events (:mod:`lbi_gui.engine.messages`) become its signals. :class:`ThreadBackend`
+owns worker and thread and implements :class:`~lbi_gui.engine.backend.EngineBackend`, the
+interface :class:`~lbi_gui.controller.RunController` uses for both backends.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore
 
+from lbi_gui.engine.backend import signal_dispatcher
 from lbi_gui.engine.run_driver import (  # noqa: F401 - re-exported: the window's data types live here
     EMIT_INTERVAL,
     ErrorInfo,
@@ -49,10 +48,8 @@ class EngineWorker(QtCore.QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self.driver = RunDriver(self._emit)
-
-    def _emit(self, kind: str, *args: Any) -> None:
-        getattr(self, kind).emit(*args)
+        # the driver's events become this object's signals (emitted in the solver thread)
+        self.driver = RunDriver(signal_dispatcher(self, "the thread backend"))
 
     # ---- control, called from the GUI thread (thread-safe: events and tokens only) -------
     def pause(self) -> None:
@@ -146,3 +143,9 @@ class ThreadBackend(QtCore.QObject):
         self.worker.shutdown()
         self._thread.quit()
         return bool(self._thread.wait(timeout_ms))
+
+
+if TYPE_CHECKING:  # the type checker confirms the backend implements the Protocol
+    from lbi_gui.engine.backend import EngineBackend
+
+    _implements: type[EngineBackend] = ThreadBackend

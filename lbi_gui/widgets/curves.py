@@ -71,7 +71,7 @@ class LogAxis(pg.AxisItem):
     pyqtgraph labels every minor tick of a log axis, which overprints on small plots.
     """
 
-    def logTickStrings(self, values, scale, spacing):  # noqa: N802 - pyqtgraph override
+    def logTickStrings(self, values, scale, spacing):  # pyqtgraph override
         decades = [v for v in values if abs(v - round(v)) < 1e-6]
         out = []
         for v in values:
@@ -225,10 +225,10 @@ class CurvesPanel(QtWidgets.QWidget):
         lay.addWidget(self.stale_banner)
         lay.addWidget(self.scroll)
 
-    def minimumSizeHint(self) -> QtCore.QSize:  # noqa: N802 - Qt override
+    def minimumSizeHint(self) -> QtCore.QSize:  # Qt override
         return QtCore.QSize(MIN_PLOT_WIDTH, MIN_PLOT_HEIGHT)
 
-    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
         super().resizeEvent(event)
         self.reflow(event.size().width())
 

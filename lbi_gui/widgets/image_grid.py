@@ -223,7 +223,7 @@ class ImageGrid(QtWidgets.QWidget):
         if not self.user_zoomed:
             self.fit_view()
 
-    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:  # noqa: N802
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
         super().resizeEvent(event)
         self.reflow(event.size().width())
         self._refit.start()  # after the scene has laid out at the new size

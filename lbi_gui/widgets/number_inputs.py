@@ -26,10 +26,10 @@ class ScientificSpinBox(QtWidgets.QDoubleSpinBox):
         self.setValue(value)
         self.setAccelerated(True)
 
-    def textFromValue(self, value: float) -> str:  # noqa: N802 - Qt override
+    def textFromValue(self, value: float) -> str:  # Qt override
         return f"{value:.4g}"
 
-    def valueFromText(self, text: str) -> float:  # noqa: N802
+    def valueFromText(self, text: str) -> float:
         try:
             return float(text.strip().replace(",", "."))
         except ValueError:
@@ -47,7 +47,7 @@ class ScientificSpinBox(QtWidgets.QDoubleSpinBox):
             return QtGui.QValidator.State.Acceptable, text, pos
         return QtGui.QValidator.State.Intermediate, text, pos
 
-    def stepBy(self, steps: int) -> None:  # noqa: N802
+    def stepBy(self, steps: int) -> None:
         v = self.value()
         if v <= 0:
             v = max(self.minimum(), 1e-12) if steps > 0 else v
@@ -65,7 +65,7 @@ class LogSlider(QtWidgets.QWidget):
     :meth:`setValue` never emits, so programmatic updates cannot loop.
     """
 
-    valueChanged = QtCore.Signal(float)  # noqa: N815 - Qt naming
+    valueChanged = QtCore.Signal(float)  # Qt naming
 
     STEPS = 1000
 
@@ -88,7 +88,7 @@ class LogSlider(QtWidgets.QWidget):
     def value(self) -> float:
         return float(self.spin.value())
 
-    def setValue(self, value: float) -> None:  # noqa: N802
+    def setValue(self, value: float) -> None:
         with QtCore.QSignalBlocker(self.spin):
             self.spin.setValue(value)
         self._sync_slider(self.spin.value())
@@ -113,7 +113,7 @@ class LogSlider(QtWidgets.QWidget):
 class LinearSlider(QtWidgets.QWidget):
     """A linear slider with a spin box (noise standard deviation)."""
 
-    valueChanged = QtCore.Signal(float)  # noqa: N815
+    valueChanged = QtCore.Signal(float)
 
     def __init__(self, lo: float, hi: float, value: float, step: float = 0.01,
                  decimals: int = 3, parent: QtWidgets.QWidget | None = None) -> None:
@@ -138,7 +138,7 @@ class LinearSlider(QtWidgets.QWidget):
     def value(self) -> float:
         return float(self.spin.value())
 
-    def setValue(self, value: float) -> None:  # noqa: N802
+    def setValue(self, value: float) -> None:
         with QtCore.QSignalBlocker(self.spin):
             self.spin.setValue(value)
         self._sync_slider(self.spin.value())

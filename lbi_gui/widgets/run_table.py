@@ -1,19 +1,22 @@
-"""The run table (parameters and final metrics of every finished run) and side-by-side compare."""
+"""The run table (parameters and final metrics of every finished run) and side-by-side compare.
+
+The runs, their notes, the filter rule, the sort order of values and the CSV belong to the
+Qt-free :class:`~lbi_gui.model.RunList`; this widget draws it and follows its events through
+:class:`~lbi_gui.model_bridge.RunListSignals`.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import error_map, to_view
-from lbi_gui.runs import RunResult
+from lbi_gui.model import RunList, RunResult
+from lbi_gui.model.run_list import COLUMNS, matches, sort_key
+from lbi_gui.model.run_list import cell_text as _cell
+from lbi_gui.model_bridge import RunListSignals
 
-COLUMNS = ["run", "network", "method", "regulariser", "alpha", "noise", "sample", "iterations",
-           "time [s]", "stop", "restarts", "segments", "PSNR", "SSIM", "decoder PSNR",
-           "discrepancy", "objective", "notes"]
 #: The one column the user edits (free text; words starting with '#' are tags).
 NOTES_COLUMN = COLUMNS.index("notes")
 NOTES_TIP = "notes: {}\n(double-click or F2 to edit; words starting with # are tags)"
@@ -24,22 +27,17 @@ RUN_ALL_TEXT = "Run all"
 CANCEL_TEXT = "Cancel all"
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
 class _SortItem(QtWidgets.QTableWidgetItem):
-    """Sorts numbers as numbers."""
+    """Sorts as the model does (:func:`~lbi_gui.model.run_list.sort_key`): numbers as
+    numbers, before text."""
+
+    def _key(self) -> tuple:
+        value = self.data(QtCore.Qt.ItemDataRole.UserRole)
+        return sort_key(value if isinstance(value, (int, float)) else self.text())
 
     def __lt__(self, other: QtWidgets.QTableWidgetItem) -> bool:
-        a = self.data(QtCore.Qt.ItemDataRole.UserRole)
-        b = other.data(QtCore.Qt.ItemDataRole.UserRole)
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            return a < b
+        if isinstance(other, _SortItem):
+            return self._key() < other._key()
         return self.text() < other.text()
 
 
@@ -111,9 +109,11 @@ class RunTable(QtWidgets.QWidget):
     export_table_requested = QtCore.Signal()
     notes_changed = QtCore.Signal(object)  # RunResult whose note the user edited
 
-    def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
+    def __init__(self, parent: QtWidgets.QWidget | None = None,
+                 model: RunList | None = None) -> None:
         super().__init__(parent)
-        self.runs: list[RunResult] = []
+        self.model = model if model is not None else RunList()
+        self.model_signals = RunListSignals(self.model, self)
         self.table = QtWidgets.QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -176,10 +176,19 @@ class RunTable(QtWidgets.QWidget):
                                  self.table)
         delete.setContext(QtCore.Qt.ShortcutContext.WidgetShortcut)
         delete.activated.connect(self.remove_selected)
+        self.model_signals.added.connect(self._append_row)
+        self.model_signals.removed.connect(self._rebuild)
+        self.model_signals.reset.connect(self._rebuild)
+        self.model_signals.note_changed.connect(self._show_note)
+        self._rebuild()
+
+    @property
+    def runs(self) -> list[RunResult]:
+        """The model's runs, oldest first (a copy)."""
+        return self.model.runs
 
     def add(self, run: RunResult) -> None:
-        self.runs.append(run)
-        self._append_row(run)
+        self.model.add(run)  # the model's "added" event appends the row
 
     def _append_row(self, run: RunResult) -> None:
         sorting = self.table.isSortingEnabled()
@@ -209,17 +218,21 @@ class RunTable(QtWidgets.QWidget):
         self.apply_filter(self.filter.text())
 
     def set_runs(self, runs: list[RunResult]) -> None:
-        self.runs = []
+        self.model.replace_all(runs)
+
+    def _rebuild(self, _runs: object = None) -> None:
         self.table.setRowCount(0)
-        for run in runs:
-            self.add(run)
+        for run in self.model:
+            self._append_row(run)
+
+    def _row_id(self, row: int) -> int | None:
+        item = self.table.item(row, 0)
+        return item.data(QtCore.Qt.ItemDataRole.UserRole + 1) if item else None
 
     def selected(self) -> list[RunResult]:
-        ids = []
-        for index in self.table.selectionModel().selectedRows(0):
-            ids.append(self.table.item(index.row(), 0).data(QtCore.Qt.ItemDataRole.UserRole + 1))
-        by_id = {r.run_id: r for r in self.runs}
-        return [by_id[i] for i in sorted(ids) if i in by_id]
+        ids = [self._row_id(index.row()) for index in self.table.selectionModel().selectedRows(0)]
+        runs = [self.model.get(i) for i in sorted(i for i in ids if i is not None)]
+        return [r for r in runs if r is not None]
 
     def select_ids(self, ids: list[int]) -> None:
         self.table.clearSelection()
@@ -237,52 +250,46 @@ class RunTable(QtWidgets.QWidget):
     def _double_clicked(self, item: QtWidgets.QTableWidgetItem) -> None:
         if item.column() == NOTES_COLUMN:
             return  # that double-click opens the note's editor
-        run_id = self.table.item(item.row(), 0).data(QtCore.Qt.ItemDataRole.UserRole + 1)
-        for run in self.runs:
-            if run.run_id == run_id:
-                self.show_requested.emit(run)
+        run = self.model.get(self._row_id(item.row()))
+        if run is not None:
+            self.show_requested.emit(run)
 
     def _item_changed(self, item: QtWidgets.QTableWidgetItem) -> None:
-        """A note edited in its cell: keep it on the run, re-filter, tell the window."""
+        """A note edited in its cell goes to the model (which tidies it to one line)."""
         if self._filling or item.column() != NOTES_COLUMN:
             return
-        first = self.table.item(item.row(), 0)
-        run_id = first.data(QtCore.Qt.ItemDataRole.UserRole + 1) if first else None
-        run = next((r for r in self.runs if r.run_id == run_id), None)
-        text = " ".join(item.text().split())  # one line: the CSV and the table stay tidy
-        if run is None or text == run.notes:
-            return
-        run.notes = text
-        self._filling = True  # the updates below change the item again
-        sorting = self.table.isSortingEnabled()
-        self.table.setSortingEnabled(False)  # the row must not move under these updates
-        item.setText(text)
-        item.setData(QtCore.Qt.ItemDataRole.UserRole, text)
-        item.setToolTip(NOTES_TIP.format(text))
-        self.table.setSortingEnabled(sorting)
-        self._filling = False
+        run_id = self._row_id(item.row())
+        if run_id is not None:
+            self.model.set_note(run_id, item.text())  # "note_changed" redraws the cell
+
+    def _show_note(self, run: RunResult) -> None:
+        """The model changed a note: show it, re-filter, tell the window."""
+        row = next((r for r in range(self.table.rowCount()) if self._row_id(r) == run.run_id),
+                   None)
+        item = self.table.item(row, NOTES_COLUMN) if row is not None else None
+        if item is not None:
+            self._filling = True  # the updates below change the item again
+            sorting = self.table.isSortingEnabled()
+            self.table.setSortingEnabled(False)  # the row must not move under these updates
+            item.setText(run.notes)
+            item.setData(QtCore.Qt.ItemDataRole.UserRole, run.notes)
+            item.setToolTip(NOTES_TIP.format(run.notes))
+            self.table.setSortingEnabled(sorting)
+            self._filling = False
         self.apply_filter(self.filter.text())
         self.notes_changed.emit(run)
 
     def apply_filter(self, text: str) -> None:
-        """Hide rows unless every word of ``text`` (case-insensitive) is in one of its cells,
-        so "#baseline joint" keeps the joint runs tagged #baseline."""
-        words = text.lower().split()
+        """Hide the rows the model's filter rule (:func:`~lbi_gui.model.run_list.matches`)
+        drops: every word of ``text`` must be in some cell, so "#baseline joint" keeps the
+        joint runs tagged #baseline."""
         for r in range(self.table.rowCount()):
-            cells = [cell.text().lower() for c in range(self.table.columnCount())
-                     if (cell := self.table.item(r, c))]
-            hit = all(any(w in cell for cell in cells) for w in words)
-            self.table.setRowHidden(r, not hit)
+            run = self.model.get(self._row_id(r))
+            self.table.setRowHidden(r, run is None or not matches(run, text))
 
     def table_csv(self) -> str:
         """Every run (filtered or not) with every column, in the table's current order."""
-        from lbi_engine.results.exports import csv_text
-
-        order = [self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole + 1)
-                 for r in range(self.table.rowCount())]
-        by_id = {run.run_id: run for run in self.runs}
-        rows = [list(by_id[i].table_row().values()) for i in order if i in by_id]
-        return csv_text(COLUMNS, rows)
+        return self.model.csv(self._row_id(r) for r in range(self.table.rowCount()))
 
     def _load_selected(self) -> None:
         sel = self.selected()
@@ -290,5 +297,4 @@ class RunTable(QtWidgets.QWidget):
             self.load_requested.emit(sel[-1])
 
     def remove_selected(self) -> None:
-        gone = {r.run_id for r in self.selected()}
-        self.set_runs([r for r in self.runs if r.run_id not in gone])
+        self.model.remove(r.run_id for r in self.selected())

@@ -200,3 +200,35 @@ def test_bad_input_exits_2_with_one_line(args: list[str], needle: str, tmp_path:
     assert err.count("\n") == 1 and err.startswith("lbi"), err
     assert needle in err
     assert not (tmp_path / "out" / "result.json").exists()
+
+
+def test_usage_errors_come_before_the_engine_is_imported() -> None:
+    """A missing data source is a usage error at once: torch (seconds on a cold start) is not
+    imported for it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom lbi_engine.cli import main\n"
+            "rc = main(['invert', '--network', 'circle-perceptron', '--out', 'never'])\n"
+            "print(rc, 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["2", "False"], out.stdout + out.stderr
+    assert "give one data source" in out.stderr
+
+
+def test_sample_without_dataset_takes_the_dataset_the_network_fits(cli, tmp_path) -> None:
+    """`--network circle-perceptron --sample 0` used to fail on MNIST's 28x28 shape: the
+    64x64 cartoon set is chosen (and said), an explicit --dataset is kept as given."""
+    import json
+
+    code, _, err = cli("invert", "--network", "circle-perceptron", "--sample", "0",
+                       "--max-iter", "3", "--alpha", "0.01", "--out", tmp_path / "a", "--quiet")
+    assert code == 0, err
+    assert "using --dataset cartoon --split disc" in err
+    request = json.loads((tmp_path / "a" / "result.json").read_text())["request"]
+    assert (request["dataset"], request["split"], request["index"]) == ("cartoon", "disc", 0)
+    code, _, err = cli("invert", "--network", "circle-perceptron", "--sample", "0",
+                       "--dataset", "mnist", "--max-iter", "3", "--alpha", "0.01",
+                       "--out", tmp_path / "b", "--quiet")
+    assert code == 2 and "expects (1, 64, 64)" in err, err

@@ -199,3 +199,38 @@ def test_pt2_damaged_archives_get_one_clear_error(tmp_path):
     _rewrite(good, tmp_path / "bad_offset.pt2", oversized)
     with pytest.raises(ModelFileError, match="does not fit"):
         LiftedNetwork.from_pt2(tmp_path / "bad_offset.pt2")
+
+
+def test_pt2_whose_tensors_together_exceed_the_memory_limit_is_refused_before_reading(
+        tmp_path, monkeypatch):
+    """Each tensor is capped by itself; many declared tensors together are checked against the
+    memory limit (from the sizes in the config, before any data is read)."""
+    from lbi_engine.limits import ENV_VAR, MemoryLimitError
+
+    module, shape = _net("mlp")
+    good = tmp_path / "good.pt2"
+    save_pt2(module, shape, good)
+
+    def many(name: str, raw: bytes) -> bytes:
+        if not name.endswith("model_weights_config.json"):
+            return raw
+        cfg = json.loads(raw)
+        meta = next(iter(cfg["config"].values()))
+        for i in range(64):  # 64 declared tensors of 2**22 float32 values: 1 GiB in all
+            cfg["config"][f"extra{i}"] = {**meta, "tensor_meta": {
+                **meta["tensor_meta"], "sizes": [{"as_int": 2**22}],
+                "strides": [{"as_int": 1}]}}
+        return json.dumps(cfg).encode()
+    _rewrite(good, tmp_path / "many.pt2", many)
+    monkeypatch.setenv(ENV_VAR, "256M")
+    read: list[str] = []
+    from lbi_engine.models import pt2_import
+
+    real_read = pt2_import.Pt2Archive.read
+    monkeypatch.setattr(pt2_import.Pt2Archive, "read",
+                        lambda self, n, cap: read.append(n) or real_read(self, n, cap))
+    with pytest.raises(MemoryLimitError, match=r"many\.pt2.*limit"):
+        LiftedNetwork.from_pt2(tmp_path / "many.pt2")
+    assert not any("/data/weights/" in n and not n.endswith(".json") for n in read)
+    # the unmodified archive stays well under the same limit
+    LiftedNetwork.from_pt2(good)

@@ -137,7 +137,7 @@ def _block_residuals(problem: InversionProblem, rec: object) -> list[float]:
     grad0 = a1.T @ (sigma(0, a1 @ states[0] + b1) - states[1])
     p = problem.reg.KT(rec.extras["dual"])[0].reshape(-1).numpy()
     out = [np.linalg.norm(grad0 + problem.alpha * p) / np.linalg.norm(grad0)]
-    for l in range(1, len(mats)):  # noqa: E741 - paper notation
+    for l in range(1, len(mats)):  # paper notation
         (al, bl), (an, bn) = mats[l - 1], mats[l]
         g = states[l] - (al @ states[l - 1] + bl) + an.T @ (sigma(l, an @ states[l] + bn)
                                                             - states[l + 1])

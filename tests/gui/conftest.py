@@ -10,11 +10,11 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from collections.abc import Callable, Iterator  # noqa: E402
-from typing import Any  # noqa: E402
+from collections.abc import Callable, Iterator
+from typing import Any
 
-import pytest  # noqa: E402
-from PySide6 import QtCore  # noqa: E402
+import pytest
+from PySide6 import QtCore
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,7 +12,7 @@ from tests.gui.conftest import wait_idle
 
 
 def test_gui_defaults_mirror_the_engine_request() -> None:
-    """params.DEFAULT_REQUEST is a copy (the window shows it before torch loads)."""
+    """params.DEFAULT_REQUEST is the engine request's fields (built torch-free), threads=1."""
     from lbi_engine.api import InversionRequest
 
     engine = InversionRequest().to_dict()

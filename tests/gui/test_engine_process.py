@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lbi_engine.errors import InputError
 from lbi_gui import engine
 from lbi_gui.dialogs import messages
 from tests.gui.conftest import wait_idle, wait_iterations
@@ -47,8 +48,8 @@ def test_run_to_completion_matches_the_engine_in_process(qtbot, make_window, hos
     win = make_window({"max_iter": 60, "alpha": 9e-3})  # one solve (auto α walks a path)
     assert win.controller.backend.name == "process"
     assert host.pid is not None and host.pid != os.getpid()
-    assert host.hello is not None and host.hello[1] == host.pid
-    assert host.hello[2] == []  # the child never imported Qt
+    assert host.hello is not None and host.hello.pid == host.pid
+    assert host.hello.qt_modules == ()  # the child never imported Qt
     win.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
@@ -227,8 +228,9 @@ def test_data_view_serves_the_gui_thread_without_torch() -> None:
         ours = view.get_sample(dataset, split, index)[0].detach().cpu().numpy()
         np.testing.assert_array_equal(ours, data.get_sample(dataset, split, index)[0].numpy())
     assert view.dataset_size("mnist", "train") == data.dataset_size("mnist", "train") == 4000
-    with pytest.raises(IndexError):
-        view.get_sample("mnist", "val", 10**6)
+    for bad in (("mnist", "val", 10**6), ("mnist", "test", 0), ("cifar", "train", 0)):
+        with pytest.raises(InputError):  # the engine's own error, as the full engine raises
+            view.get_sample(*bad)
 
 
 def test_the_gui_process_never_imports_torch(tmp_path: Path) -> None:

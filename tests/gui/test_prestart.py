@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lbi_gui import engine
+from lbi_gui.engine import messages as m
 from lbi_gui.engine import prestart
 from lbi_gui.engine.warmup import Warmup
 from lbi_gui.params import default_request
@@ -31,16 +32,16 @@ class _Inbox:
     """Stands in for a window's ProcessBackend: records what the host delivers."""
 
     def __init__(self) -> None:
-        self.got: list[tuple[str, tuple]] = []
+        self.got: list[Any] = []
 
-    def deliver(self, kind: str, args: tuple) -> None:
-        self.got.append((kind, args))
+    def deliver(self, event: Any) -> None:
+        self.got.append(event)
 
     def engine_died(self, why: str) -> None:
-        self.got.append(("died", (why,)))
+        self.got.append(why)
 
-    def kinds(self) -> list[str]:
-        return [k for k, _ in self.got]
+    def has(self, *kinds: type) -> bool:
+        return any(isinstance(e, kinds) for e in self.got)
 
 
 def test_the_host_adopts_the_prestarted_child_and_its_warm_network(qtbot) -> None:
@@ -52,17 +53,16 @@ def test_the_host_adopts_the_prestarted_child_and_its_warm_network(qtbot) -> Non
     inbox = _Inbox()
     ch = host.open_channel(inbox)
     try:
-        host.send(("boot", ch))
+        host.send(m.Boot(ch))
         assert host.pid == proc.pid  # adopted, not a second child
         assert prestart._PENDING is None
-        qtbot.waitUntil(lambda: "booted" in inbox.kinds(), timeout=120000)
-        assert host.hello is not None and host.hello[2] == []  # the child never imported Qt
-        host.send(("prepare", ch, 7, dict(SMALL)))
-        qtbot.waitUntil(lambda: "prepared" in inbox.kinds() or "failed" in inbox.kinds(),
-                        timeout=120000)
-        kind, args = inbox.got[-1]
-        assert kind == "prepared" and args[0] == 7, args
-        assert args[1].network_name == "circle-perceptron"
+        qtbot.waitUntil(lambda: inbox.has(m.Booted), timeout=120000)
+        assert host.hello is not None and host.hello.qt_modules == ()  # the child has no Qt
+        host.send(m.Prepare(ch, 7, dict(SMALL)))
+        qtbot.waitUntil(lambda: inbox.has(m.Prepared, m.Failed), timeout=120000)
+        event = inbox.got[-1]
+        assert isinstance(event, m.Prepared) and event.job_id == 7, event
+        assert event.info.network_name == "circle-perceptron"
     finally:
         host.close_channel(ch, 2000)
         host.shutdown()

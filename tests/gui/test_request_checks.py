@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-import typing
+import subprocess
+import sys
 
 import pytest
 
 from lbi_gui.params import DEFAULT_REQUEST, REQUEST_TYPES, default_request, request_problems
 
 
-def test_request_types_mirror_the_engine_annotations() -> None:
-    from lbi_engine.api import InversionRequest
+def test_the_choices_name_exactly_the_engines_methods_and_step_rules() -> None:
+    from lbi_engine.solver_settings import METHOD_NAMES, STEP_RULES
+    from lbi_gui.params import METHOD_LABELS, STEP_MODES
 
-    hints = typing.get_type_hints(InversionRequest)
-    assert set(REQUEST_TYPES) == set(hints) == set(DEFAULT_REQUEST)
-    for key, hint in hints.items():
-        assert str(REQUEST_TYPES[key]) == str(hint), key
+    assert sorted(METHOD_LABELS) == sorted(METHOD_NAMES)
+    assert [name for name, _ in STEP_MODES] == list(STEP_RULES)
+    assert set(REQUEST_TYPES) == set(DEFAULT_REQUEST)
+
+
+def test_checks_run_without_torch_even_for_a_gpu_request() -> None:
+    """The session check asks no GPU question: that would import torch in the GUI process."""
+    code = ("import sys; from lbi_gui.params import default_request, request_problems; "
+            "print(request_problems(default_request(device='cuda')), "
+            "request_problems(default_request(method='magic')) != [], 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["[]", "True", "False"], out.stderr
 
 
 def test_defaults_have_no_problems() -> None:
@@ -47,3 +58,19 @@ def test_engine_refuses_what_the_gui_refuses() -> None:
         with pytest.raises(InputError):
             InversionRequest.from_dict({"format_version": FORMAT_VERSION,
                                         **default_request(**change)})
+
+
+@pytest.mark.parametrize("change", [
+    {"alpha": "auto", "alpha_rule": "guess"}, {"alpha": "auto", "noise_level": -0.1},
+    {"image": "/a.png", "truth": "/b.npy"}, {"options": {"n_inner": 0}}, {"tol_mode": "often"},
+    {"alpha": 1e-40}, {"dtype": "float16"},
+])
+def test_the_gui_refuses_with_the_engines_own_message(change: dict) -> None:
+    """Checks the GUI's copy never had: the one schema gives them to the window too."""
+    from lbi_engine.errors import InputError
+    from lbi_engine.request import FORMAT_VERSION, InversionRequest
+
+    with pytest.raises(InputError) as refused:
+        InversionRequest.from_dict({"format_version": FORMAT_VERSION,
+                                    **default_request(**change)})
+    assert request_problems(default_request(**change)) == [str(refused.value)]

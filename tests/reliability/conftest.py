@@ -9,13 +9,13 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from collections.abc import Callable, Iterator  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
-import pytest  # noqa: E402
+import pytest
 
-from tests.reliability.kit import Kit, build_kit  # noqa: E402
+from tests.reliability.kit import Kit, build_kit
 
 
 @pytest.fixture(scope="session")

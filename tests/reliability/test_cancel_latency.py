@@ -57,7 +57,7 @@ class SolverThread:
                     started.set()
                     if record.final:
                         out["t_final"], out["record"] = time.perf_counter(), record
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            except BaseException as exc:  # handed to the test thread
                 out["error"] = exc
             started.set()
             out["done"].set()

@@ -1,0 +1,117 @@
+"""The bundled datasets: the real-MNIST subset and the synthetic cartoons, as numpy arrays.
+
+numpy out, no torch: the GUI process shows samples and thumbnails from here before (or
+without) the engine loading torch; :mod:`lbi_engine.data.tensors` wraps the same values as
+tensors for the engine. Images are float32 ``(B, C, H, W)`` in the display range [0, 1];
+labels int64 ``(B,)``.
+
+The npz is found by :func:`resources_dir` (lbi_engine/resource_files.py): the checkout's
+``resources/`` folder, installed as the package ``lbi_resources`` and located with
+importlib.resources, so wheels and non-editable installs find them too. Nothing is downloaded,
+ever.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from lbi_engine.errors import DataFileError, InputError
+from lbi_engine.resource_files import resources_dir
+
+__all__ = ["MNIST_FILE", "list_datasets", "list_splits", "dataset_size", "mnist_split",
+           "sample_array"]
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MNIST_FILE = "mnist_5k.npz"
+_MNIST_SPLITS = ("train", "val", "all")
+
+
+def list_datasets() -> list[str]:
+    """Names accepted by :func:`sample_array` (and ``get_sample``)."""
+    return ["mnist", "cartoon"]
+
+
+def list_splits(dataset: str) -> list[str]:
+    """Splits of a dataset; for ``"cartoon"`` the split is the shape family."""
+    from lbi_engine.shapes import CARTOON_KINDS
+
+    if dataset == "mnist":
+        return list(_MNIST_SPLITS)
+    if dataset == "cartoon":
+        return list(CARTOON_KINDS)
+    raise InputError(f"dataset {dataset!r} is unknown; choose one of {list_datasets()}")
+
+
+def dataset_size(dataset: str, split: str) -> int | None:
+    """Number of samples, or ``None`` for generated families without an end (cartoons)."""
+    if split not in list_splits(dataset):
+        raise InputError(f"split {split!r} of {dataset!r} is unknown; choose one of "
+                         f"{list_splits(dataset)}")
+    if dataset == "mnist":
+        return int(_mnist_arrays()[f"{split}_idx"].size)
+    return 1 if split == "disc" else None
+
+
+@functools.lru_cache(maxsize=1)
+def _mnist_arrays() -> dict[str, np.ndarray]:
+    """Read the bundled npz once (about 5 ms); cached because every sample view uses it."""
+    import numpy as np
+
+    path = resources_dir() / "datasets" / MNIST_FILE
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            out = {k: z[k] for k in ("images", "labels", "train_idx", "val_idx")}
+    except FileNotFoundError as exc:
+        raise DataFileError(f"{path} is missing; rebuild it with "
+                            "`python scripts/make_mnist_npz.py`") from exc
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataFileError(f"{path} is unreadable ({exc}); rebuild it with "
+                            "`python scripts/make_mnist_npz.py`") from exc
+    out["all_idx"] = np.arange(out["labels"].size)
+    return out
+
+
+def mnist_split(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
+    """The bundled real-MNIST subset: images ``(N, 1, 28, 28)`` float32 in [0, 1], labels int64.
+
+    ``split``: ``"train"`` (4000, 400 per class), ``"val"`` (1000, 100 per class) or ``"all"``
+    (5000, in source order: sorted by label). The split is fixed (seeded, stratified) and
+    stored in the npz; see resources/datasets/PROVENANCE.md.
+    """
+    import numpy as np
+
+    if split not in _MNIST_SPLITS:
+        raise InputError(f"MNIST split {split!r} is unknown; choose one of {list(_MNIST_SPLITS)}")
+    arr = _mnist_arrays()
+    idx = arr[f"{split}_idx"]
+    images = (arr["images"][idx].astype(np.float32) / np.float32(255.0))[:, None]
+    return images, arr["labels"][idx].astype(np.int64)
+
+
+def sample_array(dataset: str, split: str, index: int, *, size: int | None = None) -> np.ndarray:
+    """One ground-truth image ``(1, C, H, W)`` float32 in [0, 1].
+
+    ``dataset="mnist"``: ``split`` in train/val/all, ``index`` into that split (28x28; ``size``
+    must be None or 28). ``dataset="cartoon"``: ``split`` is the family (disc, squares,
+    rectangles, mixtures), ``index`` is the seed, ``size`` the side length (default 64).
+    """
+    import numpy as np
+
+    if dataset == "mnist":
+        if size not in (None, 28):
+            raise InputError(f"MNIST digits are 28x28; size={size} is not available")
+        n = dataset_size("mnist", split) or 0
+        if not 0 <= int(index) < n:
+            raise InputError(f"MNIST {split} index {index} is out of range; use 0..{n - 1}")
+        arr = _mnist_arrays()
+        img = arr["images"][arr[f"{split}_idx"][int(index)]]
+        return (img.astype(np.float32) / np.float32(255.0))[None, None]
+    if dataset == "cartoon":
+        from lbi_engine.shapes import cartoon
+
+        image = cartoon(split, int(index), 64 if size is None else int(size))
+        return np.asarray(image, dtype=np.float32)[None, None]
+    raise InputError(f"dataset {dataset!r} is unknown; choose one of {list_datasets()}")

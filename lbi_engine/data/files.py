@@ -1,0 +1,359 @@
+"""Readers for the user's own ground-truth files: images, .npy arrays, IDX, torchvision folders.
+
+numpy in, numpy out (no torch, so the GUI process may read them): float arrays with values in
+[0, 1] and a leading batch dimension, the conventions of :mod:`lbi_engine.data`, which also
+offers them as torch tensors (``load_image`` etc., lbi_engine/data/tensors.py). Every problem
+with a file raises :class:`~lbi_engine.errors.DataFileError` naming the file and what to do
+about it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lbi_engine.errors import DataFileError, InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["read_image", "read_array", "read_idx", "read_torchvision_folder",
+           "resize_channels", "MAX_IMAGE_PIXELS", "MAX_ARRAY_BYTES", "IMAGE_FORMATS"]
+
+#: Largest image (pixels) and array (bytes) lbi reads: far above any network input, far below
+#: what exhausts memory. Both are checked from the file's header, before anything is allocated.
+MAX_IMAGE_PIXELS = 2**24
+MAX_ARRAY_BYTES = 2**31
+
+#: Raster formats lbi opens, recognised by their first bytes (never by the file name): only
+#: decoders inside Pillow. Formats Pillow hands to external programs (EPS/PostScript ->
+#: Ghostscript) or that can hold scripts are never opened, whatever the extension says.
+_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"), (b"BM", "BMP"),
+    *((f"P{k}".encode(), "PPM") for k in range(1, 7)),  # Netpbm: PBM/PGM/PPM
+)
+_NPY_MAGIC = b"\x93NUMPY"
+IMAGE_FORMATS = "PNG, JPEG, TIFF, BMP, PGM/PPM or a .npy array"
+
+
+def _image_kind(p: Path) -> str:
+    """'PNG', 'JPEG', ..., or 'NPY' from the file's first bytes; DataFileError otherwise."""
+    with open(p, "rb") as fh:
+        head = fh.read(16)
+    if head.startswith(_NPY_MAGIC):
+        return "NPY"
+    for magic, kind in _IMAGE_MAGIC:
+        if head.startswith(magic) and (kind != "PPM" or head[2:3].isspace()):
+            return kind
+    what = ("PostScript/EPS, which lbi never opens (reading it would start an external "
+            "interpreter)" if head.lstrip().startswith((b"%!", b"\xc5\xd0\xd3\xc6"))
+            else "not an image format lbi reads")
+    raise DataFileError(f"{p} is {what}; give {IMAGE_FORMATS} (the format is recognised from "
+                        "the file's content, not its name)")
+
+
+def _require_file(path: str | os.PathLike[str], what: str) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataFileError(f"{what} {p} does not exist; check the path")
+    if p.is_dir():
+        raise DataFileError(f"{p} is a directory; give the {what} itself")
+    if p.stat().st_size == 0:
+        raise DataFileError(f"{what} {p} is empty (0 bytes); save or copy it again")
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as exc:  # e.g. permission denied: say so, not "truncated or corrupt" later
+        raise DataFileError(f"{what} {p} cannot be read ({exc.strerror or exc}); check its "
+                            "permissions (e.g. chmod u+r)") from exc
+    return p
+
+
+def _check_pixels(size: tuple[int, int]) -> None:
+    """Refuse an image whose header claims more pixels than lbi reads (before decoding)."""
+    width, height = size
+    if width * height > MAX_IMAGE_PIXELS:
+        raise DataFileError(f"its header claims {width} x {height} = {width * height:,} "
+                            f"pixels; lbi reads images of at most {MAX_IMAGE_PIXELS:,} pixels "
+                            "(4096 x 4096, far more than a network input; or the header is "
+                            "corrupt): downscale it first")
+
+
+def _check_npy_header(p: Path) -> None:
+    """Read only the .npy header and refuse what np.load would choke on or over-allocate.
+
+    Why: np.load allocates the array its header describes before reading the data, so a
+    damaged or malicious header (shape (100000, 100000, 100000)) would exhaust memory.
+    """
+    import numpy as np
+
+    fmt = np.lib.format
+    size = p.stat().st_size
+    with open(p, "rb") as fh:
+        magic = fh.read(len(fmt.MAGIC_PREFIX))
+        if magic[:2] == b"PK":
+            raise DataFileError(f"{p} is an .npz archive; give a single .npy array")
+        if magic != fmt.MAGIC_PREFIX:
+            raise DataFileError(f"{p} is not a .npy file (it does not start with the NumPy "
+                                "magic bytes); save the array with np.save(path, array)")
+        fh.seek(0)
+        readers = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+        try:
+            version = fmt.read_magic(fh)
+            if version not in readers:
+                raise ValueError(f"unsupported .npy format version {version}")
+            shape, _fortran, dtype = readers[version](fh)
+        except (ValueError, EOFError, SyntaxError) as exc:
+            raise DataFileError(f"{p} has a damaged .npy header ({exc}); save the array again "
+                                "with np.save(path, array)") from exc
+        data_bytes = size - fh.tell()
+    if dtype.hasobject:
+        raise DataFileError(f"{p}: it holds Python objects (a pickle), which lbi does not load; "
+                            "save a numeric array with np.save(path, array)")
+    if dtype.kind == "c":
+        raise DataFileError(f"{p} holds complex ({dtype}) data; lbi needs real numbers: save "
+                            "the real part or the magnitude (np.abs(a)) instead")
+    need = math.prod(shape) * dtype.itemsize
+    if need > data_bytes:
+        raise DataFileError(f"{p}: its header says shape {tuple(shape)} of {dtype} ({need:,} "
+                            f"bytes) but the file holds only {data_bytes:,} bytes of data; it is "
+                            "truncated or its header is damaged: save it again with np.save")
+    if need > MAX_ARRAY_BYTES:
+        raise DataFileError(f"{p} holds {need / 2**30:.1f} GiB (shape {tuple(shape)}); lbi reads "
+                            f"arrays of at most {MAX_ARRAY_BYTES / 2**30:g} GiB: give one sample "
+                            "or a smaller batch")
+
+
+def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None = None,
+               grayscale: bool = True) -> np.ndarray:
+    """Read PNG/JPEG/TIFF/BMP (via Pillow) into ``(1, C, H, W)`` float32 in [0, 1].
+
+    Integer images are divided by their type's maximum (8-bit: 255, 16-bit: 65535). Float
+    images already in [0, 1] are kept; other float images are min-max scaled into [0, 1]
+    because they carry no natural range. ``grayscale=True`` gives C = 1 (ITU-R 601 luma for
+    colour images); otherwise C = 3 for colour, 1 for grey. Alpha is dropped. The image is
+    resized (antialiased bilinear) only when ``size`` (int side or (H, W)) is given.
+    """
+    import numpy as np
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    from lbi_engine.limits import check_bytes
+
+    p = _require_file(path, "image file")
+    kind = _image_kind(p)
+    if kind == "NPY":
+        return _npy_as_image(p, size, grayscale)
+    try:
+        # formats=: Pillow may only use the decoder the content was recognised as
+        with Image.open(p, formats=[kind]) as im:
+            _check_pixels(im.size)  # from the header, before decoding allocates anything
+            bands = len(im.getbands())
+            # decoded pixels, float64 copies for conversion and scaling, a resized copy
+            check_bytes(im.size[0] * im.size[1] * bands * 8 * 4, f"image file {p} "
+                        f"({im.size[0]} x {im.size[1]} pixels, {bands} channel(s))",
+                        "downscale the image to about the network's input size first")
+            im.load()
+            arr = _pil_to_float(ImageOps.exif_transpose(im))  # the orientation a viewer shows
+    except Image.DecompressionBombError as exc:
+        raise DataFileError(f"image file {p} is too large to read ({exc}); lbi reads images of "
+                            f"at most {MAX_IMAGE_PIXELS:,} pixels: downscale it first") from exc
+    except UnidentifiedImageError as exc:
+        raise DataFileError(f"{p} is not an image Pillow can read; use PNG, JPEG, TIFF or BMP, "
+                            "or a .npy array") from exc
+    except DataFileError as exc:  # the pixels were read but are unusable: say which file
+        raise DataFileError(f"image file {p}: {exc}") from exc
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise DataFileError(f"image file {p} is truncated or corrupt ({exc}); save it "
+                            "again") from exc
+    if arr.ndim == 3 and grayscale:
+        if arr.shape[2] >= 3 and not (np.array_equal(arr[..., 0], arr[..., 1])
+                                      and np.array_equal(arr[..., 1], arr[..., 2])):
+            warnings.warn(f"{p}: a colour image was converted to grey (ITU-R 601 luma "
+                          "0.299 R + 0.587 G + 0.114 B), because the network takes one "
+                          "channel; convert it yourself to choose another mapping.",
+                          stacklevel=2)
+        arr = arr[..., :3] @ np.array([0.299, 0.587, 0.114]) if arr.shape[2] >= 3 else arr[..., 0]
+    elif arr.ndim == 3:
+        arr = arr[..., :3] if arr.shape[2] >= 3 else arr[..., 0]
+    chans = np.stack([arr] if arr.ndim == 2 else [arr[..., c] for c in range(arr.shape[2])])
+    if size is not None:
+        chans = resize_channels(chans, size, str(p))
+    return np.clip(chans, 0.0, 1.0).astype(np.float32)[None]
+
+
+def resize_channels(chans: np.ndarray, size: int | tuple[int, int], source: str) -> np.ndarray:
+    """``(C, H, W)`` resized to ``size`` (int side or (H, W)), channel by channel, bilinear with
+    Pillow's antialiasing (what torchvision's ``Resize`` does; torch's
+    ``interpolate(..., antialias=True)`` agrees to float32 rounding). Warns when the aspect
+    ratio changes."""
+    import numpy as np
+    from PIL import Image
+
+    hw = (int(size), int(size)) if isinstance(size, int) else (int(size[0]), int(size[1]))
+    if min(hw) < 1:
+        raise InputError(f"image size {size} must be positive")
+    h0, w0 = chans.shape[-2:]
+    if abs(h0 * hw[1] - w0 * hw[0]) > 0.01 * max(h0 * hw[1], w0 * hw[0]):
+        warnings.warn(f"{source}: the {w0} x {h0} image was resized to {hw[1]} x {hw[0]}, which "
+                      "changes its aspect ratio (it is stretched); crop it to that aspect "
+                      "ratio first to avoid this.", stacklevel=3)
+    return np.stack([np.asarray(Image.fromarray(c.astype(np.float32)).resize(
+        (hw[1], hw[0]), Image.Resampling.BILINEAR)) for c in chans])
+
+
+def _npy_as_image(p: Path, size: Any, grayscale: bool) -> np.ndarray:
+    """A .npy given as an image: read without pickles (read_array); (H, W) or (C, H, W)."""
+    import numpy as np
+
+    arr = read_array(p)  # header checked, no pickles, finite, float
+    a = arr[0] if arr.ndim >= 3 and arr.shape[0] == 1 else arr
+    if a.ndim == 2:
+        a = a[None]
+    if a.ndim != 3:
+        raise DataFileError(f"{p} has shape {tuple(arr.shape)}; an image array is (H, W) or "
+                            "(C, H, W)")
+    if grayscale and a.shape[0] > 1:
+        raise DataFileError(f"{p} has {a.shape[0]} channels; give a one-channel (H, W) array")
+    if size is not None:
+        a = resize_channels(a, size, str(p))
+    return np.clip(a, 0.0, 1.0).astype(np.float32)[None]
+
+
+def _pil_to_float(im: Any) -> np.ndarray:
+    """Pillow image -> float64 (H, W) or (H, W, C) in [0, 1]."""
+    import numpy as np
+
+    if im.mode in ("P", "PA", "1", "CMYK", "YCbCr", "LAB", "HSV", "LA"):
+        im = im.convert("RGBA" if im.mode in ("P", "PA") else
+                        "L" if im.mode in ("1", "LA") else "RGB")
+    arr = np.asarray(im)
+    if arr.dtype == np.uint8:
+        return arr / 255.0
+    if arr.dtype.kind in "ui":
+        if im.mode.startswith("I;16") or arr.max(initial=0) <= 65535:
+            return np.clip(arr.astype(np.float64), 0, 65535) / 65535.0
+        return arr.astype(np.float64) / float(np.iinfo(arr.dtype).max)
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise DataFileError("the float image contains NaN or infinite pixel values; replace "
+                            "them (e.g. np.nan_to_num) and save it again")
+    lo, hi = float(arr.min()), float(arr.max())
+    if lo >= 0.0 and hi <= 1.0:
+        return arr
+    return (arr - lo) / (hi - lo) if hi > lo else np.zeros_like(arr)
+
+
+def read_array(path: str | os.PathLike[str]) -> np.ndarray:
+    """Read a ``.npy`` array (never unpickling) as a float array with the file's shape.
+
+    uint8 is divided by 255 and uint16 by 65535 (image conventions); bool becomes 0/1; other
+    numbers are converted to float32 (float64 stays float64). Use :func:`as_batch` to fit
+    the result to a network's input shape.
+    """
+    import numpy as np
+
+    p = _require_file(path, "array file")
+    _check_npy_header(p)
+    try:
+        arr = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        msg = ("it holds Python objects (a pickle), which lbi does not load; save a numeric "
+               "array with np.save(path, array)") if "pickle" in str(exc) else \
+              f"it is not a valid .npy file ({exc}); save it with np.save"
+        raise DataFileError(f"{p}: {msg}") from exc
+    except (OSError, EOFError) as exc:
+        raise DataFileError(f"{p} is truncated or not a .npy file ({exc}); save it with "
+                            "np.save") from exc
+    if not isinstance(arr, np.ndarray):
+        raise DataFileError(f"{p} is an .npz archive; give a single .npy array")
+    if arr.dtype.kind not in "biuf":
+        raise DataFileError(f"{p} holds {arr.dtype} data; a numeric array is needed")
+    if arr.dtype == np.uint8:
+        arr = arr / np.float32(255)
+    elif arr.dtype == np.uint16:
+        arr = arr / np.float32(65535)
+    elif arr.dtype != np.float64:
+        arr = arr.astype(np.float32)
+    if not np.isfinite(arr).all():
+        raise DataFileError(f"{p} contains NaN or infinite values; clean the data first")
+    return np.ascontiguousarray(arr)
+
+
+_IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+def read_idx(path: str | os.PathLike[str], *, raw: bool = False) -> np.ndarray:
+    """Read an IDX file (the original MNIST format; ``.gz`` is detected by its magic bytes).
+
+    Default: 3-d uint8 files (images) become ``(N, 1, H, W)`` float32 in [0, 1], 1-d files
+    (labels) int64 ``(N,)``, anything else float32. ``raw=True``: the values as stored.
+    """
+    import numpy as np
+
+    p = _require_file(path, "IDX file")
+    data = p.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise DataFileError(f"{p} is a truncated or corrupt gzip file ({exc}); "
+                                "download or copy it again") from exc
+    if len(data) < 4 or data[:2] != b"\x00\x00" or data[2] not in _IDX_TYPES:
+        raise DataFileError(f"{p} is not an IDX file (bad magic number); expected MNIST-style "
+                            "*-idx3-ubyte / *-idx1-ubyte files")
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(data) < header:
+        raise DataFileError(f"{p}: IDX header is truncated; download or copy the file again")
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    dtype = np.dtype(_IDX_TYPES[data[2]])
+    need = math.prod(dims) * dtype.itemsize
+    if len(data) - header != need:
+        raise DataFileError(f"{p}: IDX header says {dims} ({need} bytes of data) but the file has "
+                            f"{len(data) - header}; it is truncated or corrupt")
+    arr = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
+    arr = arr.astype(dtype.newbyteorder("="))  # native byte order, and a writable copy
+    if raw:
+        return arr
+    if ndim == 1:
+        return arr.astype(np.int64)
+    if ndim == 3 and dtype.itemsize == 1 and dtype.kind == "u":
+        return (arr.astype(np.float32) / np.float32(255.0))[:, None]
+    return arr.astype(np.float32)
+
+
+def read_torchvision_folder(root: str | os.PathLike[str], name: str = "MNIST",
+                            train: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Images ``(N, 1, 28, 28)`` in [0, 1] and labels from a torchvision MNIST/FashionMNIST
+    folder that already exists on disk (torchvision's ``download=False``: nothing is fetched).
+
+    The raw IDX files in torchvision's layout ``ROOT/NAME/raw/{train,t10k}-*-ubyte[.gz]`` are
+    read directly; that is the same data torchvision uses, without its 5-second import.
+    ``root`` may also point at ``ROOT/NAME`` or ``ROOT/NAME/raw``.
+    """
+    if name not in ("MNIST", "FashionMNIST"):
+        raise InputError(f"dataset name {name!r} is not supported; use 'MNIST' or "
+                         "'FashionMNIST'")
+    base = Path(root).expanduser()
+    prefix = "train" if train else "t10k"
+    for raw in (base / name / "raw", base / "raw", base):
+        imgs = [raw / f"{prefix}-images-idx3-ubyte{ext}" for ext in ("", ".gz")]
+        labs = [raw / f"{prefix}-labels-idx1-ubyte{ext}" for ext in ("", ".gz")]
+        img = next((f for f in imgs if f.exists()), None)
+        lab = next((f for f in labs if f.exists()), None)
+        if img is not None and lab is not None:
+            images, labels = read_idx(img), read_idx(lab)
+            if images.shape[0] != labels.shape[0]:
+                raise DataFileError(f"{img} has {images.shape[0]} images but {lab} has "
+                                    f"{labels.shape[0]} labels; the folder is inconsistent")
+            return images, labels
+    raise DataFileError(
+        f"no {name} {'training' if train else 'test'} files under {base} (looked for "
+        f"{name}/raw/{prefix}-images-idx3-ubyte[.gz] and {prefix}-labels-idx1-ubyte[.gz]); lbi "
+        "never downloads: copy an existing torchvision data folder here, or use the bundled "
+        "MNIST subset (dataset 'mnist')")

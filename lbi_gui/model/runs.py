@@ -1,0 +1,267 @@
+"""Plain-data records of runs: curve points as they arrive, and finished runs for the table.
+
+No Qt here: these objects cross from the worker thread into the window, go into session files
+and into exports, so they hold numpy arrays and JSON-able values only.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lbi_gui.params import HOT_KEYS
+
+#: Scalar curve columns, in CSV order (per-layer Bregman terms follow as bregman_1..L).
+SCALARS = ("iteration", "objective", "reg_term", "discrepancy", "primal_residual",
+           "dual_residual", "psnr", "ssim", "elapsed")
+
+
+class CurveStore:
+    """Every reported curve point of one run, plus the warm-restart marks.
+
+    Appending is O(1); :meth:`arrays` converts once per change, so a 30 Hz redraw does not
+    rebuild arrays that did not change.
+    """
+
+    def __init__(self) -> None:
+        self._cols: dict[str, list[float]] = {k: [] for k in SCALARS}
+        self._bregman: list[list[float]] = []
+        self.restarts: list[tuple[int, str]] = []  # (iteration, what changed)
+        self._cache: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self._cols["iteration"])
+
+    def extend(self, points: list[dict[str, Any]]) -> None:
+        """Append points (dicts with the :data:`SCALARS` keys and ``bregman``: list of L)."""
+        for p in points:
+            for key in SCALARS:
+                v = p.get(key)
+                self._cols[key].append(math.nan if v is None else float(v))
+            self._bregman.append([float(b) for b in p.get("bregman", [])])
+        if points:
+            self._cache = None
+
+    def mark_restart(self, iteration: int, what: str) -> None:
+        self.restarts.append((int(iteration), str(what)))
+
+    @property
+    def last_iteration(self) -> int:
+        it = self._cols["iteration"]
+        return int(it[-1]) if it else 0
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Column arrays; ``bregman`` is (n, L), NaN-padded where L varied."""
+        if self._cache is None:
+            out = {k: np.asarray(v, dtype=np.float64) for k, v in self._cols.items()}
+            width = max((len(b) for b in self._bregman), default=0)
+            breg = np.full((len(self._bregman), width), np.nan)
+            for i, row in enumerate(self._bregman):
+                breg[i, : len(row)] = row
+            out["bregman"] = breg
+            self._cache = out
+        return self._cache
+
+    def to_csv(self) -> str:
+        """The curves as CSV text (header, one line per reported iteration)."""
+        arr = self.arrays()
+        n_layers = arr["bregman"].shape[1]
+        header = list(SCALARS) + [f"bregman_{i + 1}" for i in range(n_layers)]
+        table = np.column_stack([arr[k] for k in SCALARS] + [arr["bregman"]]) if len(self) \
+            else np.zeros((0, len(header)))
+        buf = io.StringIO()
+        buf.write(",".join(header) + "\n")
+        for row in table:
+            buf.write(",".join(_fmt(v) for v in row) + "\n")
+        return buf.getvalue()
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Arrays for a session file (restarts included as an int array)."""
+        out = dict(self.arrays())
+        out["restart_iterations"] = np.asarray([r[0] for r in self.restarts], dtype=np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], restart_notes: list[str]) -> CurveStore:
+        """Rebuild from :meth:`to_arrays` output (inverse used by session loading)."""
+        store = cls()
+        n = len(arrays["iteration"])
+        for key in SCALARS:
+            store._cols[key] = [float(v) for v in np.asarray(arrays[key]).reshape(n)]
+        breg = np.asarray(arrays["bregman"]).reshape(n, -1)
+        store._bregman = [[float(v) for v in row] for row in breg]  # NaN = not reported
+        its = [int(v) for v in np.asarray(arrays.get("restart_iterations", []))]
+        notes = list(restart_notes) + [""] * max(0, len(its) - len(restart_notes))
+        store.restarts = list(zip(its, notes[: len(its)], strict=True))
+        return store
+
+
+def _fmt(v: float) -> str:
+    if math.isnan(v):
+        return ""
+    if float(v).is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return repr(float(v))
+
+
+@dataclass
+class RunResult:
+    """A finished run: what was asked, what came out, and how it got there."""
+
+    run_id: int
+    request: dict[str, Any]  # InversionRequest.to_dict() of the last segment
+    stop_reason: str
+    iterations: int
+    elapsed: float
+    metrics: dict[str, Any]
+    x_raw: np.ndarray  # network-space result, one sample
+    x_display: np.ndarray  # display space (H, W) or (C, H, W)
+    curves: CurveStore = field(default_factory=CurveStore)
+    decoder_psnr: float | None = None
+    user_action: str | None = None  # "stop" | "finish" | None (not saved)
+    #: (first iteration, request) of each segment between warm restarts.
+    segments: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    #: The ground truth of the run's own problem (display space), None without one: a run
+    #: shown from the table is compared with its own truth, not the current network's.
+    truth: np.ndarray | None = None
+    #: The run's problem as result.json describes it (name, sha256, shapes, layers, decoder)
+    #: and what ``lbi invert`` writes beside the reconstruction (see lbi_gui.export).
+    network: dict[str, Any] = field(default_factory=dict)
+    preprocessing: dict[str, Any] = field(default_factory=dict)
+    decoder: np.ndarray | None = None
+    #: The user's free-text note; words starting with '#' are tags (see :attr:`tags`).
+    notes: str = ""
+
+    @property
+    def tags(self) -> list[str]:
+        """The note's words that start with '#', without trailing punctuation
+        (e.g. "#baseline, good" -> ["#baseline"])."""
+        words = (w.rstrip(",;.:!?") for w in self.notes.split())
+        return [w for w in words if w.startswith("#") and len(w) > 1]
+
+    @property
+    def label(self) -> str:
+        r = self.request
+        alpha = r.get("alpha", 0)
+        shown = "auto" if alpha == "auto" else f"{float(alpha):.3g}"
+        return f"#{self.run_id} {r.get('method')} α={shown}"
+
+    def table_row(self) -> dict[str, Any]:
+        """Columns of the run table (parameters, then final metrics)."""
+        r, m = self.request, self.metrics
+        method, alpha = r.get("method"), r.get("alpha")
+        if method == "auto" and m.get("method_run"):
+            method = f"auto: {m['method_run']}"  # what auto ran, as result.json says
+        if alpha == "auto" and m.get("alpha") is not None:
+            alpha = float(m["alpha"])  # the α auto chose (a number, so the column sorts)
+        return {
+            "run": self.run_id,
+            "network": _network_name(r),
+            "method": method,
+            "regulariser": r.get("regulariser"),
+            "alpha": alpha,
+            "noise": r.get("noise_std"),
+            "sample": _sample_name(r),
+            "iterations": self.iterations,
+            "time [s]": self.elapsed,
+            "stop": self.stop_reason,
+            "restarts": len(self.curves.restarts),
+            "segments": self.segments_text(),
+            "PSNR": m.get("psnr"),
+            "SSIM": m.get("ssim"),
+            "decoder PSNR": self.decoder_psnr,
+            "discrepancy": m.get("discrepancy"),
+            "objective": m.get("objective"),
+            "notes": self.notes,
+        }
+
+    def segments_text(self) -> str:
+        """The settings of each segment, e.g. "k 0: α 0.009; k 120: α 0.02" ("—": one)."""
+        if len(self.segments) < 2:
+            return "—"
+        keys = sorted({k for _, req in self.segments for k in HOT_KEYS
+                       if req.get(k) != self.segments[0][1].get(k)})
+        parts = []
+        for start, req in self.segments:
+            settings = ", ".join(f"{_NAMES.get(k, k)} {_cell_value(req.get(k))}" for k in keys)
+            parts.append(f"k {start}: {settings}")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON part of a session entry (arrays go to the npz, see :meth:`arrays`)."""
+        return {
+            "run_id": self.run_id, "request": self.request, "stop_reason": self.stop_reason,
+            "iterations": self.iterations, "elapsed": self.elapsed,
+            "metrics": _jsonable(self.metrics), "decoder_psnr": self.decoder_psnr,
+            "restart_notes": [note for _, note in self.curves.restarts],
+            "segments": [[int(k), req] for k, req in self.segments],
+            "network": self.network, "preprocessing": self.preprocessing,
+            "notes": self.notes,
+        }
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out = {"x_raw": np.asarray(self.x_raw), "x_display": np.asarray(self.x_display)}
+        if self.truth is not None:
+            out["truth"] = np.asarray(self.truth)
+        if self.decoder is not None:
+            out["decoder"] = np.asarray(self.decoder)
+        out.update({f"curve_{k}": v for k, v in self.curves.to_arrays().items()})
+        return out
+
+    @classmethod
+    def from_parts(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> RunResult:
+        curve_arrays = {k[len("curve_"):]: v for k, v in arrays.items() if k.startswith("curve_")}
+        curves = CurveStore.from_arrays(curve_arrays, meta.get("restart_notes", []))
+        notes = meta.get("notes", "")  # sessions written before notes existed have none
+        if not isinstance(notes, str):
+            raise TypeError(f"run {meta.get('run_id')!r}: notes={notes!r} is not text")
+        return cls(run_id=int(meta["run_id"]), request=dict(meta["request"]),
+                   stop_reason=str(meta["stop_reason"]), iterations=int(meta["iterations"]),
+                   elapsed=float(meta["elapsed"]), metrics=dict(meta["metrics"]),
+                   x_raw=np.asarray(arrays["x_raw"]), x_display=np.asarray(arrays["x_display"]),
+                   curves=curves, decoder_psnr=meta.get("decoder_psnr"),
+                   segments=[(int(k), dict(req)) for k, req in meta.get("segments", [])],
+                   truth=np.asarray(arrays["truth"]) if "truth" in arrays else None,
+                   network=dict(meta.get("network") or {}),
+                   preprocessing=dict(meta.get("preprocessing") or {}),
+                   decoder=np.asarray(arrays["decoder"]) if "decoder" in arrays else None,
+                   notes=notes)
+
+
+_NAMES = {"alpha": "α", "noise_std": "noise", "layer_alphas": "α per layer"}
+
+
+def _cell_value(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def _network_name(r: dict[str, Any]) -> str:
+    """A zoo name as it is, a file by its name."""
+    net = str(r.get("network") or "")
+    return net.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _sample_name(r: dict[str, Any]) -> str:
+    if r.get("image"):
+        return str(r["image"]).rsplit("/", 1)[-1]
+    if r.get("data"):
+        return "y: " + str(r["data"]).rsplit("/", 1)[-1]
+    return f"{r.get('dataset')}/{r.get('split')}/{r.get('index')}"
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    """Metric values as plain floats/str (numpy scalars and 1-element arrays unwrapped)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, np.ndarray) and v.size == 1:
+            v = v.reshape(()).item()
+        elif isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        out[k] = v if isinstance(v, (int, float, str, bool, type(None), list)) else str(v)
+    return out
