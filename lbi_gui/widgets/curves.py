@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.runs import CurveStore
+from lbi_gui.widgets.curve_legend import add_legend, place_legend, subscript, tighten
 from lbi_gui.widgets.curve_overlay import Overlay, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
@@ -28,43 +29,6 @@ MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
-#: Legend entries per row: two rows hold αR and three layers' Bregman terms.
-LEGEND_COLUMNS = 2
-_SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
-
-
-def _tighten(legend: pg.LegendItem) -> None:
-    """Labels without the text document's 4-px margin: rows as tall as the text."""
-    for _sample, label in legend.items:
-        if label.item.document().documentMargin() != 0:
-            label.item.document().setDocumentMargin(0)
-            label.setText(label.text)  # recomputes the label's size from the tighter text
-    # the rows keep their old height until the layout runs again in a geometry that does
-    # not stretch them: shrink, lay out, then let the legend size itself to its rows
-    legend.setGeometry(0, 0, 1, 1)
-    legend.layout.activate()
-    legend.updateSize()
-
-
-class CompactSample(pg.ItemSample):
-    """A legend sample 14 × 8 px instead of pyqtgraph's 20 × 20: the rows are then as tall as
-    their 7-pt text, and four entries fit in a plot of the minimum height (defect 13 of
-    issue #20: the legend covered half of a small plot). A click still hides the curve."""
-
-    def __init__(self, item: pg.GraphicsObject) -> None:
-        super().__init__(item)
-        self.setFixedWidth(14)  # the layout reads these, not boundingRect
-        self.setFixedHeight(8)
-
-    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 - Qt override
-        return QtCore.QRectF(0, 0, 14, 8)
-
-    def paint(self, p: QtGui.QPainter, *args: object) -> None:
-        p.setPen(pg.mkPen(self.item.opts["pen"]) if self.item.isVisible()
-                 else pg.mkPen("#bbbbbb", style=QtCore.Qt.PenStyle.DotLine))
-        p.drawLine(QtCore.QPointF(0, 4), QtCore.QPointF(14, 4))
-
-
 class LogAxis(pg.AxisItem):
     """A log axis that labels decades only (plus 2 and 5 when less than two decades show).
 
@@ -150,13 +114,8 @@ class CurvesPanel(QtWidgets.QWidget):
             self.plots[key] = plot
         self._log = {key: log for key, _t, log in specs}
         self.lines: dict[str, pg.PlotDataItem] = {}
-        # Lower left: the terms and residuals fall from their first values, so that corner
-        # of a log plot stays empty (the top right holds the rising αR and early residuals).
-        legend_terms, legend_res = (
-            self.plots[key].addLegend(offset=(4, -4), labelTextSize="7pt",
-                                      sampleType=CompactSample, colCount=LEGEND_COLUMNS,
-                                      horSpacing=6)
-            for key in ("terms", "residuals"))
+        # Each legend moves to the corner where it covers the fewest points (_place_legends).
+        legend_terms, legend_res = (add_legend(self.plots[key]) for key in ("terms", "residuals"))
         self._add("objective", "objective", "#d62728")
         self._add("terms", "reg_term", "#ff7f0e", name="αR")
         self._add("psnr", "psnr", "#1f77b4", name="inversion")
@@ -165,11 +124,10 @@ class CurvesPanel(QtWidgets.QWidget):
         self._add("residuals", "dual_residual", "#d62728", name="dual")
         self._add("ssim", "ssim", "#9467bd")
         self._legends = (legend_terms, legend_res)
-        for legend in self._legends:  # small and see-through: curves stay readable beneath
-            legend.setBrush(pg.mkBrush(255, 255, 255, 190))
-            legend.layout.setVerticalSpacing(0)
-            legend.layout.setContentsMargins(2, 0, 2, 0)
-            _tighten(legend)
+        for legend in self._legends:  # now that they hold their entries
+            tighten(legend)
+        for key in ("terms", "residuals"):
+            self.plots[key].vb.sigRangeChanged.connect(self._place_legends)
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
@@ -275,10 +233,10 @@ class CurvesPanel(QtWidgets.QWidget):
         self.layer_lines = [
             self.plots["terms"].plot([], [], pen=pg.mkPen(LAYER_COLOURS[i % len(LAYER_COLOURS)],
                                                           width=1.3),
-                                     name=f"B{str(i + 1).translate(_SUBSCRIPTS)}",
+                                     name=f"B{subscript(i + 1)}",
                                      connect="finite")
             for i in range(n)]
-        _tighten(self._legends[0])
+        tighten(self._legends[0])
 
     # ---- updates -------------------------------------------------------------------------
     def update_curves(self, store: CurveStore, live_until: int | None = None) -> None:
@@ -310,6 +268,11 @@ class CurvesPanel(QtWidgets.QWidget):
             self._release_ranges()
         else:  # the expected end is an iteration: no cap on a time axis
             self._hold_ranges(it, shown, live_until if self.x_key == "iteration" else 1e300)
+        self._place_legends()
+
+    def _place_legends(self, *_args: object) -> None:
+        for key, legend in zip(("terms", "residuals"), self._legends, strict=True):
+            place_legend(self.plots[key], legend)
 
     def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
                      live_until: int) -> None:
