@@ -108,8 +108,8 @@ def _zero_pad(m: nn.ZeroPad2d, s: Shape) -> Shape | None:
 
 
 def _adaptive(m: nn.AdaptiveAvgPool2d, s: Shape) -> Shape | None:
-    size = m.output_size
-    hw = (size, size) if isinstance(size, int) else tuple(size)
+    size: Any = m.output_size  # int, or a pair whose entries may be None (keep that size)
+    hw = (size, size) if isinstance(size, int) else tuple(size or ())
     if len(s) != 4 or len(hw) != 2:
         return None
     out = tuple(s[2 + i] if v is None else v for i, v in enumerate(hw))

@@ -21,7 +21,7 @@ def guide_path() -> Path | None:
         from lbi_engine.resource_files import resources_dir
 
         roots.append(resources_dir())
-    except Exception:  # noqa: BLE001 - no resources: the dialog says the guide is missing
+    except Exception:
         pass
     for root in roots:
         path = root / "docs" / GUIDE_NAME

@@ -43,7 +43,7 @@ def prestart(warm_request: dict[str, Any] | None = None) -> bool:
         proc = ctx.Process(target=_child_entry, args=(child_conn, warm_request), daemon=True,
                            name="lbi-engine")
         proc.start()
-    except Exception as exc:  # noqa: BLE001 - the host reports a child that cannot start
+    except Exception as exc:
         print(f"lbi-gui: the engine process could not be started early ({exc})",
               file=sys.stderr)
         return False

@@ -54,14 +54,14 @@ class Warmup:
 
             eng = engine_bridge.load_full_engine()
             self.steps.append("engine")
-        except BaseException:  # noqa: BLE001 - the boot job imports again and reports it
+        except BaseException:
             pass
         finally:
             self.engine_ready.set()
         try:
             if eng is not None and self.request is not None and not self._skip.is_set():
                 self._warm_problem(eng)
-        except BaseException:  # noqa: BLE001 - the real job prepares again and reports it
+        except BaseException:
             pass
         finally:
             self.done.set()

@@ -48,7 +48,7 @@ class CompactSample(pg.ItemSample):
         self.setFixedWidth(14)  # the layout reads these, not boundingRect
         self.setFixedHeight(8)
 
-    def boundingRect(self) -> QtCore.QRectF:  # noqa: N802 - Qt override
+    def boundingRect(self) -> QtCore.QRectF:
         return QtCore.QRectF(0, 0, 14, 8)
 
     def paint(self, p: QtGui.QPainter, *args: object) -> None:
