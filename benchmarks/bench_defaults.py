@@ -181,6 +181,7 @@ def stop_study(quick: bool) -> list[str]:
     import torch
 
     from lbi_engine import data, noise
+    from lbi_engine import feature_prior as fp
     from lbi_engine.errors import InputError
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
@@ -199,9 +200,15 @@ def stop_study(quick: bool) -> list[str]:
             np.asarray(data.get_sample(dataset, split, i)).reshape(1, *shape))),
             dtype=torch.float32) for i in samples])
         for std, alpha in alphas.items():
-            y = torch.cat([noise.make_noisy_data(enc, xs[k:k + 1], std, seed=0).y_delta
-                           for k in range(len(samples))])
-            problem = InversionProblem(enc, y, make_regulariser("tv"), alpha, x_true=xs)
+            noisy = [noise.make_noisy_data(enc, xs[k:k + 1], std, seed=0)
+                     for k in range(len(samples))]
+            y = torch.cat([d.y_delta for d in noisy])
+            delta = torch.cat([d.noise_norm for d in noisy])  # layer-wise weighs by it
+            # the learned feature prior shipped beside a zoo network (layer-wise needs it on
+            # several layers; the other methods ignore it)
+            priors = fp.zoo_feature_priors(net) if len(enc.layers) > 1 else None
+            problem = InversionProblem(enc, y, make_regulariser("tv"), alpha, x_true=xs,
+                                       delta=delta, feature_priors=priors)
             for method in methods:
                 if quick and method == "backprop":
                     continue  # the Adam baseline runs to the cap (see the section's note)

@@ -327,9 +327,9 @@ def iterate(
                      report_every=request.report_every)
 
     # Layer-wise chooses its input stage's alpha itself when the noise level is known
-    # (SolverOptions.input_alpha, discrepancy principle): no outer path then.
+    # (SolverOptions.input_alpha, quasi-optimality or discrepancy): no outer path then.
     delegated = request.method == "layerwise" and request.noise_std_known() is not None \
-        and request.solver_options().input_alpha == "discrepancy"
+        and request.solver_options().input_alpha != "given"
     if request.alpha == "auto" and alpha is None and request.method != "landweber" \
             and not delegated:
 

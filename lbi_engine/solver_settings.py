@@ -116,9 +116,11 @@ class SolverOptions:
     layer_tikhonov: beta/2 ||x_l||^2 added to the layer-wise stages' learned feature priors
         (default 0: the Gaussian prior already makes every stage well-posed; docs/LAYERWISE.md).
     inner_max_iter: iteration cap of each intermediate stage of the layer-wise method.
-    input_alpha: the layer-wise input stage's alpha: ``"discrepancy"`` (default: the largest
-        alpha whose result reproduces the code to eta times the noise level, when it is
-        known) or ``"given"`` (the run's alpha).
+    input_alpha: the layer-wise input stage's alpha when the noise level is known:
+        ``"quasi-optimality"`` (default: the first local minimum of ||x_k - x_{k+1}|| on a
+        geometric search, lbi_engine/solvers/_stage_alpha.py says why), ``"discrepancy"``
+        (the largest alpha whose result reproduces the code to eta times the noise level) or
+        ``"given"`` (the run's alpha).
     anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the
         input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
     """
@@ -132,7 +134,7 @@ class SolverOptions:
     tv_smoothing: float = 1e-3
     layer_tikhonov: float = 0.0
     inner_max_iter: int | None = None
-    input_alpha: str = "discrepancy"
+    input_alpha: str = "quasi-optimality"
     anderson: int = 0
 
     def __post_init__(self) -> None:
@@ -158,8 +160,9 @@ class SolverOptions:
             raise InputError(f"tv_smoothing={self.tv_smoothing}: must be > 0 (e.g. 1e-3).")
         if not (isinstance(self.anderson, int) and 0 <= self.anderson <= 50):
             raise InputError(f"anderson={self.anderson!r}: give a memory between 0 (off) and 50.")
-        if self.input_alpha not in ("discrepancy", "given"):
-            raise InputError(f"input_alpha={self.input_alpha!r}: use 'discrepancy' or 'given'.")
+        if self.input_alpha not in ("quasi-optimality", "discrepancy", "given"):
+            raise InputError(f"input_alpha={self.input_alpha!r}: use 'quasi-optimality', "
+                             "'discrepancy' or 'given'.")
         if not (self.layer_tikhonov >= 0 and math.isfinite(self.layer_tikhonov)):
             raise InputError(f"layer_tikhonov={self.layer_tikhonov}: must be >= 0.")
 

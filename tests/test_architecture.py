@@ -185,3 +185,16 @@ def test_gui_model_runs_without_qt_or_torch_loaded():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_engine_tests_mirror_the_engine_packages() -> None:
+    """tests/engine/<name>/ holds the tests of lbi_engine/<name>/ (issue #15): a test folder
+    without its package is a misplaced test, a package without a folder an untested room."""
+    root = Path(__file__).resolve().parent.parent
+    tests = {p.name for p in (root / "tests" / "engine").iterdir()
+             if p.is_dir() and (p / "__init__.py").exists()}
+    packages = {p.name for p in (root / "lbi_engine").iterdir()
+                if p.is_dir() and (p / "__init__.py").exists()}
+    assert tests <= packages, sorted(tests - packages)
+    # tested elsewhere: cli/ in tests/cli, experiments/ and results/ through the CLI and GUI
+    assert packages - tests <= {"cli", "experiments", "results"}, sorted(packages - tests)

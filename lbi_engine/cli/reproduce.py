@@ -23,10 +23,10 @@ experiments (MATH.md Sec. 9 has the exact specifications and the paper's ambigui
   mnist-perceptron  perceptron autoencoder: 5 train (alpha 5e-3) + 5 val (alpha 5e-2) digits:
                     ground truth, decoder, inversion, PSNRs
   mnist-cnn         convolutional autoencoder, joint method, alpha 9e-3, <= 1500 iterations
-  noise             noise std on the code 0.33 .. 0: PSNR of decoder and of the inversion
-                    (alpha picked per level from a log grid in [1e-4, 1e-2]), delta^2 per level
-  convergence       a-priori rule alpha(delta) with an exact source condition: symmetric
-                    Bregman distance against delta (log-log, O(delta)), fitted slope
+  noise             noise std on the code 0.33 .. 0: PSNR of the decoder, of the inversion at
+                    the best alpha of a wide grid (0.56 .. 1e-4) and at alpha auto; delta^2
+  convergence       a-priori rule alpha(delta), TV prior with an exact source condition:
+                    symmetric Bregman distance against delta (log-log, O(delta)), fitted slope
   all               every experiment, each in its own subfolder of --out, plus index.md
 """
 

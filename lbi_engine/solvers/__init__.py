@@ -7,8 +7,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
 
 from lbi_engine.errors import InputError
+from lbi_engine.protocols import Problem
 from lbi_engine.solver_settings import DESCRIPTIONS
 from lbi_engine.solvers.backprop import run_backprop
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule, final
@@ -18,17 +22,22 @@ from lbi_engine.solvers.layerwise import run_layerwise
 from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.pdhg import run_pdhg
 
+if TYPE_CHECKING:
+    import numpy as np
 
-def run_one_layer(*args: object) -> Iterator[IterateRecord]:
+
+def run_one_layer(problem: Problem, stop: StopRule, options: SolverOptions,
+                  init: dict[str, Any] | None, cancel: CancelToken | None,
+                  report_every: int) -> Iterator[IterateRecord]:
     """Method ``one-layer`` (alias ``pdhg``): the one-layer problem by the fastest exact
     solver that applies (accelerated proximal gradient for TV, else Condat–Vũ PDHG; see
     SolverOptions.steps). The old name ``pdhg`` misled: by default it runs FISTA."""
-    for record in run_pdhg(*args):
+    for record in run_pdhg(problem, stop, options, init, cancel, report_every):
         record.method = "one-layer"
         yield record
 
 
-def resolve_method(method: str, problem: object) -> str:
+def resolve_method(method: str, problem: Problem) -> str:
     """The method a request runs: ``auto`` is ``one-layer`` for one lifted layer (the
     accelerated solver) and ``joint`` for several; ``pdhg`` is an alias of ``one-layer``."""
     if method == "auto":
@@ -36,7 +45,7 @@ def resolve_method(method: str, problem: object) -> str:
     return "one-layer" if method == "pdhg" else method
 
 
-def run_auto(problem: object, *args: object) -> Iterator[IterateRecord]:
+def run_auto(problem: Problem, *args: Any) -> Iterator[IterateRecord]:
     """Method ``auto``: see :func:`resolve_method`; records name the method that ran."""
     return METHODS[resolve_method("auto", problem)](problem, *args)
 
@@ -52,12 +61,12 @@ METHODS: dict[str, Callable[..., Iterator[IterateRecord]]] = {
 }
 
 def solve(
-    problem: object,
+    problem: Problem,
     method: str = "auto",
     *,
     stop: StopRule | None = None,
-    options: SolverOptions | dict | None = None,
-    init: dict | None = None,
+    options: SolverOptions | dict[str, Any] | None = None,
+    init: dict[str, Any] | None = None,
     cancel: CancelToken | None = None,
     report_every: int = 10,
 ) -> Iterator[IterateRecord]:
@@ -75,12 +84,12 @@ def solve(
     return METHODS[method](problem, stop or StopRule(), options, init, cancel, report_every)
 
 
-def warm_start(record: IterateRecord | dict, problem: object) -> dict:
+def warm_start(record: IterateRecord | dict[str, Any], problem: Problem) -> dict[str, Any]:
     """The state of a record (or its ``to_numpy()`` dict) as ``init`` for a new run."""
     import numpy as np
     import torch
 
-    def tensor(value: object) -> object:
+    def tensor(value: Tensor | np.ndarray | None) -> Tensor | None:
         if value is None:
             return None
         if isinstance(value, np.ndarray):
@@ -89,7 +98,7 @@ def warm_start(record: IterateRecord | dict, problem: object) -> dict:
 
     data = record.to_numpy() if isinstance(record, IterateRecord) else record
     extras = data.get("extras") or {}
-    init = {"x": tensor(data["x"]), "iteration": int(data["iteration"])}
+    init: dict[str, Any] = {"x": tensor(data["x"]), "iteration": int(data["iteration"])}
     aux = [tensor(a) for a in data.get("aux") or []]
     if aux and len(aux) == problem.depth - 1:
         init["aux"] = aux

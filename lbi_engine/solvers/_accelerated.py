@@ -35,11 +35,15 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
+from typing import Any
 
 import torch
+from numpy.typing import DTypeLike
 from torch import Tensor
 
 from lbi_engine.finite_differences import DivAdd, GradInto, zero_unused
+from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TotalVariation
 from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, sigma_inplace
 from lbi_engine.solvers._monitor import RunMonitor
@@ -53,7 +57,7 @@ PRIMAL = 0.99  # tau = PRIMAL / L: FISTA needs tau <= 1/L, 1 % for power-iterati
 _TINY = 1e-12
 
 
-def supported(problem: object, options: SolverOptions, fixed_data: bool) -> bool:
+def supported(problem: Problem, options: SolverOptions, fixed_data: bool) -> bool:
     """Whether :class:`AcceleratedBlock` handles this run (else: Condat–Vũ).
 
     ``steps="auto"`` takes it only where the prox runs compiled (CPU with numba): its torch
@@ -76,7 +80,7 @@ class AcceleratedBlock:
     """FISTA state for one lifted layer (same interface as PrimalDualBlock)."""
 
     def __init__(
-        self, layer: object, problem: object, options: SolverOptions, x: Tensor,
+        self, layer: Layer, problem: Problem, options: SolverOptions, x: Tensor,
         z: Tensor | None = None, momentum: tuple[Tensor, Tensor] | None = None,
     ) -> None:
         """``momentum``: (x_{k-1}, [t_k; beta_k]) from :attr:`momentum_state` of an earlier
@@ -96,16 +100,19 @@ class AcceleratedBlock:
         self.inner_steps = 0
         self.image_shape = img = tuple(self.reg.image_shape)
         self._eps = torch.finfo(x.dtype).eps
-        like = dict(dtype=x.dtype, device=x.device)
+        dtype, device = x.dtype, x.device
         self._cur = 0
         self._x = [x.detach().clone().contiguous(), x.detach().clone().contiguous()]
         self._y, self._v, self._u, self._d = (torch.empty_like(self._x[0]) for _ in range(4))
         field = (b, 2, *img)
-        self._p = torch.zeros(field, **like)
+        self._p = torch.zeros(field, dtype=dtype, device=device)
         if z is not None:
             self._p.copy_(z.reshape(field))
-        self._pp, self._q, self._pn, self._g = (torch.zeros(field, **like) for _ in range(4))
+        self._pp, self._q, self._pn, self._g = (
+            torch.zeros(field, dtype=dtype, device=device) for _ in range(4))
         inner = self.reg.inner
+        if not isinstance(inner, TotalVariation):  # supported() admits TV only
+            raise TypeError(f"the accelerated block handles TV, not {inner.name!r}")
         self._isotropic = inner.isotropic
         self._lo, self._hi = float(inner.lo), float(inner.hi)  # +-inf: no box
         self._boxed = inner.constrained
@@ -115,8 +122,8 @@ class AcceleratedBlock:
         self._div_q = DivAdd(self._q, self._u, img)
         self._div_pp = DivAdd(self._pp, self._u, img)
         self._grad_u = GradInto(self._u, self._g, img)
-        self._t = torch.ones(b, **like)  # FISTA's t_k per sample
-        self._beta = torch.zeros(b, **like)
+        self._t = torch.ones(b, dtype=dtype, device=device)  # FISTA's t_k per sample
+        self._beta = torch.zeros(b, dtype=dtype, device=device)
         if momentum is not None:
             self._x[1].copy_(momentum[0].reshape(x.shape))
             self._t.copy_(momentum[1][0])
@@ -124,7 +131,7 @@ class AcceleratedBlock:
         self._beta_x = self._beta.view(-1, *([1] * (x.dim() - 1)))
         self._sigma_ = sigma_inplace(self.activation)
         self._dense = dense_matrix(self.affine)
-        self._data = None
+        self._data: Tensor | None = None
         with torch.no_grad():
             a0 = self._forward(self._x[0])
             a1 = a0.clone() if momentum is None else self._forward(self._x[1])
@@ -241,6 +248,7 @@ class AcceleratedBlock:
 
     def _prox_compiled(self, monitor: RunMonitor) -> None:
         """The same prox as :meth:`_prox`, one compiled call (``_fgp_kernel.fgp_prox``)."""
+        assert self._kernel is not None  # step() calls this only with a kernel
         self._pp.copy_(self._p)
         v, y, u = self._np
         active = monitor.active.numpy()
@@ -341,7 +349,7 @@ class AcceleratedBlock:
         return res / grad_f.reshape(batch, -1).norm(dim=1).clamp_min(1e-12)
 
 
-def _warm_up(kernel: object, dtype: object, isotropic: bool) -> None:
+def _warm_up(kernel: Callable[..., Any], dtype: DTypeLike, isotropic: bool) -> None:
     """Compiles (or loads from numba's cache) the kernel for this dtype on a 2x2 image, so
     that the first iteration, which the run's stopwatch counts, does not pay for it."""
     import numpy as np
@@ -358,7 +366,7 @@ def _test_due(j: int) -> bool:
     return j >= 1 and ((j - 1) % CHECK_EVERY == 0 or j == INNER_MAX)
 
 
-def _compiled_prox() -> object | None:
+def _compiled_prox() -> Callable[..., Any] | None:
     """``_fgp_kernel.fgp_prox`` where numba imports, else None (torch path).
     ``LBI_NO_NUMBA=1`` forces the torch path (tests, and machines where numba misbehaves)."""
     if os.environ.get("LBI_NO_NUMBA"):

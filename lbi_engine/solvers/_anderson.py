@@ -25,8 +25,11 @@ least-squares systems are solved in float64 with NumPy (a LAPACK call through to
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 import torch
+from torch import Tensor
 
 WINDOW = 20  # memory restart period (iterations); a multiple of the default report period
 D_ENV = 1e6  # envelope constant (as Zhang et al.): binds only on pathological runs
@@ -34,16 +37,32 @@ EPS = 1e-6
 REG = 1e-8  # Tikhonov regularisation of the Gram matrix, relative to its mean diagonal
 
 
+class MixedBlock(Protocol):
+    """What Anderson mixing reads and calls of its ``_primal_dual.PrimalDualBlock`` (a
+    protocol, not that class: ``_primal_dual`` imports this module)."""
+
+    batch: int
+    use_dual: bool
+    tau_x: float
+    tau_z: float
+    _x: list[Tensor]  # the iterate slots x[k]
+    _xp: list[Tensor]  # per slot k: (2, B, *x_shape), the iterate and the change into it
+    _zp: list[Tensor]  # the same for the dual (empty without one)
+
+    def _project(self, k: int) -> None: ...
+
+
 class Anderson:
     """Anderson mixing state for one PrimalDualBlock (buffers and views made once)."""
 
-    def __init__(self, block: object, memory: int) -> None:
+    def __init__(self, block: MixedBlock, memory: int) -> None:
         self.m = m = int(memory)
         batch = block.batch
         parts = 2 if block.use_dual else 1
         slots = [[block._xp[k]] + ([block._zp[k]] if block.use_dual else []) for k in (0, 1)]
         like = block._x[0]
-        self._g, self._c = [], []  # per part: [dG | g_prev] (B, m+1, N) and dU + dG (B, m, N)
+        self._g: list[Tensor] = []  # per part: [dG | g_prev] (B, m+1, N) and dU + dG (B, m, N)
+        self._c: list[Tensor] = []
         for part in slots[0]:
             n = part[0][0].numel()
             self._g.append(torch.zeros(batch, m + 1, n, dtype=like.dtype, device=like.device))
@@ -71,7 +90,7 @@ class Anderson:
         self._prev_res = None
         self._last_mixed[:] = False
 
-    def apply(self, block: object, cur: int, nxt: int, iteration: int) -> None:
+    def apply(self, block: MixedBlock, cur: int, nxt: int, iteration: int) -> None:
         """Called after T wrote T(u) into slot nxt (its change g in the pair's second half)."""
         if iteration % WINDOW == 0:
             self.restart()

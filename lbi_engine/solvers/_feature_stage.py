@@ -12,9 +12,15 @@ O'Donoghue–Candès per sample (monotone enough in practice, no extra product w
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+from lbi_engine.protocols import Activation, Layer, Problem
+
+if TYPE_CHECKING:  # the solvers get priors from the problem, they never load them
+    from lbi_engine.feature_prior import GaussianFeaturePrior
 
 
 def _per_sample(v: Tensor, like: Tensor) -> Tensor:
@@ -24,7 +30,7 @@ def _per_sample(v: Tensor, like: Tensor) -> Tensor:
 class GaussianStage:
     """FISTA state for one stage; ``weight`` is per sample, (B,)."""
 
-    def __init__(self, layer: object, below: object, prior: object, data: Tensor,
+    def __init__(self, layer: Layer, below: Activation, prior: GaussianFeaturePrior, data: Tensor,
                  weight: Tensor, beta: float, step_scale: float, x0: Tensor) -> None:
         self.layer, self.below, self.prior = layer, below, prior
         self.data, self.beta = data, float(beta)
@@ -75,7 +81,7 @@ class GaussianStage:
         return {"bregman": bregman, "reg": reg, "discrepancy": discrepancy.norm(dim=1)}
 
 
-def noise_std_estimate(problem: object) -> Tensor | None:
+def noise_std_estimate(problem: Problem) -> Tensor | None:
     """Per-sample std of the code noise, ||y_delta - y|| / sqrt(m), from ``problem.delta``."""
     if problem.delta is None:
         return None
@@ -90,16 +96,17 @@ def noise_std_estimate(problem: object) -> Tensor | None:
 RELATIVE_FLOOR = 1e-2
 
 
-def stage_weights(problem: object) -> tuple[list[Tensor], str]:
+def stage_weights(problem: Problem) -> tuple[list[Tensor], str]:
     """The weight of the prior of every auxiliary variable x_1 .. x_{L-1}, per sample.
 
     ``problem.layer_alphas`` when given; else sigma^2 (Bayes: the negative log posterior
     ||.||^2 / (2 sigma^2) + R, times sigma^2) with sigma from the noise level.
     """
     depth, batch = problem.depth, problem.batch
-    like = dict(dtype=problem.dtype, device=problem.device)
+    dtype, device = problem.dtype, problem.device
     if problem.layer_alphas is not None:
-        return ([torch.full((batch,), float(a), **like) for a in problem.layer_alphas],
+        return ([torch.full((batch,), float(a), dtype=dtype, device=device)
+                 for a in problem.layer_alphas],
                 "given (layer_alphas)")
     std = noise_std_estimate(problem)
     if std is None:

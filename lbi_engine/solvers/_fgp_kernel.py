@@ -15,21 +15,31 @@ Imports numba (about 1 s) and compiles on the first call: import only when about
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numba
 import numpy as np
+
+if TYPE_CHECKING:  # generic only in numba's stubs, not at run time
+    from numba.core.dispatcher import Dispatcher
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # Fast-math without "nnan"/"ninf": a diverging run must still produce NaN/inf for the
 # divergence test, and the gap comparisons must see them.
 _FAST = {"reassoc", "nsz", "arcp", "contract", "afn"}
 
 
-def _jit(fastmath: bool = False) -> object:
+def _jit(fastmath: bool = False) -> Callable[[_F], Dispatcher[_F]]:
     """njit with numba's on-disk cache where a cache directory is usable, without it
-    otherwise (a read-only install: numba raises at decoration when no locator works)."""
-    flags = _FAST if fastmath else False
+    otherwise (a read-only install: numba raises at decoration when no locator works).
 
-    def decorate(func: object) -> object:
+    The kernels are left unannotated on purpose: numba types them from each call's arguments
+    (float32 or float64 arrays), and mypy does not check unannotated bodies."""
+    flags: bool | set[str] = _FAST if fastmath else False
+
+    def decorate(func: _F) -> Dispatcher[_F]:
         try:
             return numba.njit(cache=True, nogil=True, fastmath=flags)(func)
         except RuntimeError:
@@ -39,7 +49,7 @@ def _jit(fastmath: bool = False) -> object:
 
 
 @_jit()
-def _div_into(v, p, lam, u, lo, hi):  # noqa: ANN001, ANN202
+def _div_into(v, p, lam, u, lo, hi):
     """u = clip(v + lam div p, lo, hi) (the box of TV + box; +-inf: none)."""
     lead, h, w = v.shape
     for c in range(lead):
@@ -58,7 +68,7 @@ def _div_into(v, p, lam, u, lo, hi):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _gap_parts(u, y, p, iso):  # noqa: ANN001, ANN202
+def _gap_parts(u, y, p, iso):
     """(TV(u), <grad u, p>, ||u - y||^2), accumulated in float64."""
     lead, h, w = u.shape
     tv = 0.0
@@ -83,7 +93,7 @@ def _gap_parts(u, y, p, iso):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _fgp_step(u, q, pp, step, mom, iso, g):  # noqa: ANN001, ANN202
+def _fgp_step(u, q, pp, step, mom, iso, g):
     """pn = proj(q + step grad u); q = pn + mom (pn - pp); pp = pn (u = v + lam div q)."""
     lead, h, w = u.shape
     for i in range(h):
@@ -110,7 +120,7 @@ def _fgp_step(u, q, pp, step, mom, iso, g):  # noqa: ANN001, ANN202
 
 
 @_jit(fastmath=True)
-def _div_row(v, p, lam, u, i, lo, hi):  # noqa: ANN001, ANN202
+def _div_row(v, p, lam, u, i, lo, hi):
     """Row i of u = clip(v + lam div p, lo, hi) for one channel (relies on the zero unused
     entries)."""
     w = v.shape[2]
@@ -129,14 +139,14 @@ def _div_row(v, p, lam, u, i, lo, hi):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _div_into1(v, p, lam, u, lo, hi):  # noqa: ANN001, ANN202
+def _div_into1(v, p, lam, u, lo, hi):
     """u = clip(v + lam div p, lo, hi) for one channel."""
     for i in range(v.shape[1]):
         _div_row(v, p, lam, u, i, lo, hi)
 
 
 @_jit(fastmath=True)
-def _gap_parts1(u, y, p, iso):  # noqa: ANN001, ANN202
+def _gap_parts1(u, y, p, iso):
     """_gap_parts for one channel, row by row without branches inside (vectorises)."""
     h, w = u.shape[1], u.shape[2]
     tv = 0.0
@@ -161,7 +171,7 @@ def _gap_parts1(u, y, p, iso):  # noqa: ANN001, ANN202
 
 
 @_jit(fastmath=True)
-def _row_iso(ur, un, a0, a1, b0, b1, st, mo, n):  # noqa: ANN001, ANN202
+def _row_iso(ur, un, a0, a1, b0, b1, st, mo, n):
     """Interior of a row, isotropic: pn = ball(q + st grad u); q = pn + mo (pn - pp)."""
     one = ur.dtype.type(1.0)
     for j in range(n):
@@ -177,7 +187,7 @@ def _row_iso(ur, un, a0, a1, b0, b1, st, mo, n):  # noqa: ANN001, ANN202
 
 
 @_jit(fastmath=True)
-def _row_aniso(ur, un, a0, a1, b0, b1, st, mo, n):  # noqa: ANN001, ANN202
+def _row_aniso(ur, un, a0, a1, b0, b1, st, mo, n):
     """Interior of a row, anisotropic: pn = clip(q + st grad u, -1, 1)."""
     one = ur.dtype.type(1.0)
     for j in range(n):
@@ -190,7 +200,7 @@ def _row_aniso(ur, un, a0, a1, b0, b1, st, mo, n):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _step_row(u, q, pp, step, mom, iso, i):  # noqa: ANN001, ANN202
+def _step_row(u, q, pp, step, mom, iso, i):
     """Row i of the FGP step for one channel. The interior is a branch-free loop over 1-D
     slices in the arrays' dtype (it vectorises: 3-4x faster than the general loop); the last
     column (no horizontal difference) follows. On the last row un = ur, so the vertical
@@ -214,7 +224,7 @@ def _step_row(u, q, pp, step, mom, iso, i):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _fused1(v, u, q, pp, lam, step, mom, iso, lo, hi):  # noqa: ANN001, ANN202
+def _fused1(v, u, q, pp, lam, step, mom, iso, lo, hi):
     """u = clip(v + lam div q), then the FGP step, in one sweep: u's row i+1 is made (from
     q's rows i and i+1, still old) just before the step overwrites q's row i."""
     h = v.shape[1]
@@ -226,7 +236,7 @@ def _fused1(v, u, q, pp, lam, step, mom, iso, lo, hi):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_every,  # noqa: ANN001, ANN201, E501
+def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_every,
              lo, hi):
     """For each active sample b: FGP on the dual of min_{lo <= u <= hi} 0.5||u - v_b||^2 +
     lam TV(u) (Beck & Teboulle 2009, constrained TV; lo, hi = -inf, inf: no box) from p_b

@@ -13,19 +13,27 @@ from __future__ import annotations
 import importlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from lbi_engine import protocols
+from lbi_engine.activations import Clip
 from lbi_engine.operators import ComposedMap, LinearMap, ReshapeMap
 from lbi_engine.regularisers import GradientTikhonov, Regulariser, TotalVariation
+
+if TYPE_CHECKING:  # imported at run time only when a kernel is about to be used (numba)
+    from lbi_engine.solvers._tv_kernels import PrimalDualKernel
 
 Plan = Callable[[float, float], None]
 
 
 # -- regulariser: prox of the dual part h* --------------------------------------------------------
-def dual_prox_plan(reg: object, p: Tensor) -> Plan:
+def dual_prox_plan(reg: protocols.Regulariser, p: Tensor) -> Plan:
     """``p <- prox_{step h*}(p)`` in place for a fixed dual buffer p ``(B, 2, *image_shape)``."""
     if isinstance(reg, TotalVariation) and not reg.isotropic:
 
@@ -67,7 +75,7 @@ def _pixel_ball_plan(p: Tensor) -> Plan:
 
 
 # -- regulariser: prox of the primal part (g and the box) -----------------------------------------
-def primal_prox_plan(reg: object, x: Tensor) -> Plan | None:
+def primal_prox_plan(reg: protocols.Regulariser, x: Tensor) -> Plan | None:
     """``x <- prox_{step alpha g}(x)`` in place; None when it is the identity (nothing to do).
 
     ``x`` is viewed with the regulariser's image shape by the caller when that matters (only
@@ -83,7 +91,7 @@ def primal_prox_plan(reg: object, x: Tensor) -> Plan | None:
     return generic
 
 
-def box_plan(reg: object, x: Tensor) -> Plan | None:
+def box_plan(reg: protocols.Regulariser, x: Tensor) -> Plan | None:
     """``x <- clip(x, lo, hi)`` in place for the regulariser's interval constraint, or None."""
     if not getattr(reg, "constrained", False):
         return None
@@ -97,25 +105,26 @@ def box_plan(reg: object, x: Tensor) -> Plan | None:
 
 
 # -- activation ----------------------------------------------------------------------------------
-def sigma_inplace(activation: object) -> Callable[[Tensor], object]:
+def sigma_inplace(activation: protocols.Activation) -> Callable[[Tensor], object]:
     """``a <- sigma(a)`` in place for the common activations, else sigma plus a copy."""
     name = getattr(activation, "name", "")
     if name == "relu":
         return lambda a: a.clamp_min_(0)
     if name == "identity":
         return lambda a: None
-    if name == "clip":
+    if name == "clip" and isinstance(activation, Clip):  # (every "clip" is a Clip)
         lo, hi = activation.lo, activation.hi
         return lambda a: a.clamp_(min=lo, max=hi)
     return lambda a: a.copy_(activation.sigma(a))
 
 
 # -- affine map ----------------------------------------------------------------------------------
-def dense_matrix(affine: object) -> tuple[Tensor, Tensor | None] | None:
+def dense_matrix(affine: protocols.Operator) -> tuple[Tensor, Tensor | None] | None:
     """(W, b) when the map is one matrix on flattened samples: a Linear on flat input, possibly
     between reshapes. Then W x + b and W^T r are one GEMM each (addmm fuses the bias and,
     for the gradient step, the update x - tau W^T r)."""
-    maps = affine.maps if isinstance(affine, ComposedMap) else [affine]
+    maps: Sequence[protocols.Operator] = (
+        affine.maps if isinstance(affine, ComposedMap) else [affine])
     linears = [m for m in maps if isinstance(m, LinearMap)]
     if len(linears) != 1 or any(not isinstance(m, (LinearMap, ReshapeMap)) for m in maps):
         return None
@@ -150,6 +159,11 @@ def fused_tv_mode() -> str:
     return {"0": "off", "1": "on"}.get(value, "auto")
 
 
+# x_old, step, x_new, z_old, z_new, dz, norms: the arguments of PrimalDualKernel.__call__
+_KernelArgs = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                    np.ndarray]
+
+
 class FusedTV:
     """Everything of one PDHG step past the products with W, for TV / gradient-Tikhonov on
     CPU: ``dx += tau_x alpha div z``, ``x+ = clip(x + dx)``,
@@ -161,20 +175,20 @@ class FusedTV:
     (2, B, 2, *image_shape): ``self(cur)`` reads slot cur and writes slot 1 - cur, as the torch
     path does; returns the sum of the norms (finite iff every value written is)."""
 
-    def __init__(self, kernels: object, kernel: object, xp: list[Tensor], zp: list[Tensor],
-                 image_shape: tuple[int, ...]) -> None:
+    def __init__(self, kernels: ModuleType, kernel: PrimalDualKernel, xp: list[Tensor],
+                 zp: list[Tensor], image_shape: tuple[int, ...]) -> None:
         h, w = int(image_shape[-2]), int(image_shape[-1])
         batch = xp[0].shape[1]
         image, field = (batch, -1, h, w), (batch, 2, -1, h, w)
         self.norms = torch.zeros(batch, 4, dtype=torch.float64)
         norms = self.norms.numpy()
-        self._args = []
+        self._args: list[_KernelArgs] = []
         for cur in (0, 1):
             old, new = xp[cur].numpy(), xp[1 - cur].numpy()
             z_old, z_new = zp[cur].numpy(), zp[1 - cur].numpy()
-            args = (old[0].reshape(image), new[1].reshape(image), new[0].reshape(image),
-                    z_old[0].reshape(field), z_new[0].reshape(field), z_new[1].reshape(field),
-                    norms)
+            args: _KernelArgs = (
+                old[0].reshape(image), new[1].reshape(image), new[0].reshape(image),
+                z_old[0].reshape(field), z_new[0].reshape(field), z_new[1].reshape(field), norms)
             kernels.PrimalDualKernel.check(*args)
             self._args.append(args)
         self._kernel = kernel
@@ -183,8 +197,9 @@ class FusedTV:
         return self._kernel(*self._args[cur])
 
 
-def fused_tv_plan(reg: object, xp: list[Tensor], zp: list[Tensor], image_shape: tuple[int, ...],
-                  tau_x: float, tau_z: float, alpha: float, store_dz: bool) -> FusedTV | None:
+def fused_tv_plan(reg: protocols.Regulariser, xp: list[Tensor], zp: list[Tensor],
+                  image_shape: tuple[int, ...], tau_x: float, tau_z: float, alpha: float,
+                  store_dz: bool) -> FusedTV | None:
     """The fused step for these buffers, or None where it does not apply or does not pay:
     another regulariser or a primal prox other than the box, not on the CPU, not
     float32/float64, numba missing or failing, ``LBI_FUSED_TV=0``, or (auto) a small problem.
@@ -204,7 +219,7 @@ def fused_tv_plan(reg: object, xp: list[Tensor], zp: list[Tensor], image_shape: 
         kernels = importlib.import_module("lbi_engine.solvers._tv_kernels")
         numpy_dtype = x.numpy().dtype
         kernels.warm_up(numpy_dtype, ("fused",))
-    except Exception:  # noqa: BLE001 - no numba, or it fails here: the torch path is exact too
+    except Exception:  # no numba, or it fails here: the torch path is exact too
         return None
     if isinstance(reg, GradientTikhonov):
         kind, shrink = kernels.KIND_SHRINK, 1.0 + tau_z * alpha

@@ -7,10 +7,12 @@ all methods stop, cancel and report identically.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from lbi_engine.protocols import Problem
 from lbi_engine.solvers.base import (
     CancelToken,
     IterateRecord,
@@ -39,7 +41,7 @@ class RunMonitor:
 
     def __init__(
         self,
-        problem: object,
+        problem: Problem,
         method: str,
         stop: StopRule,
         cancel: CancelToken | None,
@@ -63,11 +65,11 @@ class RunMonitor:
         self.watch = Stopwatch()
         self.first_objective: Tensor | None = None
         self.stage = ""
-        self.extras: dict = {}
+        self.extras: dict[str, Any] = {}
         # The problem's dtype, so that every record's residuals share one dtype.
-        inf = dict(device=problem.device, dtype=problem.dtype)
-        self._last_dx = torch.full((batch,), math.inf, **inf)
-        self._last_dz = torch.full((batch,), math.inf, **inf)
+        device, dtype = problem.device, problem.dtype
+        self._last_dx = torch.full((batch,), math.inf, device=device, dtype=dtype)
+        self._last_dz = torch.full((batch,), math.inf, device=device, dtype=dtype)
         # (iteration, objective) of the reports of this stage, for the objective rule
         self._history: list[tuple[int, Tensor]] = []
         self._history_start = self.start_iteration
@@ -265,11 +267,11 @@ class RunMonitor:
         return rec
 
 
-def _ssim(problem: object, x: Tensor) -> Tensor | None:
+def _ssim(problem: Problem, x: Tensor) -> Tensor | None:
     from lbi_engine import metrics
 
-    shape = problem.image_shape
-    if shape is None:
+    shape, x_true = problem.image_shape, problem.x_true
+    if shape is None or x_true is None:
         return None
     import numpy as np
 
@@ -280,6 +282,6 @@ def _ssim(problem: object, x: Tensor) -> Tensor | None:
     with np.errstate(over="ignore", invalid="ignore"):
         return metrics.ssim(
             x.reshape(batch, *shape) + offset,
-            problem.x_true.reshape(batch, *shape) + offset,
+            x_true.reshape(batch, *shape) + offset,
             data_range=problem.data_range,
         )

@@ -24,14 +24,18 @@ callers that keep them must clone (the run monitor's records do).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from lbi_engine.finite_differences import DivAdd, GradInto, zero_unused
+from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import GradientTikhonov, TotalVariation
 from lbi_engine.solvers._anderson import Anderson
 from lbi_engine.solvers._inplace import (
+    FusedTV,
+    Plan,
     box_plan,
     dense_matrix,
     dual_prox_plan,
@@ -52,8 +56,8 @@ class PrimalDualBlock:
 
     def __init__(
         self,
-        layer: object,
-        problem: object,
+        layer: Layer,
+        problem: Problem,
         options: SolverOptions,
         x: Tensor,
         z: Tensor | None = None,
@@ -106,8 +110,9 @@ class PrimalDualBlock:
         self._xp = [pair(tuple(x.shape[1:])) for _ in range(2)]
         self._x = [p[0] for p in self._xp]
         self._x[0].copy_(x)
+        self._zp: list[Tensor] = []  # the dual's slots: none without a dual part
+        self._z: list[Tensor] = []
         if not self.use_dual:
-            self._z = None
             return
         inner = getattr(self.reg, "inner", None)
         self.image_shape = tuple(getattr(self.reg, "image_shape", x.shape[1:]))
@@ -123,11 +128,11 @@ class PrimalDualBlock:
         self._xbar = torch.empty_like(self._x[0])
 
     def _build_plans(self) -> None:
-        inner = getattr(self.reg, "inner", self.reg)
+        inner = self.reg.inner  # the regulariser itself, on images
         image = getattr(self.reg, "image_shape", None)
         self._sigma_ = sigma_inplace(self.activation)
         dense = dense_matrix(self.affine)
-        self._gemm = None
+        self._gemm: tuple[Tensor, Tensor, Tensor | None] | None = None
         self._data: Tensor | None = None
         if dense is not None:
             weight, bias = dense
@@ -138,8 +143,8 @@ class PrimalDualBlock:
             self._dxf = [p[1].view(self.batch, -1) for p in self._xp]
         self._prox_x = [primal_prox_plan(inner, _img(t, image)) for t in self._x]
         self._box_x = [box_plan(inner, t) for t in self._x]
-        self._ball_z = [None, None]
-        self._fused = None
+        self._ball_z: Sequence[Plan | None] = (None, None)
+        self._fused: FusedTV | None = None
         if not self.use_dual:
             return
         self._prox_z = [dual_prox_plan(inner, t) for t in self._z]
@@ -239,7 +244,8 @@ class PrimalDualBlock:
         if self._fused is not None and self._aa is None:  # the kernel's norms (float64)
             # a copy: the kernel rewrites its buffer next step, the monitor keeps dx, dz
             norms = self._fused.norms.to(self._x[0].dtype, copy=True).T
-            nx, nz, total = norms[0:2], norms[2:4], self._fused_total
+            nx, nz = norms[0:2], norms[2:4]
+            total: float | Tensor = self._fused_total
         else:
             # (2, B): ||new||, ||new - old|| per sample, for x and for z
             nx = torch.linalg.vector_norm(self._xp[nxt].view(2, batch, -1), dim=2)
@@ -269,10 +275,11 @@ class PrimalDualBlock:
     def _project(self, k: int) -> None:
         """Slot k back into the feasible set (box for x, dual ball for TV's z) after a
         mixing step; prox steps with g != 0 are not repeated (they are not projections)."""
-        if self._box_x[k] is not None:
-            self._box_x[k](self.tau_x, self.alpha)
-        if self._ball_z[k] is not None:
-            self._ball_z[k](self.tau_z, self.alpha)
+        box, ball = self._box_x[k], self._ball_z[k]
+        if box is not None:
+            box(self.tau_x, self.alpha)
+        if ball is not None:
+            ball(self.tau_z, self.alpha)
 
     def _freeze(self, active: Tensor, cur: int, nxt: int) -> None:
         """Stopped samples keep their previous iterate."""
@@ -287,9 +294,9 @@ class PrimalDualBlock:
     def optimality(self, data: Tensor) -> Tensor:
         """Per-sample fixed-point residual ||x - prox(x - tau(grad f + alpha K^T z))|| / tau,
         relative to ||grad f||: zero exactly at a saddle point."""
-        x = self.x
+        x, z = self.x, self.z  # z is None iff there is no dual part
         grad_f = self.affine.adjoint(self.activation.sigma(self.affine.apply(x)) - data)
-        grad = grad_f + self.alpha * self.reg.KT(self.z) if self.use_dual else grad_f
+        grad = grad_f + self.alpha * self.reg.KT(z) if z is not None else grad_f
         moved = self.reg.prox_primal(x - self.tau_x * grad, self.tau_x, self.alpha)
         batch = x.shape[0]
         res = (x - moved).reshape(batch, -1).norm(dim=1) / self.tau_x

@@ -1,20 +1,36 @@
-"""alpha of the input stage of the layer-wise method by the discrepancy principle.
+"""alpha of the input stage of the layer-wise method, when the noise level is known.
 
-The input stage solves min_x B_{Psi_1}(x_1^est, W_1 x + b_1) + alpha R(x). Its alpha is the
-one whose result reproduces the measured code to the noise level: the largest alpha with
+The input stage solves min_x B_{Psi_1}(x_1^est, W_1 x + b_1) + alpha R(x) with data x_1^est,
+the features the earlier stages estimated. Two rules (``SolverOptions.input_alpha``):
+
+``quasi-optimality`` (default): solves on a geometric search (factor 3) from
+alpha = 0.9 down, each warm-started from the previous one, until the quasi-optimality
+function ||x_k - x_{k+1}|| between neighbours has its first local minimum; alpha is the
+geometric mean of that pair (the step measures the middle of its interval). The first local
+minimum, not the global one: the capped solves at small alpha move little, which makes
+spurious small steps there (Raus & Haemarik 2018: the global minimiser of the
+quasi-optimality function can fail, one of its local minimisers is good).
+
+Why not the discrepancy principle on the code: its premise, that the residual of a good
+alpha is the noise, fails here. The residual ||f(x_alpha) - y_delta|| also carries the earlier
+stages' error, which at low noise is as large as the noise or larger, so the alpha that meets
+eta delta fits that error. ``python -m benchmarks.bench_layerwise_alpha`` measures both
+rules against a grid of input-stage alphas on ``mnist-cnn-ae`` (validation digits; the rule
+was designed on training digits 800 and 2400; numbers in docs/LAYERWISE.md).
+
+``discrepancy``: the largest alpha with
 
     mean_i ||f(x_alpha)_i - y_delta_i|| / delta_i  <=  eta           (Morozov)
 
-found by a geometric search (factor 3) from alpha = 0.1, warm-starting each solve from the
-previous one, then one log-linear interpolation between the bracketing values. Every solve
-is the ``pdhg`` method on the one-layer sub-problem (its accelerated default where it applies),
-capped at ``SEARCH_ITER`` iterations: the discrepancy settles long before the iterate does.
+found by a geometric search (factor 3) from alpha = 0.1, then one log-linear interpolation
+between the bracketing values. When the chain cannot reproduce the code to eta delta at any
+alpha, the ratio saturates as alpha decreases; the search stops at the saturation (less than
+``SATURATION`` relative decrease per factor 3), adds two alphas above its start and falls back
+to quasi-optimality among the alphas tried.
 
-When the chain of estimates cannot reproduce the code to eta delta at any alpha (the
-intermediate stages' error is then larger than the noise), the ratio saturates as alpha
-decreases; the search stops at the saturation (less than ``SATURATION`` relative decrease per
-factor 3) and takes the largest alpha within eta times the smallest ratio seen, instead of
-driving alpha to 0. The search uses at most ``budget`` iterations in all.
+Every solve is the ``pdhg`` method on the one-layer sub-problem (its accelerated default where
+it applies), capped at ``SEARCH_ITER`` iterations. The search uses at most ``budget``
+iterations in all.
 """
 
 from __future__ import annotations
@@ -57,7 +73,8 @@ def sub_problem(problem: object, data: Tensor, alpha: float) -> object:
 
 def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, options: object,
                  x0: Tensor, tol: float, cancel: CancelToken | None, budget: int,
-                 time_budget: float | None = None) -> AlphaSearch:
+                 time_budget: float | None = None, rule: str = "quasi-optimality"
+                 ) -> AlphaSearch:
     from lbi_engine.solvers.pdhg import run_pdhg
 
     state = {"x": x0, "dual": None}
@@ -90,6 +107,16 @@ def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, optio
         return value
 
     try:
+        if rule == "quasi-optimality":
+            alpha = START * FACTOR * FACTOR
+            ratio(alpha)
+            while alpha / FACTOR >= LOWEST:
+                alpha /= FACTOR
+                ratio(alpha)
+                steps = _steps(results)
+                if len(steps) >= 2 and steps[-2] <= steps[-1]:
+                    break
+            return _quasi_optimal(results, used, trail, saturated=False)
         alpha = START
         r = ratio(alpha)
         if r <= eta:  # go up while the data are still reproduced
@@ -104,6 +131,9 @@ def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, optio
                 hi, alpha, previous = alpha, alpha / FACTOR, r
                 r = ratio(alpha)
                 if r > eta and r > (1.0 - SATURATION) * previous:  # saturated: see above
+                    state["x"], state["dual"] = results[START][1], results[START][2]
+                    for above in (START * FACTOR, START * FACTOR * FACTOR):
+                        ratio(above)
                     return _saturated(results, eta, used, trail)
             lo = alpha
         r_lo, r_hi = results[lo][0], results[hi][0]
@@ -129,11 +159,31 @@ def search_alpha(problem: object, data: Tensor, delta: Tensor, eta: float, optio
 
 
 def _saturated(results: dict, eta: float, used: int, trail: list) -> AlphaSearch:
-    """The largest alpha tried whose ratio is within eta of the smallest ratio seen."""
+    """eta delta out of reach: quasi-optimality among the alphas tried (module docstring);
+    otherwise (a budget cut) the largest alpha tried whose ratio is within eta."""
     floor = min(value for value, _, _ in results.values())
-    alpha = max(a for a, (value, _, _) in results.items() if value <= eta * max(floor, 1.0))
+    if floor > eta and len(results) >= 2:
+        return _quasi_optimal(results, used, trail, saturated=True)
+    else:
+        alpha = max(a for a, (value, _, _) in results.items() if value <= eta * max(floor, 1.0))
     _, x, dual = results[alpha]
     return AlphaSearch(alpha, x, dual, used, trail, saturated=floor > eta)
+
+
+def _steps(results: dict) -> list[float]:
+    """||x_k - x_{k+1}|| between neighbouring alphas tried, from the largest down."""
+    xs = [results[a][1].reshape(-1).double() for a in sorted(results, reverse=True)]
+    return [float((b - a).norm()) for a, b in zip(xs[:-1], xs[1:], strict=True)]
+
+
+def _quasi_optimal(results: dict, used: int, trail: list, saturated: bool) -> AlphaSearch:
+    """The first local minimum of the quasi-optimality function from the largest alpha down;
+    alpha the geometric mean of its pair, the warm start the pair's smaller alpha's result."""
+    alphas, steps = sorted(results, reverse=True), _steps(results)
+    k = next((k for k in range(len(steps) - 1) if steps[k] <= steps[k + 1]), len(steps) - 1)
+    near = alphas[k + 1]
+    _, x, dual = results[near]
+    return AlphaSearch(math.sqrt(alphas[k] * near), x, dual, used, trail, saturated=saturated)
 
 
 class _Cancelled(Exception):

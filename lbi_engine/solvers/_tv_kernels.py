@@ -38,16 +38,24 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numba
 import numpy as np
+from numpy.typing import DTypeLike
+
+if TYPE_CHECKING:  # generic only in numba's stubs, not at run time
+    from numba.core.dispatcher import Dispatcher
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 KIND_ISO = 0
 KIND_ANISO = 1
 KIND_SHRINK = 2
 
 
-def _jit(fastmath: bool | set = False) -> object:
+def _jit(fastmath: bool | set[str] = False) -> Callable[[_F], Dispatcher[_F]]:
     """Decorator: njit with the on-disk cache when a cache directory is usable, without it
     otherwise (a read-only install, a frozen app): numba raises at decoration if no cache
     locator works.
@@ -55,14 +63,17 @@ def _jit(fastmath: bool | set = False) -> object:
     ``error_model="numpy"``: IEEE division (x / 0 = inf, as torch) instead of Python's
     ZeroDivisionError check, whose branch kept the division loops from vectorising (4x).
     ``fastmath=False`` (default): no reassociation or contraction, so float64 rounds as the
-    torch path does."""
-    options = dict(nogil=True, fastmath=fastmath, error_model="numpy")
+    torch path does.
 
-    def decorate(func: object) -> object:
+    The kernels themselves are left unannotated on purpose: numba types them from the
+    arguments of each call (float32 or float64 arrays), and mypy does not check the bodies of
+    unannotated functions; a call to a kernel is checked against its parameter count."""
+
+    def decorate(func: _F) -> Dispatcher[_F]:
         try:
-            return numba.njit(cache=True, **options)(func)
+            return numba.njit(cache=True, nogil=True, fastmath=fastmath, error_model="numpy")(func)
         except RuntimeError:
-            return numba.njit(cache=False, **options)(func)
+            return numba.njit(cache=False, nogil=True, fastmath=fastmath, error_model="numpy")(func)
 
     return decorate
 
@@ -72,7 +83,7 @@ def _jit(fastmath: bool | set = False) -> object:
 _SCALE_X, _SCALE_Z, _LO, _HI, _SHRINK, _THETA, _ZERO, _ONE = range(8)
 
 
-def _consts(dtype: object, primal_scale: float, dual_scale: float, lo: float, hi: float,
+def _consts(dtype: DTypeLike, primal_scale: float, dual_scale: float, lo: float, hi: float,
             shrink: float, theta: float) -> np.ndarray:
     """The kernels' scalars as an array of the images' dtype (see _SCALE_X ...)."""
     return np.array([primal_scale, dual_scale, lo, hi, shrink, theta, 0.0, 1.0], dtype=dtype)
@@ -81,7 +92,7 @@ def _consts(dtype: object, primal_scale: float, dual_scale: float, lo: float, hi
 # Only a norm's sum may be reassociated (its order is not part of the iterates): that lets the
 # loop vectorise; every other kernel keeps IEEE order.
 @_jit(fastmath={"reassoc"})
-def _sumsq(a, zero):  # noqa: ANN001, ANN202
+def _sumsq(a, zero):
     """sum_j a[j]^2 of a 1-D array: in a's dtype over blocks of 256 (float32: 8-lane vectors,
     no conversions; a few partial sums per lane, so the rounding stays ~1e-7 relative), the
     blocks summed in float64. ``zero``: 0 of a's dtype."""
@@ -96,7 +107,7 @@ def _sumsq(a, zero):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _primal_sample(x_old, step, x_new, z, b, k, clip, norms):  # noqa: ANN001, ANN202
+def _primal_sample(x_old, step, x_new, z, b, k, clip, norms):
     """Sample b: step += scale div z, x_new = clip(x_old + step); squared norms of x_new and
     step added to norms[b, 0:2].
 
@@ -145,7 +156,7 @@ def _primal_sample(x_old, step, x_new, z, b, k, clip, norms):  # noqa: ANN001, A
 
 
 @_jit()
-def _prox1(v, kind, one, shrink):  # noqa: ANN001, ANN202
+def _prox1(v, kind, one, shrink):
     """The componentwise dual proxes (anisotropic TV: clip to [-1, 1], NaN kept; gradient-
     Tikhonov: divide); isotropic TV couples components and is done by the caller."""
     if kind == KIND_ANISO:
@@ -157,7 +168,7 @@ def _prox1(v, kind, one, shrink):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _dual_sample(xa, xb, z_old, z_new, dz, b, k, kind, store_dz, norms, xbar, scratch,  # noqa: ANN001, ANN202
+def _dual_sample(xa, xb, z_old, z_new, dz, b, k, kind, store_dz, norms, xbar, scratch,
                  inner):
     """Sample b: z_new = proj(z_old + scale grad(xa + theta xb)), dz = z_new - z_old (if
     store_dz); squared norms of z_new and dz added to norms[b, 2:4].
@@ -235,7 +246,7 @@ def _dual_sample(xa, xb, z_old, z_new, dz, b, k, kind, store_dz, norms, xbar, sc
 
 
 @_jit()
-def _work_space(x):  # noqa: ANN001, ANN202
+def _work_space(x):
     """Scratch for _dual_sample: xbar (L, H W + W) zero-padded, scratch (2, H W), and the
     mask of pixels that have a right neighbour."""
     lead, width = x.shape[1], x.shape[3]
@@ -248,7 +259,7 @@ def _work_space(x):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _finish(norms, b, first, last):  # noqa: ANN001, ANN202
+def _finish(norms, b, first, last):
     """norms[b, k] = sqrt(norms[b, k]) for k in [first, last); returns their sum."""
     total = 0.0
     for k in range(first, last):
@@ -258,7 +269,7 @@ def _finish(norms, b, first, last):  # noqa: ANN001, ANN202
 
 
 @_jit()
-def _primal_kernel(x_old, step, x_new, z, norms, k, clip):  # noqa: ANN001, ANN202
+def _primal_kernel(x_old, step, x_new, z, norms, k, clip):
     total = 0.0
     for b in range(x_old.shape[0]):
         norms[b, 0:2] = 0.0
@@ -268,7 +279,7 @@ def _primal_kernel(x_old, step, x_new, z, norms, k, clip):  # noqa: ANN001, ANN2
 
 
 @_jit()
-def _dual_kernel(xa, xb, z_old, z_new, dz, norms, k, kind, store_dz):  # noqa: ANN001, ANN202
+def _dual_kernel(xa, xb, z_old, z_new, dz, norms, k, kind, store_dz):
     xbar, scratch, inner = _work_space(xa)
     total = 0.0
     for b in range(xa.shape[0]):
@@ -280,7 +291,7 @@ def _dual_kernel(xa, xb, z_old, z_new, dz, norms, k, kind, store_dz):  # noqa: A
 
 
 @_jit()
-def _fused_kernel(x_old, step, x_new, z_old, z_new, dz, norms, k, clip, kind,  # noqa: ANN001, ANN202
+def _fused_kernel(x_old, step, x_new, z_old, z_new, dz, norms, k, clip, kind,
                   store_dz):
     xbar, scratch, inner = _work_space(x_old)
     total = 0.0
@@ -346,7 +357,7 @@ class PrimalDualKernel:
     ``__call__(x_old, step, x_new, z_old, z_new, dz, norms)`` writes all four norms and
     returns their sum; ``dz`` is written only if ``store_dz``."""
 
-    def __init__(self, dtype: np.dtype | type, primal_scale: float, dual_scale: float,
+    def __init__(self, dtype: DTypeLike, primal_scale: float, dual_scale: float,
                  kind: int, shrink: float = 1.0, lo: float = -math.inf, hi: float = math.inf,
                  store_dz: bool = True) -> None:
         self._k = _consts(dtype, primal_scale, dual_scale, lo, hi, shrink, 1.0)
@@ -366,7 +377,7 @@ class PrimalDualKernel:
         _check((x_old, step, x_new), (z_old, z_new, dz), norms)
 
 
-def warm_up(dtype: np.dtype | type, which: tuple[str, ...] = ("fused", "primal", "dual")) -> float:
+def warm_up(dtype: DTypeLike, which: tuple[str, ...] = ("fused", "primal", "dual")) -> float:
     """Compiles (or loads from numba's cache) the kernels named in ``which`` for ``dtype`` on
     tiny arrays, with numba's warnings silenced (a cache it cannot write is not the user's
     concern); returns the seconds it took. Call it before a loop uses a kernel: later calls
@@ -376,15 +387,15 @@ def warm_up(dtype: np.dtype | type, which: tuple[str, ...] = ("fused", "primal",
     import time
 
     start = time.perf_counter()
-    x = [np.zeros((1, 1, 2, 2), dtype=dtype) for _ in range(3)]
-    z = [np.zeros((1, 2, 1, 2, 2), dtype=dtype) for _ in range(3)]
+    x0, x1, x2 = (np.zeros((1, 1, 2, 2), dtype=dtype) for _ in range(3))
+    z0, z1, z2 = (np.zeros((1, 2, 1, 2, 2), dtype=dtype) for _ in range(3))
     norms = np.zeros((1, 4))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", numba.NumbaWarning)
         if "fused" in which:
-            PrimalDualKernel(dtype, 1.0, 1.0, KIND_ISO)(*x, *z, norms)
+            PrimalDualKernel(dtype, 1.0, 1.0, KIND_ISO)(x0, x1, x2, z0, z1, z2, norms)
         if "primal" in which:
-            primal_step(x[0], x[1], x[2], z[0], norms, 1.0)
+            primal_step(x0, x1, x2, z0, norms, 1.0)
         if "dual" in which:
-            dual_step(x[0], x[1], 1.0, *z, norms, 1.0)
+            dual_step(x0, x1, 1.0, z0, z1, z2, norms, 1.0)
     return time.perf_counter() - start

@@ -10,17 +10,19 @@ step after each update.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from lbi_engine.protocols import InputRegulariser, Problem
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
 from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
 from lbi_engine.solvers.options import SolverOptions
 
 
-def smoothed_reg_gradient(reg: object, x: Tensor, alpha: float, eps: float) -> Tensor:
+def smoothed_reg_gradient(reg: InputRegulariser, x: Tensor, alpha: float, eps: float) -> Tensor:
     """Gradient of alpha R_eps(x), the Moreau envelope of the dual part (Danskin)."""
     if not reg.has_dual or alpha <= 0:
         return torch.zeros_like(x)
@@ -33,7 +35,7 @@ class Backprop(Method):
     """Adam or gradient descent on 1/2 ||N(x) - y_delta||^2 + alpha R_eps(x), then the prox
     of the primal part; x is the optimiser's parameter, updated in place."""
 
-    def __init__(self, problem: object, options: SolverOptions, x0: Tensor) -> None:
+    def __init__(self, problem: Problem, options: SolverOptions, x0: Tensor) -> None:
         self.problem = problem
         self.network, self.reg, self.alpha = problem.network, problem.reg, problem.alpha
         self.eps = options.tv_smoothing
@@ -66,10 +68,10 @@ class Backprop(Method):
 
 
 def run_backprop(
-    problem: object,
+    problem: Problem,
     stop: StopRule,
     options: SolverOptions,
-    init: dict | None,
+    init: dict[str, Any] | None,
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:

@@ -34,10 +34,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from lbi_engine.protocols import Problem
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule
 
@@ -121,8 +123,8 @@ def _emit(record: IterateRecord, callbacks: tuple[Callback, ...]) -> IterateReco
     return record
 
 
-def new_monitor(problem: object, name: str, stop: StopRule, cancel: CancelToken | None,
-                report_every: int, init: dict | None) -> RunMonitor:
+def new_monitor(problem: Problem, name: str, stop: StopRule, cancel: CancelToken | None,
+                report_every: int, init: dict[str, Any] | None) -> RunMonitor:
     """The run's monitor; a warm start (``init["iteration"]``) continues the count."""
     start = int((init or {}).get("iteration", 0))
     return RunMonitor(problem, name, stop, cancel, report_every, start_iteration=start)

@@ -9,11 +9,13 @@ auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from lbi_engine.protocols import Layer, Problem
 from lbi_engine.solvers import _joint_accel as _accel
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
@@ -26,7 +28,7 @@ AUX_SAFE = 1.9
 
 
 def aux_step(
-    layers: list,
+    layers: Sequence[Layer],
     index: int,
     aux: list[Tensor],
     below: Tensor,
@@ -51,10 +53,10 @@ def aux_step(
 
 
 def run_joint(
-    problem: object,
+    problem: Problem,
     stop: StopRule,
     options: SolverOptions,
-    init: dict | None,
+    init: dict[str, Any] | None,
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:
@@ -87,7 +89,9 @@ class CoordinateDescent(BlockMethod):
     step), then one proximal-gradient step on each x_l in Gauss–Seidel order. Records and
     state as BlockMethod's: x_0 from the block, the dual in extras, the aux variables."""
 
-    def __init__(self, problem: object, options: SolverOptions, x0: Tensor, aux: list[Tensor],
+    block: PrimalDualBlock  # never the accelerated block: x_0's data changes every sweep
+
+    def __init__(self, problem: Problem, options: SolverOptions, x0: Tensor, aux: list[Tensor],
                  dual: Tensor | None) -> None:
         self.problem = problem
         self.layers = layers = problem.network.layers
@@ -116,7 +120,9 @@ class CoordinateDescent(BlockMethod):
             for k in range(self.n_inner):
                 block.step(data, monitor, pre=pre[0] if k == 0 else None)
             dx = relative_change(block.x, x_before, tol_mode)
-            dz = relative_change(block.z, z_before, tol_mode) if z_before is not None else None
+            z_after = block.z
+            dz = (relative_change(z_after, z_before, tol_mode)
+                  if z_after is not None and z_before is not None else None)
         below = block.x
         new_aux = list(aux)
         for index in range(depth - 1):
@@ -134,8 +140,8 @@ class CoordinateDescent(BlockMethod):
         return dx, dz
 
 
-def _run_accelerated(problem: object, monitor: RunMonitor, x0: Tensor, aux: list[Tensor],
-                     init: dict, options: SolverOptions) -> Iterator[IterateRecord]:
+def _run_accelerated(problem: Problem, monitor: RunMonitor, x0: Tensor, aux: list[Tensor],
+                     init: dict[str, Any], options: SolverOptions) -> Iterator[IterateRecord]:
     state = _accel.JointFista(problem, [x0, *aux], init.get("dual"), options.step_scale,
                               init.get("x_prev"), init.get("momentum"))
     monitor.extras.update(steps="accelerated", tau_x=state.taus[0], tau_aux=state.taus[1:])
@@ -154,6 +160,7 @@ def _run_accelerated(problem: object, monitor: RunMonitor, x0: Tensor, aux: list
             for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
                 new[i], moved = monitor.accept(candidate, old)
                 change = moved if change is None else torch.maximum(change, moved)
+            assert change is not None  # xs holds x_0 at least
             state.accept(new)
             monitor.iteration += 1
             monitor.converged(change)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from lbi_engine.protocols import Network, Problem
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import (
     CancelToken,
@@ -26,14 +28,14 @@ from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
 from lbi_engine.solvers.options import SolverOptions
 
 
-def _pre_activation(network: object, x: Tensor) -> Tensor:
+def _pre_activation(network: Network, x: Tensor) -> Tensor:
     prev = x
     for layer in network.layers[:-1]:
         prev = layer.activation.sigma(layer.affine.apply(prev))
     return network.layers[-1].affine.apply(prev)
 
 
-def landweber_gradient(network: object, x: Tensor, y_delta: Tensor) -> tuple[Tensor, Tensor]:
+def landweber_gradient(network: Network, x: Tensor, y_delta: Tensor) -> tuple[Tensor, Tensor]:
     """(gradient, residual sigma_L(z_L) - y_delta) at x."""
     last = network.layers[-1]
     if len(network.layers) == 1:
@@ -51,7 +53,7 @@ class Landweber(Method):
     """x <- x - tau J^T (sigma_L(z_L(x)) - y_delta); the gradient is taken in :meth:`check`,
     before the stop test, since its residual decides the discrepancy principle."""
 
-    def __init__(self, problem: object, options: SolverOptions, x: Tensor) -> None:
+    def __init__(self, problem: Problem, options: SolverOptions, x: Tensor) -> None:
         self.problem = problem
         self.network = problem.network
         # tau = 1/||W||^2 (classical scaling, MATH.md A5); a product of norms bounds J for L > 1.
@@ -85,10 +87,10 @@ class Landweber(Method):
 
 
 def run_landweber(
-    problem: object,
+    problem: Problem,
     stop: StopRule,
     options: SolverOptions,
-    init: dict | None,
+    init: dict[str, Any] | None,
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:

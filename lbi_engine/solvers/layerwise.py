@@ -23,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError
+from lbi_engine.protocols import Problem
 from lbi_engine.solvers._feature_stage import RELATIVE_FLOOR, GaussianStage, stage_weights
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._stage_alpha import search_alpha
@@ -45,7 +47,7 @@ NO_PRIOR = (
 )
 
 
-def check_ready(problem: object) -> None:
+def check_ready(problem: Problem) -> None:
     """Raises InputError (before anything runs) when layer-wise cannot give a sound result."""
     if problem.depth == 1:
         return
@@ -58,10 +60,10 @@ def check_ready(problem: object) -> None:
 
 
 def run_layerwise(
-    problem: object,
+    problem: Problem,
     stop: StopRule,
     options: SolverOptions,
-    init: dict | None,
+    init: dict[str, Any] | None,
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:
@@ -72,7 +74,7 @@ def run_layerwise(
     weights, weight_rule = stage_weights(problem) if depth > 1 else ([], "")
     monitor = new_monitor(problem, "layerwise", stop, cancel, report_every, init)
     first_iteration = monitor.iteration
-    stages: list[dict] = []
+    stages: list[dict[str, Any]] = []
     monitor.extras["stages"] = stages
     if depth > 1:
         monitor.extras["weight_rule"] = weight_rule
@@ -113,26 +115,29 @@ def run_layerwise(
     _start_stage(monitor, name, _with_cap(stop, stage_cap(1, False)))
     alpha, rule, dual = float(problem.alpha), "given", init.get("dual")
     delta = _delta(problem)
-    if depth > 1 and options.input_alpha == "discrepancy" and delta is not None:
+    searched = options.input_alpha in ("quasi-optimality", "discrepancy")
+    if depth > 1 and searched and delta is not None:
         monitor.watch.start()
         time_left = None if stop.time_budget is None else \
             max(stop.time_budget - monitor.watch.elapsed, 1e-9)
         found = search_alpha(problem, data, delta, options.eta, options, x0, stop.tol, cancel,
-                             budget=monitor.stop.max_iter, time_budget=time_left)
+                             budget=monitor.stop.max_iter, time_budget=time_left,
+                             rule=options.input_alpha)
         monitor.watch.pause()
         monitor.iteration += found.iterations
         x0, dual, alpha = found.x, found.dual, found.alpha
-        rule = f"discrepancy principle (eta {options.eta:g})"
+        rule = "quasi-optimality (first local minimum)" if options.input_alpha != "discrepancy" \
+            else f"discrepancy principle (eta {options.eta:g})"
         monitor.extras["alpha_search"] = [list(t) for t in found.trail]
         if found.cancelled:
             monitor.finish(monitor.active.clone(), StopReason.CANCELLED)
         if found.saturated:
-            rule += "; the code discrepancy saturates above eta delta: alpha within eta of " \
-                    "the smallest discrepancy"
+            rule += "; the code discrepancy saturates above eta delta: alpha by " \
+                    "quasi-optimality among the alphas tried"
         if found.exhausted:
             rule += "; search cut short by the iteration or time budget"
-    elif depth > 1 and options.input_alpha == "discrepancy":
-        rule = "given (no noise level known for the discrepancy principle)"
+    elif depth > 1 and searched:
+        rule = "given (no noise level known)"
     staged = problem if alpha == problem.alpha else dataclasses.replace(problem, alpha=alpha)
     monitor.problem = staged
     monitor.extras.update(alpha=alpha, alpha_rule=rule)
@@ -146,7 +151,7 @@ def run_layerwise(
     yield method.record(monitor, final=True)
 
 
-def _delta(problem: object) -> Tensor | None:
+def _delta(problem: Problem) -> Tensor | None:
     """Per-sample ||y_delta - y|| for the discrepancy principle, floored as the weights are."""
     if problem.delta is None:
         return None
@@ -164,7 +169,8 @@ def _with_cap(stop: StopRule, cap: int) -> StopRule:
     return dataclasses.replace(stop, max_iter=max(int(cap), 1))
 
 
-def _stage_summary(monitor: RunMonitor, name: str, weight: object, restarts: int = 0) -> dict:
+def _stage_summary(monitor: RunMonitor, name: str, weight: Tensor | float,
+                   restarts: int = 0) -> dict[str, Any]:
     weight_list = weight.tolist() if isinstance(weight, Tensor) else [float(weight)]
     return {"stage": name, "iterations": monitor.iteration - monitor.start_iteration,
             "weight": weight_list, "restarts": restarts,
@@ -187,7 +193,7 @@ class FeatureStage(Method):
     """An intermediate stage (x_{index-1} from x_index) on the driver; its records show the
     stage's own objective and put its layer's Bregman term in the table (NaN elsewhere)."""
 
-    def __init__(self, solver: GaussianStage, problem: object, x0: Tensor, aux: list[Tensor],
+    def __init__(self, solver: GaussianStage, problem: Problem, x0: Tensor, aux: list[Tensor],
                  index: int) -> None:
         self.solver, self.problem, self.x0, self.aux, self.index = solver, problem, x0, aux, index
         self.reported = -1  # iteration of the last record

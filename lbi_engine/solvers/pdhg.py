@@ -9,10 +9,12 @@ data, so :class:`PrimalDualBlock` is shared by both. Method ``pdhg`` runs, by de
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from lbi_engine.errors import InputError
+from lbi_engine.protocols import Layer, Problem
 from lbi_engine.solvers._accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._primal_dual import PrimalDualBlock
@@ -30,8 +32,8 @@ from lbi_engine.solvers.steps import (  # noqa: F401 - re-exported: callers impo
 Block = PrimalDualBlock | AcceleratedBlock
 
 
-def make_block(layer: object, problem: object, options: SolverOptions, x0: torch.Tensor,
-               z0: torch.Tensor | None, init: dict | None = None,
+def make_block(layer: Layer, problem: Problem, options: SolverOptions, x0: torch.Tensor,
+               z0: torch.Tensor | None, init: dict[str, Any] | None = None,
                tol_mode: str = "objective") -> Block:
     """The accelerated block where ``options.steps`` asks for it and it applies, else the
     Condat–Vũ block (whose "auto"/"accelerated" steps are then "balanced"). ``init`` may hold
@@ -70,7 +72,7 @@ class OneLayer(BlockMethod):
     """Method ``pdhg``/``one-layer``: records add the optimality residual and the
     accelerated block's momentum; ``StopRule.residual_tol`` stops on the residual."""
 
-    def __init__(self, block: Block, problem: object, residual_tol: float | None) -> None:
+    def __init__(self, block: Block, problem: Problem, residual_tol: float | None) -> None:
         super().__init__(block, problem.y_delta)
         self.problem, self.residual_tol = problem, residual_tol
 
@@ -85,10 +87,10 @@ class OneLayer(BlockMethod):
 
 
 def run_pdhg(
-    problem: object,
+    problem: Problem,
     stop: StopRule,
     options: SolverOptions,
-    init: dict | None,
+    init: dict[str, Any] | None,
     cancel: CancelToken | None,
     report_every: int,
 ) -> Iterator[IterateRecord]:
@@ -117,7 +119,7 @@ def _describe_steps(monitor: RunMonitor, block: Block) -> None:
 
 
 def _record(
-    monitor: RunMonitor, block: Block, problem: object, final: bool = False
+    monitor: RunMonitor, block: Block, problem: Problem, final: bool = False
 ) -> IterateRecord:
     monitor.extras["dual"] = block.z
     if isinstance(block, AcceleratedBlock):

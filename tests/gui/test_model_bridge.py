@@ -10,7 +10,7 @@ from lbi_gui.model import RunList
 from lbi_gui.model.run_list import COLUMNS
 from lbi_gui.model_bridge import RunListSignals
 from lbi_gui.widgets.run_table import NOTES_COLUMN, RunTable
-from tests.gui.test_model import _run
+from tests.gui.model.test_model import _run
 
 
 def _ids(table: RunTable) -> list[int]:

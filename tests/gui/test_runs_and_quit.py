@@ -63,7 +63,9 @@ def test_quit_asks_about_unsaved_runs(qtbot, two_runs, monkeypatch, tmp_path) ->
 def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
                                                        make_window) -> None:
     fake_engine(delay=0.003)
-    win = make_window({"network": "fake-net", "max_iter": 400, "tol": 0.0})
+    # ~4.5 s per method, so that the cancel below lands during the second one also on a
+    # loaded machine (at 400 iterations it sometimes ended before the click was processed)
+    win = make_window({"network": "fake-net", "max_iter": 1500, "tol": 0.0})
     seen: list[tuple[int, int, str]] = []
     win.controller.queue_progress.connect(lambda n, t, m: seen.append((n, t, m)))
     win.run_table.run_all.click()
@@ -72,7 +74,7 @@ def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
     assert seen[0][0] == 1 and total >= 3
     assert win.status_state.text().endswith(f"Run all 1/{total}: Joint (all layers)")
     assert win.run_table.run_all.text() == "Cancel all"
-    qtbot.waitUntil(lambda: len(seen) == 2, timeout=20000)  # the first method finished
+    qtbot.waitUntil(lambda: len(seen) >= 2, timeout=30000)  # the first method finished
     assert seen[1][:2] == (2, total)
     win.run_table.run_all.click()  # cancel during the second
     qtbot.waitUntil(lambda: not win.controller.queue_active, timeout=20000)

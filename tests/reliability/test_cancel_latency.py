@@ -23,7 +23,7 @@ from lbi_engine.solvers.base import CancelToken
 
 # Wall-clock limits fail on a loaded machine (CI shares cores), so these run on request:
 # `python -m pytest -m timing` on a quiet machine. What holds everywhere (cancel ends a run at
-# the next check, with the last finite iterate) is in tests/engine/test_solver_protocol.py.
+# the next check, with the last finite iterate) is in tests/engine/solvers/test_solver_protocol.py.
 pytestmark = pytest.mark.timing
 
 LIMIT_S = 0.2

@@ -21,7 +21,7 @@ from lbi_engine.solvers.joint import CoordinateDescent
 from lbi_engine.solvers.landweber import Landweber
 from lbi_engine.solvers.layerwise import FeatureStage
 from lbi_engine.solvers.pdhg import BlockMethod, OneLayer
-from tests.engine.test_solver_protocol import _problem
+from tests.engine.solvers.test_solver_protocol import _problem
 
 LAM = 0.5  # ridge weight of the toy problem
 STEP = 0.3  # gradient step; the iteration map contracts by |1 - STEP (1 + LAM)| = 0.55

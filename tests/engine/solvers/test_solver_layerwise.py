@@ -9,6 +9,8 @@ Woodbury formula the solver uses) gives its exact minimum from the dense weights
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -164,26 +166,60 @@ def test_layer_weights_change_the_result_and_solve_their_stage() -> None:
 
 
 def test_input_alpha_follows_the_discrepancy_principle() -> None:
-    """The largest alpha tried whose code discrepancy is within eta of the target: eta delta,
-    or eta times the smallest discrepancy when the chain cannot reach delta (saturation: the
-    case for this small net, whose prior is fitted on 300 perturbed copies of one disc)."""
+    """The largest alpha tried whose code discrepancy is within eta delta; when the chain
+    cannot reach eta delta (saturation: the case for this small net, whose prior is fitted on
+    300 perturbed copies of one disc) quasi-optimality among the alphas tried: the geometric
+    mean of the neighbouring pair whose step ||x_k - x_k+1|| is the first local minimum."""
     problem = _problem(std=0.05)
-    last = final(iter(run(problem, "layerwise", stop=StopRule(max_iter=5000))))
+    last = final(iter(run(problem, "layerwise", stop=StopRule(max_iter=5000),
+                          options={"input_alpha": "discrepancy"})))
     trail = last.extras["alpha_search"]
     alpha = last.extras["alpha"]
     assert last.extras["alpha_rule"].startswith("discrepancy principle")
     eta = 1.05
     ratios = dict((a, r) for a, r in trail)
-    target = eta * max(1.0, min(ratios.values()))
-    assert ratios[alpha] <= target
-    larger = [r for a, r in trail if a > alpha]
-    assert larger and min(larger) > target
-    assert ("saturates" in last.extras["alpha_rule"]) is (min(ratios.values()) > eta)
+    saturated = min(ratios.values()) > eta
+    assert ("saturates" in last.extras["alpha_rule"]) is saturated
+    if saturated:
+        assert "quasi-optimality" in last.extras["alpha_rule"]
+        tried = sorted(ratios, reverse=True)
+        assert max(tried) > 0.1  # the search looked above its start too
+        pairs = [math.sqrt(a * b) for a, b in zip(tried[:-1], tried[1:], strict=True)]
+        assert min(abs(alpha / p - 1) for p in pairs) < 1e-9
+    else:
+        assert ratios[alpha] <= eta
+        larger = [r for a, r in trail if a > alpha]
+        assert larger and min(larger) > eta
+        residual = problem.network.forward(last.x) - problem.y_delta
+        assert float(residual.norm()) <= 1.1 * eta * float(problem.delta[0])
     # the final record is the full lifted objective at that alpha
     assert float(last.reg_term[0]) == pytest.approx(alpha * float(problem.reg.value(last.x)[0]))
-    # the final solve at that alpha keeps the discrepancy the search measured
-    residual = problem.network.forward(last.x) - problem.y_delta
-    assert float(residual.norm()) <= 1.1 * target * float(problem.delta[0])
+
+
+def test_input_alpha_by_quasi_optimality_is_the_first_local_minimum() -> None:
+    """The default rule: alphas from 0.9 down by 3 until ||x_k - x_k+1|| has its first local
+    minimum; alpha is that pair's geometric mean (recomputed from independent solves)."""
+    from dataclasses import replace
+
+    from lbi_engine.solvers._stage_alpha import sub_problem
+
+    problem = _problem(std=0.05)
+    last = final(iter(run(problem, "layerwise", stop=StopRule(max_iter=5000))))
+    assert last.extras["alpha_rule"].startswith("quasi-optimality")
+    tried = sorted((a for a, _ in last.extras["alpha_search"]), reverse=True)
+    assert tried[0] == pytest.approx(0.9)
+    assert all(b == pytest.approx(a / 3) for a, b in zip(tried[:-1], tried[1:], strict=True))
+    alpha = last.extras["alpha"]
+    k = next(k for k in range(len(tried) - 1) if alpha == pytest.approx(
+        math.sqrt(tried[k] * tried[k + 1])))
+    # the same search with cold, converged solves of the input stage on the same features
+    data = last.aux[0]
+    xs = [final(iter(run(replace(sub_problem(problem, data, a)), "pdhg",
+                         stop=StopRule(max_iter=20_000, tol=1e-8)))).x.double()
+          for a in tried]
+    steps = [float((b - a).norm()) for a, b in zip(xs[:-1], xs[1:], strict=True)]
+    assert steps[k] <= steps[k + 1]  # a local minimum where the search found it ...
+    assert all(steps[j] > steps[j + 1] for j in range(k))  # ... and the first from the top
 
 
 def test_one_layer_layerwise_is_pdhg() -> None:

@@ -21,7 +21,7 @@ from lbi_engine.activations import (
     make_activation,
 )
 from lbi_engine.errors import InputError, UnsupportedLayerError
-from tests.engine.test_activations import CASES, IDS
+from tests.engine.activations.test_activations import CASES, IDS
 
 F64 = torch.float64
 

@@ -6,8 +6,6 @@ batch order does not matter; one-layer PDHG in float32 ends at cvxpy's minimum).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -39,7 +37,6 @@ from tests.engine._solver_cases import (
 )
 
 METHODS = ("pdhg", "joint", "layerwise", "landweber", "backprop")
-CURVES = Path(__file__).parent / "curves"
 ALPHA = 0.05
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "own-network.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "own-network.md"
 
 
 def _script() -> str:

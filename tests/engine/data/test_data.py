@@ -31,7 +31,7 @@ from lbi_engine.data import (
 from lbi_engine.errors import DataFileError, InputError, ShapeMismatchError
 from lbi_engine.shapes import cartoon
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NPZ = ROOT / "resources" / "datasets" / "mnist_5k.npz"
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from lbi_engine.solvers import StopRule, final, solve
-from lbi_engine.solvers.alpha import expected_noise_norm, stream_alpha
+from lbi_engine.solvers.alpha import TAU, expected_noise_norm, stream_alpha
 from tests.engine._solver_cases import disc, problem_for, relu_perceptron
 
 SIDE = 8
@@ -45,7 +45,7 @@ def test_discrepancy_rule_meets_its_target_and_the_path_is_monotone() -> None:
     residuals = [p["discrepancy"] for p in path]
     assert all(b <= a * (1 + 1e-6) for a, b in zip(residuals[:-1], residuals[1:], strict=True))
     target = last.extras["alpha_target"]
-    assert target == pytest.approx(expected_noise_norm(problem, 0.05))
+    assert target == pytest.approx(TAU * expected_noise_norm(problem, 0.05))
     assert residuals[-1] <= target < residuals[-2]  # the path stops at the crossing
     assert alphas[-1] <= last.extras["alpha"] <= alphas[-2]
     # log-linear interpolation of a smooth monotone curve: close to the target
@@ -63,6 +63,20 @@ def test_a_start_below_the_target_walks_up_to_the_same_crossing() -> None:
     assert path[0]["discrepancy"] > up.extras["alpha_target"] >= path[1]["discrepancy"]
     # both bracket the same crossing on the same grid of quarter decades
     assert up.extras["alpha"] == pytest.approx(down.extras["alpha"], rel=0.05)
+
+
+def test_tau_below_one_and_the_chosen_alpha_grows_with_the_noise() -> None:
+    # a good estimate fits part of the noise, so its residual lies below the noise norm
+    # (alpha.py's docstring); tau is a fraction, not Morozov's worst-case factor >= 1
+    assert 0.5 < TAU < 1.0
+    chosen = []
+    for std in (0.01, 0.03, 0.09):  # the same truth, noise x3 per step
+        last = list(stream_alpha(_problem(std), _runner(), noise_std=std, start=1.0))[-1]
+        assert last.extras["alpha_rule"] == "discrepancy"
+        # the chosen alpha's residual meets its target tau * E||noise|| (interpolated crossing)
+        assert float(last.discrepancy[0]) == pytest.approx(last.extras["alpha_target"], rel=0.15)
+        chosen.append(last.extras["alpha"])
+    assert chosen[0] < chosen[1] < chosen[2]
 
 
 def test_expected_noise_norm_matches_the_realised_one_for_relu_outputs() -> None:
