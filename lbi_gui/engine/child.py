@@ -71,10 +71,10 @@ class _Sender:
 class _Channel:
     """One controller's driver and the thread that runs its jobs in order."""
 
-    def __init__(self, ch: int, send: _Sender, warm: Warmup) -> None:
+    def __init__(self, ch: int, send: _Sender, warm: Warmup | None = None) -> None:
         self.ch = ch
         self._send = send
-        self._warm = warm
+        self._warm = warm if warm is not None else Warmup(None, start=False)
         # the driver's events leave with this channel's number on them
         self.driver = RunDriver(lambda event: send(replace(event, ch=ch)))
         self._jobs: queue.Queue = queue.Queue()

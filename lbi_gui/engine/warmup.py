@@ -32,12 +32,17 @@ WARM_NICE = 10
 class Warmup:
     """Child side: load the engine, then warm the initial problem, in a thread of its own."""
 
-    def __init__(self, request: dict[str, Any] | None) -> None:
+    def __init__(self, request: dict[str, Any] | None, *, start: bool = True) -> None:
+        """``start=False``: nothing to warm, jobs never wait (a channel made on its own)."""
         self.request = dict(request) if request else None
         self.engine_ready = threading.Event()
         self.done = threading.Event()
         self._skip = threading.Event()
         self.steps: list[str] = []  # what was done (tests)
+        if not start:
+            self.engine_ready.set()
+            self.done.set()
+            return
         threading.Thread(target=self._run, name="lbi-engine-warmup", daemon=True).start()
 
     def _run(self) -> None:
