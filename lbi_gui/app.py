@@ -1,8 +1,10 @@
 """Entry point of ``lbi-gui``: command-line options, QApplication, the window.
 
 The options mirror ``lbi invert`` so that a command line can open the window pre-configured
-(``--run`` starts at once). Parsing needs no torch; the engine loads after the window shows,
-by default in a child process (:mod:`lbi_gui.engine.process`) that ends with the app.
+(``--run`` starts at once). Parsing needs no torch or Qt. The engine runs, by default, in a
+child process (:mod:`lbi_gui.engine.process`) that ends with the app; :func:`main` starts it
+first of all, before importing Qt, so that its torch import and network loading overlap the
+window's construction (:mod:`lbi_gui.engine.prestart`, issue #20).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +70,6 @@ def _alpha(text: str) -> float | str:
 
 def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The request overrides the options ask for (unset options keep the defaults)."""
-    from lbi_gui.widgets.network_panel import parse_shape
-
     mapping = {"network": "network", "dataset": "dataset", "sample": "index", "split": "split",
                "image": "image", "truth": "truth", "data": "data", "noise_std": "noise_std",
                "seed": "seed", "alpha": "alpha", "regulariser": "regulariser",
@@ -83,6 +84,8 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             req[key] = value
     if args.input_shape:
+        from lbi_gui.widgets.network_panel import parse_shape  # imports Qt: only when asked
+
         req["input_shape"] = parse_shape(args.input_shape)
     if args.layer_alphas:
         req["layer_alphas"] = [float(v) for v in args.layer_alphas.split(",") if v.strip()]
@@ -105,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lbi-gui: --input-shape or --layer-alphas: {exc}; give comma-separated numbers",
               file=sys.stderr)
         return 2
+    prestarted = _prestart_engine(request, warm=not args.file)
     from PySide6 import QtGui, QtWidgets
 
     from lbi_gui.dialogs.messages import install_excepthook
@@ -114,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("lbi-gui")
     app.setOrganizationName("lbi")
     app.setApplicationDisplayName("lbi")
+    if prestarted:
+        from lbi_gui.settings import engine_backend
+
+        if engine_backend() != "process":  # the setting (QSettings) needs Qt to be read
+            from lbi_gui.engine import prestart
+
+            prestart.discard()
     from lbi_engine.errors import DataFileError
     from lbi_engine.resource_files import resources_dir
 
@@ -127,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         request["max_iter"] = min(int(request.get("max_iter") or 200), 200)
     window = MainWindow(request, autorun=args.run or args.smoke_test,
                         restore_layout=not args.no_restore and not args.smoke_test)
+    for hook in WINDOW_HOOKS:
+        hook(window)
     try:
         if args.smoke_test:
             return _smoke_test(app, window)
@@ -139,11 +152,33 @@ def main(argv: list[str] | None = None) -> int:
         _end_engine()
 
 
+#: Called with the main window before it is shown (benchmarks/bench_startup.py times the
+#: start-up through this; an embedding application may use it too).
+WINDOW_HOOKS: list[Callable[[Any], None]] = []
+
+
+def _prestart_engine(request: dict[str, Any], warm: bool) -> bool:
+    """Start the engine child now, before Qt is imported, and let it warm ``request`` (the
+    window's initial problem) unless ``warm`` is False (a file to open will replace it).
+    Skipped where the thread backend is asked for by the environment; the setting, read
+    once Qt is up, may still discard the child."""
+    import os
+
+    if (os.environ.get("LBI_ENGINE_BACKEND") or "process").strip().lower() != "process":
+        return False
+    from lbi_gui.engine import prestart
+
+    return prestart.prestart(dict(request) if warm else None)
+
+
 def _end_engine() -> None:
     """End the engine child now (atexit would too, later and after Qt is gone)."""
     module = sys.modules.get("lbi_gui.engine.host")
     if module is not None:
         module.shutdown_host()
+    module = sys.modules.get("lbi_gui.engine.prestart")
+    if module is not None:
+        module.discard()  # started early but never adopted (no job was sent)
 
 
 def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:

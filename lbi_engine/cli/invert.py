@@ -159,7 +159,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "gradient descent through the network " + c.request_default("method"))
     prob.add_argument("--steps", choices=c.STEP_RULES,
                       help="step-size rule; all but paper are provably convergent: auto "
-                           "(accelerated for one-layer with TV on the CPU, else balanced; safe "
+                           "(accelerated for one-layer with TV on the CPU under the default "
+                           "--tol-mode objective, else balanced; safe "
                            "for the joint method's x_0 block), accelerated (FISTA with an "
                            "inexact TV prox), balanced, safe, conservative, or paper "
                            "(tau_x = 1.99/||W||^2, "

@@ -26,6 +26,7 @@ from torch import nn
 
 from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.limits import check_bytes
+from lbi_engine.models._chain_shapes import chain_output_sizes
 
 __all__ = ["Footprint", "ITERATE_COPIES", "ChainBudget", "check_network_memory",
            "check_onnx_external_data", "meta_footprint"]
@@ -63,6 +64,12 @@ def meta_footprint(module: nn.Module, input_shape: Sequence[int], where: str,
                 if t.is_floating_point()), None)
     itemsize = ref.element_size() if ref is not None else 4
     weights = sum(t.numel() for t in (*module.parameters(), *module.buffers()))
+    # Plain chains of standard layers: the same counts from the layers' formulas, without
+    # the meta pass's imports of sympy and torch._dynamo (seconds; see _chain_shapes).
+    sizes = chain_output_sizes(module, input_shape)
+    if sizes is not None:
+        return Footprint(weights=weights, activations=sum(sizes) + math.prod(input_shape),
+                         itemsize=itemsize)
     names = {id(m): n for n, m in module.named_modules()}
     outputs: list[int] = []
 

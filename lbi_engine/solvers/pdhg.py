@@ -33,11 +33,12 @@ Block = PrimalDualBlock | AcceleratedBlock
 
 
 def make_block(layer: Layer, problem: Problem, options: SolverOptions, x0: torch.Tensor,
-               z0: torch.Tensor | None, init: dict[str, Any] | None = None) -> Block:
+               z0: torch.Tensor | None, init: dict[str, Any] | None = None,
+               tol_mode: str = "objective") -> Block:
     """The accelerated block where ``options.steps`` asks for it and it applies, else the
     Condat–Vũ block (whose "auto"/"accelerated" steps are then "balanced"). ``init`` may hold
     the accelerated block's momentum ("x_prev", "momentum") from a record (warm_start)."""
-    if wants_accelerated(options.steps) and supported(problem, options, True):
+    if wants_accelerated(options.steps, tol_mode) and supported(problem, options, True):
         init = init or {}
         momentum = None
         if init.get("x_prev") is not None and init.get("momentum") is not None:
@@ -102,7 +103,8 @@ def run_pdhg(
     init = init or {}
     monitor = new_monitor(problem, "pdhg", stop, cancel, report_every, init)
     x0 = init.get("x", problem.zeros_input())
-    block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init)
+    block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init,
+                       tol_mode=stop.tol_mode)
     _describe_steps(monitor, block)
     yield from drive(OneLayer(block, problem, stop.residual_tol), monitor)
 

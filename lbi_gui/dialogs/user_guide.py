@@ -11,11 +11,18 @@ GUIDE_NAME = "USER_GUIDE.md"
 
 
 def guide_path() -> Path | None:
-    """docs/USER_GUIDE.md of a source checkout or editable install, or of a frozen bundle."""
+    """docs/USER_GUIDE.md of a source checkout or editable install, of a frozen bundle, or
+    of an installed wheel (copied into ``lbi_resources/docs/`` at build time: setup.py)."""
     roots = [Path(__file__).resolve().parents[2]]
     bundle = getattr(sys, "_MEIPASS", None)
     if bundle:
         roots.insert(0, Path(bundle))
+    try:
+        from lbi_engine.resource_files import resources_dir
+
+        roots.append(resources_dir())
+    except Exception:
+        pass
     for root in roots:
         path = root / "docs" / GUIDE_NAME
         if path.is_file():

@@ -34,6 +34,7 @@ from typing import Any
 
 from lbi_gui.engine import messages as m
 from lbi_gui.engine.run_driver import ErrorInfo, RunDriver
+from lbi_gui.engine.warmup import Warmup
 
 #: Seconds the child waits for its job threads to end before it exits anyway.
 EXIT_GRACE_S = 3.0
@@ -70,9 +71,10 @@ class _Sender:
 class _Channel:
     """One controller's driver and the thread that runs its jobs in order."""
 
-    def __init__(self, ch: int, send: _Sender) -> None:
+    def __init__(self, ch: int, send: _Sender, warm: Warmup | None = None) -> None:
         self.ch = ch
         self._send = send
+        self._warm = warm if warm is not None else Warmup(None, start=False)
         # the driver's events leave with this channel's number on them
         self.driver = RunDriver(lambda event: send(replace(event, ch=ch)))
         self._jobs: queue.Queue = queue.Queue()
@@ -91,6 +93,8 @@ class _Channel:
         self.thread.start()
 
     def submit(self, msg: m.Boot | m.Prepare | m.Run) -> None:
+        if isinstance(msg, (m.Prepare, m.Run)):
+            self._warm.note_job(msg.request if isinstance(msg, m.Prepare) else msg.job.request)
         if isinstance(msg, m.Run):
             with self._lock:
                 self._queued.add(msg.job.run_id)
@@ -126,23 +130,28 @@ class _Channel:
 
     def _loop(self) -> None:
         while (msg := self._jobs.get()) is not None:
+            # The warm-up loads what these jobs need: wait for it instead of doing it twice.
+            (self._warm.wait_engine if isinstance(msg, m.Boot) else self._warm.wait_done)()
             self._run_job(msg)
         self._send(m.Closed(self.ch))
 
 
-def main(conn: Any) -> None:
-    """Entry point of the child (``multiprocessing`` spawn target)."""
+def main(conn: Any, warm_request: dict[str, Any] | None = None) -> None:
+    """Entry point of the child (``multiprocessing`` spawn target). The engine starts
+    loading at once; ``warm_request`` (the window's initial problem) is warmed after it
+    (:class:`~lbi_gui.engine.warmup.Warmup`)."""
     # Ctrl+C in a terminal reaches the whole process group; the GUI decides when we end.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     send = _Sender(conn)
     # Says which process this is and proves the child stayed free of Qt (tests check it).
     send(m.Hello(os.getpid(), tuple(sorted(x for x in sys.modules if x.startswith("PySide6")))))
+    warm = Warmup(warm_request)
     channels: dict[int, _Channel] = {}
 
     def channel(ch: int) -> _Channel:
         chan = channels.get(ch)
         if chan is None:
-            chan = channels[ch] = _Channel(ch, send)
+            chan = channels[ch] = _Channel(ch, send, warm)
         return chan
 
     def close(msg: m.Close) -> None:

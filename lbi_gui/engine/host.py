@@ -2,8 +2,9 @@
 
 Why one host per process: the child's torch import (3–5 s) and its loaded networks are then
 paid once and shared by every window and every run. The child is started with ``spawn``,
-never ``fork`` (forking a process that runs Qt threads is unsafe), on the first job, i.e.
-after the window is shown. A reader thread only receives and posts each message to the host's
+never ``fork`` (forking a process that runs Qt threads is unsafe), on the first job; ``lbi-gui``
+starts it before the window instead (:mod:`lbi_gui.engine.prestart`), and the first job
+adopts that one. A reader thread only receives and posts each message to the host's
 GUI-thread slot through a queued signal (pytest-qt pitfall: deliveries go to GUI-thread
 QObjects, not lambdas); the slot routes it to the window's
 :class:`~lbi_gui.engine.process.ProcessBackend`. The child ends on app exit (``atexit`` and
@@ -33,6 +34,7 @@ from PySide6 import QtCore
 
 from lbi_gui import engine as engine_bridge
 from lbi_gui.engine import messages as m
+from lbi_gui.engine import prestart
 
 
 class ProcessBackend(Protocol):
@@ -104,17 +106,23 @@ class EngineHost(QtCore.QObject):
                 return
             self._on_died(self._gen)  # dead, and the reader has not said so yet
         self._reap()
-        try:
-            ctx = multiprocessing.get_context("spawn")
-            parent_conn, child_conn = ctx.Pipe(duplex=True)
-            from lbi_gui.engine import child as engine_child
+        # The app may have started the child before the window (prestart): adopt it.
+        pending = prestart.take()
+        if pending is not None:
+            proc, parent_conn = pending
+        else:
+            try:
+                ctx = multiprocessing.get_context("spawn")
+                parent_conn, child_conn = ctx.Pipe(duplex=True)
+                from lbi_gui.engine import child as engine_child
 
-            proc = ctx.Process(target=engine_child.main, args=(child_conn,), daemon=True,
-                               name="lbi-engine")
-            proc.start()
-        except Exception as exc:  # any reason means "use the thread backend"
-            raise EngineStartError(f"the engine process could not be started: {exc}") from exc
-        child_conn.close()  # only the child holds its end: its death reads as EOF here
+                proc = ctx.Process(target=engine_child.main, args=(child_conn,), daemon=True,
+                                   name="lbi-engine")
+                proc.start()
+            except Exception as exc:  # any reason means "use the thread backend"
+                raise EngineStartError(f"the engine process could not be started: {exc}") \
+                    from exc
+            child_conn.close()  # only the child holds its end: its death reads as EOF here
         self._gen += 1
         self._proc, self._conn, self._alive, self._stopping = proc, parent_conn, True, False
         for ch in self._channels:
@@ -234,13 +242,7 @@ class EngineHost(QtCore.QObject):
                     self._send_lock.release()
         except (OSError, ValueError):
             pass
-        proc.join(timeout)
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(1.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(1.0)
+        prestart.end_child(proc, timeout)
         conn.close()
         if self._reader is not None:
             self._reader.join(1.0)

@@ -19,6 +19,7 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.runs import CurveStore
+from lbi_gui.widgets.curve_legend import add_legend, place_legend, subscript, tighten
 from lbi_gui.widgets.curve_overlay import Overlay, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
@@ -28,8 +29,6 @@ MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
-
-
 class LogAxis(pg.AxisItem):
     """A log axis that labels decades only (plus 2 and 5 when less than two decades show).
 
@@ -115,20 +114,20 @@ class CurvesPanel(QtWidgets.QWidget):
             self.plots[key] = plot
         self._log = {key: log for key, _t, log in specs}
         self.lines: dict[str, pg.PlotDataItem] = {}
-        legend_terms = self.plots["terms"].addLegend(offset=(-5, 5), labelTextSize="7pt")
-        legend_res = self.plots["residuals"].addLegend(offset=(-5, 5), labelTextSize="7pt")
+        # Each legend moves to the corner where it covers the fewest points (_place_legends).
+        legend_terms, legend_res = (add_legend(self.plots[key]) for key in ("terms", "residuals"))
         self._add("objective", "objective", "#d62728")
-        self._add("terms", "reg_term", "#ff7f0e", name="αR(x)")
+        self._add("terms", "reg_term", "#ff7f0e", name="αR")
         self._add("psnr", "psnr", "#1f77b4", name="inversion")
         self._add("discrepancy", "discrepancy", "#2ca02c")
         self._add("residuals", "primal_residual", "#1f77b4", name="primal")
         self._add("residuals", "dual_residual", "#d62728", name="dual")
         self._add("ssim", "ssim", "#9467bd")
         self._legends = (legend_terms, legend_res)
-        for legend in self._legends:  # small and see-through: curves stay readable beneath
-            legend.setBrush(pg.mkBrush(255, 255, 255, 190))
-            legend.layout.setVerticalSpacing(0)
-            legend.layout.setContentsMargins(2, 0, 2, 0)
+        for legend in self._legends:  # now that they hold their entries
+            tighten(legend)
+        for key in ("terms", "residuals"):
+            self.plots[key].vb.sigRangeChanged.connect(self._place_legends)
         self.layer_lines: list[pg.PlotDataItem] = []
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
@@ -234,8 +233,10 @@ class CurvesPanel(QtWidgets.QWidget):
         self.layer_lines = [
             self.plots["terms"].plot([], [], pen=pg.mkPen(LAYER_COLOURS[i % len(LAYER_COLOURS)],
                                                           width=1.3),
-                                     name=f"B layer {i + 1}", connect="finite")
+                                     name=f"B{subscript(i + 1)}",
+                                     connect="finite")
             for i in range(n)]
+        tighten(self._legends[0])
 
     # ---- updates -------------------------------------------------------------------------
     def update_curves(self, store: CurveStore, live_until: int | None = None) -> None:
@@ -267,6 +268,11 @@ class CurvesPanel(QtWidgets.QWidget):
             self._release_ranges()
         else:  # the expected end is an iteration: no cap on a time axis
             self._hold_ranges(it, shown, live_until if self.x_key == "iteration" else 1e300)
+        self._place_legends()
+
+    def _place_legends(self, *_args: object) -> None:
+        for key, legend in zip(("terms", "residuals"), self._legends, strict=True):
+            place_legend(self.plots[key], legend)
 
     def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
                      live_until: int) -> None:

@@ -89,6 +89,6 @@ def test_svg_export_is_vector_with_whole_greek_labels(qtbot, fake_engine, make_w
     ns = "{http://www.w3.org/2000/svg}"
     assert not list(root.iter(f"{ns}image"))  # no embedded bitmaps (cached axes were)
     texts = ["".join(t.itertext()).strip() for t in root.iter(f"{ns}text")]
-    assert "Bregman terms and αR" in texts and "αR(x)" in texts
+    assert "Bregman terms and αR" in texts and "αR" in texts and "B₁" in texts
     assert "Discrepancy ‖σ(f(x)) − y^δ‖" in texts
     assert any(t.replace(".", "").isdigit() for t in texts)  # tick labels are text too
