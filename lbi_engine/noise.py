@@ -202,7 +202,14 @@ def expected_clipped_residual(y: Tensor, std: float) -> Tensor:
         )
     if s == 0.0:
         return torch.zeros(y.shape[0], dtype=y.dtype, device=y.device)
-    a = y / s
+    # For a -> inf the bracket -> 1 (its last two terms vanish faster than any power); a
+    # tiny std (1e-200) makes a = inf there and inf * 0 = NaN, so large a takes the limit.
+    a = (y / s).clamp(max=_LARGE_A)
     pdf = torch.exp(-0.5 * a * a) / math.sqrt(2.0 * math.pi)
     per_entry = torch.special.ndtr(a) - a * pdf + a * a * torch.special.ndtr(-a)
+    per_entry = torch.where(a >= _LARGE_A, torch.ones_like(per_entry), per_entry)
     return s * s * per_entry.flatten(1).sum(dim=1)
+
+
+#: Beyond 40 standard deviations the bracket of expected_clipped_residual is 1 to within 1e-300.
+_LARGE_A = 40.0

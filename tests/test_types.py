@@ -1,8 +1,8 @@
 """Static checks in the default suite (issue #15, "Types"), so that CI enforces them.
 
 - mypy, configured by ``[tool.mypy]`` in pyproject.toml, reports no error on the whole of
-  ``lbi_engine`` (no module excluded). It runs in-process through ``mypy.api``; its cache is the repository's ``.mypy_cache`` (about 20-40 s
-  cold, a few seconds warm).
+  ``lbi_engine`` (no module excluded). It runs in-process through ``mypy.api``; its cache is
+  the repository's ``.mypy_cache`` (about 20-40 s cold, a few seconds warm).
 - In the same run, a small program checks that the concrete classes satisfy the Protocols of
   ``lbi_engine.protocols``, and that a class lacking a protocol method is rejected (a needed
   ``type: ignore``: with ``warn_unused_ignores`` an unneeded one is an error, so the check

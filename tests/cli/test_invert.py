@@ -232,3 +232,16 @@ def test_sample_without_dataset_takes_the_dataset_the_network_fits(cli, tmp_path
                        "--dataset", "mnist", "--max-iter", "3", "--alpha", "0.01",
                        "--out", tmp_path / "b", "--quiet")
     assert code == 2 and "expects (1, 64, 64)" in err, err
+
+
+def test_a_vanishing_noise_std_chooses_alpha_without_crashing(cli, tmp_path) -> None:
+    """--noise-std 1E-200 (found by the hostile-properties test) ended in a traceback: the
+    expected clipped residual was NaN. The discrepancy rule now walks to the smallest alpha."""
+    import json
+
+    code, _, err = cli("invert", "--network", "circle-perceptron", "--sample", "0",
+                       "--noise-std", "1E-200", "--max-iter", "20", "--out", tmp_path / "o",
+                       "--quiet")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "o" / "result.json").read_text())["metrics"]
+    assert metrics["alpha_rule"] == "discrepancy" and metrics["alpha"] > 0

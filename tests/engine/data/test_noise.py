@@ -147,3 +147,19 @@ def test_expected_clipped_residual_limits_and_errors():
         expected_clipped_residual(-far, s)
     with pytest.raises(InputError, match="std"):
         expected_clipped_residual(far, -1.0)
+
+
+def test_expected_clipped_residual_is_finite_for_a_tiny_std() -> None:
+    """std 1e-200 made y / std infinite and the formula NaN (inf * 0), which crashed the
+    auto-alpha choice of `lbi invert --noise-std 1E-200`; far from 0 each entry is std^2."""
+    import torch
+
+    from lbi_engine.noise import expected_clipped_residual
+
+    y = torch.tensor([[0.0, 0.5, 2.0]], dtype=torch.float64)
+    tiny = expected_clipped_residual(y, 1e-200)
+    assert torch.isfinite(tiny).all() and float(tiny[0]) >= 0.0
+    # at a moderate std the large-a limit agrees with the formula: entries 40 std away count 1
+    std = 0.01
+    exact = expected_clipped_residual(y, std)
+    assert float(exact[0]) == pytest.approx(std * std * (0.5 + 1.0 + 1.0), rel=1e-12)
