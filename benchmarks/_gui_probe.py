@@ -27,7 +27,7 @@ from typing import Any
 def _startup() -> None:
     from PySide6 import QtCore
 
-    import lbi_gui.main_window as mw
+    import lbi_gui.window.main_window as mw
 
     original = mw.MainWindow.showEvent
 
@@ -49,8 +49,8 @@ def _startup() -> None:
 def _run(iterations: int, n_rounds: int) -> None:
     from PySide6 import QtCore, QtWidgets
 
-    from lbi_gui.main_window import MainWindow
     from lbi_gui.params import default_request
+    from lbi_gui.window.main_window import MainWindow
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication([])
     request = default_request(max_iter=iterations, tol=0.0,

@@ -50,7 +50,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def run(quick: bool = False) -> Section:
     try:
-        import lbi_gui.main_window  # noqa: F401 - only checks that the GUI exists
+        import lbi_gui.window.main_window  # noqa: F401 - only checks that the GUI exists
     except ImportError as exc:
         return Section("gui", "5. GUI overhead", skipped=f"lbi_gui is not importable ({exc})")
     from lbi_gui.settings import DEFAULT_ENGINE_BACKEND, ENGINE_BACKENDS

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6 import QtGui, QtWidgets
 
     from lbi_gui.dialogs.messages import install_excepthook
-    from lbi_gui.main_window import MainWindow
+    from lbi_gui.window.main_window import MainWindow
 
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("lbi-gui")

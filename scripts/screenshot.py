@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     QtCore.QSettings.setPath(QtCore.QSettings.Format.IniFormat,
                              QtCore.QSettings.Scope.UserScope, settings_dir)
     app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
-    from lbi_gui.main_window import MainWindow
+    from lbi_gui.window.main_window import MainWindow
 
     alpha: float | str = args.alpha if args.alpha == "auto" else float(args.alpha)
     request = {"index": args.sample, "alpha": alpha, "noise_std": args.noise_std}

@@ -1,6 +1,6 @@
 """What the window needs from a solver backend, and from the engine a backend drives.
 
-Why Protocols: the window (:class:`~lbi_gui.controller.RunController`) must not care whether
+Why Protocols: the window (:class:`~lbi_gui.window.controller.RunController`) must not care whether
 its solver runs in a thread of the GUI process (:class:`lbi_gui.engine.worker.ThreadBackend`)
 or in the engine child process (:class:`lbi_gui.engine.process.ProcessBackend`); it talks to
 :class:`EngineBackend` only. The backends are QObjects, whose metaclass cannot be mixed with

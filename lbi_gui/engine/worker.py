@@ -9,7 +9,7 @@ benchmarks/bench_gui.py).
 :class:`EngineWorker` is the QObject living in the thread: its slots run the driver's jobs and
 the driver's events (:mod:`lbi_gui.engine.messages`) become its signals. :class:`ThreadBackend`
 owns worker and thread and implements :class:`~lbi_gui.engine.backend.EngineBackend`, the
-interface :class:`~lbi_gui.controller.RunController` uses for both backends.
+interface :class:`~lbi_gui.window.controller.RunController` uses for both backends.
 """
 
 from __future__ import annotations

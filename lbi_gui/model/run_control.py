@@ -1,7 +1,7 @@
 """The rules of running, without Qt: what an edit does to a run, the solver's speed, and the
 "run all methods" queue.
 
-Why here: :class:`~lbi_gui.controller.RunController` is a QObject that talks to a backend
+Why here: :class:`~lbi_gui.window.controller.RunController` is a QObject that talks to a backend
 and emits signals; the decisions it takes (does changing α restart the run warm? does a new
 network stop it?) and the bookkeeping it keeps are plain logic, tested here without a window.
 """

@@ -62,7 +62,7 @@ def _forget_bundles() -> None:
 @pytest.fixture
 def make_window(qtbot: Any) -> Iterator[Callable[..., Any]]:
     """Create MainWindows that are booted and prepared; all are closed (threads joined)."""
-    from lbi_gui.main_window import MainWindow
+    from lbi_gui.window.main_window import MainWindow
 
     windows: list[MainWindow] = []
 

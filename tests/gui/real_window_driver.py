@@ -32,7 +32,7 @@ def wait_until(cond: Any, timeout: float = 120.0) -> None:
 
 def main(out_dir: str) -> int:
     app = QtWidgets.QApplication(sys.argv[:1])
-    from lbi_gui.main_window import MainWindow
+    from lbi_gui.window.main_window import MainWindow
 
     win = MainWindow({"max_iter": 1500}, restore_layout=False)
     win.show()

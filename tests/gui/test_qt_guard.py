@@ -26,7 +26,8 @@ def test_gui_modules_import_without_torch() -> None:
     import subprocess
 
     code = ("import sys\n"
-            "import lbi_gui.app, lbi_gui.main_window, lbi_gui.engine.worker, lbi_gui.controller\n"
+            "import lbi_gui.app, lbi_gui.window.main_window, lbi_gui.engine.worker\n"
+            "import lbi_gui.window.controller\n"
             "import lbi_gui.session, lbi_gui.export\n"
             "bad = [m for m in ('torch', 'lbi_engine.api') if m in sys.modules]\n"
             "print(bad)\n"
@@ -45,7 +46,7 @@ def test_window_shows_before_torch_loads() -> None:
     code = ("import sys, time\n"
             "from PySide6 import QtWidgets\n"
             "app = QtWidgets.QApplication([])\n"
-            "from lbi_gui.main_window import MainWindow\n"
+            "from lbi_gui.window.main_window import MainWindow\n"
             "w = MainWindow(restore_layout=False); w.show()\n"
             "shown_without_torch = w.isVisible() and 'torch' not in sys.modules\n"
             "end = time.time() + 120\n"

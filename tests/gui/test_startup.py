@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from lbi_gui.main_window import MainWindow
+from lbi_gui.window.main_window import MainWindow
 from tests.gui.conftest import _forget_bundles, wait_idle
 from tests.gui.fake_engine import make_fake_engine
 

@@ -58,7 +58,7 @@ def test_run_during_a_run_asks_first(qtbot, fake_engine, make_window, monkeypatc
     fake_engine(delay=0.002)
     win = make_window({"network": "fake-net", "max_iter": 100000, "tol": 0.0})
     answers: list[bool] = []
-    monkeypatch.setattr("lbi_gui.window_run.confirm", lambda *a, **k: answers.pop(0))
+    monkeypatch.setattr("lbi_gui.window.run.confirm", lambda *a, **k: answers.pop(0))
     win.run()
     wait_iterations(qtbot, win, 5)
     first = win.controller._active_run

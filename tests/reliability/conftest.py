@@ -82,7 +82,7 @@ def window(qtbot: Any, qsettings_tmp: None, kit: Kit) -> Iterator[Callable[..., 
 
     Every window is closed at the end and its solver thread must have finished.
     """
-    from lbi_gui.main_window import MainWindow
+    from lbi_gui.window.main_window import MainWindow
 
     made: list[Any] = []
 

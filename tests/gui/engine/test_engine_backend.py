@@ -60,7 +60,7 @@ def test_process_backend_satisfies_the_protocol(qtbot) -> None:
 
 
 def test_the_controller_is_given_a_protocol_backend(qtbot, fake_engine) -> None:
-    from lbi_gui.controller import RunController
+    from lbi_gui.window.controller import RunController
 
     fake_engine()
     ctl = RunController(backend="thread")

@@ -178,7 +178,7 @@ def test_child_exits_when_the_gui_process_goes_away(host) -> None:
 
 def test_backend_selection(monkeypatch: pytest.MonkeyPatch, fake_engine) -> None:
     from lbi_gui import settings
-    from lbi_gui.controller import make_backend
+    from lbi_gui.window.controller import make_backend
 
     assert settings.engine_backend() == "process"  # set by this file's fixture
     monkeypatch.setenv("LBI_ENGINE_BACKEND", "Thread ")
@@ -243,7 +243,7 @@ def test_the_gui_process_never_imports_torch(tmp_path: Path) -> None:
             "QtCore.QSettings.setPath(QtCore.QSettings.Format.IniFormat,\n"
             f"    QtCore.QSettings.Scope.UserScope, {str(tmp_path)!r})\n"
             "app = QtWidgets.QApplication([])\n"
-            "from lbi_gui.main_window import MainWindow\n"
+            "from lbi_gui.window.main_window import MainWindow\n"
             "w = MainWindow({'max_iter': 20}, autorun=True, restore_layout=False); w.show()\n"
             "end = time.time() + 120\n"
             "while not w.run_table.runs and time.time() < end:\n"

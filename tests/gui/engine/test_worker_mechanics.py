@@ -121,7 +121,7 @@ def test_run_all_collects_errors_in_one_dialog(qtbot, fake_engine, make_window,
 
     monkeypatch.setattr(fe.FakeRequest, "from_dict", staticmethod(picky))
     shown = []
-    monkeypatch.setattr("lbi_gui.window_run.show_error",
+    monkeypatch.setattr("lbi_gui.window.run.show_error",
                         lambda parent, title, msg, **kw: shown.append((title, msg)))
     win.run_all_methods()
     qtbot.waitUntil(lambda: not win.controller.running and bool(shown) or

@@ -1,0 +1,137 @@
+"""Data before the engine, network/data compatibility, number-field shortcuts (a mixin of
+MainWindow).
+
+Why here: these are the window's start-up and input conveniences (issue #20): the sample,
+thumbnails and ground truth show from numpy before torch loads; choosing a zoo network brings
+a dataset it can invert (and the other way round); run-control shortcuts work while a number
+field has the focus.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from lbi_gui.widgets.data_panel import THUMBS_PER_PAGE
+
+
+class DataMixin:
+    """Needs the MainWindow's panels, controller, image grid and status bar."""
+
+    def _match_network_and_data(self, key: str) -> None:
+        """Keep a zoo network and a bundled dataset compatible: choosing one brings the other
+        along (the circle perceptron takes 64×64 cartoons, the MNIST networks 28×28 digits)."""
+        from lbi_gui import compat
+
+        req = self.current_request()
+        if req.get("image") or req.get("data") or req.get("truth"):
+            return  # the user's own files: their size is checked (or resized) by the engine
+        if key == "network":
+            dataset = compat.dataset_for(compat.zoo_input_shape(req["network"]), req["dataset"])
+            if dataset and dataset != req["dataset"]:
+                split = compat.FIRST_SPLIT.get(dataset)
+                self.data_panel.set_values({"dataset": dataset, "split": split, "index": 0})
+                self._load_splits(dataset)
+                self._load_thumbnails(dataset, self.data_panel.values()["split"], 0,
+                                      THUMBS_PER_PAGE)
+                self.statusBar().showMessage(
+                    f"{req['network']} takes other images: switched the data to {dataset}", 6000)
+        else:
+            zoo = [self.network_panel.combo.itemData(i)
+                   for i in range(self.network_panel.combo.count())]
+            network = compat.network_for(req["dataset"], req["network"],
+                                         [z for z in zoo if isinstance(z, str)])
+            if network and network != req["network"]:
+                self.network_panel.set_values({"network": network})
+                self.statusBar().showMessage(
+                    f"{req['dataset']} images do not fit {req['network']}: switched the "
+                    f"network to {network}", 6000)
+
+    def _show_data_early(self) -> None:
+        """Zoo, datasets, thumbnails and the ground truth before the engine (torch) loads.
+
+        All of it is read with numpy (:func:`lbi_gui.engine.data_view`), so the window shows
+        the sample at once; the decoder output and the network's layers follow once the
+        engine has prepared the problem.
+        """
+        from lbi_gui import engine
+
+        view = engine.data_view()
+        try:
+            self.network_panel.set_zoo(view.list_zoo())
+            self.data_panel.set_datasets(view.list_datasets())
+        except Exception as exc:  # a broken install: the engine will say more
+            self.statusBar().showMessage(f"Bundled data: {exc}", 5000)
+            return
+        self._load_splits(self._request.get("dataset") or "mnist")
+        self.set_request(self._request)
+        self._preview_truth()
+
+    def _preview_truth(self) -> None:
+        """The dataset sample as ground truth while the engine is still starting."""
+        if self.controller.engine_info is not None:
+            return  # the engine's prepare shows the truth (and the decoder output)
+        req = self.current_request()
+        if req.get("image") or req.get("data") or req.get("truth"):
+            return  # user files are read by the engine (allow-listed readers)
+        try:
+            sample = self._data_source().get_sample(req["dataset"], req["split"],
+                                                    int(req["index"]))
+            self.image_grid.set_truth(sample[0].detach().cpu().numpy())
+        except Exception:  # an unknown set or index: prepare will report it
+            self.image_grid.set_truth(None)
+
+    @staticmethod
+    def _data_source() -> Any:
+        """The engine if loaded, else its torch-free data view (datasets, splits, samples)."""
+        from lbi_gui import engine
+
+        return engine.load_engine() if engine.engine_loaded() else engine.data_view()
+
+    def _load_splits(self, dataset: str) -> None:
+        """Splits of ``dataset`` ("" = keep them) and the size of the chosen split."""
+        eng = self._data_source()
+        values = self.data_panel.values()
+        try:
+            if dataset:
+                self.data_panel.set_splits(list(eng.list_splits(dataset)), None)
+                values = self.data_panel.values()
+            self.data_panel.set_size(eng.dataset_size(values["dataset"], values["split"]))
+        except Exception as exc:  # an unknown dataset name from a session
+            self.statusBar().showMessage(f"Dataset: {exc}", 5000)
+
+    def _load_thumbnails(self, dataset: str, split: str, start: int, count: int) -> None:
+        eng = self._data_source()
+        images = []
+        for i in range(start, start + count):
+            try:
+                images.append(eng.get_sample(dataset, split, i)[0].detach().cpu().numpy())
+            except Exception:  # past the end of the split, or an unknown set
+                break
+        self.data_panel.set_thumbnails(start, images)
+
+    # ---- shortcuts in number fields ------------------------------------------------------
+    def _watch_number_fields(self) -> None:
+        """Run-control shortcuts must work while a number field has the focus: a spin box
+        claims Space, Esc, Ctrl+Return and Ctrl+Backspace for itself (Qt's ShortcutOverride),
+        which left Pause, Stop, Finish now and Reset dead after a value was typed."""
+        self._field_keys = {act.shortcut().toString() for act in self.actions()
+                            if not act.shortcut().isEmpty()}
+        for box in self.findChildren(QtWidgets.QAbstractSpinBox):
+            box.installEventFilter(self)
+            line = box.findChild(QtWidgets.QLineEdit)
+            if line is not None:
+                line.installEventFilter(self)
+
+    def eventFilter(self, obj: QtCore.QObject, event: QtCore.QEvent) -> bool:
+        if event.type() == QtCore.QEvent.Type.ShortcutOverride and isinstance(
+                event, QtGui.QKeyEvent):
+            keys = QtGui.QKeySequence(event.keyCombination()).toString()
+            if keys in getattr(self, "_field_keys", ()):
+                box = obj if isinstance(obj, QtWidgets.QAbstractSpinBox) else obj.parent()
+                if isinstance(box, QtWidgets.QAbstractSpinBox):
+                    box.interpretText()  # the typed value counts (e.g. for Ctrl+R)
+                event.ignore()  # not overridden: the window's shortcut fires
+                return True
+        return super().eventFilter(obj, event)

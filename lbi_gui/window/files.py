@@ -1,0 +1,305 @@
+"""Files for the main window (a mixin): networks, data, sessions, exports, drag-and-drop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6 import QtWidgets
+
+from lbi_engine.errors import LbiError
+from lbi_engine.io import atomic_write_text
+from lbi_gui import export as exporter
+from lbi_gui import session as sessions
+from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
+from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
+from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
+
+RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
+                 "data": "Measured data"}
+NETWORK_FILTER = ("Networks (*.pt *.pth *.pt2 *.ts *.torchscript *.onnx *.safetensors *.json *.bin "
+                  "*.ckpt);;All files (*)")
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz);;All files (*)"
+SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"
+
+
+class FilesMixin:
+    """Open…/Save…/Export… and their error handling; never leaves the window unusable."""
+
+    # ---- networks -------------------------------------------------------------------------
+    def open_network_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open network",
+                                                        last_dir("network"), NETWORK_FILTER)
+        if path:
+            self.open_network(path)
+
+    def open_network(self, path: str) -> None:
+        """Load a network file (TorchScript, ONNX, state dict + card; pickles ask first)."""
+        remember_dir("network", path)
+        self.network_panel.select_network(path)
+        self.network_panel.allow_pickle = False
+        self._panel_changed("network")
+        self.flush_changes()
+
+    def _on_prepare_failed(self, err: Any) -> None:
+        """Explain the failure; ask about pickles; go back to the last problem that worked."""
+        req = err.request or {}
+        if err.unsafe and not req.get("allow_pickle"):
+            if confirm_pickle(self, str(req.get("network")), err.message):
+                self.network_panel.allow_pickle = True
+                self._request = self.current_request()
+                self.controller.prepare(self._request)
+                return
+            self._revert_problem()
+            self.statusBar().showMessage("Pickled model not loaded", 5000)
+            return
+        if req.get("network") != (self.good_request or {}).get("network"):
+            self.network_panel.show_problem(err.message)
+        self._revert_problem()
+        show_error(self, "Could not prepare the inversion", err.message,
+                   detail=err.detail if not err.is_user_error else None,
+                   fix=None if err.is_user_error else "Check the file and the parameters.")
+
+    def _revert_problem(self) -> None:
+        """Show the last network/data that prepared fine again (or keep the defaults)."""
+        good = self.good_request
+        if good is None:
+            return
+        back = {k: good.get(k) for k in PROBLEM_KEYS if k in good}
+        for panel in self.panels:
+            panel.set_values(back)
+        self._request = self.current_request()
+
+    # ---- data -----------------------------------------------------------------------------
+    def _pick_data(self, title: str) -> str | None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, title, last_dir("data"),
+                                                        IMAGE_FILTER)
+        if path:
+            remember_dir("data", path)
+        return path or None
+
+    def open_image_dialog(self) -> None:
+        path = self._pick_data("Open a ground-truth image or array")
+        if path:
+            self.open_data_file("image", path)
+
+    def open_data_dialog(self) -> None:
+        path = self._pick_data("Load a measured network output y (NPY)")
+        if path:
+            self.open_data_file("data", path)
+
+    def open_data_file(self, key: str, path: str) -> None:
+        """Use ``path`` as ground truth (``image``: arrays go to ``truth``) or measured y."""
+        if key == "image" and Path(path).suffix.lower() in (".npy", ".npz"):
+            key = "truth"
+        self.data_panel.set_file(key, path)
+        self.flush_changes()
+
+    def open_path(self, path: str) -> None:
+        """Route a dropped/command-line file by its suffix."""
+        suffix = Path(path).suffix.lower()
+        if suffix == SESSION_SUFFIX:
+            self.open_session(path)
+        elif suffix in NETWORK_SUFFIXES:
+            self.open_network(path)
+        elif suffix in IMAGE_SUFFIXES:
+            self.open_data_file("image", path)
+        else:
+            show_error(self, "Unknown kind of file", f"{path}: lbi does not know what to do "
+                       f"with '{suffix or 'no suffix'}' files.",
+                       fix=f"Drop a network ({', '.join(NETWORK_SUFFIXES[:4])}, …), an image "
+                           f"({', '.join(IMAGE_SUFFIXES[:4])}, …) or a {SESSION_SUFFIX} file.")
+
+    # ---- sessions -------------------------------------------------------------------------
+    def _session_window_state(self) -> dict[str, Any]:
+        """What a session adds to the model from the window: widget settings, the curves and
+        the iterate on screen."""
+        return {"request": self.current_request(),
+                "gui": {**self.reg_panel.gui_state(), "levels": list(self.image_grid.levels())},
+                "curves": self.controller.curves, "shown": self.image_grid.iterate}
+
+    def session_state(self) -> sessions.SessionState:
+        return self.model.session_state(**self._session_window_state())
+
+    def save_session(self) -> bool:
+        if not self.session_path:
+            return self.save_session_as()
+        return self.save_session_to(self.session_path, confirmed=True)
+
+    def save_session_as(self) -> bool:
+        path, _ = QtWidgets.QFileDialog.getSaveFileName(
+            self, "Save session", str(Path(last_dir("session")) / f"session{SESSION_SUFFIX}"),
+            SESSION_FILTER)
+        if not path:
+            return False
+        if not path.endswith(SESSION_SUFFIX):
+            path += SESSION_SUFFIX
+        return self.save_session_to(path, confirmed=True)  # the file dialog asked already
+
+    def save_session_to(self, path: str, confirmed: bool = False) -> bool:
+        """Write the session; asks before replacing a file unless ``confirmed``."""
+        if Path(path).exists() and not confirmed and not confirm_overwrite(self, [path]):
+            return False
+        try:
+            self.model.save(path, **self._session_window_state())  # then every run is saved
+        except (OSError, LbiError, TypeError) as exc:
+            show_error(self, "Could not save the session", f"{path}: {exc}",
+                       fix="Choose a folder you can write to, with free space.")
+            return False
+        remember_dir("session", path)
+        add_recent(path)
+        self.update_recent_menu()
+        self.setWindowTitle(f"lbi — {Path(path).name}")
+        self.statusBar().showMessage(f"Session saved to {path}", 4000)
+        return True
+
+    def open_session_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open session",
+                                                        last_dir("session"), SESSION_FILTER)
+        if path:
+            self.open_session(path)
+
+    def open_session(self, path: str) -> bool:
+        """Read a session completely, then replace the window's state with it."""
+        try:
+            # checked completely first; then the model takes the runs (all saved), the
+            # request and the session path
+            state = self.model.open(path)
+        except LbiError as exc:
+            show_error(self, "Could not open the session", str(exc))
+            return False
+        self.controller.abandon()
+        self.set_request(state.request)  # the panels show it
+        self.reg_panel.set_gui_state(state.gui)
+        if state.gui.get("levels"):
+            self.image_grid.set_levels(tuple(state.gui["levels"]))
+        self.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
+        if state.curves is not None:
+            self.curves.set_run(state.curves)
+        else:
+            self.curves.clear()
+        self.image_grid.set_iterate(state.shown)
+        self.shown_result = state.runs[-1] if state.runs else None
+        self._restoring = True  # the next prepare must not clear the restored iterate
+        remember_dir("session", path)
+        add_recent(path)
+        self.update_recent_menu()
+        self.setWindowTitle(f"lbi — {Path(path).name}")
+        if self.controller.engine_info is not None:
+            self.controller.prepare(self.current_request())
+        self._update_actions()
+        for note in state.warnings:  # e.g. the file asked to run model code: ignored
+            self.statusBar().showMessage(note, 20000)
+        return True
+
+    def update_recent_menu(self) -> None:
+        """File → Open recent: sessions, networks, images and measured data, newest first."""
+        menu = self.actions_.recent_menu
+        menu.clear()
+        openers = {"sessions": self.open_session, "networks": self.open_network,
+                   "images": lambda p: self.open_data_file("image", p),
+                   "data": lambda p: self.open_data_file("data", p)}
+        for kind, opener in openers.items():
+            paths = recent_files(kind)
+            if not paths:
+                continue
+            if menu.actions():
+                menu.addSeparator()
+            menu.addSection(RECENT_TITLES[kind])
+            for path in paths:
+                act = menu.addAction(Path(path).name)
+                act.setToolTip(path)
+                act.setData(kind)
+                act.triggered.connect(lambda _c=False, p=path, o=opener: o(p))
+        menu.setEnabled(bool(menu.actions()))
+
+    def remember_opened(self, request: dict[str, Any]) -> None:
+        """Files of a problem that prepared fine join File → Open recent."""
+        changed = False
+        network = str(request.get("network") or "")
+        if network and Path(network).is_absolute():
+            add_recent(network, "networks")
+            changed = True
+        for key, kind in (("image", "images"), ("truth", "images"), ("data", "data")):
+            if request.get(key):
+                add_recent(str(request[key]), kind)
+                changed = True
+        if changed:
+            self.update_recent_menu()
+
+    # ---- export ---------------------------------------------------------------------------
+    def export_target(self) -> Any:
+        """The run to export: the one selected in the table, else the one on screen."""
+        selected = self.run_table.selected()
+        if len(selected) == 1:
+            return selected[0]
+        return self.shown_result or (self.run_table.runs[-1] if self.run_table.runs else None)
+
+    def export_dialog(self) -> None:
+        from lbi_gui.dialogs.export_dialog import ExportDialog
+
+        result = self.export_target()
+        if result is None:
+            show_error(self, "Nothing to export yet", "No run has finished.",
+                       fix="Run an inversion (Ctrl+R), or press 'Finish now' during a run.")
+            return
+        # the method that ran (auto resolves to one-layer or joint), as result.json names it
+        method = result.metrics.get("method_run") or result.request.get("method")
+        stem = f"lbi_run{result.run_id}_{method}"
+        dialog = ExportDialog(self, last_dir("export"), stem, result.label)
+        if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
+            return
+        remember_dir("export", dialog.folder.text())
+        self.export_result(result, dialog.paths())
+
+    def load_run_parameters(self, run: Any) -> None:
+        """Put a finished run's parameters on screen ("load these parameters")."""
+        if self.controller.running:
+            self.statusBar().showMessage("Stop the running inversion first", 4000)
+            return
+        old = dict(self._request)
+        self.set_request(dict(run.request))
+        self._pending_old = old
+        self._apply_change()
+        self.statusBar().showMessage(f"Parameters of run #{run.run_id} loaded", 4000)
+
+    def export_runs_table(self, path: str | None = None) -> bool:
+        """The runs table as CSV (asks for a file unless ``path``; asks before replacing)."""
+        if path is None:
+            path, _ = QtWidgets.QFileDialog.getSaveFileName(
+                self, "Export the runs table", str(Path(last_dir("export")) / "runs.csv"),
+                "CSV (*.csv)")
+            if not path:
+                return False
+            confirmed = True  # the file dialog asked about replacing
+        else:
+            confirmed = not Path(path).exists()
+        if not confirmed and not confirm_overwrite(self, [path]):
+            return False
+        try:
+            atomic_write_text(Path(path), self.run_table.table_csv())
+        except OSError as exc:
+            show_error(self, "Could not export the table", f"{path}: {exc}",
+                       fix="Choose a folder you can write to.")
+            return False
+        remember_dir("export", path)
+        self.statusBar().showMessage(f"Runs table saved to {path}", 4000)
+        return True
+
+    def export_result(self, result: Any, paths: dict[str, Path]) -> list[Path]:
+        """Write ``paths``; asks once before replacing existing files, else writes nothing."""
+        existing = [str(p) for p in paths.values() if p.exists()]
+        if existing and not confirm_overwrite(self, existing):
+            self.statusBar().showMessage("Export cancelled: nothing was written", 4000)
+            return []
+        try:
+            written = exporter.export_files(paths, result, levels=self.image_grid.levels(),
+                                            plot_item=self.curves.export_item(),
+                                            overwrite=bool(existing))
+        except (OSError, LbiError, ValueError, ImportError) as exc:
+            show_error(self, "Export failed", str(exc),
+                       fix="Choose a folder you can write to. Nothing was changed: the files "
+                           "are staged and only moved in once every one was written.")
+            return []
+        self.statusBar().showMessage(f"Exported {len(written)} files", 5000)
+        return written
