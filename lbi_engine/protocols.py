@@ -45,19 +45,15 @@ class Operator(Protocol):
 
     def linear(self, x: Tensor) -> Tensor:
         """W x: (B, *in_shape) -> (B, *out_shape)."""
-        ...
 
     def adjoint(self, r: Tensor) -> Tensor:
         """W^T r: (B, *out_shape) -> (B, *in_shape)."""
-        ...
 
     def apply(self, x: Tensor) -> Tensor:
         """W x + b."""
-        ...
 
     def norm(self) -> float:
         """The operator norm ||W|| (cached by the implementations)."""
-        ...
 
 
 class Activation(Protocol):
@@ -112,11 +108,9 @@ class Network(Protocol):
 
     def forward_states(self, x: Tensor) -> list[Tensor]:
         """x_1 .. x_L for input x_0."""
-        ...
 
     def pre_activation(self, index: int, x_prev: Tensor, /) -> Tensor:
         """W_l x_{l-1} + b_l of layer ``index`` (0-based)."""
-        ...
 
 
 class Regulariser(Protocol):
@@ -141,11 +135,9 @@ class Regulariser(Protocol):
     @property
     def constrained(self) -> bool:
         """Whether the box [lo, hi] constrains anything."""
-        ...
 
     def value(self, x: Tensor) -> Tensor:
         """R(x) per sample, (B,)."""
-        ...
 
     def K(self, x: Tensor) -> Tensor: ...  # the operator's conventional name
 
@@ -176,7 +168,6 @@ class InputRegulariser(Protocol):
     @property
     def inner(self) -> Regulariser:
         """The regulariser itself, on images of ``image_shape``."""
-        ...
 
     def value(self, x: Tensor) -> Tensor: ...
 
@@ -240,8 +231,8 @@ class Problem(Protocol):
 
     def forward_aux(self, x0: Tensor) -> list[Tensor]: ...
 
-    def objective_parts(self, x0: Tensor, aux: list[Tensor] | None = None) -> dict[str, Tensor]:
-        ...
+    def objective_parts(self, x0: Tensor, aux: list[Tensor] | None = None
+                        ) -> dict[str, Tensor]: ...
 
 
 class Solver(Protocol):

@@ -38,7 +38,6 @@ class EngineBackend(Protocol):
     @property
     def thread(self) -> Any:
         """The solver's QThread, or a stand-in with ``wait``/``isFinished``/``isRunning``."""
-        ...
 
     # jobs (queued behind the running one)
     def boot(self) -> None: ...
@@ -54,15 +53,12 @@ class EngineBackend(Protocol):
 
     def request_stop(self, action: str = "stop") -> None:
         """End the current run: "stop" (discard) or "finish" (keep this iterate)."""
-        ...
 
     def request_restart(self, request: dict[str, Any]) -> bool:
         """Restart the running solve warm with ``request``; False when no run is going."""
-        ...
 
     def shutdown(self, timeout_ms: int = 10000) -> bool:
         """End the current job and wait for it (at most ``timeout_ms``); True if it ended."""
-        ...
 
 
 @runtime_checkable
