@@ -22,7 +22,7 @@ from lbi_engine.problem import InversionProblem
 from lbi_engine.protocols import Problem
 from lbi_engine.request import DTYPES, FORMAT_VERSION, InversionRequest
 from lbi_engine.solvers import solve, warm_start
-from lbi_engine.solvers.alpha import PATH_TOL, stream_alpha
+from lbi_engine.solvers.alpha import PATH_REPORT, stream_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord
 
 __all__ = [
@@ -319,12 +319,12 @@ def iterate(
     init = warm_start(warm_start_from, problem) if warm_start_from is not None else None
 
     def run(p: Problem, start: dict | None, loose: bool = False) -> Iterator[IterateRecord]:
-        stop = request.stop_rule()
-        if loose and stop.tol_mode == "objective" and 0 < stop.tol < PATH_TOL:
-            stop = dataclasses.replace(stop, tol=PATH_TOL)  # a path solve (alpha auto)
+        stop, every = request.stop_rule(), request.report_every
+        if loose:  # a path solve (alpha auto): the path stops it once it has settled
+            stop, every = dataclasses.replace(stop, tol=0.0), min(every, PATH_REPORT)
         return solve(p, request.method, stop=stop,
                      options=request.solver_options(), init=start, cancel=cancel,
-                     report_every=request.report_every)
+                     report_every=every)
 
     # Layer-wise chooses its input stage's alpha itself when the noise level is known
     # (SolverOptions.input_alpha, quasi-optimality or discrepancy): no outer path then.

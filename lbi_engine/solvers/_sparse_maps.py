@@ -6,27 +6,28 @@ while the same map stored as a CSR matrix costs 50-60 us per matrix-vector produ
 joint method, whose step is one product with every W_l and one with every W_l^T, the
 convolutions were ~60 % of the step's time. The matrices are the maps themselves (built by
 applying the map to the unit vectors, so they agree to rounding with ``linear``/``adjoint``);
-they are built once per map object (maps never change after construction, see
-``AffineMap``) and only when the dense build stays small (``MAX_DENSE`` entries).
+they are built once per weight tensor and geometry (maps never change after construction,
+see ``AffineMap``; every run of a network makes new map objects around the same weights, and
+a build costs ~20 ms) and only when the dense build stays small (``MAX_DENSE`` entries).
 """
 
 from __future__ import annotations
 
 import warnings
-import weakref
 
 import torch
 from torch import Tensor
 
 from lbi_engine.operators import AffineMap
+from lbi_engine.solvers._tensor_cache import TensorKeyed
 
 #: Largest in_numel * out_numel of a map built densely before sparsifying (32 MB in float32).
 MAX_DENSE = 2**23
 #: Denser matrices than this are left to the map's own kernels (dense GEMV is as fast).
 MAX_DENSITY = 0.2
 
-_CACHE: weakref.WeakKeyDictionary[AffineMap, dict[tuple[torch.dtype], SparseLinear | None]] = \
-    weakref.WeakKeyDictionary()
+# weight tensor -> {(dtype, geometry, bias): matrices}; weak, so a dropped network frees it
+_CACHE: TensorKeyed[dict[tuple[object, ...], SparseLinear | None]] = TensorKeyed()
 
 
 class SparseLinear:
@@ -62,15 +63,22 @@ def sparse_or_self(affine: AffineMap, like: Tensor) -> AffineMap | SparseLinear:
     """A :class:`SparseLinear` for a small, sparse convolution on the CPU, else ``affine``."""
     if like.device.type != "cpu" or type(affine).__name__ != "Conv2dMap":
         return affine
-    key = (like.dtype,)
-    try:
-        cached = _CACHE.get(affine)
-    except TypeError:  # not weak-referenceable: no cache, no sparse form
+    weight = getattr(affine, "weight", None)
+    if not isinstance(weight, Tensor):
         return affine
+    bias = getattr(affine, "bias", None)
+    key = (like.dtype, weight.dtype, tuple(affine.in_shape), tuple(affine.out_shape),
+           tuple(getattr(affine, "stride", ())), tuple(getattr(affine, "dilation", ())),
+           int(getattr(affine, "groups", 1)), tuple(getattr(affine, "pads", ())),
+           None if bias is None else (bias.data_ptr(), bias._version), weight._version)
+    cached = _CACHE.get(weight)
     if cached is not None and key in cached:
         return cached[key] or affine
     built = _build(affine, like.dtype)
-    _CACHE.setdefault(affine, {})[key] = built
+    if cached is None:
+        cached = {}
+        _CACHE.put(weight, cached)
+    cached[key] = built
     return built or affine
 
 

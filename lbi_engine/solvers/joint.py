@@ -179,6 +179,9 @@ class AcceleratedJoint(Method):
         xs = self.fista.xs
         return xs[0], xs[1:]
 
+    def objective_parts(self) -> dict[str, Tensor]:
+        return self.fista.objective_parts()
+
     def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
         state = self.fista
         monitor.extras["dual"] = state.dual

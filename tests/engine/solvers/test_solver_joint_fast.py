@@ -7,7 +7,10 @@
   uninterrupted run, and a batch whose samples stop at different times keeps the stopped
   samples frozen (the flat buffers copy the monitor's frozen blocks back);
 * on the paper's CNN encoder a run with the CSR convolutions takes the same steps as one on
-  the maps' own kernels.
+  the maps' own kernels, and its records' objective (computed with the CSR maps) is the
+  problem's;
+* the CSR matrices and the back-projection start are built once and rebuilt when their
+  inputs change.
 """
 
 from __future__ import annotations
@@ -117,3 +120,66 @@ def test_sparse_convolutions_take_the_same_steps(monkeypatch: pytest.MonkeyPatch
     assert fast.extras["steps"] == plain.extras["steps"] == "accelerated"
     torch.testing.assert_close(fast.x, plain.x, rtol=0, atol=1e-9)
     torch.testing.assert_close(fast.objective, plain.objective, rtol=1e-12, atol=0)
+
+
+def test_new_maps_around_the_same_weights_reuse_the_matrices() -> None:
+    """Every run makes new map objects around a network's weights; the CSR build (~20 ms on
+    the zoo's CNN) happens once per weight tensor and geometry, and a changed weight or a
+    freed one leaves no stale matrices."""
+    import copy
+    import gc
+
+    from lbi_engine.solvers import _sparse_maps
+
+    affine = _conv_map(True)
+    fast = sparse_or_self(affine, torch.zeros(1, dtype=torch.float64))
+    twin = copy.copy(affine)  # a new object around the same weight tensor
+    assert twin is not affine and sparse_or_self(twin, torch.zeros(1, dtype=torch.float64)) is fast
+    with torch.no_grad():
+        affine.weight.mul_(2.0)  # in place: the tensor's version changes
+    rebuilt = sparse_or_self(affine, torch.zeros(1, dtype=torch.float64))
+    assert rebuilt is not fast
+    x = torch.randn(1, *affine.in_shape, dtype=torch.float64)
+    torch.testing.assert_close(rebuilt.apply(x), affine.apply(x))
+    before = len(_sparse_maps._CACHE)
+    del affine, twin, fast, rebuilt
+    gc.collect()
+    assert len(_sparse_maps._CACHE) == before - 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_records_objective_with_the_step_maps_is_the_problems(dtype: torch.dtype) -> None:
+    from lbi_engine.solvers._joint_accel import JointFista
+
+    problem = _cnn_problem(alpha=1e-2, dtype=dtype)
+    torch.manual_seed(0)
+    x = torch.rand_like(problem.zeros_input())
+    aux = [a.clamp_min(0) + 0.1 * torch.rand_like(a) for a in problem.forward_aux(x)]
+    mine = JointFista(problem, [x, *aux], None, 1.0).objective_parts()
+    theirs = problem.objective_parts(x, aux)
+    tol = 1e-12 if problem.dtype == torch.float64 else 1e-5
+    for key in ("bregman", "reg", "total", "discrepancy"):
+        torch.testing.assert_close(mine[key], theirs[key], rtol=tol, atol=tol)
+
+
+def test_the_back_projection_start_is_computed_once_per_code() -> None:
+    from lbi_engine.solvers import _joint_accel
+
+    problem = _cnn_problem(alpha=1e-2)
+    calls = []
+    real = _joint_accel.compute_backprojection_start
+
+    def counted(p):
+        calls.append(1)
+        return real(p)
+
+    _joint_accel.compute_backprojection_start = counted
+    try:
+        first = _joint_accel.backprojection_start(problem)
+        again = _joint_accel.backprojection_start(problem)
+        assert len(calls) == 1 and torch.equal(first, again) and first is not again
+        problem.y_delta.mul_(1.5)  # an in-place change of the code: computed anew
+        changed = _joint_accel.backprojection_start(problem)
+        assert len(calls) == 2 and torch.equal(changed, real(problem))
+    finally:
+        _joint_accel.compute_backprojection_start = real

@@ -1,0 +1,96 @@
+"""The discrepancy factor tau of alpha "auto" (lbi_engine/solvers/alpha.py), chosen on TRAINING
+digits from converged solves.
+
+``PYTHONPATH=. python -m benchmarks.calibrate_tau [--network NAME] [--digits 3,70,...]``
+
+For each noise level and training digit: a warm-started descending alpha grid (eight points
+per decade, each solve run until its objective changes by less than 1e-5 relative), the
+residual ||N(x_alpha) - y_delta|| and the PSNR at every point. For a factor tau the
+discrepancy alpha is where the residual crosses tau * E||noise|| (log-log interpolation on
+the grid, as the search converges to), its PSNR interpolated likewise. Printed per noise level:
+the PSNR at the best single grid alpha (mean over the digits, the benchmark's "best grid
+alpha") minus the mean PSNR at each tau's alpha: the loss. The tau kept is the one with the
+smallest worst loss over the levels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+
+import torch
+
+STDS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.33)
+TAUS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0)
+TRAIN_DIGITS = (3, 70, 140, 210, 280, 350)
+
+
+def grid_curve(prepared: object, alphas: list[float]) -> list[tuple[float, float, float]]:
+    """(alpha, residual, PSNR) along the descending grid, warm-started."""
+    from lbi_engine.solvers import StopRule, solve, warm_start
+    from lbi_engine.solvers.alpha import _warm, _with_alpha
+
+    problem = prepared.problem
+    init = None
+    out = []
+    for alpha in alphas:
+        last = None
+        for rec in solve(_with_alpha(problem, alpha), "auto",
+                         stop=StopRule(max_iter=20_000, tol=1e-5), init=init, report_every=20):
+            last = rec
+        out.append((alpha, float(last.discrepancy[0]), float(last.psnr[0])))
+        init = _warm(last, problem)
+    del warm_start
+    return out
+
+
+def at_tau(curve: list[tuple[float, float, float]], target: float) -> float:
+    """PSNR where the residual crosses ``target`` (log-log interpolation on the grid)."""
+    for (_, d0, p0), (_, d1, p1) in zip(curve[:-1], curve[1:], strict=True):
+        if d0 >= target >= d1 and d0 > d1:
+            t = (math.log(d0) - math.log(target)) / (math.log(d0) - math.log(d1))
+            return p0 + t * (p1 - p0)
+    return curve[0][2] if target > curve[0][1] else curve[-1][2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--network", default="mnist-cnn-ae")
+    parser.add_argument("--digits", default=",".join(map(str, TRAIN_DIGITS)))
+    parser.add_argument("--stds", default=",".join(map(str, STDS)))
+    args = parser.parse_args()
+    from lbi_engine.api import InversionRequest, prepare
+    from lbi_engine.models.zoo import load_zoo
+    from lbi_engine.solvers.alpha import expected_noise_norm
+
+    torch.set_num_threads(1)
+    bundle = load_zoo(args.network)
+    digits = [int(d) for d in args.digits.split(",")]
+    alphas = [10 ** (-0.5 - k / 8) for k in range(25)]  # 0.32 .. 3.2e-4
+    print(f"network {args.network}, training digits {digits}; loss (dB) = PSNR at the best "
+          "grid alpha - mean PSNR at tau's alpha")
+    print("| std | best grid alpha | " + " | ".join(f"tau {t:g}" for t in TAUS) + " |")
+    worst = {t: 0.0 for t in TAUS}
+    for std in (float(s) for s in args.stds.split(",")):
+        curves, deltas = [], []
+        for d in digits:
+            prepared = prepare(InversionRequest(network=args.network, split="train", index=d,
+                                                noise_std=std), bundle)
+            curves.append(grid_curve(prepared, alphas))
+            deltas.append(expected_noise_norm(prepared.problem, std))
+        mean_grid = [statistics.mean(c[k][2] for c in curves) for k in range(len(alphas))]
+        best = max(range(len(alphas)), key=mean_grid.__getitem__)
+        losses = []
+        for tau in TAUS:
+            loss = mean_grid[best] - statistics.mean(
+                at_tau(c, tau * dl) for c, dl in zip(curves, deltas, strict=True))
+            worst[tau] = max(worst[tau], loss)
+            losses.append(loss)
+        print(f"| {std:g} | {alphas[best]:.3g} | " + " | ".join(f"{v:+.2f}" for v in losses)
+              + " |", flush=True)
+    print("| worst | | " + " | ".join(f"{worst[t]:+.2f}" for t in TAUS) + " |")
+
+
+if __name__ == "__main__":
+    main()
