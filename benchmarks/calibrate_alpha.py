@@ -1,7 +1,7 @@
-"""The discrepancy factor tau of alpha "auto" (lbi_engine/solvers/alpha.py), chosen on TRAINING
-digits from converged solves.
+"""The constants of alpha "auto" (lbi_engine/solvers/alpha.py), measured on TRAINING digits from
+converged solves: the discrepancy factor TAU and the first guess's factor GUESS.
 
-``PYTHONPATH=. python -m benchmarks.calibrate_tau [--network NAME] [--digits 3,70,...]``
+``PYTHONPATH=. python -m benchmarks.calibrate_alpha [--network NAME] [--digits 3,70,...]``
 
 For each noise level and training digit: a warm-started descending alpha grid (eight points
 per decade, each solve run until its objective changes by less than 1e-5 relative), the
@@ -10,7 +10,8 @@ discrepancy alpha is where the residual crosses tau * E||noise|| (log-log interp
 the grid, as the search converges to), its PSNR interpolated likewise. Printed per noise level:
 the PSNR at the best single grid alpha (mean over the digits, the benchmark's "best grid
 alpha") minus the mean PSNR at each tau's alpha: the loss. The tau kept is the one with the
-smallest worst loss over the levels.
+smallest worst loss over the levels. Second table: at TAU's alpha, the first guess's factor
+alpha * R(x_bp) / (target * ||y_delta||) (``alpha.first_guess``) per digit, min / max.
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ def grid_curve(prepared: object, alphas: list[float]) -> list[tuple[float, float
     return out
 
 
-def at_tau(curve: list[tuple[float, float, float]], target: float) -> float:
-    """PSNR where the residual crosses ``target`` (log-log interpolation on the grid)."""
-    for (_, d0, p0), (_, d1, p1) in zip(curve[:-1], curve[1:], strict=True):
+def at_tau(curve: list[tuple[float, float, float]], target: float) -> tuple[float, float]:
+    """(alpha, PSNR) where the residual crosses ``target`` (log-log interpolation on the
+    grid; log alpha, PSNR linear)."""
+    for (a0, d0, p0), (a1, d1, p1) in zip(curve[:-1], curve[1:], strict=True):
         if d0 >= target >= d1 and d0 > d1:
             t = (math.log(d0) - math.log(target)) / (math.log(d0) - math.log(d1))
-            return p0 + t * (p1 - p0)
-    return curve[0][2] if target > curve[0][1] else curve[-1][2]
+            return math.exp(math.log(a0) + t * (math.log(a1) - math.log(a0))), p0 + t * (p1 - p0)
+    end = curve[0] if target > curve[0][1] else curve[-1]
+    return end[0], end[2]
 
 
 def main() -> None:
@@ -62,7 +65,8 @@ def main() -> None:
     args = parser.parse_args()
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
-    from lbi_engine.solvers.alpha import expected_noise_norm
+    from lbi_engine.solvers._joint_accel import backprojection_start
+    from lbi_engine.solvers.alpha import TAU, expected_noise_norm
 
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)
@@ -72,24 +76,37 @@ def main() -> None:
           "grid alpha - mean PSNR at tau's alpha")
     print("| std | best grid alpha | " + " | ".join(f"tau {t:g}" for t in TAUS) + " |")
     worst = {t: 0.0 for t in TAUS}
+    guesses = []
     for std in (float(s) for s in args.stds.split(",")):
-        curves, deltas = [], []
+        curves, deltas, scales = [], [], []
         for d in digits:
             prepared = prepare(InversionRequest(network=args.network, split="train", index=d,
                                                 noise_std=std), bundle)
             curves.append(grid_curve(prepared, alphas))
             deltas.append(expected_noise_norm(prepared.problem, std))
+            problem = prepared.problem
+            with torch.no_grad():  # first_guess's scale ||y|| / R(x_bp)
+                x_bp = backprojection_start(problem)[:1]
+                scales.append(float(problem.y_delta[:1].norm())
+                              / float(problem.reg.value(x_bp)[0]))
         mean_grid = [statistics.mean(c[k][2] for c in curves) for k in range(len(alphas))]
         best = max(range(len(alphas)), key=mean_grid.__getitem__)
         losses = []
         for tau in TAUS:
             loss = mean_grid[best] - statistics.mean(
-                at_tau(c, tau * dl) for c, dl in zip(curves, deltas, strict=True))
+                at_tau(c, tau * dl)[1] for c, dl in zip(curves, deltas, strict=True))
             worst[tau] = max(worst[tau], loss)
             losses.append(loss)
         print(f"| {std:g} | {alphas[best]:.3g} | " + " | ".join(f"{v:+.2f}" for v in losses)
               + " |", flush=True)
+        factors = [at_tau(c, TAU * dl)[0] / (TAU * dl * g)
+                   for c, dl, g in zip(curves, deltas, scales, strict=True)]
+        guesses.append((std, min(factors), max(factors)))
     print("| worst | | " + " | ".join(f"{worst[t]:+.2f}" for t in TAUS) + " |")
+    print(f"\nfirst guess factor alpha * R(x_bp) / (TAU * delta * ||y||) at TAU = {TAU:g}:")
+    print("| std | min | max |\n|---:|---:|---:|")
+    for std, lo, hi in guesses:
+        print(f"| {std:g} | {lo:.3f} | {hi:.3f} |")
 
 
 if __name__ == "__main__":
