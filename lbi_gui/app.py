@@ -147,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         window.show()
         if args.file:
             window.open_path(str(Path(args.file).expanduser().resolve()))
-        return int(app.exec())
+        code = int(app.exec())
+        _close_down(app, window)
+        return code
     finally:
         _end_engine()
 
@@ -181,6 +183,20 @@ def _end_engine() -> None:
         module.discard()  # started early but never adopted (no job was sent)
 
 
+def _close_down(app: Any, window: Any) -> None:
+    """After the event loop: end the engine child, then delete the window inside Qt, not in
+    the interpreter's finalization. A window left to finalization, with records from the
+    child still queued for it, ended the process with SIGSEGV after its work was done (about
+    every second ``--smoke-test`` once runs reported every few iterations; a known PySide6
+    end-of-process crash class, PYSIDE-2254)."""
+    from PySide6 import QtCore
+
+    _end_engine()  # no more messages from the child into a closing window
+    window.deleteLater()
+    app.processEvents()
+    app.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete.value)
+
+
 def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:
     """Runs the window's autorun to its end; exit 0 when it finished with a finite PSNR."""
     import math
@@ -207,6 +223,7 @@ def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:
     window.show()
     app.exec()
     window.close()
+    _close_down(app, window)
     result = outcome.get("result")
     psnr = None if result is None else result.metrics.get("psnr")
     if result is None or psnr is None or not math.isfinite(psnr):
