@@ -215,6 +215,12 @@ class ProximalActivation(ABC):
         vals = per_sample_sum(self._bregman_terms(self.project(x), z)).clamp_min(0)
         return torch.where(ok, vals, torch.full_like(vals, math.inf))
 
+    def bregman_in_domain(self, x: Tensor, z: Tensor) -> Tensor:
+        """:meth:`bregman` for an ``x`` known to lie in the closed domain with the shape of
+        ``z`` (a solver's own projected iterates): the same closed form without the checks
+        and the projection, which cost more than the formula on small layers."""
+        return per_sample_sum(self._bregman_terms(x, z)).clamp_min(0)
+
     def bregman_grad_z(self, x: Tensor, z: Tensor) -> Tensor:
         """grad_z B_Psi(x, z) = sigma(z) - x (no derivative of sigma needed)."""
         x, z = check_pair(x, z)

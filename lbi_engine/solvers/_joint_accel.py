@@ -203,7 +203,10 @@ class JointFista:
         for i, layer in enumerate(self.layers):
             target = xs[i + 1] if i + 1 < depth else problem.y_delta
             z = maps[i].apply(xs[i]).reshape(target.shape)
-            terms.append(layer.activation.bregman(target, z))
+            if i + 1 < depth and self._relu_aux:  # iterates clamped into dom Psi by step()
+                terms.append(layer.activation.bregman_in_domain(target, z))
+            else:
+                terms.append(layer.activation.bregman(target, z))
         bregman = torch.stack(terms, dim=1)
         reg = self.alpha * self.reg.value(xs[0])
         out = xs[0]

@@ -333,3 +333,15 @@ def test_cuda_matches_cpu(case):
         gpu = getattr(act, fn)(*[a.cuda() for a in args])
         assert gpu.device.type == "cuda" and (gpu.cpu() - cpu).abs().max() < 1e-12
     assert (act.prox(z.cuda(), 0.3).cpu() - act.prox(z, 0.3)).abs().max() < 1e-12
+
+
+def test_bregman_in_domain_is_bregman_inside_the_domain(case):
+    """The unchecked form solvers use on their own projected iterates equals the checked one
+    on points of the closed domain (4 samples of 16 entries)."""
+    act, spec, bracket, _ = case
+    rng = np.random.default_rng(1)
+    x = _domain_points(spec, bracket, 64, rng)[:64]
+    x = torch.tensor(np.resize(x, 64).reshape(4, 16), dtype=F64)
+    z = torch.tensor(rng.normal(0, 3, (4, 16)), dtype=F64)
+    torch.testing.assert_close(act.bregman_in_domain(x, z), act.bregman(x, z),
+                               rtol=1e-12, atol=1e-12)
