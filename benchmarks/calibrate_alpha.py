@@ -10,7 +10,9 @@ discrepancy alpha is where the residual crosses tau * E||noise|| (log-log interp
 the grid, as the search converges to), its PSNR interpolated likewise. Printed per noise level:
 the PSNR at the best single grid alpha (mean over the digits, the benchmark's "best grid
 alpha") minus the mean PSNR at each tau's alpha: the loss. The tau kept is the one with the
-smallest worst loss over the levels. Second table: at TAU's alpha, the first guess's factor
+smallest worst loss over the levels (also printed for tau 0.70-0.90 in steps of 0.01). Then
+the same for the rule in use (``alpha.tau_for``: tau from the relative noise of the code), and
+at the rule's alpha the first guess's factor
 alpha * R(x_bp) / (target * ||y_delta||) (``alpha.first_guess``) per digit, min / max.
 """
 
@@ -24,6 +26,7 @@ import torch
 
 STDS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.33)
 TAUS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 1.0)
+FINE = tuple(round(0.7 + 0.01 * k, 2) for k in range(21))  # worst loss only, 0.70 .. 0.90
 TRAIN_DIGITS = (3, 70, 140, 210, 280, 350)
 
 
@@ -66,7 +69,7 @@ def main() -> None:
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
     from lbi_engine.solvers._joint_accel import backprojection_start
-    from lbi_engine.solvers.alpha import TAU, expected_noise_norm
+    from lbi_engine.solvers.alpha import expected_noise_norm, tau_for
 
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)
@@ -76,15 +79,18 @@ def main() -> None:
           "grid alpha - mean PSNR at tau's alpha")
     print("| std | best grid alpha | " + " | ".join(f"tau {t:g}" for t in TAUS) + " |")
     worst = {t: 0.0 for t in TAUS}
+    worst_fine = {t: 0.0 for t in FINE}
+    worst_rule, rows = 0.0, []
     guesses = []
     for std in (float(s) for s in args.stds.split(",")):
-        curves, deltas, scales = [], [], []
+        curves, deltas, scales, taus = [], [], [], []
         for d in digits:
             prepared = prepare(InversionRequest(network=args.network, split="train", index=d,
                                                 noise_std=std), bundle)
             curves.append(grid_curve(prepared, alphas))
             deltas.append(expected_noise_norm(prepared.problem, std))
             problem = prepared.problem
+            taus.append(tau_for(problem, deltas[-1]))
             with torch.no_grad():  # first_guess's scale ||y|| / R(x_bp)
                 x_bp = backprojection_start(problem)[:1]
                 scales.append(float(problem.y_delta[:1].norm())
@@ -99,11 +105,25 @@ def main() -> None:
             losses.append(loss)
         print(f"| {std:g} | {alphas[best]:.3g} | " + " | ".join(f"{v:+.2f}" for v in losses)
               + " |", flush=True)
-        factors = [at_tau(c, TAU * dl)[0] / (TAU * dl * g)
-                   for c, dl, g in zip(curves, deltas, scales, strict=True)]
+        rule = mean_grid[best] - statistics.mean(
+            at_tau(c, t * dl)[1] for c, dl, t in zip(curves, deltas, taus, strict=True))
+        worst_rule = max(worst_rule, rule)
+        rows.append((std, statistics.mean(taus), rule))
+        for tau in FINE:
+            worst_fine[tau] = max(worst_fine[tau], mean_grid[best] - statistics.mean(
+                at_tau(c, tau * dl)[1] for c, dl in zip(curves, deltas, strict=True)))
+        factors = [at_tau(c, t * dl)[0] / (t * dl * g)
+                   for c, dl, g, t in zip(curves, deltas, scales, taus, strict=True)]
         guesses.append((std, min(factors), max(factors)))
     print("| worst | | " + " | ".join(f"{worst[t]:+.2f}" for t in TAUS) + " |")
-    print(f"\nfirst guess factor alpha * R(x_bp) / (TAU * delta * ||y||) at TAU = {TAU:g}:")
+    print("\nworst loss over the levels, finer: "
+          + ", ".join(f"{t:.2f}: {worst_fine[t]:.2f}" for t in FINE))
+    print("\nthe rule alpha.tau_for (tau from the relative noise delta / ||y||):")
+    print("| std | mean tau | loss (dB) |\n|---:|---:|---:|")
+    for std, tau, loss in rows:
+        print(f"| {std:g} | {tau:.3f} | {loss:+.2f} |")
+    print(f"worst {worst_rule:+.2f} dB")
+    print("\nfirst guess factor alpha * R(x_bp) / (tau * delta * ||y||) at the rule's alpha:")
     print("| std | min | max |\n|---:|---:|---:|")
     for std, lo, hi in guesses:
         print(f"| {std:g} | {lo:.3f} | {hi:.3f} |")

@@ -24,10 +24,14 @@ from lbi_engine.solvers.alpha import (
     MAX_POINTS,
     PATH_MIN_STEPS,
     PATH_REPORT,
+    RHO_KNEE,
     TAU,
+    TAU_MIN,
+    TAU_SLOPE,
     expected_noise_norm,
     first_guess,
     stream_alpha,
+    tau_for,
 )
 from tests.engine._solver_cases import disc, problem_for, relu_perceptron
 
@@ -74,7 +78,8 @@ def test_discrepancy_search_meets_its_target_at_the_bisected_crossing() -> None:
     path = last.extras["alpha_path"]
     assert 1 <= len(path) <= MAX_POINTS
     target = last.extras["alpha_target"]
-    assert target == pytest.approx(TAU * expected_noise_norm(problem, 0.05))
+    delta = expected_noise_norm(problem, 0.05)
+    assert target == pytest.approx(tau_for(problem, delta) * delta)
     # the final (converged) residual meets the target to the search's match (3 %, log)
     assert abs(math.log(float(last.discrepancy[0]) / target)) <= MATCH + 0.01
     # and the alpha is the root found independently (residual slope ~0.5: 3 % -> ~6 %)
@@ -138,8 +143,14 @@ def test_a_path_solve_stops_once_its_residual_has_settled() -> None:
 
 def test_tau_below_one_and_the_chosen_alpha_grows_with_the_noise() -> None:
     # a good estimate fits part of the noise, so its residual lies below the noise norm
-    # (alpha.py's docstring); tau is a fraction, not Morozov's worst-case factor >= 1
-    assert 0.5 < TAU < 1.0
+    # (alpha.py's docstring); tau is a fraction, not Morozov's worst-case factor >= 1, and
+    # the fraction shrinks with the relative noise (more of a smaller noise is fitted)
+    problem = _problem()
+    y_norm = float(problem.y_delta.norm())
+    taus = [tau_for(problem, rho * y_norm) for rho in (1e-4, 0.01, 0.03, 0.06, 0.12, 0.5, 3.0)]
+    assert all(TAU_MIN <= t <= TAU < 1.0 for t in taus)
+    assert taus == sorted(taus) and taus[0] == TAU_MIN and taus[-1] == TAU
+    assert taus[3] == pytest.approx(TAU + TAU_SLOPE * math.log10(0.06 / RHO_KNEE))
     chosen = []
     for std in (0.01, 0.03, 0.09):  # the same truth, noise x3 per step
         last = list(stream_alpha(_problem(std), _runner(), noise_std=std))[-1]
