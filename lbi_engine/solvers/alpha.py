@@ -56,15 +56,14 @@ from lbi_engine.solver_settings import ALPHA_RULES as RULES
 from lbi_engine.solver_settings import ALPHA_START
 from lbi_engine.solvers.base import IterateRecord
 
-#: Path start, floor and ceiling; the step between neighbours (four per decade). The
-#: discrepancy rule walks up from the start when its first solve already fits below target.
+#: The range of alpha, and quasi-optimality's step between path neighbours (four per decade).
 ALPHA_MIN = 1e-4
 ALPHA_MAX = 1e3
 FACTOR = 10.0 ** -0.25
 #: A path solve (the chosen alpha's solve uses the run's own stop rule) ends when its
 #: residual and objective both changed by less than PATH_RTOL (relative) over PATH_SPAN
 #: iterations, twice in a row, after at least PATH_MIN_STEPS: the rules read the residual,
-#: which the objective rule (1e-3) left up to 12 % off after a warm start, because the
+#: which the objective rule (1e-3) left several percent off after a warm start, because the
 #: objective settles before the residual does (issue #23). Path solves report every
 #: PATH_REPORT iterations for this check.
 PATH_RTOL = 3e-3
@@ -90,8 +89,9 @@ MAX_JUMP = math.log(10.0)
 #: from jumping far.
 SLOPE, MIN_SLOPE, MAX_SLOPE = 0.5, 0.1, 2.0
 #: first_guess's factor: alpha * R(x_bp) / (target * ||y_delta||) at the residual-matching
-#: alpha, 0.12-0.22 on mnist-cnn-ae and 0.23-0.33 on mnist-perceptron-ae (6 training digits
-#: each, noise std 0.01-0.2; benchmarks/NOTES.md "alpha search"); 0.22 sits between them.
+#: alpha, 0.12-0.20 on mnist-cnn-ae and 0.24-0.33 on mnist-perceptron-ae (6 training digits
+#: each, noise std 0.01-0.33, benchmarks/calibrate_alpha.py; benchmarks/NOTES.md "alpha
+#: search"); 0.22 sits between them.
 GUESS = 0.22
 
 
