@@ -89,10 +89,10 @@ MAX_JUMP = math.log(10.0)
 #: from jumping far.
 SLOPE, MIN_SLOPE, MAX_SLOPE = 0.5, 0.1, 2.0
 #: first_guess's factor: alpha * R(x_bp) / (target * ||y_delta||) at the residual-matching
-#: alpha, 0.12-0.20 on mnist-cnn-ae and 0.24-0.33 on mnist-perceptron-ae (6 training digits
+#: alpha, 0.07-0.20 on mnist-cnn-ae and 0.23-0.33 on mnist-perceptron-ae (6 training digits
 #: each, noise std 0.01-0.33, benchmarks/calibrate_alpha.py; benchmarks/NOTES.md "alpha
-#: search"); 0.22 sits between them.
-GUESS = 0.22
+#: search"); 0.15 is the geometric middle, at most ~2.2x off on either.
+GUESS = 0.15
 
 
 @dataclass
