@@ -1,0 +1,55 @@
+"""Steps of a default run (alpha "auto") on training digits: the alpha search's cost by count.
+
+``PYTHONPATH=. python -m benchmarks.alpha_search_steps [--network NAME] [--digits 3,70,...]
+[--stds 0.05,0.01] [--guess G]``
+
+Iteration counts do not depend on the machine's load, so this is how the search's constants
+(``alpha.GUESS``, the settle test) were compared; times are in bench_multilayer's table.
+Prints per noise level the mean PSNR, solver steps (path and final solve), solves of the
+search, and the stop reasons. ``--guess`` overrides ``alpha.GUESS`` for the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--network", default="mnist-cnn-ae")
+    parser.add_argument("--digits", default="3,70,140,210,280,350")
+    parser.add_argument("--stds", default="0.05,0.01")
+    parser.add_argument("--guess", type=float, default=None)
+    args = parser.parse_args()
+    from lbi_engine.api import InversionRequest, iterate, prepare
+    from lbi_engine.models.zoo import load_zoo
+    from lbi_engine.solvers import alpha
+
+    if args.guess is not None:
+        alpha.GUESS = args.guess
+    torch.set_num_threads(1)
+    bundle = load_zoo(args.network)
+    print(f"{args.network}, training digits {args.digits}, GUESS {alpha.GUESS:g}")
+    print("| std | mean PSNR (dB) | mean steps | mean solves of the search | stops |")
+    print("|---:|---:|---:|---:|---|")
+    for std in (float(s) for s in args.stds.split(",")):
+        psnr, steps, solves, stops = [], [], [], set()
+        for digit in (int(d) for d in args.digits.split(",")):
+            request = InversionRequest(network=args.network, split="train", index=digit,
+                                       noise_std=std)
+            from lbi_engine.solvers import final
+
+            last = final(iterate(prepare(request, bundle)))
+            psnr.append(float(last.psnr[0]))
+            steps.append(last.iteration)
+            solves.append(len(last.extras["alpha_path"]))
+            stops.add(last.stop_reasons[0])
+        print(f"| {std:g} | {statistics.mean(psnr):.2f} | {statistics.mean(steps):.0f} | "
+              f"{statistics.mean(solves):.1f} | {', '.join(sorted(stops))} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
