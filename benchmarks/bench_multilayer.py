@@ -307,9 +307,10 @@ def main() -> None:
         "give lbi at its own best grid alpha to tell the solver from the alpha choice (the "
         "objectives differ: lifted Bregman + exact TV "
         "against least squares + smoothed TV, so the best alphas may too). Times are solver "
-        "times (lbi: records' `elapsed` plus its first-guess computation; building records, "
-        "which holds the stop rule's objective, is not counted; the wall-time row counts "
-        "everything but PSNR; L-BFGS: its steps, closures included, PSNR not), measured "
+        "times (lbi: records' `elapsed`, which holds the stop rule's objective evaluations, "
+        "plus its first-guess computation; the rest of building records is not counted; the "
+        "wall-time row counts everything but PSNR; L-BFGS: its steps, closures included, PSNR "
+        "not), measured "
         "on a shared 2-core machine under other processes' load: compare the ratios, not the "
         "seconds. Issue #23's goal: lbi at its defaults within 0.5 dB of L-BFGS's PSNR in at "
         "most 0.5x L-BFGS's time.",
