@@ -137,10 +137,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="seed of the noise " + c.request_default("seed"))
     prob = p.add_argument_group("problem and method")
     prob.add_argument("--alpha", type=c.alpha_value, metavar="A|auto",
-                      help="regularisation weight alpha > 0, or auto: chosen from the data on "
-                           "a warm-started path from large to small alpha, by the discrepancy "
-                           "principle when the noise level is known (--noise-std for simulated "
-                           "data, --noise-level for --data), else by quasi-optimality; "
+                      help="regularisation weight alpha > 0, or auto: chosen from the data by "
+                           "a few warm-started solves, by the discrepancy principle when the "
+                           "noise level is known (--noise-std for simulated data, --noise-level "
+                           "for --data), else by quasi-optimality on a path from large to "
+                           "small alpha; "
                            "result.json records alpha, alpha_rule, alpha_path, and its request "
                            "repeats the run with that alpha frozen " + c.request_default("alpha"))
     prob.add_argument("--alpha-rule", choices=("auto", "discrepancy", "quasi-optimality"),

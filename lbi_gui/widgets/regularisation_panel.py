@@ -1,7 +1,7 @@
 """Regularisation panel: R, Auto α, α (log slider), the a-priori rule α = C·δ, per-layer α.
 
-"Auto α" (on by default) sends ``alpha="auto"``: the engine chooses α on a warm-started path
-(lbi_engine/solvers/alpha.py) and the slider then shows the chosen value. Moving the slider
+"Auto α" (on by default) sends ``alpha="auto"``: the engine chooses α by a few warm-started
+solves (lbi_engine/solvers/alpha.py) and the slider then shows the chosen value. Moving the slider
 (or "α = C·δ") switches Auto off, so the next run, or the warm restart of a running one,
 uses the user's α.
 """
@@ -27,10 +27,10 @@ class RegularisationPanel(ParamPanel):
             self.regulariser.addItem(label, name)
         self.auto_alpha = QtWidgets.QCheckBox("Auto α")
         self.auto_alpha.setChecked(True)
-        self.auto_alpha.setToolTip("Choose α from the data: discrepancy principle when the "
-                                   "noise level is known, else quasi-optimality, on a "
-                                   "warm-started path from large to small α. Moving the "
-                                   "slider switches this off.")
+        self.auto_alpha.setToolTip("Choose α from the data by a few warm-started solves: "
+                                   "discrepancy principle when the noise level is known, "
+                                   "else quasi-optimality. Moving the slider switches this "
+                                   "off.")
         self.alpha = LogSlider(1e-6, 10.0, 9e-3)
         self.alpha.setToolTip("Regularisation weight α: larger = smoother, less data fit "
                               "(moving it switches Auto α off)")
