@@ -30,9 +30,6 @@ SSIM_LIVE_MAX_BATCH = 4
 # from x_0 = 0 can be slow to move the objective for reasons that say nothing about
 # convergence (e.g. a tiny first step of a backtracking method).
 OBJECTIVE_MIN_RUN = 20
-# ... and no warm-started run (one that continues a record: its start is not x_0 = 0) shorter
-# than this: the final solve of alpha "auto" starts where its search settled.
-OBJECTIVE_MIN_RUN_WARM = 10
 # The objective rule reads the objective of the records: with it on, records come at least
 # this often (a larger report_every is lowered to it), so a run never overshoots its stop by
 # more than this many iterations. (A record costs about one forward pass.)
@@ -188,8 +185,7 @@ class RunMonitor:
         value = objective.detach().clone()
         self._history.append((k, value))
         run = k - self.start_iteration
-        floor = OBJECTIVE_MIN_RUN if self.start_iteration == 0 else OBJECTIVE_MIN_RUN_WARM
-        if run < max(stop.min_iter, floor):
+        if run < max(stop.min_iter, OBJECTIVE_MIN_RUN):
             return
         middle = self.start_iteration + run // 2
         first = 0  # the last report at or before the middle opens the window

@@ -15,7 +15,7 @@ import torch
 
 from lbi_engine.problem import InversionProblem
 from lbi_engine.solvers import StopRule, final, solve
-from lbi_engine.solvers._monitor import OBJECTIVE_MIN_RUN, OBJECTIVE_MIN_RUN_WARM, RunMonitor
+from lbi_engine.solvers._monitor import OBJECTIVE_MIN_RUN, RunMonitor
 from lbi_engine.solvers.base import StopReason
 from tests.engine._solver_cases import (
     cvx_bregman,
@@ -111,19 +111,6 @@ def test_rule_fires_when_the_change_over_the_second_half_drops_below_tol() -> No
     expected = next(k for k in range(OBJECTIVE_MIN_RUN, 5000, 10)
                     if (1 / (10 * ((k // 2) // 10)) - 1 / k) / (1 + 1 / k) <= tol)
     assert stopped == expected
-
-
-def test_a_flat_objective_stops_a_warm_run_sooner_than_a_cold_one() -> None:
-    # a cold run (from x_0 = 0) is not judged before OBJECTIVE_MIN_RUN iterations, a run that
-    # continues a record (start_iteration > 0, e.g. alpha auto's final solve) before
-    # OBJECTIVE_MIN_RUN_WARM: a settled start needs no 20-iteration proof
-    assert OBJECTIVE_MIN_RUN_WARM < OBJECTIVE_MIN_RUN
-    cold = _monitor(1e-4, report_every=5)
-    assert _feed(cold, {k: [2.0, 2.0] for k in range(0, 100, 5)}) == OBJECTIVE_MIN_RUN
-    warm = RunMonitor(_one_layer("tv"), "test", StopRule(tol=1e-4), None, 5,
-                      start_iteration=300)
-    flat = {300 + k: [2.0, 2.0] for k in range(0, 100, 5)}
-    assert _feed(warm, flat) == 300 + OBJECTIVE_MIN_RUN_WARM
 
 
 def test_rule_does_not_fire_on_an_oscillation_wider_than_tol() -> None:
