@@ -248,3 +248,32 @@ def test_sweep_cells_keyed_auto_record_the_chosen_alpha(tmp_path) -> None:
                  "--threads", "1", "-q", "--out", str(tmp_path / "one")]) == 0
     one = json.loads((tmp_path / "one" / "result.json").read_text())["metrics"]
     assert float(rows["auto"]["alpha_chosen"]) == pytest.approx(one["alpha"], rel=1e-2)
+
+
+def test_quasi_optimality_path_solves_end_by_the_objective_window() -> None:
+    """_ObjectiveSettled: settled once the objective moved by <= QUASI_TOL relative over the
+    reports since the middle of the solve, not before PATH_MIN_STEPS (hand-made objectives)."""
+    from types import SimpleNamespace
+
+    from lbi_engine.solvers.alpha import QUASI_TOL, _ObjectiveSettled
+
+    def rec(k: int, e: float) -> SimpleNamespace:
+        return SimpleNamespace(iteration=k, objective=torch.tensor([e]))
+
+    flat = _ObjectiveSettled()
+    first = rec(100, 2.0)
+    hits = [k for k in range(100, 200, 5) if flat(rec(k, 2.0), first)]
+    assert hits[0] == 100 + PATH_MIN_STEPS
+    decaying = _ObjectiveSettled()  # E_k = 1 + 1/(k - 95): over [mid, k] it moves by ~1/run
+    first = rec(100, 1.2)
+    stop = next(k for k in range(100, 20_000, 5)
+                if decaying(rec(k, 1 + 1 / (k - 95)), first))
+    run = stop - 100
+    mid = 100 + run // 2
+    opened = max(j for j in range(100, stop + 1, 5) if j <= mid)
+    moved = (1 / (opened - 95) - 1 / (stop - 95)) / (1 + 1 / (stop - 95))
+    assert moved <= QUASI_TOL
+    before = stop - 5  # one report earlier it had not settled
+    mid_b = 100 + (before - 100) // 2
+    opened_b = max(j for j in range(100, before + 1, 5) if j <= mid_b)
+    assert (1 / (opened_b - 95) - 1 / (before - 95)) / (1 + 1 / (before - 95)) > QUASI_TOL
