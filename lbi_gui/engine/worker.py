@@ -15,6 +15,7 @@ interface :class:`~lbi_gui.window.controller.RunController` uses for both backen
 from __future__ import annotations
 
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from PySide6 import QtCore
@@ -50,6 +51,13 @@ class EngineWorker(QtCore.QObject):
         super().__init__()
         # the driver's events become this object's signals (emitted in the solver thread)
         self.driver = RunDriver(signal_dispatcher(self, "the thread backend"))
+        # runs sent but not begun, and the stop asked for one of them: it begins stopped (the
+        # process child's rule). Without it a Stop that landed between the GUI's send and the
+        # solver thread's start was overwritten by the run's start and the run went on to
+        # its end ("Cancel all" right as "Run all" began its next method).
+        self._lock = threading.Lock()
+        self._queued: set[int] = set()
+        self._early: dict[int, str] = {}
 
     # ---- control, called from the GUI thread (thread-safe: events and tokens only) -------
     def pause(self) -> None:
@@ -59,8 +67,17 @@ class EngineWorker(QtCore.QObject):
         self.driver.resume()
 
     def request_stop(self, action: str = "stop") -> None:
-        """End the current run: "stop" (discard) or "finish" (keep this iterate)."""
+        """End the current run: "stop" (discard) or "finish" (keep this iterate); runs sent
+        but not begun begin stopped."""
+        with self._lock:
+            for run_id in self._queued:
+                self._early[run_id] = action
         self.driver.request_stop(action)
+
+    def queued(self, run_id: int) -> None:
+        """The GUI thread sent run ``run_id`` (called before the job is queued)."""
+        with self._lock:
+            self._queued.add(run_id)
 
     def request_restart(self, request: dict[str, Any]) -> bool:
         """Restart the running solve warm with ``request``; False if no run is going."""
@@ -82,7 +99,10 @@ class EngineWorker(QtCore.QObject):
 
     @QtCore.Slot(object)
     def run(self, job: RunJob) -> None:
-        self.driver.run(job)
+        with self._lock:
+            self._queued.discard(job.run_id)
+            action = self._early.pop(job.run_id, None)
+        self.driver.run(job, action)
 
 
 class ThreadBackend(QtCore.QObject):
@@ -124,6 +144,7 @@ class ThreadBackend(QtCore.QObject):
         self._do_prepare.emit(job_id, request)
 
     def run(self, job: RunJob) -> None:
+        self.worker.queued(job.run_id)
         self._do_run.emit(job)
 
     def pause(self) -> None:
