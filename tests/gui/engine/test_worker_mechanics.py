@@ -135,3 +135,28 @@ def test_run_all_collects_errors_in_one_dialog(qtbot, fake_engine, make_window,
     with_prior = feature_prior_available(request["network"], request.get("feature_prior"))
     assert methods == (["joint", "layerwise", "backprop"] if with_prior else ["joint", "backprop"])
     assert "landweber" in shown[0][1]
+
+
+def test_a_stop_before_a_sent_run_begins_makes_it_begin_stopped() -> None:
+    """The thread backend's worker, with a recording driver: a Stop that lands between the
+    GUI's send and the solver thread's start reaches the run as its starting action (the
+    process child's rule); a run sent after the Stop is not touched by it."""
+    from types import SimpleNamespace
+
+    from lbi_gui.engine.messages import RunJob
+    from lbi_gui.engine.worker import EngineWorker
+
+    worker = EngineWorker()
+    calls: list[tuple[int, str | None]] = []
+    worker.driver = SimpleNamespace(request_stop=lambda action: None,
+                                    run=lambda job, action=None: calls.append((job.run_id,
+                                                                               action)))
+    worker.queued(1)
+    worker.request_stop("stop")  # run 1 was sent but has not begun
+    worker.queued(2)  # sent after the stop
+    worker.run(RunJob(1, {}))
+    worker.run(RunJob(2, {}))
+    worker.queued(3)
+    worker.request_stop("finish")
+    worker.run(RunJob(3, {}))
+    assert calls == [(1, "stop"), (2, None), (3, "finish")]
