@@ -318,10 +318,15 @@ def iterate(
         torch.set_num_threads(int(request.threads))
     init = warm_start(warm_start_from, problem) if warm_start_from is not None else None
 
-    def run(p: Problem, start: dict | None, loose: bool = False) -> Iterator[IterateRecord]:
+    def run(p: Problem, start: dict | None,
+            path_tol: float | None = None) -> Iterator[IterateRecord]:
         stop, every = request.stop_rule(), request.report_every
-        if loose:  # a path solve (alpha auto): the path stops it once it has settled
-            stop, every = dataclasses.replace(stop, tol=0.0), min(every, PATH_REPORT)
+        if path_tol is not None:  # a path solve of alpha "auto" (alpha.PathSolve)
+            every = min(every, PATH_REPORT)
+            if path_tol == 0.0:  # the search ends it once it has settled
+                stop = dataclasses.replace(stop, tol=0.0)
+            elif stop.tol_mode == "objective":
+                stop = dataclasses.replace(stop, tol=max(stop.tol, path_tol))
         return solve(p, request.method, stop=stop,
                      options=request.solver_options(), init=start, cancel=cancel,
                      report_every=every)

@@ -70,8 +70,10 @@ PATH_RTOL = 3e-3
 PATH_SPAN = 5
 PATH_MIN_STEPS = 20
 PATH_REPORT = 5
-#: Quasi-optimality's path solves end by the objective rule at this tolerance
-#: (:class:`_ObjectiveSettled`).
+#: Quasi-optimality's path solves end by the objective rule at this tolerance, as before the
+#: discrepancy search: the rule compares neighbouring iterates, and ending them by
+#: :class:`_Settled` made its choice noisier (0.75 against 0.49 dB from the best grid alpha at
+#: std 0 in the noise study).
 QUASI_TOL = 1e-3
 #: Factor on the expected noise norm, tau(rho) = TAU + TAU_SLOPE log10(rho / RHO_KNEE) clipped
 #: to [TAU_MIN, TAU], rho = delta / ||y_delta|| the relative noise of the code: below 1
@@ -180,10 +182,12 @@ def _point(alpha: float, first: IterateRecord, last: IterateRecord) -> PathPoint
 
 _FATAL = ("cancelled", "time_budget", "diverged")
 
-#: ``solve(problem, init, loose)``: runs the method and yields its records (``loose``: a path
-#: solve: no tolerance rule of its own, records every PATH_REPORT iterations; the path ends
-#: it when it has settled).
-PathSolve = Callable[[Problem, "dict[str, Any] | None", bool], Iterator[IterateRecord]]
+#: ``solve(problem, init, path_tol)``: runs the method and yields its records. ``path_tol``
+#: None: the run's own stop rule (the chosen alpha's solve); a number: a path solve, records
+#: every PATH_REPORT iterations, the objective rule at that tolerance (0: none, the search
+#: ends the solve once :class:`_Settled`).
+PathSolve = Callable[[Problem, "dict[str, Any] | None", "float | None"],
+                     Iterator[IterateRecord]]
 
 
 def stream_alpha(problem: Problem, solve: PathSolve, *,
@@ -193,8 +197,8 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     """Applies ``rule`` (default: discrepancy with a noise level, else quasi-optimality) and
     yields every record on the way, like one solver run: only the last record is final, and
     its ``extras`` hold ``alpha``, ``alpha_rule``, ``alpha_path`` (see :class:`AlphaChoice`).
-    ``solve(problem, init, loose)`` runs the method and yields its records (``loose``: a path
-    solve, which the path stops once settled, see ``PATH_RTOL``); each record's ``stage``
+    ``solve(problem, init, path_tol)`` runs the method and yields its records (see
+    ``PathSolve``); each record's ``stage``
     names the alpha it belongs to. ``start``: the first alpha (default: :func:`first_guess`
     for the discrepancy rule, ``ALPHA_START`` for quasi-optimality). Uses sample 0."""
     rule = rule or ("discrepancy" if noise_std is not None and noise_std > 0
@@ -229,7 +233,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     choice = AlphaChoice(chosen, rule, path, None, target=target,
                          seconds=sum(p.seconds for p in path) + guessing)
     previous = None
-    for record in solve(_with_alpha(problem, chosen), _warm(finals[near], problem), False):
+    for record in solve(_with_alpha(problem, chosen), _warm(finals[near], problem), None):
         record.elapsed += choice.seconds  # solver time of the whole run, path included
         if previous is not None:
             yield previous
@@ -281,7 +285,7 @@ def _geometric_path(problem: Problem, solve: PathSolve, start: float, alpha_min:
         first, last = yield from _solve_at(problem, alpha, solve, init,
                                            f"alpha path: {alpha:.3g}",
                                            sum(p.seconds for p in path),
-                                           _ObjectiveSettled())
+                                           path_tol=QUASI_TOL)
         path.append(_point(alpha, first, last))
         finals.append(last)
         init = _warm(last, problem)
@@ -379,16 +383,16 @@ def _local_slope(path: list[PathPoint], target: float) -> float:
 
 
 def _solve_at(problem: Problem, alpha: float, solve: PathSolve, init: dict[str, Any] | None,
-              stage: str, offset: float, settled: Callable[[IterateRecord, IterateRecord], bool]
-              | None = None,
+              stage: str, offset: float, path_tol: float = 0.0,
               ) -> Generator[IterateRecord, None, tuple[IterateRecord, IterateRecord]]:
     """Yields one path solve's records as non-final, their solver time counted from
-    ``offset`` (the path's so far), until the solve stops or :class:`_Settled` says its
-    residual and objective have settled; returns (first, last) records with their own time."""
+    ``offset`` (the path's so far), until the solve stops, or, with ``path_tol`` 0, until
+    :class:`_Settled` says its residual and objective have settled; returns (first, last)
+    records with their own time."""
     first: IterateRecord | None = None
     last: IterateRecord | None = None
-    settled = settled or _Settled()
-    for record in solve(_with_alpha(problem, alpha), init, True):
+    settled = _Settled() if path_tol == 0.0 else (lambda record, first: False)
+    for record in solve(_with_alpha(problem, alpha), init, path_tol):
         first = record if first is None else first
         last = record
         shown = dataclasses.replace(record, final=False, stop_reasons=None, stage=stage,
@@ -398,31 +402,6 @@ def _solve_at(problem: Problem, alpha: float, solve: PathSolve, init: dict[str, 
             break
     assert first is not None and last is not None
     return first, last
-
-
-class _ObjectiveSettled:
-    """Quasi-optimality's path solves: the objective rule at QUASI_TOL (max |E_j - E_k| <=
-    QUASI_TOL |E_k| over the reports since the middle of the solve, after >= 20 iterations),
-    as they ran before the discrepancy search: the rule compares neighbouring iterates, and
-    ending these solves by :class:`_Settled` instead made the choice noisier (0.48 -> 0.75 dB
-    from the best grid alpha at std 0 in the noise study)."""
-
-    def __init__(self) -> None:
-        self.history: list[tuple[int, float]] = []
-
-    def __call__(self, record: IterateRecord, first: IterateRecord) -> bool:
-        k, start = int(record.iteration), int(first.iteration)
-        e = float(record.objective[0])
-        if not math.isfinite(e):
-            return False
-        self.history.append((k, e))
-        if k - start < PATH_MIN_STEPS:
-            return False
-        middle = start + (k - start) // 2
-        window = [v for i, (j, v) in enumerate(self.history)
-                  if j >= middle or (i + 1 < len(self.history)
-                                     and self.history[i + 1][0] > middle)]
-        return len(window) >= 2 and max(abs(v - e) for v in window) <= QUASI_TOL * abs(e)
 
 
 class _Settled:
