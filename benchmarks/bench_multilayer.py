@@ -214,14 +214,14 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     kernels, interleaved over ``rounds``; digit 5, sigma 0.05, alpha 0.02."""
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
-    from lbi_engine.solvers import _joint_accel
+    from lbi_engine.solvers import _joint_accel, _joint_start
 
     prepared = prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=5,
                                         noise_std=0.05, method="joint", alpha=0.02),
                        load_zoo("mnist-cnn-ae"))
     problem = prepared.problem
     with torch.no_grad():
-        x0 = _joint_accel.backprojection_start(problem)
+        x0 = _joint_start.backprojection_start(problem)
         start = [x0, *problem.forward_aux(x0)]
         states = {"CSR convolutions (default)": _joint_accel.JointFista(problem, start, None, 1.0)}
         plain = _joint_accel.JointFista(problem, start, None, 1.0)

@@ -28,6 +28,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, cast
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -36,8 +37,8 @@ from lbi_engine.protocols import Problem
 from lbi_engine.regularisers import TotalVariation
 from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers import _accelerated as _acc
+from lbi_engine.solvers._joint_one import OneSampleGradient
 from lbi_engine.solvers._sparse_maps import sparse_or_self
-from lbi_engine.solvers._tensor_cache import TensorKeyed
 
 INNER = 5  # FGP steps per outer step (warm-started); measured: 20 gives the same curve
 
@@ -115,6 +116,10 @@ class JointFista:
         # the same maps, small convolutions as CSR matrices (2-5x cheaper on the CPU)
         # (a LiftedNetwork's layers hold AffineMaps; the Layer protocol promises an Operator)
         self.maps = [sparse_or_self(cast(AffineMap, layer.affine), like) for layer in self.layers]
+        # one sample: the gradient on buffers made once, on flat 1-D views of y and grad
+        self._one = OneSampleGradient.build(self.layers, self.maps, problem.y_delta, batch)
+        self._y_flat = [part.view(-1) for part in self._y[0].split(self._sizes)]
+        self._grad_flat = [part.view(-1) for part in self._grad[0].split(self._sizes)]
         k_shape = self.reg.K(xs[0]).shape
         self.dual = dual.reshape(k_shape).clone().contiguous() if dual is not None else \
             torch.zeros(k_shape, dtype=like.dtype, device=like.device)
@@ -129,12 +134,14 @@ class JointFista:
             self._vbuf = torch.empty(self._img, dtype=like.dtype)
             self._ybuf = torch.empty(self._img, dtype=like.dtype)
             self._active = torch.ones(batch, dtype=torch.bool).numpy()
+            self._no_field = np.zeros((2, *self._img[1:]), dtype=self._u.numpy().dtype)
             self._floor = 16.0 * torch.finfo(like.dtype).eps
             inner = self.reg.inner
             if not isinstance(inner, TotalVariation):  # supported() admits TV only
                 raise TypeError(f"the accelerated joint method handles TV, not {inner.name!r}")
             self._iso = bool(inner.isotropic)
             _acc._warm_up(self._kernel, self._u.numpy().dtype, self._iso)
+            self._tv_value(self._u)  # compiles (or loads) the TV loop outside the stopwatch
 
     # -- flat buffers and their block views ------------------------------------------------
     def _flat(self, blocks: list[Tensor]) -> Tensor:
@@ -198,25 +205,50 @@ class JointFista:
         convolutions on the CPU): records on the path of alpha "auto" come every few steps,
         and the maps' own convolutions made each record cost ~10 steps (issue #23)."""
         problem, xs, maps = self.problem, self.xs, self.maps
+        fast = None
+        if self._one is not None and self._relu_aux:
+            fast = self._one.objective([part.view(-1) for part in
+                                        self._x[0].split(self._sizes)])
+        if fast is not None:
+            bregman, discrepancy = fast
+            reg = self.alpha * self._tv_value(xs[0])
+            return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
+                    "discrepancy": discrepancy}
         depth = len(self.layers)
         terms = []
+        first_z = None
         for i, layer in enumerate(self.layers):
             target = xs[i + 1] if i + 1 < depth else problem.y_delta
             z = maps[i].apply(xs[i]).reshape(target.shape)
+            if i == 0:
+                first_z = z
             if i + 1 < depth and self._relu_aux:  # iterates clamped into dom Psi by step()
                 terms.append(layer.activation.bregman_in_domain(target, z))
             else:
                 terms.append(layer.activation.bregman(target, z))
         bregman = torch.stack(terms, dim=1)
-        reg = self.alpha * self.reg.value(xs[0])
-        out = xs[0]
-        for i, layer in enumerate(self.layers):
-            out = layer.activation.sigma(maps[i].apply(out))
+        reg = self.alpha * self._tv_value(xs[0])
+        # the forward pass of x_0 starts with the W_1 x_0 + b_1 of the first Bregman term
+        assert first_z is not None  # depth >= 1
+        out = self.layers[0].activation.sigma(first_z)
+        for i in range(1, depth):
+            out = self.layers[i].activation.sigma(maps[i].apply(out))
         batch = out.shape[0]
         discrepancy = (out.reshape(problem.y_delta.shape) - problem.y_delta) \
             .reshape(batch, -1).norm(dim=1)
         return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
                 "discrepancy": discrepancy}
+
+    def _tv_value(self, x0: Tensor) -> Tensor:
+        """TV(x_0) per sample: on the CPU by the compiled prox's own TV loop (float64 sums;
+        the torch formula costs ~10 small operations, as much as a product with W)."""
+        if self._kernel is None:
+            return self.reg.value(x0)
+        from lbi_engine.solvers._fgp_kernel import _gap_parts
+
+        images = x0.reshape(self._img).numpy()
+        values = [_gap_parts(image, image, self._no_field, self._iso)[0] for image in images]
+        return torch.tensor(values, dtype=x0.dtype)
 
     def _tv_prox(self, v: Tensor, y: Tensor) -> Tensor:
         """FGP on the dual of min_u 1/2 ||u - v||^2 + lam TV(u), warm-started; ``y`` is the
@@ -245,7 +277,10 @@ class JointFista:
 
     def step(self) -> list[Tensor]:
         """The new iterates (not yet accepted): one prox-gradient step from ``ys``."""
-        self._gradient(self._y_views, self._grad_views)
+        if self._one is not None:
+            self._one(self._y_flat, self._grad_flat)
+        else:
+            self._gradient(self._y_views, self._grad_views)
         new = self._slots[self._in]
         torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
         blocks = self._slot_views[self._in]
@@ -287,6 +322,32 @@ class JointFista:
         # rotate: new -> x, x -> prev, prev -> free slot for the next step
         self._ix, self._ip, self._in = self._in, self._ix, self._ip
 
+    def accept_one(self) -> bool:
+        """accept() of the step's iterate for one sample, whose finiteness it checks for free:
+        the restart test's <y - x+, x+ - x> is finite iff x+ is (x and y are). Returns False,
+        keeping the current iterate, when it is not (the caller stops the run as diverged);
+        the per-step norms of RunMonitor.accept then need not be taken (issue #23)."""
+        mine, x, scratch = self._slots[self._in], self._x, self._slots[self._is]
+        step = torch.sub(mine, x, out=scratch)
+        dot = float(torch.sub(self._y, mine, out=self._grad).mul_(step).sum())
+        if not math.isfinite(dot):
+            return False
+        self._accept_scalar(dot, mine, step)
+        self._ix, self._ip, self._in = self._in, self._ix, self._ip
+        return True
+
+    @property
+    def one_sample(self) -> bool:
+        """Whether :meth:`accept_one` applies (one sample, momentum in Python numbers)."""
+        return self._scalar is not None
+
+    def last_change(self) -> Tensor:
+        """||x - x_prev|| / ||x|| per sample: the last accepted step's relative change."""
+        batch = self._x.shape[0]
+        diff = torch.linalg.vector_norm((self._x - self._prev).reshape(batch, -1), dim=1)
+        size = torch.linalg.vector_norm(self._x.reshape(batch, -1), dim=1)
+        return diff / size.clamp_min(1e-12)
+
     def _accept_scalar(self, dot: float, mine: Tensor, step: Tensor) -> None:
         """The per-sample rule of accept_flat for B = 1 on Python floats (each tiny tensor
         operation costs as much as a 784-entry one), rounded to the tensor dtype so that
@@ -318,49 +379,3 @@ class JointFista:
 
 def _round32(v: float) -> float:
     return struct.unpack("f", struct.pack("f", v))[0]
-
-
-# y_delta -> (network, x_bp): a run's alpha search and its first solve share the start
-_STARTS: TensorKeyed[tuple[object, Tensor]] = TensorKeyed()
-
-
-def backprojection_start(problem: Problem) -> Tensor:
-    """:func:`compute_backprojection_start`, remembered per code tensor and network (the
-    alpha search's first guess reads it, then the first solve starts from it)."""
-    kept = _STARTS.get(problem.y_delta)
-    key = (problem.network, float(problem.display_offset), float(problem.data_range),
-           problem.y_delta._version)
-    if kept is not None and kept[0] == key:
-        return kept[1].clone()
-    start = compute_backprojection_start(problem)
-    _STARTS.put(problem.y_delta, (key, start))
-    return start.clone()
-
-
-def compute_backprojection_start(problem: Problem) -> Tensor:
-    """x_0 = clip(s v) with v = W_1^T ... W_L^T (y_delta - b_L) and the s of a log grid
-    (1e-4 .. 10) that fits the code best; clipped to the image range [0, data_range] in
-    display space. Costs one adjoint chain and 26 forward passes, and measured on the CNN
-    (4 development digits) 30-50 % less time to the final PSNR than starting at 0; the
-    auxiliary variables then start at its forward states, a feasible point."""
-    net = problem.network
-    layers = net.layers
-    r = problem.y_delta
-    for layer in reversed(layers):
-        zero = torch.zeros((1, *layer.affine.in_shape), dtype=r.dtype, device=r.device)
-        r = layer.affine.adjoint(r - layer.affine.apply(zero)).reshape(-1, *layer.affine.in_shape)
-    v = r.reshape(problem.zeros_input().shape)
-    lo = -float(problem.display_offset)
-    hi = float(problem.data_range) - float(problem.display_offset)
-    best, start = None, problem.zeros_input()
-    batch = v.shape[0]
-    for scale in torch.logspace(-4, 1, 26).tolist():
-        x = (scale * v).clamp(lo, hi)
-        misfit = (net.forward(x) - problem.y_delta).reshape(batch, -1).pow(2).sum(dim=1)
-        if best is None:
-            best, start = misfit, x
-        else:
-            better = misfit < best
-            best = torch.where(better, misfit, best)
-            start = torch.where(better.reshape(-1, *([1] * (x.dim() - 1))), x, start)
-    return start

@@ -117,9 +117,7 @@ class RunMonitor:
         In ``"objective"`` mode the changes are only kept for the records: the objective rule
         runs on the reported objectives (:meth:`objective_settled`, called by :meth:`record`).
         """
-        self._last_dx = dx
-        if dz is not None:
-            self._last_dz = dz
+        self.note_change(dx, dz)
         if self.stop.tol_mode == "objective":
             return
         if self.stop.tol <= 0 or self.iteration - self.start_iteration < self.stop.min_iter:
@@ -129,6 +127,13 @@ class RunMonitor:
         if self._all_active and not float(worst.min()) < self.stop.tol:
             return
         self.finish(worst < self.stop.tol, StopReason.TOLERANCE)
+
+    def note_change(self, dx: Tensor, dz: Tensor | None = None) -> None:
+        """The changes the next record reports (converged() notes every iteration's; a
+        method that measures them only for its records notes them there)."""
+        self._last_dx = dx
+        if dz is not None:
+            self._last_dz = dz
 
     def guard_finite(self, new: list[Tensor], old: list[Tensor]) -> list[Tensor]:
         """Stops samples with non-finite values, keeping their last finite iterate."""

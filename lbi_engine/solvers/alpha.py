@@ -248,7 +248,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
 
 def first_guess(problem: Problem, target: float) -> float:
     """The discrepancy search's first alpha: ``GUESS * target * ||y_delta|| / R(x_bp)``, with
-    x_bp the back-projection start (``_joint_accel.backprojection_start``) and R the prior.
+    x_bp the back-projection start (``_joint_start.backprojection_start``) and R the prior.
 
     Why alpha proportional to the noise norm: for a one-homogeneous prior such as TV,
     alpha ~ delta is the a-priori choice under which the Bregman distance to the truth
@@ -257,7 +257,7 @@ def first_guess(problem: Problem, target: float) -> float:
     constant within a factor of 2 per network). The factor ||y|| / R(x_bp) carries the units
     of alpha (code^2 over prior), so that a network or a prior of another scale starts at a
     comparable place. ``ALPHA_START`` when R(x_bp) is not a positive finite number."""
-    from lbi_engine.solvers._joint_accel import backprojection_start
+    from lbi_engine.solvers._joint_start import backprojection_start
 
     try:
         with torch.no_grad():

@@ -9,6 +9,7 @@ auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -17,8 +18,15 @@ from torch import Tensor
 
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.solvers import _joint_accel as _accel
+from lbi_engine.solvers import _joint_start as _start
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
+from lbi_engine.solvers.base import (
+    CancelToken,
+    IterateRecord,
+    StopReason,
+    StopRule,
+    relative_change,
+)
 from lbi_engine.solvers.driver import Changes, Method, drive
 from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
@@ -72,7 +80,7 @@ def run_joint(
     if _accel.supported(problem, options):
         if "x" not in init:  # a cheap start: the scaled back-projection of the code
             with torch.no_grad():
-                x0 = _accel.backprojection_start(problem)
+                x0 = _start.backprojection_start(problem)
                 aux = problem.forward_aux(x0)
         yield from _run_accelerated(problem, monitor, x0, aux, init, options)
         return
@@ -156,10 +164,19 @@ class AcceleratedJoint(Method):
         self.fista = _accel.JointFista(problem, [x0, *aux], init.get("dual"),
                                        options.step_scale, init.get("x_prev"),
                                        init.get("momentum"))
+        # what step() reports as the change when it is only measured for the records
+        self._unmeasured = torch.full((problem.batch,), math.inf, dtype=problem.dtype,
+                                      device=problem.device)
 
     def step(self, monitor: RunMonitor) -> Changes:
         state = self.fista
         new = state.step()
+        if monitor.stop.tol_mode == "objective" and state.one_sample:
+            # one sample under the objective rule: finiteness comes with the momentum's
+            # restart test, and the change is only taken for the records (record())
+            if not state.accept_one():
+                monitor.finish(monitor.active.clone(), StopReason.DIVERGED)
+            return self._unmeasured, None
         if monitor.stop.tol_mode == "objective":
             # the objective rule stops on the objective: the change of the whole iterate
             # (one check for finiteness and frozen samples, not one per block) is only
@@ -184,6 +201,8 @@ class AcceleratedJoint(Method):
 
     def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
         state = self.fista
+        if monitor.stop.tol_mode == "objective" and state.one_sample:
+            monitor.note_change(state.last_change())
         monitor.extras["dual"] = state.dual
         monitor.extras["restarts"] = state.restarts
         monitor.extras["x_prev"], monitor.extras["momentum"] = state.momentum_state

@@ -111,15 +111,15 @@ def test_first_guess_scales_with_the_target_and_falls_back_without_a_prior_value
     one, two = first_guess(problem, 0.1), first_guess(problem, 0.2)
     assert 0 < one < two and two == pytest.approx(2 * one, rel=1e-6)  # alpha ~ delta
     # its formula, recomputed: GUESS * target * ||y|| / TV(x_bp)
-    from lbi_engine.solvers._joint_accel import backprojection_start
+    from lbi_engine.solvers._joint_start import backprojection_start
 
     x_bp = backprojection_start(problem)
     tv = float(problem.reg.value(x_bp)[0])
     assert one == pytest.approx(GUESS * 0.1 * float(problem.y_delta.norm()) / tv, rel=1e-5)
     # a flat start has TV 0: no scale to read, the fixed start instead
-    from lbi_engine.solvers import _joint_accel
+    from lbi_engine.solvers import _joint_start
 
-    monkeypatch.setattr(_joint_accel, "backprojection_start", lambda p: p.zeros_input())
+    monkeypatch.setattr(_joint_start, "backprojection_start", lambda p: p.zeros_input())
     assert first_guess(problem, 0.1) == ALPHA_START
 
 

@@ -163,23 +163,23 @@ def test_the_records_objective_with_the_step_maps_is_the_problems(dtype: torch.d
 
 
 def test_the_back_projection_start_is_computed_once_per_code() -> None:
-    from lbi_engine.solvers import _joint_accel
+    from lbi_engine.solvers import _joint_start
 
     problem = _cnn_problem(alpha=1e-2)
     calls = []
-    real = _joint_accel.compute_backprojection_start
+    real = _joint_start.compute_backprojection_start
 
     def counted(p):
         calls.append(1)
         return real(p)
 
-    _joint_accel.compute_backprojection_start = counted
+    _joint_start.compute_backprojection_start = counted
     try:
-        first = _joint_accel.backprojection_start(problem)
-        again = _joint_accel.backprojection_start(problem)
+        first = _joint_start.backprojection_start(problem)
+        again = _joint_start.backprojection_start(problem)
         assert len(calls) == 1 and torch.equal(first, again) and first is not again
         problem.y_delta.mul_(1.5)  # an in-place change of the code: computed anew
-        changed = _joint_accel.backprojection_start(problem)
+        changed = _joint_start.backprojection_start(problem)
         assert len(calls) == 2 and torch.equal(changed, real(problem))
     finally:
-        _joint_accel.compute_backprojection_start = real
+        _joint_start.compute_backprojection_start = real
