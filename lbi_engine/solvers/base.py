@@ -69,6 +69,8 @@ class IterateRecord:
     elapsed: float  # seconds spent in the solver so far
     active: Tensor  # (B,) bool, samples still iterating
     psnr: Tensor | None = None  # (B,) when the ground truth is known
+    # SSIM: on the final record; before it for batches of at most 4, on the run's first
+    # record and then at most once per 50 iterations (``_monitor.SSIM_LIVE_SPAN``)
     ssim: Tensor | None = None
     final: bool = False
     stop_reasons: list[str] | None = None  # per sample, on the final record

@@ -29,6 +29,12 @@ MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
+# Values the engine measures on some records only (SSIM: at most once per 50 iterations
+# before the final record, lbi_engine.solvers._monitor.SSIM_LIVE_SPAN): the missing ones are
+# not gaps, so the measured points are joined.
+SPARSE_KEYS = frozenset({"ssim"})
+
+
 class LogAxis(pg.AxisItem):
     """A log axis that labels decades only (plus 2 and 5 when less than two decades show).
 
@@ -256,7 +262,11 @@ class CurvesPanel(QtWidgets.QWidget):
         for key, line in self.lines.items():
             plot = self._plot_of(key)
             y = self.shown_values(plot, arr[key])
-            line.setData(it, y, connect="finite")
+            if key in SPARSE_KEYS:  # measured on some records only: join those points
+                kept = np.isfinite(y)
+                line.setData(it[kept], y[kept], connect="all")
+            else:
+                line.setData(it, y, connect="finite")
             shown[plot].append(y)
         breg = arr["bregman"]
         self._ensure_layers(breg.shape[1] if breg.ndim == 2 else 0)

@@ -145,3 +145,19 @@ def test_selected_runs_are_overlaid(qtbot, fake_engine, make_window) -> None:
         np.testing.assert_allclose(line.xData, run.curves.arrays()["iteration"])
     win.run_table.select_ids([2])
     assert overlay.lines == []
+
+
+def test_ssim_measured_on_some_records_is_one_joined_line(qtbot) -> None:
+    """The engine measures SSIM live once per 50 iterations: the points it has are joined,
+    not drawn as isolated dots between gaps."""
+    panel = CurvesPanel()
+    qtbot.addWidget(panel)
+    store = CurveStore()
+    store.extend([{"iteration": k, "objective": 1.0, "psnr": 20.0,
+                   "ssim": 0.5 + k / 1000 if k % 50 == 0 else None}
+                  for k in range(0, 200, 5)])
+    panel.set_run(store)
+    line = panel.lines["ssim"]
+    np.testing.assert_array_equal(line.xData, [0, 50, 100, 150])
+    np.testing.assert_allclose(line.yData, [0.5, 0.55, 0.6, 0.65])
+    assert line.opts["connect"] == "all"
