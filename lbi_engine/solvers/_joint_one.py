@@ -16,6 +16,7 @@ order up to the association of the bias, so they agree to rounding (tested).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import cast
 
@@ -33,14 +34,13 @@ _IN_PLACE = ("ReLU", "Identity")
 class OneSampleGradient:
     """grad f for one sample of a network whose maps are all matrices (see module doc)."""
 
-    def __init__(self, matrices: list[tuple[Tensor, Tensor, Tensor | None]],
+    def __init__(self, products: list[MatrixProducts], sizes: list[int],
                  kinds: list[str], y_delta: Tensor) -> None:
-        self._mats = matrices  # per layer: (W, W^T, b or None), flat
+        self._prods = products  # per layer: W x + b, W^T r into buffers
         self._kinds = kinds
         self._target = y_delta.reshape(-1)
-        like = y_delta
-        self._z = [torch.empty(w.shape[0], dtype=like.dtype) for w, _, _ in matrices]
-        self._r = [torch.empty(w.shape[0], dtype=like.dtype) for w, _, _ in matrices]
+        self._z = [torch.empty(n, dtype=y_delta.dtype) for n in sizes]
+        self._r = [torch.empty(n, dtype=y_delta.dtype) for n in sizes]
 
     @classmethod
     def build(cls, layers: Sequence[Layer], maps: Sequence[object], y_delta: Tensor,
@@ -51,26 +51,20 @@ class OneSampleGradient:
         kinds = [type(layer.activation).__name__ for layer in layers]
         if any(kind not in _IN_PLACE for kind in kinds):
             return None
-        matrices = []
+        products = []
         for used in maps:
-            found = _matrices(used, y_delta.dtype)
+            found = _products(used, y_delta.dtype)
             if found is None:
                 return None
-            matrices.append(found)
-        return cls(matrices, kinds, y_delta)
-
-    def _affine_into(self, i: int, x: Tensor, out: Tensor) -> Tensor:
-        """out = W_i x + b_i (one BLAS or sparse call, the bias fused)."""
-        w, _, bias = self._mats[i]
-        if bias is None:
-            return torch.mv(w, x, out=out)
-        return torch.addmv(bias, w, x, out=out)
+            products.append(found)
+        sizes = [math.prod(layer.affine.out_shape) for layer in layers]
+        return cls(products, sizes, kinds, y_delta)
 
     def __call__(self, ys: list[Tensor], grads: list[Tensor]) -> None:
         """Writes grad f at the blocks ``ys`` into ``grads`` (flat contiguous views, 1-D)."""
-        depth = len(self._mats)
-        for i, (_, wt, _) in enumerate(self._mats):
-            z, r = self._affine_into(i, ys[i], self._z[i]), self._r[i]
+        depth = len(self._prods)
+        for i, prod in enumerate(self._prods):
+            z, r = prod.apply_into(ys[i], self._z[i]), self._r[i]
             target = ys[i + 1] if i + 1 < depth else self._target
             if self._kinds[i] == "ReLU":
                 torch.clamp(z, min=0.0, out=r).sub_(target)
@@ -78,10 +72,10 @@ class OneSampleGradient:
                 torch.sub(z, target, out=r)
             g = grads[i]
             if i == 0:
-                torch.mv(wt, r, out=g)
+                prod.adjoint_into(r, g)
             else:  # (x_i - z_i) + W^T r
                 torch.sub(ys[i], self._z[i - 1], out=g)
-                torch.addmv(g, wt, r, out=g)
+                prod.adjoint_add(r, g)
 
 
     def objective(self, xs: list[Tensor]) -> tuple[Tensor, Tensor] | None:
@@ -92,10 +86,10 @@ class OneSampleGradient:
         term's sigma(W_1 x_0 + b_1)."""
         if self._kinds[-1] != "Identity":
             return None
-        depth = len(self._mats)
+        depth = len(self._prods)
         terms = []
         for i in range(depth):
-            z, r = self._affine_into(i, xs[i], self._z[i]), self._r[i]
+            z, r = self._prods[i].apply_into(xs[i], self._z[i]), self._r[i]
             target = xs[i + 1] if i + 1 < depth else self._target
             if self._kinds[i] == "ReLU":  # 1/2 ||x - z_+||^2 + <x, z_->, both >= 0 on x >= 0
                 torch.clamp(z, min=0.0, out=r)
@@ -106,15 +100,35 @@ class OneSampleGradient:
                 terms.append(0.5 * gap * gap)
         out = self._r[0] if self._kinds[0] == "ReLU" else self._z[0]
         for i in range(1, depth):
-            z = self._affine_into(i, out, self._z[i])
+            z = self._prods[i].apply_into(out, self._z[i])
             out = z.clamp_(min=0.0) if self._kinds[i] == "ReLU" else z
         discrepancy = torch.dist(out, self._target).reshape(1)
         return torch.stack(terms).reshape(1, depth), discrepancy
 
 
-def _matrices(used: object, dtype: torch.dtype
-              ) -> tuple[Tensor, Tensor, Tensor | None] | None:
-    """(W, W^T, b) of a layer's map as matrices on flat samples, or None."""
+class MatrixProducts:
+    """One-sample products with a matrix (dense, or CSR with its transpose), into buffers."""
+
+    def __init__(self, w: Tensor, wt: Tensor, bias: Tensor | None) -> None:
+        self._w, self._wt, self._bias = w, wt, bias
+
+    def apply_into(self, x: Tensor, out: Tensor) -> Tensor:
+        """out = W x + b (one BLAS or sparse call, the bias fused)."""
+        if self._bias is None:
+            return torch.mv(self._w, x, out=out)
+        return torch.addmv(self._bias, self._w, x, out=out)
+
+    def adjoint_into(self, r: Tensor, out: Tensor) -> Tensor:
+        """out = W^T r."""
+        return torch.mv(self._wt, r, out=out)
+
+    def adjoint_add(self, r: Tensor, out: Tensor) -> Tensor:
+        """out += W^T r."""
+        return torch.addmv(out, self._wt, r, out=out)
+
+
+def _products(used: object, dtype: torch.dtype) -> MatrixProducts | None:
+    """One run's products with a layer's map (as the solver uses it), or None."""
     if isinstance(used, SparseLinear):
         forward, backward = used._w, used._wt
         bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
@@ -128,4 +142,5 @@ def _matrices(used: object, dtype: torch.dtype
         return None
     # the products write into buffers (out=), which autograd refuses for weights that
     # require grad; the solver never differentiates through them
-    return forward.detach(), backward.detach(), None if bias is None else bias.detach()
+    return MatrixProducts(forward.detach(), backward.detach(),
+                          None if bias is None else bias.detach())
