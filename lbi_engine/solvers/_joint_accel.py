@@ -119,6 +119,8 @@ class JointFista:
         # one sample: the gradient on buffers made once, on flat 1-D views of y and grad
         self._one = OneSampleGradient.build(self.layers, self.maps, problem.y_delta, batch)
         self._y_flat = [part.view(-1) for part in self._y[0].split(self._sizes)]
+        self._slot_flat = [[part.view(-1) for part in slot[0].split(self._sizes)]
+                        for slot in self._slots]  # per slot, for the records
         self._grad_flat = [part.view(-1) for part in self._grad[0].split(self._sizes)]
         k_shape = self.reg.K(xs[0]).shape
         self.dual = dual.reshape(k_shape).clone().contiguous() if dual is not None else \
@@ -207,13 +209,15 @@ class JointFista:
         problem, xs, maps = self.problem, self.xs, self.maps
         fast = None
         if self._one is not None and self._relu_aux:
-            fast = self._one.objective([part.view(-1) for part in
-                                        self._x[0].split(self._sizes)])
-        if fast is not None:
-            bregman, discrepancy = fast
-            reg = self.alpha * self._tv_value(xs[0])
-            return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
-                    "discrepancy": discrepancy}
+            fast = self._one.objective_values(self._slot_flat[self._ix])
+        if fast is not None:  # one sample: float64 sums, four tensors made at the end
+            sums, distance = fast
+            weighted = self.alpha * float(self._tv_value(xs[0])[0])
+            dtype = xs[0].dtype
+            return {"bregman": torch.tensor([sums], dtype=dtype),
+                    "reg": torch.tensor([weighted], dtype=dtype),
+                    "total": torch.tensor([math.fsum(sums) + weighted], dtype=dtype),
+                    "discrepancy": torch.tensor([distance], dtype=dtype)}
         depth = len(self.layers)
         terms = []
         first_z = None

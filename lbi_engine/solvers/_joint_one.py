@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import ModuleType
 from typing import cast
 
 import torch
@@ -41,6 +42,7 @@ class OneSampleGradient:
         self._target = y_delta.reshape(-1)
         self._z = [torch.empty(n, dtype=y_delta.dtype) for n in sizes]
         self._r = [torch.empty(n, dtype=y_delta.dtype) for n in sizes]
+        self._sums = _compiled_sums()
 
     @classmethod
     def build(cls, layers: Sequence[Layer], maps: Sequence[object], y_delta: Tensor,
@@ -78,32 +80,31 @@ class OneSampleGradient:
                 prod.adjoint_add(r, g)
 
 
-    def objective(self, xs: list[Tensor]) -> tuple[Tensor, Tensor] | None:
-        """(Bregman terms (1, L), discrepancy (1,)) at the blocks ``xs`` (flat views, the
-        auxiliary ones clamped into dom Psi by the step), or None where the last layer's
-        loss needs the general, checked formula (a ReLU last layer: y_delta may lie outside
-        its domain). The forward pass of x_0 for the discrepancy starts from the first
-        term's sigma(W_1 x_0 + b_1)."""
-        if self._kinds[-1] != "Identity":
+    def objective_values(self, xs: list[Tensor]) -> tuple[list[float], float] | None:
+        """(Bregman terms, discrepancy) at the blocks ``xs`` (flat views, the auxiliary ones
+        clamped into dom Psi by the step) as float64 sums, or None: without numba, and where
+        the last layer's loss needs the general, checked formula (a ReLU last layer: y_delta
+        may lie outside its domain). The forward pass of x_0 for the discrepancy starts from
+        the first term's sigma(W_1 x_0 + b_1)."""
+        sums = self._sums
+        if sums is None or self._kinds[-1] != "Identity":
             return None
         depth = len(self._prods)
-        terms = []
+        values: list[float] = []
         for i in range(depth):
-            z, r = self._prods[i].apply_into(xs[i], self._z[i]), self._r[i]
+            z = self._prods[i].apply_into(xs[i], self._z[i])
             target = xs[i + 1] if i + 1 < depth else self._target
-            if self._kinds[i] == "ReLU":  # 1/2 ||x - z_+||^2 + <x, z_->, both >= 0 on x >= 0
-                torch.clamp(z, min=0.0, out=r)
-                gap = torch.dist(target, r)
-                terms.append(0.5 * gap * gap + torch.dot(target, r - z).clamp_min(0.0))
+            if self._kinds[i] == "ReLU":
+                values.append(sums.relu_bregman(target.numpy(), z.numpy()))
+                torch.clamp(z, min=0.0, out=self._r[i])  # sigma(z) for the forward pass
             else:
-                gap = torch.dist(target, z)
-                terms.append(0.5 * gap * gap)
+                values.append(sums.half_sq_dist(target.numpy(), z.numpy()))
         out = self._r[0] if self._kinds[0] == "ReLU" else self._z[0]
         for i in range(1, depth):
             z = self._prods[i].apply_into(out, self._z[i])
             out = z.clamp_(min=0.0) if self._kinds[i] == "ReLU" else z
-        discrepancy = torch.dist(out, self._target).reshape(1)
-        return torch.stack(terms).reshape(1, depth), discrepancy
+        half = sums.half_sq_dist(out.numpy(), self._target.numpy())
+        return values, math.sqrt(2.0 * half)
 
 
 class MatrixProducts:
@@ -144,3 +145,21 @@ def _products(used: object, dtype: torch.dtype) -> MatrixProducts | None:
     # require grad; the solver never differentiates through them
     return MatrixProducts(forward.detach(), backward.detach(),
                           None if bias is None else bias.detach())
+
+
+def _compiled_sums() -> ModuleType | None:
+    """``_bregman_kernel`` where numba is usable (not with ``LBI_NO_NUMBA``), compiled (or
+    loaded from numba's cache) here, outside any run's stopwatch; else None."""
+    from lbi_engine.solvers._accelerated import _compiled_prox
+
+    if _compiled_prox() is None:
+        return None
+    import numpy as np
+
+    from lbi_engine.solvers import _bregman_kernel
+
+    for dtype in (np.float32, np.float64):
+        one = np.ones(1, dtype=dtype)
+        _bregman_kernel.relu_bregman(one, one)
+        _bregman_kernel.half_sq_dist(one, one)
+    return _bregman_kernel
