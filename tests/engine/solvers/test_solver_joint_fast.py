@@ -184,3 +184,26 @@ def test_the_back_projection_start_is_computed_once_per_code() -> None:
         assert len(calls) == 2 and torch.equal(changed, real(problem))
     finally:
         _joint_start.compute_backprojection_start = real
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_back_projection_start_is_the_best_scale_of_the_grid(batch: int) -> None:
+    """The batched search over the scales picks, per sample, the scale of the grid whose
+    clipped image fits the code best: checked against one forward pass per scale."""
+    from lbi_engine.solvers._joint_start import SCALES, compute_backprojection_start
+
+    problem = _cnn_problem(batch=batch, alpha=1e-2)
+    start = compute_backprojection_start(problem)
+    r = problem.y_delta
+    for layer in reversed(problem.network.layers):
+        zero = torch.zeros((1, *layer.affine.in_shape), dtype=r.dtype)
+        r = layer.affine.adjoint(r - layer.affine.apply(zero)).reshape(-1, *layer.affine.in_shape)
+    v = r.reshape(start.shape)
+    lo, hi = -problem.display_offset, problem.data_range - problem.display_offset
+    for b in range(batch):
+        misfits = [float((problem.network.forward((s * v[b:b + 1]).clamp(lo, hi))
+                          - problem.y_delta[b:b + 1]).pow(2).sum())
+                   for s in torch.logspace(-4, 1, SCALES).tolist()]
+        best = min(range(SCALES), key=misfits.__getitem__)
+        scale = torch.logspace(-4, 1, SCALES, dtype=v.dtype)[best]
+        torch.testing.assert_close(start[b], (scale * v[b]).clamp(lo, hi), rtol=0, atol=1e-12)
