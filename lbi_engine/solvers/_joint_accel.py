@@ -38,6 +38,7 @@ from lbi_engine.regularisers import TotalVariation
 from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers import _accelerated as _acc
 from lbi_engine.solvers._joint_one import OneSampleGradient
+from lbi_engine.solvers._joint_records import records_objective
 from lbi_engine.solvers._sparse_maps import sparse_or_self
 
 INNER = 5  # FGP steps per outer step (warm-started); measured: 20 gives the same curve
@@ -144,6 +145,7 @@ class JointFista:
             self._iso = bool(inner.isotropic)
             _acc._warm_up(self._kernel, self._u.numpy().dtype, self._iso)
             self._tv_value(self._u)  # compiles (or loads) the TV loop outside the stopwatch
+        self._fused = self._fused_step()
 
     # -- flat buffers and their block views ------------------------------------------------
     def _flat(self, blocks: list[Tensor]) -> Tensor:
@@ -203,45 +205,8 @@ class JointFista:
             z_prev = z
 
     def objective_parts(self) -> dict[str, Tensor]:
-        """``problem.objective_parts`` at the current iterates, with the step's maps (CSR
-        convolutions on the CPU): records on the path of alpha "auto" come every few steps,
-        and the maps' own convolutions made each record cost ~10 steps (issue #23)."""
-        problem, xs, maps = self.problem, self.xs, self.maps
-        fast = None
-        if self._one is not None and self._relu_aux:
-            fast = self._one.objective_values(self._slot_flat[self._ix])
-        if fast is not None:  # one sample: float64 sums, four tensors made at the end
-            sums, distance = fast
-            weighted = self.alpha * float(self._tv_value(xs[0])[0])
-            dtype = xs[0].dtype
-            return {"bregman": torch.tensor([sums], dtype=dtype),
-                    "reg": torch.tensor([weighted], dtype=dtype),
-                    "total": torch.tensor([math.fsum(sums) + weighted], dtype=dtype),
-                    "discrepancy": torch.tensor([distance], dtype=dtype)}
-        depth = len(self.layers)
-        terms = []
-        first_z = None
-        for i, layer in enumerate(self.layers):
-            target = xs[i + 1] if i + 1 < depth else problem.y_delta
-            z = maps[i].apply(xs[i]).reshape(target.shape)
-            if i == 0:
-                first_z = z
-            if i + 1 < depth and self._relu_aux:  # iterates clamped into dom Psi by step()
-                terms.append(layer.activation.bregman_in_domain(target, z))
-            else:
-                terms.append(layer.activation.bregman(target, z))
-        bregman = torch.stack(terms, dim=1)
-        reg = self.alpha * self._tv_value(xs[0])
-        # the forward pass of x_0 starts with the W_1 x_0 + b_1 of the first Bregman term
-        assert first_z is not None  # depth >= 1
-        out = self.layers[0].activation.sigma(first_z)
-        for i in range(1, depth):
-            out = self.layers[i].activation.sigma(maps[i].apply(out))
-        batch = out.shape[0]
-        discrepancy = (out.reshape(problem.y_delta.shape) - problem.y_delta) \
-            .reshape(batch, -1).norm(dim=1)
-        return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
-                "discrepancy": discrepancy}
+        """``problem.objective_parts`` at the current iterates (``_joint_records``)."""
+        return records_objective(self)
 
     def _tv_value(self, x0: Tensor) -> Tensor:
         """TV(x_0) per sample: on the CPU by the compiled prox's own TV loop (float64 sums;
@@ -325,6 +290,32 @@ class JointFista:
             self.coef = coef
         # rotate: new -> x, x -> prev, prev -> free slot for the next step
         self._ix, self._ip, self._in = self._in, self._ix, self._ip
+
+    def step_one(self) -> bool:
+        """step() and accept_one() for one sample: the gradient on buffers (``_joint_one``),
+        everything after it in compiled loops (``_fista_kernel.FusedStep``) where numba is
+        usable. Returns False, keeping the current iterate, when the step is not finite."""
+        if self._fused is None:
+            self.step()
+            return self.accept_one()
+        assert self._one is not None  # _fused is only made with it
+        self._one(self._y_flat, self._grad_flat)
+        dot = self._fused.step(self)
+        if not math.isfinite(dot):
+            return False
+        if dot > 0:
+            self.restarts += 1
+        self._ix, self._ip, self._in = self._in, self._ix, self._ip
+        return True
+
+    def _fused_step(self) -> Any:
+        """A ``_fista_kernel.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
+        with numba (its kernels loaded here, outside any stopwatch); else None."""
+        if self._one is None or not self._relu_aux or self._kernel is None:
+            return None
+        from lbi_engine.solvers._fista_kernel import FusedStep
+
+        return FusedStep(self)
 
     def accept_one(self) -> bool:
         """accept() of the step's iterate for one sample, whose finiteness it checks for free:

@@ -170,13 +170,13 @@ class AcceleratedJoint(Method):
 
     def step(self, monitor: RunMonitor) -> Changes:
         state = self.fista
-        new = state.step()
         if monitor.stop.tol_mode == "objective" and state.one_sample:
             # one sample under the objective rule: finiteness comes with the momentum's
             # restart test, and the change is only taken for the records (record())
-            if not state.accept_one():
+            if not state.step_one():
                 monitor.finish(monitor.active.clone(), StopReason.DIVERGED)
             return self._unmeasured, None
+        new = state.step()
         if monitor.stop.tol_mode == "objective":
             # the objective rule stops on the objective: the change of the whole iterate
             # (one check for finiteness and frozen samples, not one per block) is only

@@ -108,3 +108,41 @@ def test_records_carry_the_last_steps_change_under_the_objective_rule() -> None:
             flat_old = torch.cat([before.x.reshape(-1), *[a.reshape(-1) for a in before.aux]])
             change = float((flat_new - flat_old).norm() / flat_new.norm())
         assert math.isclose(float(after.primal_residual[0]), change, rel_tol=1e-9)
+
+
+def _numba() -> bool:
+    from lbi_engine.solvers._accelerated import _compiled_prox
+
+    return _compiled_prox() is not None
+
+
+needs_numba = pytest.mark.skipif(not _numba(), reason="the compiled step needs numba "
+                                 "(LBI_NO_NUMBA is set or numba does not import)")
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_compiled_step_takes_the_torch_steps(dtype: torch.dtype) -> None:
+    """step_one (gradient on buffers, the rest compiled) against step() + accept_one() (torch)
+    from the same state: the same iterates to rounding over 120 steps, restarts included."""
+    problem = _biased_cnn(dtype)
+    fused, plain = _state(problem), _state(problem)
+    assert fused._fused is not None
+    plain._fused = None  # step_one falls back to step() + accept_one()
+    for _ in range(120):
+        assert fused.step_one() and plain.step_one()
+    tol = 1e-10 if dtype == torch.float64 else 2e-4
+    scale = float(plain.x_flat.abs().max())
+    torch.testing.assert_close(fused.x_flat, plain.x_flat, rtol=0, atol=tol * scale)
+    assert fused.restarts == plain.restarts
+    assert fused.t == pytest.approx(plain.t, rel=1e-6)
+
+
+@needs_numba
+def test_the_compiled_step_refuses_a_non_finite_step() -> None:
+    state = _state(_biased_cnn(torch.float64))
+    assert state._fused is not None
+    before = state.x_flat.clone()
+    state._y[0, 0] = math.inf  # the next step from here is not finite
+    assert not state.step_one()
+    torch.testing.assert_close(state.x_flat, before, rtol=0, atol=0)

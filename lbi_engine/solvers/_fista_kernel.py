@@ -1,0 +1,117 @@
+"""The joint method's step for one sample after its gradient, in one compiled call (issue #23).
+
+``JointFista.step`` + ``accept_one`` without the gradient: the gradient step on every block,
+the TV prox of the image block (``_fgp_kernel.fgp_prox``, the same warm-started FGP and
+stopping test), the projection of the auxiliary blocks onto x >= 0 (ReLU), the restart test
+and the momentum extrapolation. As torch calls this was ~13 operations of ~2-5 us each on
+~3000 entries, a third of a step's time beside its six products with W; here it is one loop
+nest. The momentum coefficient is computed by the caller (Python floats rounded to the
+dtype, as ``JointFista._accept_scalar``), so the two paths agree to rounding. Imports numba:
+import only when about to be used.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from lbi_engine.solvers import _accelerated as _acc
+from lbi_engine.solvers._fgp_kernel import _jit, fgp_prox
+
+
+class FusedStep:
+    """The kernels on numpy views of a ``JointFista``'s buffers (one sample, made once)."""
+
+    def __init__(self, state: Any) -> None:
+        self._slots = [slot[0].numpy() for slot in state._slots]
+        self._y, self._grad = state._y[0].numpy(), state._grad[0].numpy()
+        self._tau = state._tau.numpy()
+        self._dual = state.dual.view(state._img[0], 2, *state._img[1:]).numpy()
+        self._images = (state._vbuf.numpy(), state._ybuf.numpy(), state._u.numpy())
+        self._scratch = np.zeros(1, dtype=self._y.dtype)
+        # compile (or load from numba's cache) the kernels for this dtype on a 2x2 image
+        tiny, img = np.zeros(5, dtype=self._y.dtype), np.zeros((1, 1, 2, 2), self._y.dtype)
+        prox_gradient_step(tiny, tiny.copy(), tiny.copy(), 4, tiny.copy(), img, img.copy(),
+                           np.zeros((1, 2, 1, 2, 2), dtype=self._y.dtype), img.copy(),
+                           state._active.copy(), 1.0, 1.0, state._iso, _acc.THETA, 0.0, 1,
+                           _acc.CHECK_EVERY)
+        accept_momentum(tiny, tiny.copy(), tiny.copy(), 1.0, self._scratch)
+        # a warm start's first extrapolation as the kernel makes every later one (torch's
+        # addcmul may round differently), so that a continued run repeats a straight one
+        extrapolate(self._slots[state._ix], self._slots[state._ip], float(state.coef),
+                    self._scratch, self._y)
+
+    def step(self, state: Any) -> float:
+        """The step after the gradient (in ``state._grad``) and the momentum: writes x+ into
+        the state's free slot and the next y, updates t and the coefficient; returns the
+        restart test's dot product (not finite: nothing but the slot was written)."""
+        new, x = self._slots[state._in], self._slots[state._ix]
+        v_img, y_img, u_img = self._images
+        state.inner_steps += int(prox_gradient_step(
+            self._y, self._grad, self._tau, state._n0, new, v_img, y_img, self._dual, u_img,
+            state._active, state.lam, 1.0 / (state.lam * state.k_norm_sq), state._iso,
+            _acc.THETA, state._floor, _acc.INNER_MAX, _acc.CHECK_EVERY))
+        dot, t_next, coef = accept_momentum(self._y, new, x, float(state.t), self._scratch)
+        if math.isfinite(dot):
+            state.t, state.coef = t_next, coef
+        return float(dot)
+
+
+@_jit()
+def prox_gradient_step(y, g, tau, n0, new, v_img, y_img, p, u_img, active, lam, step, iso,
+                       theta, floor, max_steps, check_every):
+    """new = prox(y - tau g): TV prox (FGP) on the first n0 entries, x >= 0 on the rest.
+    ``v_img``, ``y_img``, ``u_img`` are (1, lead, H, W) buffers of the image block, ``p`` its
+    dual (warm start, updated). Returns the FGP steps taken."""
+    n = y.shape[0]
+    for i in range(n):
+        new[i] = y[i] - tau[i] * g[i]
+    v_flat = v_img.reshape(-1)
+    y_flat = y_img.reshape(-1)
+    for i in range(n0):
+        v_flat[i] = new[i]
+        y_flat[i] = y[i]
+    inner = fgp_prox(v_img, y_img, p, u_img, active, lam, step, iso, theta, floor, max_steps,
+                     check_every, -math.inf, math.inf)
+    u_flat = u_img.reshape(-1)
+    for i in range(n0):
+        new[i] = u_flat[i]
+    for i in range(n0, n):
+        if new[i] < 0.0:
+            new[i] = 0.0
+    return inner
+
+
+@_jit()
+def accept_momentum(y, new, x, t, scratch):
+    """The restart test and the momentum for x+ = ``new`` (``JointFista._accept_scalar``):
+    dot = <y - x+, x+ - x> (float64; > 0 restarts); t_next and the coefficient rounded to
+    the dtype through ``scratch`` (one entry of it); y = x+ + coef (x+ - x). Returns (dot,
+    t_next, coef); a non-finite dot (x+ not finite) leaves y alone."""
+    dot = 0.0
+    for i in range(y.shape[0]):
+        dot += (float(y[i]) - float(new[i])) * (float(new[i]) - float(x[i]))
+    if not math.isfinite(dot):
+        return dot, t, 0.0
+    scratch[0] = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
+    t_next = float(scratch[0])
+    if dot > 0.0:
+        t_next = 1.0
+        scratch[0] = 0.0
+    else:
+        scratch[0] = (t - 1.0) / t_next
+    c = scratch[0]
+    extrapolate(new, x, c, scratch, y)
+    return dot, t_next, float(scratch[0])
+
+
+@_jit()
+def extrapolate(new, x, coef, scratch, y):
+    """y = x+ + coef (x+ - x) with coef rounded to the dtype (through ``scratch``): also
+    the extrapolation of a warm start, so that a continued run repeats a straight one."""
+    scratch[0] = coef
+    c = scratch[0]
+    for i in range(y.shape[0]):
+        y[i] = new[i] + c * (new[i] - x[i])

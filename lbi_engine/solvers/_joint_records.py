@@ -1,0 +1,58 @@
+"""The joint method's records: the objective's parts at the current iterates (issue #23).
+
+Records on the path of alpha "auto" come every 5 steps, so their cost counts: they use the
+step's maps (CSR convolutions on the CPU; the maps' own convolutions made each record cost
+~10 steps), and for one sample float64 sums of the Bregman terms on the step's buffers
+(``_joint_one.OneSampleGradient.objective_values``), with the TV value by the compiled loop.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+def records_objective(state: Any) -> dict[str, Tensor]:
+    """``problem.objective_parts`` at a ``JointFista``'s iterates (typed Any: importing
+    the class here would close an import cycle), with the step's maps (CSR
+    convolutions on the CPU): records on the path of alpha "auto" come every few steps,
+    and the maps' own convolutions made each record cost ~10 steps (issue #23)."""
+    problem, xs, maps = state.problem, state.xs, state.maps
+    fast = None
+    if state._one is not None and state._relu_aux:
+        fast = state._one.objective_values(state._slot_flat[state._ix])
+    if fast is not None:  # one sample: float64 sums, four tensors made at the end
+        sums, distance = fast
+        weighted = state.alpha * float(state._tv_value(xs[0])[0])
+        dtype = xs[0].dtype
+        return {"bregman": torch.tensor([sums], dtype=dtype),
+                "reg": torch.tensor([weighted], dtype=dtype),
+                "total": torch.tensor([math.fsum(sums) + weighted], dtype=dtype),
+                "discrepancy": torch.tensor([distance], dtype=dtype)}
+    depth = len(state.layers)
+    terms = []
+    first_z = None
+    for i, layer in enumerate(state.layers):
+        target = xs[i + 1] if i + 1 < depth else problem.y_delta
+        z = maps[i].apply(xs[i]).reshape(target.shape)
+        if i == 0:
+            first_z = z
+        if i + 1 < depth and state._relu_aux:  # iterates clamped into dom Psi by step()
+            terms.append(layer.activation.bregman_in_domain(target, z))
+        else:
+            terms.append(layer.activation.bregman(target, z))
+    bregman = torch.stack(terms, dim=1)
+    reg = state.alpha * state._tv_value(xs[0])
+    # the forward pass of x_0 starts with the W_1 x_0 + b_1 of the first Bregman term
+    assert first_z is not None  # depth >= 1
+    out = state.layers[0].activation.sigma(first_z)
+    for i in range(1, depth):
+        out = state.layers[i].activation.sigma(maps[i].apply(out))
+    batch = out.shape[0]
+    discrepancy = (out.reshape(problem.y_delta.shape) - problem.y_delta) \
+        .reshape(batch, -1).norm(dim=1)
+    return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
+            "discrepancy": discrepancy}
