@@ -1,12 +1,13 @@
 """Steps of a default run (alpha "auto") on training digits: the alpha search's cost by count.
 
 ``PYTHONPATH=. python -m benchmarks.alpha_search_steps [--network NAME] [--digits 3,70,...]
-[--stds 0.05,0.01] [--guess G]``
+[--stds 0.05,0.01] [--guess G] [--slope S]``
 
 Iteration counts do not depend on the machine's load, so this is how the search's constants
 (``alpha.GUESS``, the settle test) were compared; times are in bench_multilayer's table.
 Prints per noise level the mean PSNR, solver steps (path and final solve), solves of the
-search, and the stop reasons. ``--guess`` overrides ``alpha.GUESS`` for the run.
+search, and the stop reasons. ``--guess`` and ``--slope`` override ``alpha.GUESS`` and
+``alpha.SLOPE`` for the run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def main() -> None:
     parser.add_argument("--digits", default="3,70,140,210,280,350")
     parser.add_argument("--stds", default="0.05,0.01")
     parser.add_argument("--guess", type=float, default=None)
+    parser.add_argument("--slope", type=float, default=None)
     args = parser.parse_args()
     from lbi_engine.api import InversionRequest, iterate, prepare
     from lbi_engine.models.zoo import load_zoo
@@ -30,9 +32,12 @@ def main() -> None:
 
     if args.guess is not None:
         alpha.GUESS = args.guess
+    if args.slope is not None:
+        alpha.SLOPE = args.slope
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)
-    print(f"{args.network}, training digits {args.digits}, GUESS {alpha.GUESS:g}")
+    print(f"{args.network}, training digits {args.digits}, GUESS {alpha.GUESS:g}, "
+          f"SLOPE {alpha.SLOPE:g}")
     print("| std | mean PSNR (dB) | mean steps | mean solves of the search | stops |")
     print("|---:|---:|---:|---:|---|")
     for std in (float(s) for s in args.stds.split(",")):

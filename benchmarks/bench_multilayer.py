@@ -34,6 +34,10 @@ import torch
 
 DIGITS = (5, 105, 205, 305, 405, 505, 605, 705, 805, 905)
 ALPHAS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+#: Timed runs of lbi's default and of L-BFGS at its best alpha per digit; each time is the
+#: fastest of them (the runs are deterministic: the fastest is the one least disturbed by the
+#: shared machine; single runs moved the ratio by +-15 % between two benchmark runs).
+REPEATS = 3
 MARK_START, MARK_END = "<!-- multilayer:start -->", "<!-- multilayer:end -->"
 
 
@@ -127,7 +131,11 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
         runs: dict[float, tuple[list, list]] = {a: ([], []) for a in alphas}
         defaults = []
         for d in digits:  # per digit: lbi as a user runs it, then the grid (shared load)
-            defaults.append(_defaults_run(bundle, d, std))
+            # the same deterministic run REPEATS times: the fastest is the least disturbed
+            repeats = [_defaults_run(bundle, d, std) for _ in range(REPEATS)]
+            fastest = repeats[0][:1] + (min(r[1] for r in repeats), repeats[0][2],
+                                        min(r[3] for r in repeats), min(r[4] for r in repeats))
+            defaults.append(fastest)
             for alpha in alphas:
                 req = InversionRequest(network="mnist-cnn-ae", split="val", index=d,
                                        noise_std=std, method="joint", alpha=alpha)
@@ -144,6 +152,13 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
         lb_curves = runs[best_lb][0]
         lb_final = [c[-1][1] for c in lb_curves]
         lb_time = [_first_within(c, c[-1][1] - 0.2) for c in lb_curves]
+        for i, d in enumerate(digits):  # L-BFGS at its best alpha REPEATS times as well
+            prepared = prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=d,
+                                                noise_std=std, method="joint"), bundle)
+            for _ in range(REPEATS - 1):
+                again = lbfgs_curve(prepared.problem.network, prepared.problem.y_delta,
+                                    prepared.problem.x_true, best_lb)
+                lb_time[i] = min(lb_time[i], _first_within(again, again[-1][1] - 0.2))
         lj_runs = runs[best_lj][1]
         lj_final = [c[-1][1] for c, _ in lj_runs]
         lj_time = [last.elapsed for _, last in lj_runs]
@@ -210,8 +225,10 @@ def cap_check(digits: tuple[int, ...], alphas: tuple[float, ...]) -> list[str]:
 
 def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     """CPU time per accelerated joint step (process time, so that other processes' load
-    does not enter), convolutions as CSR matrices (the default) against the maps' own
-    kernels, interleaved over ``rounds``; digit 5, sigma 0.05, alpha 0.02."""
+    does not enter), interleaved over ``rounds``; digit 5, sigma 0.05, alpha 0.02: the step
+    a default run takes (one sample: the gradient on buffers, the rest compiled), the same
+    step in torch operations, and in torch on the maps' own convolutions; and one record's
+    objective (a record comes every 5 steps on the path of alpha "auto")."""
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
     from lbi_engine.solvers import _joint_accel, _joint_start
@@ -223,18 +240,25 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     with torch.no_grad():
         x0 = _joint_start.backprojection_start(problem)
         start = [x0, *problem.forward_aux(x0)]
-        states = {"CSR convolutions (default)": _joint_accel.JointFista(problem, start, None, 1.0)}
+        default = _joint_accel.JointFista(problem, start, None, 1.0)
+        torch_ops = _joint_accel.JointFista(problem, start, None, 1.0)
+        torch_ops._fused = None
         plain = _joint_accel.JointFista(problem, start, None, 1.0)
+        plain._fused, plain._one = None, None
         plain.maps = [layer.affine for layer in problem.network.layers]
-        states["the maps' own conv2d / conv_transpose2d"] = plain
-        times: dict[str, list[float]] = {k: [] for k in states}
+        jobs = {"the default step (one sample: gradient on buffers, the rest compiled)":
+                default.step_one,
+                "the same step in torch operations (CSR convolutions)": torch_ops.step_one,
+                "torch operations on the maps' own conv2d / conv_transpose2d": plain.step_one,
+                "one record's objective (default)": default.objective_parts}
+        times: dict[str, list[float]] = {k: [] for k in jobs}
         for _ in range(rounds):
-            for name, state in states.items():
+            for name, job in jobs.items():
                 t0 = time.process_time()
                 for _ in range(steps):
-                    state.accept(state.step())
+                    job()
                 times[name].append((time.process_time() - t0) / steps * 1e3)
-    lines = ["| step on | CPU ms per step (median of rounds) |", "|---|---:|"]
+    lines = ["| step | CPU ms per call (median of rounds) |", "|---|---:|"]
     lines += [f"| {k} | {statistics.median(v):.3f} |" for k, v in times.items()]
     print("\n".join(lines), flush=True)
     return lines
@@ -302,7 +326,9 @@ def main() -> None:
         "",
         "L-BFGS at its best alpha of the grid " + ", ".join(f"{x:g}" for x in alphas)
         + " for the noise level, timed to its first iterate within 0.2 dB of its final PSNR. "
-        "lbi at its defaults chooses alpha itself (first guess alpha ~ noise norm, warm-started "
+        f"Each time is the fastest of {REPEATS} runs per digit (lbi's default and L-BFGS at "
+        "its best alpha). lbi at its defaults chooses alpha itself (first guess alpha ~ noise "
+        "norm, warm-started "
         "secant search to the discrepancy target, all of it in its time); the rows below it "
         "give lbi at its own best grid alpha to tell the solver from the alpha choice (the "
         "objectives differ: lifted Bregman + exact TV "
