@@ -5,7 +5,8 @@
 
 Iteration counts do not depend on the machine's load, so this is how the search's constants
 (``alpha.GUESS``, the settle test) were compared; times are in bench_multilayer's table.
-Prints per noise level the mean PSNR, solver steps (path and final solve), solves of the
+Prints per noise level the mean PSNR, solver steps (every solve of the path and the final one,
+``extras["solver_steps"]``), solves of the
 search, and the stop reasons. ``--guess`` and ``--slope`` override ``alpha.GUESS`` and
 ``alpha.SLOPE`` for the run.
 """
@@ -49,7 +50,7 @@ def main() -> None:
 
             last = final(iterate(prepare(request, bundle)))
             psnr.append(float(last.psnr[0]))
-            steps.append(last.iteration)
+            steps.append(last.extras["solver_steps"])
             solves.append(len(last.extras["alpha_path"]))
             stops.add(last.stop_reasons[0])
         print(f"| {std:g} | {statistics.mean(psnr):.2f} | {statistics.mean(steps):.0f} | "

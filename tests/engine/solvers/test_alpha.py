@@ -277,3 +277,42 @@ def test_quasi_optimality_path_solves_end_by_their_objective_rule_not_by_settlin
     ended.clear()
     list(stream_alpha(_problem(), recording, noise_std=0.05, start=1.0))
     assert set(asked[:-1]) == {0.0} and asked[-1] is None
+
+
+def test_the_final_record_counts_every_step_of_the_search() -> None:
+    """extras["solver_steps"]: the path solves' steps and the final solve's, which the
+    final record's iteration (counted from the path point it continued) does not hold."""
+    from lbi_engine.api import InversionRequest, iterate, prepare
+    from lbi_engine.models.zoo import load_zoo
+
+    request = InversionRequest(network="mnist-cnn-ae", split="train", index=7, noise_std=0.02,
+                               report_every=5)
+    records = list(iterate(prepare(request, load_zoo("mnist-cnn-ae"))))
+    last = records[-1]
+    path = last.extras["alpha_path"]
+    # every solve starts at the iteration its warm start carries: count the steps between
+    # consecutive records of the same stage
+    steps, previous = 0, None
+    for record in records:
+        if previous is not None and record.iteration > previous.iteration:
+            steps += record.iteration - previous.iteration
+        previous = record
+    assert last.extras["solver_steps"] == steps
+    assert last.extras["solver_steps"] >= sum(p["iterations"] for p in path)
+
+
+def test_an_implausible_measured_slope_falls_back_to_the_prior_one() -> None:
+    """Two path points whose slope lies outside [MIN_SLOPE, MAX_SLOPE] (one of them not
+    settled) give SLOPE, not the clipped value; a plausible pair gives its own slope."""
+    from lbi_engine.solvers.alpha import MIN_SLOPE, SLOPE, PathPoint, _local_slope
+
+    def point(alpha: float, residual: float) -> PathPoint:
+        return PathPoint(alpha, residual, 0.0, 0.0, 20, 0.0)
+
+    plausible = [point(1e-3, 1.10), point(2e-3, 1.10 * 2 ** 0.3)]
+    assert _local_slope(plausible, 1.0) == pytest.approx(0.3)
+    flat = [point(1.08e-3, 1.043), point(0.965e-3, 1.035)]  # slope 0.07
+    assert _local_slope(flat, 1.0) == SLOPE and MIN_SLOPE > 0.07
+    steep = [point(1e-3, 1.1), point(1.1e-3, 2.0)]
+    assert _local_slope(steep, 1.0) == SLOPE
+    assert _local_slope(plausible[:1], 1.0) == SLOPE
