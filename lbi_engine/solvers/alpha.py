@@ -12,7 +12,7 @@ residual ||N(x_alpha) - y_delta|| is matched to tau * delta, delta the expected 
 The search (``_discrepancy_search``) starts at :func:`first_guess` (alpha proportional to
 delta), takes secant steps on log residual against log alpha, and stays inside the bracket
 once it has one; it stops when a solve's residual is within 3 % of the target, and the run
-continues that solve at the run's own stop rule. On the MNIST CNN it needs 2-3 solves where
+continues that solve at the run's own stop rule. On the MNIST CNN it needs 2-4 solves where
 the earlier fixed quarter-decade walk from alpha 0.1 needed 5-9 (issue #23).
 
 Why tau < 1 (``TAU``): a regularised estimate fits part of the noise. For a linear smoother
