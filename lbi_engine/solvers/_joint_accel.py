@@ -145,6 +145,7 @@ class JointFista:
             self._iso = bool(inner.isotropic)
             _acc._warm_up(self._kernel, self._u.numpy().dtype, self._iso)
             self._tv_value(self._u)  # compiles (or loads) the TV loop outside the stopwatch
+        self._zx: list[Tensor] | None = None
         self._fused = self._fused_step()
 
     # -- flat buffers and their block views ------------------------------------------------
@@ -298,13 +299,22 @@ class JointFista:
         if self._fused is None:
             self.step()
             return self.accept_one()
-        assert self._one is not None  # _fused is only made with it
-        self._one(self._y_flat, self._grad_flat)
+        one, zx, zy = self._one, self._zx, self._zy
+        assert one is not None and zx is not None  # _fused is only made with them
+        # z at y = x + c (x - x_prev) from those of the iterates (z is affine in x), all
+        # layers in one operation on the flat buffers
+        coef = float(self.coef)
+        if coef == 0.0:
+            zy.copy_(zx[self._ix])
+        else:
+            torch.lerp(zx[self._ip], zx[self._ix], 1.0 + coef, out=zy)
+        one.from_pre_activations(self._y_flat, self._zy_views, self._grad_flat)
         dot = self._fused.step(self)
         if not math.isfinite(dot):
             return False
         if dot > 0:
             self.restarts += 1
+        one.forward_into(self._slot_flat[self._in], self._zx_views[self._in])  # W x+ + b
         self._ix, self._ip, self._in = self._in, self._ix, self._ip
         return True
 
@@ -315,6 +325,15 @@ class JointFista:
             return None
         from lbi_engine.solvers._fista_kernel import FusedStep
 
+        # the pre-activations W_l x_l + b_l of each slot's iterate, and of y: one flat buffer
+        # each, with per-layer views
+        sizes = [int(z.numel()) for z in self._one._z]
+        self._zx = [torch.empty(sum(sizes), dtype=self._y.dtype) for _ in self._slots]
+        self._zy = torch.empty(sum(sizes), dtype=self._y.dtype)
+        self._zx_views = [list(z.split(sizes)) for z in self._zx]
+        self._zy_views = list(self._zy.split(sizes))
+        for slot in (self._ix, self._ip):
+            self._one.forward_into(self._slot_flat[slot], self._zx_views[slot])
         return FusedStep(self)
 
     def accept_one(self) -> bool:

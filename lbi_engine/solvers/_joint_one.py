@@ -64,9 +64,24 @@ class OneSampleGradient:
 
     def __call__(self, ys: list[Tensor], grads: list[Tensor]) -> None:
         """Writes grad f at the blocks ``ys`` into ``grads`` (flat contiguous views, 1-D)."""
+        for i, prod in enumerate(self._prods):
+            prod.apply_into(ys[i], self._z[i])
+        self.from_pre_activations(ys, self._z, grads)
+
+    def forward_into(self, xs: list[Tensor], zs: list[Tensor]) -> None:
+        """zs[i] = W_i xs[i] + b_i: the pre-activations of the blocks ``xs``."""
+        for i, prod in enumerate(self._prods):
+            prod.apply_into(xs[i], zs[i])
+
+    def from_pre_activations(self, ys: list[Tensor], zs: list[Tensor],
+                             grads: list[Tensor]) -> None:
+        """grad f at ``ys`` given their pre-activations ``zs`` (W_i ys[i] + b_i): the
+        products with W^T only. The joint step forms z at the extrapolated point from those
+        of the last two iterates (z is affine in x), so its products with W are taken at the
+        iterates, whose records then need no products for their Bregman terms."""
         depth = len(self._prods)
         for i, prod in enumerate(self._prods):
-            z, r = prod.apply_into(ys[i], self._z[i]), self._r[i]
+            z, r = zs[i], self._r[i]
             target = ys[i + 1] if i + 1 < depth else self._target
             if self._kinds[i] == "ReLU":
                 torch.clamp(z, min=0.0, out=r).sub_(target)
@@ -76,11 +91,11 @@ class OneSampleGradient:
             if i == 0:
                 prod.adjoint_into(r, g)
             else:  # (x_i - z_i) + W^T r
-                torch.sub(ys[i], self._z[i - 1], out=g)
+                torch.sub(ys[i], zs[i - 1], out=g)
                 prod.adjoint_add(r, g)
 
-
-    def objective_values(self, xs: list[Tensor]) -> tuple[list[float], float] | None:
+    def objective_values(self, xs: list[Tensor], zs: list[Tensor] | None = None
+                         ) -> tuple[list[float], float] | None:
         """(Bregman terms, discrepancy) at the blocks ``xs`` (flat views, the auxiliary ones
         clamped into dom Psi by the step) as float64 sums, or None: without numba, and where
         the last layer's loss needs the general, checked formula (a ReLU last layer: y_delta
@@ -91,15 +106,15 @@ class OneSampleGradient:
             return None
         depth = len(self._prods)
         values: list[float] = []
-        for i in range(depth):
-            z = self._prods[i].apply_into(xs[i], self._z[i])
+        for i in range(depth):  # zs: the blocks' pre-activations when the caller has them
+            z = self._prods[i].apply_into(xs[i], self._z[i]) if zs is None else zs[i]
             target = xs[i + 1] if i + 1 < depth else self._target
             if self._kinds[i] == "ReLU":
                 values.append(sums.relu_bregman(target.numpy(), z.numpy()))
                 torch.clamp(z, min=0.0, out=self._r[i])  # sigma(z) for the forward pass
             else:
                 values.append(sums.half_sq_dist(target.numpy(), z.numpy()))
-        out = self._r[0] if self._kinds[0] == "ReLU" else self._z[0]
+        out = self._r[0] if self._kinds[0] == "ReLU" else (self._z[0] if zs is None else zs[0])
         for i in range(1, depth):
             z = self._prods[i].apply_into(out, self._z[i])
             out = z.clamp_(min=0.0) if self._kinds[i] == "ReLU" else z

@@ -23,7 +23,9 @@ def records_objective(state: Any) -> dict[str, Tensor]:
     problem, xs, maps = state.problem, state.xs, state.maps
     fast = None
     if state._one is not None and state._relu_aux:
-        fast = state._one.objective_values(state._slot_flat[state._ix])
+        kept = state._zx is not None  # the iterates' pre-activations, kept by the compiled step
+        fast = state._one.objective_values(state._slot_flat[state._ix],
+                                           state._zx_views[state._ix] if kept else None)
     if fast is not None:  # one sample: float64 sums, four tensors made at the end
         sums, distance = fast
         weighted = state.alpha * float(state._tv_value(xs[0])[0])

@@ -146,3 +146,24 @@ def test_the_compiled_step_refuses_a_non_finite_step() -> None:
     state._y[0, 0] = math.inf  # the next step from here is not finite
     assert not state.step_one()
     torch.testing.assert_close(state.x_flat, before, rtol=0, atol=0)
+
+
+@needs_numba
+def test_the_compiled_step_keeps_the_iterates_pre_activations() -> None:
+    """The compiled step takes its products with W at the iterates and forms z at the
+    extrapolated point by linearity: after steps with restarts and momentum, the kept
+    W_l x_l + b_l of the current and the previous iterate are recomputed ones, and the z
+    it formed for the last y is W_l y_l + b_l, to rounding."""
+    state = _state(_biased_cnn(torch.float64))
+    for _ in range(60):
+        assert state.step_one()
+    fresh = [torch.empty_like(z) for z in state._zy_views]
+    for slot in (state._ix, state._ip):
+        state._one.forward_into(state._slot_flat[slot], fresh)
+        for kept, recomputed in zip(state._zx_views[slot], fresh, strict=True):
+            torch.testing.assert_close(kept, recomputed, rtol=0, atol=1e-12)
+    assert state.coef != 0.0  # the momentum is on: the next z at y is a combination
+    state._one.forward_into([part.clone() for part in state._y_flat], fresh)  # W y + b
+    state.step_one()  # forms z at the current y first
+    for formed, direct in zip(state._zy_views, fresh, strict=True):
+        torch.testing.assert_close(formed, direct, rtol=0, atol=1e-12 * float(direct.abs().max()))
