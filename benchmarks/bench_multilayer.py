@@ -29,6 +29,7 @@ import platform
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -226,9 +227,11 @@ def cap_check(digits: tuple[int, ...], alphas: tuple[float, ...]) -> list[str]:
 def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     """CPU time per accelerated joint step (process time, so that other processes' load
     does not enter), interleaved over ``rounds``; digit 5, sigma 0.05, alpha 0.02: the step
-    a default run takes (one sample: the gradient on buffers, the rest compiled), the same
-    step in torch operations, and in torch on the maps' own convolutions; and one record's
-    objective (a record comes every 5 steps on the path of alpha "auto")."""
+    a default run takes (one sample: the gradient on buffers with the convolutions as
+    gathered GEMMs, the rest compiled), the same with the convolutions as CSR matrices (the
+    default until issue #23's third step), the step in torch operations (CSR), and in torch
+    on the maps' own convolutions; and one record's objective (a record comes every 5 steps
+    on the path of alpha "auto")."""
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
     from lbi_engine.solvers import _joint_accel, _joint_start
@@ -241,13 +244,15 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
         x0 = _joint_start.backprojection_start(problem)
         start = [x0, *problem.forward_aux(x0)]
         default = _joint_accel.JointFista(problem, start, None, 1.0)
-        torch_ops = _joint_accel.JointFista(problem, start, None, 1.0)
+        csr = _as_csr(_joint_accel.JointFista(problem, start, None, 1.0))
+        torch_ops = _as_csr(_joint_accel.JointFista(problem, start, None, 1.0))
         torch_ops._fused = None
         plain = _joint_accel.JointFista(problem, start, None, 1.0)
         plain._fused, plain._one = None, None
         plain.maps = [layer.affine for layer in problem.network.layers]
-        jobs = {"the default step (one sample: gradient on buffers, the rest compiled)":
-                default.step_one,
+        jobs = {"the default step (one sample: gradient on buffers, convolutions as gathered "
+                "GEMMs, the rest compiled)": default.step_one,
+                "the same with the convolutions as CSR matrices": csr.step_one,
                 "the same step in torch operations (CSR convolutions)": torch_ops.step_one,
                 "torch operations on the maps' own conv2d / conv_transpose2d": plain.step_one,
                 "one record's objective (default)": default.objective_parts}
@@ -262,6 +267,18 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     lines += [f"| {k} | {statistics.median(v):.3f} |" for k, v in times.items()]
     print("\n".join(lines), flush=True)
     return lines
+
+
+def _as_csr(state: Any) -> Any:
+    """``state`` (a JointFista) with its one-sample convolution products replaced by the CSR
+    matrices the batched path uses."""
+    from lbi_engine.solvers._joint_one import MatrixProducts
+
+    for i, used in enumerate(state.maps):
+        if type(state._one._prods[i]).__name__ == "ConvProducts":
+            bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
+            state._one._prods[i] = MatrixProducts(used._w, used._wt, bias)
+    return state
 
 
 def layerwise_vs_joint(stds: tuple[float, ...], digits: tuple[int, ...]) -> list[str]:

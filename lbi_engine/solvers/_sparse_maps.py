@@ -9,6 +9,8 @@ applying the map to the unit vectors, so they agree to rounding with ``linear``/
 they are built once per weight tensor and geometry (maps never change after construction,
 see ``AffineMap``; every run of a network makes new map objects around the same weights, and
 a build costs ~20 ms) and only when the dense build stays small (``MAX_DENSE`` entries).
+One sample's joint step on the CPU uses a faster form of the same convolutions
+(``_conv_kernel``: a gathered GEMM); batches use these matrices.
 """
 
 from __future__ import annotations
