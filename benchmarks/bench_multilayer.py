@@ -265,7 +265,32 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
                 times[name].append((time.process_time() - t0) / steps * 1e3)
     lines = ["| step | CPU ms per call (median of rounds) |", "|---|---:|"]
     lines += [f"| {k} | {statistics.median(v):.3f} |" for k, v in times.items()]
+    lines += ["", *_product_costs(default, csr, rounds)]
     print("\n".join(lines), flush=True)
+    return lines
+
+
+def _product_costs(default: Any, csr: Any, rounds: int, calls: int = 1000) -> list[str]:
+    """CPU us per product of each layer (W x + b, and W^T r added into a buffer) in the
+    default one-sample path and with CSR convolutions, interleaved over ``rounds``."""
+    lines = ["| layer | map | W x + b, default (us) | W^T r, default (us) | W x + b, CSR (us) | "
+             "W^T r, CSR (us) |", "|---:|---|---:|---:|---:|---:|"]
+    for i, layer in enumerate(default.layers):
+        n_in, n_out = int(layer.affine.in_numel), int(layer.affine.out_numel)
+        x, out = torch.rand(n_in), torch.empty(n_out)
+        r, back = torch.rand(n_out), torch.zeros(n_in)
+        cells = []
+        for products in (default._one._prods[i], csr._one._prods[i]):
+            for method, args in ((products.apply_into, (x, out)),
+                                 (products.adjoint_add, (r, back))):
+                best = math.inf
+                for _ in range(rounds):
+                    t0 = time.process_time()
+                    for _ in range(calls):
+                        method(*args)
+                    best = min(best, (time.process_time() - t0) / calls * 1e6)
+                cells.append(f"{best:.1f}")
+        lines.append(f"| {i + 1} | {layer.affine.describe()} | {' | '.join(cells)} |")
     return lines
 
 
