@@ -29,9 +29,12 @@ import platform
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
+
+from benchmarks import _curves
+from benchmarks._hand_written import lbfgs_curve
+from benchmarks._step_cost import step_cost
 
 DIGITS = (5, 105, 205, 305, 405, 505, 605, 705, 805, 905)
 ALPHAS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
@@ -40,39 +43,6 @@ ALPHAS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 #: shared machine; single runs moved the ratio by +-15 % between two benchmark runs).
 REPEATS = 3
 MARK_START, MARK_END = "<!-- multilayer:start -->", "<!-- multilayer:end -->"
-
-
-def _tv_eps(x: torch.Tensor, eps: float) -> torch.Tensor:
-    gh = torch.diff(x, dim=-2, append=x[..., -1:, :])
-    gw = torch.diff(x, dim=-1, append=x[..., :, -1:])
-    return torch.sqrt(gh * gh + gw * gw + eps * eps).sum()
-
-
-def lbfgs_curve(encoder: object, y: torch.Tensor, truth: torch.Tensor, alpha: float,
-                iters: int = 300, eps: float = 1e-3) -> list[tuple[float, float]]:
-    """(seconds, PSNR) after every L-BFGS iteration, what a PyTorch user writes."""
-    from lbi_engine import metrics
-
-    x = torch.zeros_like(truth, requires_grad=True)
-    opt = torch.optim.LBFGS([x], lr=1, max_iter=1, history_size=20,
-                            line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = 0.5 * (encoder.forward(x) - y).pow(2).sum() + alpha * _tv_eps(x, eps)
-        loss.backward()
-        return loss
-
-    curve, spent = [], 0.0
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        opt.step(closure)
-        spent += time.perf_counter() - t0
-        with torch.no_grad():
-            curve.append((spent, float(metrics.psnr(x.detach(), truth, data_range=1.0)[0])))
-        if len(curve) > 20 and abs(curve[-1][1] - curve[-21][1]) < 1e-4:
-            break
-    return curve
 
 
 def lbi_curve(prepared: object, method: str, alpha: float | None = None,
@@ -92,11 +62,11 @@ def _first_within(curve: list[tuple[float, float]], level: float) -> float:
 
 
 def _defaults_run(bundle: object, digit: int, std: float
-                  ) -> tuple[float, float, object, float, float]:
+                  ) -> tuple[float, float, object, float, float, list[tuple[float, float]]]:
     """lbi at its defaults (alpha auto): (PSNR, solver seconds incl. the alpha path, last
     record, seconds to the first record within 0.2 dB of its final PSNR: L-BFGS's timing,
     wall seconds of the same run with the truth withheld: everything a user waits for,
-    set-up, first guess, records and stop checks included, but no PSNR/SSIM)."""
+    set-up, first guess, records and stop checks included, but no PSNR/SSIM; the curve)."""
     import dataclasses
 
     from lbi_engine.api import InversionRequest, iterate, prepare
@@ -112,11 +82,13 @@ def _defaults_run(bundle: object, digit: int, std: float
         pass
     wall = time.perf_counter() - t0
     return (curve[-1][1], float(last.elapsed), last, _first_within(curve, curve[-1][1] - 0.2),
-            wall)
+            wall, curve)
 
 
 def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tuple[float, ...]
-                   ) -> list[str]:
+                   ) -> tuple[list[str], list[str], dict[float, dict[str, list]]]:
+    """Section 1: the table against L-BFGS, the table of time to equal quality, and the
+    curves ({std: {method: per-digit (seconds, PSNR) curves}}) for the figures."""
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
 
@@ -128,6 +100,10 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
     _defaults_run(bundle, 1, 0.05)
     lines = ["| sigma | method | alpha | mean PSNR (dB) | PSNR - L-BFGS (dB) | mean time (s) | "
              "time ratio lbi / L-BFGS | stop |", "|---:|---|---:|---:|---:|---:|---:|---|"]
+    equal = ["| sigma | method | alpha | mean final PSNR (dB) | time to L-BFGS's final - 0.5 dB "
+             "(s) | time to its own final - 0.2 dB (s) | digits reaching L-BFGS's final - 0.5 "
+             "dB |", "|---:|---|---:|---:|---:|---:|---:|"]
+    curves: dict[float, dict[str, list]] = {}
     for std in stds:
         runs: dict[float, tuple[list, list]] = {a: ([], []) for a in alphas}
         defaults = []
@@ -135,7 +111,8 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
             # the same deterministic run REPEATS times: the fastest is the least disturbed
             repeats = [_defaults_run(bundle, d, std) for _ in range(REPEATS)]
             fastest = repeats[0][:1] + (min(r[1] for r in repeats), repeats[0][2],
-                                        min(r[3] for r in repeats), min(r[4] for r in repeats))
+                                        min(r[3] for r in repeats), min(r[4] for r in repeats),
+                                        min(repeats, key=lambda r: r[1])[5])
             defaults.append(fastest)
             for alpha in alphas:
                 req = InversionRequest(network="mnist-cnn-ae", split="val", index=d,
@@ -196,7 +173,30 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
         lines.append(f"| {std:g} | lbi joint, best grid alpha, to within 0.5 dB of L-BFGS's "
                      f"final | {best_lj:g} | | | {t_eq:.3f} | {t_eq / t_lb:.2f} | |")
         print("\n".join(lines[-6:]), flush=True)
-    return lines
+        runs_by_method = {
+            f"L-BFGS (alpha {best_lb:g})": (best_lb, lb_curves),
+            "lbi at its defaults (alpha auto)": (math.nan, [run[5] for run in defaults]),
+            f"lbi joint (alpha {best_lj:g})": (best_lj, [c for c, _ in lj_runs]),
+        }
+        curves[std] = {name: c for name, (_, c) in runs_by_method.items()}
+        equal += _equal_quality_rows(std, runs_by_method, p_lb)
+    return lines, equal, curves
+
+
+def _equal_quality_rows(std: float, runs: dict[str, tuple[float, list]], p_lb: float
+                        ) -> list[str]:
+    """Per method: its mean final PSNR, mean time to L-BFGS's mean final PSNR - 0.5 dB (over
+    the digits that reach it) and to its own final - 0.2 dB, from the curves."""
+    rows = []
+    for name, (alpha, per_digit) in runs.items():
+        final = statistics.mean(c[-1][1] for c in per_digit)
+        to_equal = [_first_within(c, p_lb - 0.5) for c in per_digit]
+        reached = [t for t in to_equal if math.isfinite(t)]
+        own = statistics.mean(_first_within(c, c[-1][1] - 0.2) for c in per_digit)
+        cell = f"{statistics.mean(reached):.3f}" if reached else "never"
+        rows.append(f"| {std:g} | {name} | {'auto' if math.isnan(alpha) else f'{alpha:g}'} | "
+                    f"{final:.2f} | {cell} | {own:.3f} | {len(reached)} / {len(per_digit)} |")
+    return rows
 
 
 def cap_check(digits: tuple[int, ...], alphas: tuple[float, ...]) -> list[str]:
@@ -222,88 +222,6 @@ def cap_check(digits: tuple[int, ...], alphas: tuple[float, ...]) -> list[str]:
                      f"{cap} | {', '.join(sorted(stops))} | {statistics.mean(psnr):.2f} |")
         print(lines[-1], flush=True)
     return lines
-
-
-def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
-    """CPU time per accelerated joint step (process time, so that other processes' load
-    does not enter), interleaved over ``rounds``; digit 5, sigma 0.05, alpha 0.02: the step
-    a default run takes (one sample: the gradient on buffers with the convolutions as
-    gathered GEMMs, the rest compiled), the same with the convolutions as CSR matrices (the
-    default until issue #23's third step), the step in torch operations (CSR), and in torch
-    on the maps' own convolutions; and one record's objective (a record comes every 5 steps
-    on the path of alpha "auto")."""
-    from lbi_engine.api import InversionRequest, prepare
-    from lbi_engine.models.zoo import load_zoo
-    from lbi_engine.solvers import _joint_accel, _joint_start
-
-    prepared = prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=5,
-                                        noise_std=0.05, method="joint", alpha=0.02),
-                       load_zoo("mnist-cnn-ae"))
-    problem = prepared.problem
-    with torch.no_grad():
-        x0 = _joint_start.backprojection_start(problem)
-        start = [x0, *problem.forward_aux(x0)]
-        default = _joint_accel.JointFista(problem, start, None, 1.0)
-        csr = _as_csr(_joint_accel.JointFista(problem, start, None, 1.0))
-        torch_ops = _as_csr(_joint_accel.JointFista(problem, start, None, 1.0))
-        torch_ops._fused = None
-        plain = _joint_accel.JointFista(problem, start, None, 1.0)
-        plain._fused, plain._one = None, None
-        plain.maps = [layer.affine for layer in problem.network.layers]
-        jobs = {"the default step (one sample: gradient on buffers, convolutions as gathered "
-                "GEMMs, the rest compiled)": default.step_one,
-                "the same with the convolutions as CSR matrices": csr.step_one,
-                "the same step in torch operations (CSR convolutions)": torch_ops.step_one,
-                "torch operations on the maps' own conv2d / conv_transpose2d": plain.step_one,
-                "one record's objective (default)": default.objective_parts}
-        times: dict[str, list[float]] = {k: [] for k in jobs}
-        for _ in range(rounds):
-            for name, job in jobs.items():
-                t0 = time.process_time()
-                for _ in range(steps):
-                    job()
-                times[name].append((time.process_time() - t0) / steps * 1e3)
-    lines = ["| step | CPU ms per call (median of rounds) |", "|---|---:|"]
-    lines += [f"| {k} | {statistics.median(v):.3f} |" for k, v in times.items()]
-    lines += ["", *_product_costs(default, csr, rounds)]
-    print("\n".join(lines), flush=True)
-    return lines
-
-
-def _product_costs(default: Any, csr: Any, rounds: int, calls: int = 1000) -> list[str]:
-    """CPU us per product of each layer (W x + b, and W^T r added into a buffer) in the
-    default one-sample path and with CSR convolutions, interleaved over ``rounds``."""
-    lines = ["| layer | map | W x + b, default (us) | W^T r, default (us) | W x + b, CSR (us) | "
-             "W^T r, CSR (us) |", "|---:|---|---:|---:|---:|---:|"]
-    for i, layer in enumerate(default.layers):
-        n_in, n_out = int(layer.affine.in_numel), int(layer.affine.out_numel)
-        x, out = torch.rand(n_in), torch.empty(n_out)
-        r, back = torch.rand(n_out), torch.zeros(n_in)
-        cells = []
-        for products in (default._one._prods[i], csr._one._prods[i]):
-            for method, args in ((products.apply_into, (x, out)),
-                                 (products.adjoint_add, (r, back))):
-                best = math.inf
-                for _ in range(rounds):
-                    t0 = time.process_time()
-                    for _ in range(calls):
-                        method(*args)
-                    best = min(best, (time.process_time() - t0) / calls * 1e6)
-                cells.append(f"{best:.1f}")
-        lines.append(f"| {i + 1} | {layer.affine.describe()} | {' | '.join(cells)} |")
-    return lines
-
-
-def _as_csr(state: Any) -> Any:
-    """``state`` (a JointFista) with its one-sample convolution products replaced by the CSR
-    matrices the batched path uses."""
-    from lbi_engine.solvers._joint_one import MatrixProducts
-
-    for i, used in enumerate(state.maps):
-        if type(state._one._prods[i]).__name__ == "ConvProducts":
-            bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
-            state._one._prods[i] = MatrixProducts(used._w, used._wt, bias)
-    return state
 
 
 def layerwise_vs_joint(stds: tuple[float, ...], digits: tuple[int, ...]) -> list[str]:
@@ -346,7 +264,7 @@ def main() -> None:
     alphas = (1e-3, 3e-3, 1e-2) if args.quick else ALPHAS
     start = time.time()
     load_start = os.getloadavg()[0]
-    a = joint_vs_lbfgs((0.01, 0.05), digits[:6], alphas)
+    a, equal, curves = joint_vs_lbfgs((0.01, 0.05), digits[:6], alphas)
     c = cap_check(digits[:6], (1e-4, 1e-3, 1e-2) if not args.quick else (1e-4,))
     b = layerwise_vs_joint((0.05, 0.2), digits)
     d = step_cost()
@@ -385,6 +303,14 @@ def main() -> None:
         "",
         *a,
         "",
+        "Time to equal quality, from each run's PSNR-vs-time curve (lbi's defaults: the "
+        "fastest of the repeats; L-BFGS and lbi joint: the grid runs at their best alpha); "
+        "equal quality is L-BFGS's mean final PSNR - 0.5 dB. Curves: "
+        + ", ".join(f"[sigma {std:g}](multilayer_curves_sigma{std:g}.png)" for std in curves)
+        + "; every run's points in `multilayer_curves.csv`.",
+        "",
+        *equal,
+        "",
         "### 2. No iteration cap at sigma = 0 (joint, default stop rule)",
         "",
         *c,
@@ -412,6 +338,7 @@ def main() -> None:
         else:
             new = old.rstrip("\n") + "\n\n" + text + "\n"
         path.write_text(new, encoding="utf-8")
+        _curves.write(path.parent, curves, "multilayer_curves")
     print(text)
 
 

@@ -68,3 +68,25 @@ def test_report_renders_every_section() -> None:
                   command="python -m benchmarks --quick")
     assert "| a | 1 ms | 0.5 floor | 2 | <= 1.3 | **no** |" in text
     assert "quick mode" in text and "indicative only" in text
+
+
+def test_curves_average_each_runs_last_point_and_write_figures(tmp_path) -> None:
+    import numpy as np
+
+    from benchmarks import _curves
+
+    a = [(0.1, 10.0), (0.3, 20.0)]
+    b = [(0.2, 14.0), (0.4, 18.0)]
+    assert _curves.psnr_at(a, 0.05) is None
+    assert _curves.psnr_at(a, 0.3) == 20.0  # a point at t counts at t
+    assert _curves.psnr_at(a, 9.0) == 20.0  # a finished run keeps its final PSNR
+    # before b's first point: no mean; then (10 + 14) / 2, (20 + 14) / 2, (20 + 18) / 2
+    means = _curves.mean_curve([a, b], np.array([0.15, 0.25, 0.35, 1.0]))
+    assert means == [None, 12.0, 17.0, 19.0]
+    written = _curves.write(tmp_path, {0.05: {"A": [a], "B": [b]}}, "demo")
+    assert [p.name for p in written] == ["demo_sigma0.05.png", "demo.csv"]
+    assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = written[1].read_text().splitlines()
+    assert rows[0] == "sigma,method,run,seconds,psnr_db"
+    assert rows[1:] == ["0.05,A,0,0.100000,10.0000", "0.05,A,0,0.300000,20.0000",
+                        "0.05,B,0,0.200000,14.0000", "0.05,B,0,0.400000,18.0000"]
