@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import _curves
-from benchmarks._hand_written import lbfgs_curve
+from benchmarks._hand_written import deepinv_curve, deepinv_step, deepinv_version, lbfgs_curve
 from benchmarks._step_cost import step_cost
 
 DIGITS = (5, 105, 205, 305, 405, 505, 605, 705, 805, 905)
@@ -101,8 +101,9 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
     lines = ["| sigma | method | alpha | mean PSNR (dB) | PSNR - L-BFGS (dB) | mean time (s) | "
              "time ratio lbi / L-BFGS | stop |", "|---:|---|---:|---:|---:|---:|---:|---|"]
     equal = ["| sigma | method | alpha | mean final PSNR (dB) | time to L-BFGS's final - 0.5 dB "
-             "(s) | time to its own final - 0.2 dB (s) | digits reaching L-BFGS's final - 0.5 "
-             "dB |", "|---:|---|---:|---:|---:|---:|---:|"]
+             "(s) | the same / lbi's defaults' | time to its own final - 0.2 dB (s) | digits "
+             "reaching L-BFGS's final - 0.5 dB |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
+    # equal quality per digit: L-BFGS's final PSNR on that digit - 0.5 dB
     curves: dict[float, dict[str, list]] = {}
     for std in stds:
         runs: dict[float, tuple[list, list]] = {a: ([], []) for a in alphas}
@@ -178,25 +179,55 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
             "lbi at its defaults (alpha auto)": (math.nan, [run[5] for run in defaults]),
             f"lbi joint (alpha {best_lj:g})": (best_lj, [c for c, _ in lj_runs]),
         }
+        if deepinv_version() is not None:
+            best_dv, dv_curves = _deepinv_grid(bundle, std, digits, alphas)
+            runs_by_method[f"deepinv FISTA (alpha {best_dv:g})"] = (best_dv, dv_curves)
         curves[std] = {name: c for name, (_, c) in runs_by_method.items()}
-        equal += _equal_quality_rows(std, runs_by_method, p_lb)
+        equal += _equal_quality_rows(std, runs_by_method, lb_final)
     return lines, equal, curves
 
 
-def _equal_quality_rows(std: float, runs: dict[str, tuple[float, list]], p_lb: float
-                        ) -> list[str]:
-    """Per method: its mean final PSNR, mean time to L-BFGS's mean final PSNR - 0.5 dB (over
-    the digits that reach it) and to its own final - 0.2 dB, from the curves."""
-    rows = []
+def _deepinv_grid(bundle: object, std: float, digits: tuple[int, ...],
+                  alphas: tuple[float, ...]) -> tuple[float, list]:
+    """deepinv's FISTA at every alpha of the grid on every digit (one run each: it is 10-30x
+    slower than the others, so the machine's +-15 % does not matter); its best alpha by mean
+    final PSNR and that alpha's curves."""
+    from lbi_engine.api import InversionRequest, prepare
+
+    problems = [prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=d,
+                                         noise_std=std, method="joint"), bundle).problem
+                for d in digits]
+    step = deepinv_step(problems[0].network, problems[0].x_true)
+    runs = {a: [deepinv_curve(p.network, p.y_delta, p.x_true, a, step) for p in problems]
+            for a in alphas}
+    best = max(alphas, key=lambda a: statistics.mean(c[-1][1] for c in runs[a]))
+    print(f"deepinv {std:g}: " + ", ".join(
+        f"alpha {a:g} {statistics.mean(c[-1][1] for c in runs[a]):.2f} dB" for a in alphas),
+        flush=True)
+    return best, runs[best]
+
+
+def _equal_quality_rows(std: float, runs: dict[str, tuple[float, list]],
+                        lb_final: list[float]) -> list[str]:
+    """Per method: its mean final PSNR, mean time to L-BFGS's final PSNR - 0.5 dB on the same
+    digit (``lb_final``, in the digits' order; over the digits that reach it) and to its own
+    final - 0.2 dB, from the curves."""
+    rows, reference = [], None
     for name, (alpha, per_digit) in runs.items():
         final = statistics.mean(c[-1][1] for c in per_digit)
-        to_equal = [_first_within(c, p_lb - 0.5) for c in per_digit]
+        to_equal = [_first_within(c, level - 0.5)
+                    for c, level in zip(per_digit, lb_final, strict=True)]
         reached = [t for t in to_equal if math.isfinite(t)]
         own = statistics.mean(_first_within(c, c[-1][1] - 0.2) for c in per_digit)
-        cell = f"{statistics.mean(reached):.3f}" if reached else "never"
-        rows.append(f"| {std:g} | {name} | {'auto' if math.isnan(alpha) else f'{alpha:g}'} | "
-                    f"{final:.2f} | {cell} | {own:.3f} | {len(reached)} / {len(per_digit)} |")
-    return rows
+        mean_equal = statistics.mean(reached) if reached else math.inf
+        if name.startswith("lbi at its defaults"):
+            reference = mean_equal
+        cell = f"{mean_equal:.3f}" if reached else "never"
+        rows.append((f"| {std:g} | {name} | {'auto' if math.isnan(alpha) else f'{alpha:g}'} | "
+                     f"{final:.2f} | {cell} | ", mean_equal,
+                     f" | {own:.3f} | {len(reached)} / {len(per_digit)} |"))
+    return [f"{head}{t / reference:.1f}x{tail}" if reference and math.isfinite(t)
+            else f"{head}-{tail}" for head, t, tail in rows]
 
 
 def cap_check(digits: tuple[int, ...], alphas: tuple[float, ...]) -> list[str]:
@@ -254,6 +285,16 @@ def layerwise_vs_joint(stds: tuple[float, ...], digits: tuple[int, ...]) -> list
     return lines
 
 
+def _deepinv_note() -> str:
+    version = deepinv_version()
+    if version is None:
+        return ("deepinv was not installed for this run, so it has no rows (it is optional: "
+                "benchmarks/_hand_written.py says how to install it beside lbi's torch).")
+    return (f"deepinv {version}: its FISTA at every alpha of the grid, one run per digit, "
+            "2000 iterations at most, step 1/||J_E(0)||^2, TVPrior with 20 inner steps of "
+            "0.1 (with its defaults every prox runs 1000), x_0 = 0 (benchmarks/_hand_written.py).")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_multilayer")
     parser.add_argument("--quick", action="store_true", help="3 digits, 3 alphas")
@@ -305,7 +346,8 @@ def main() -> None:
         "",
         "Time to equal quality, from each run's PSNR-vs-time curve (lbi's defaults: the "
         "fastest of the repeats; L-BFGS and lbi joint: the grid runs at their best alpha); "
-        "equal quality is L-BFGS's mean final PSNR - 0.5 dB. Curves: "
+        "equal quality is L-BFGS's final PSNR on the same digit - 0.5 dB; the mean is over the "
+        "digits that reach it. " + _deepinv_note() + " Curves: "
         + ", ".join(f"[sigma {std:g}](multilayer_curves_sigma{std:g}.png)" for std in curves)
         + "; every run's points in `multilayer_curves.csv`.",
         "",
