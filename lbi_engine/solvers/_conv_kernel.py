@@ -45,7 +45,7 @@ def im2col_index(in_shape: tuple[int, int, int], kernel: tuple[int, int],
     so its geometry is torch's convolution's."""
     c, h, w = in_shape
     n = c * h * w
-    if n >= 2**24:  # positions travel as float64 through unfold: exact far beyond this
+    if n >= 2**31 - 1:  # the indices are int32 (positions pass unfold as exact float64)
         raise ValueError(f"input of {n} entries is too large for a gathered convolution")
     positions = torch.arange(1, n + 1, dtype=torch.float64).reshape(1, c, h, w)
     top, bottom, left, right = pads
@@ -70,7 +70,7 @@ class ConvProducts:
         self._n_in, self._n_out = n_in, cout * int(idx.shape[1])
         self._bias = (np.zeros(self._n_out, dtype=self._w.dtype) if bias is None
                       else np.ascontiguousarray(bias.detach().reshape(-1).numpy()))
-        self._views: dict[tuple[int, int], tuple[Tensor, np.ndarray]] = {}
+        self._views: dict[tuple[int, int, int], tuple[Tensor, np.ndarray]] = {}
 
     @classmethod
     def build(cls, affine: Any, bias: Tensor | None, dtype: torch.dtype) -> ConvProducts | None:
@@ -102,7 +102,7 @@ class ConvProducts:
         conv_adjoint(out, self._idx, self._wt, x, False)
 
     def _np(self, t: Tensor) -> np.ndarray:
-        key = (t.data_ptr(), t.numel())
+        key = (t.data_ptr(), t.numel(), t.stride(-1))
         found = self._views.get(key)
         if found is None:
             if len(self._views) >= _VIEWS_MAX:
