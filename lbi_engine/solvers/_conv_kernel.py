@@ -21,6 +21,7 @@ when about to be used.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -36,13 +37,15 @@ from lbi_engine.solvers._fgp_kernel import _jit
 _VIEWS_MAX = 64
 
 
+@functools.lru_cache(maxsize=64)  # a pure function of the geometry; every solve rebuilds
 def im2col_index(in_shape: tuple[int, int, int], kernel: tuple[int, int],
                  stride: tuple[int, int], pads: tuple[int, int, int, int],
                  dilation: tuple[int, int]) -> np.ndarray:
     """idx[k, p] (int32): the flat input index that weight column k = (c, kh, kw) meets at
     output pixel p, or C*H*W (the zero slot) where it meets padding; ``pads`` = (top,
     bottom, left, right). Computed by ``F.unfold`` of the padded input's 1-based positions,
-    so its geometry is torch's convolution's."""
+    so its geometry is torch's convolution's. Cached per geometry (the alpha search builds a
+    solve per alpha): callers must not write into the array."""
     c, h, w = in_shape
     n = c * h * w
     if n >= 2**31 - 1:  # the indices are int32 (positions pass unfold as exact float64)
@@ -53,7 +56,9 @@ def im2col_index(in_shape: tuple[int, int, int], kernel: tuple[int, int],
     cols = F.unfold(padded, kernel, dilation=dilation, stride=stride)[0]
     idx = cols.to(torch.int64) - 1
     idx[idx < 0] = n
-    return idx.to(torch.int32).numpy().copy()
+    out = idx.to(torch.int32).numpy().copy()
+    out.flags.writeable = False  # shared by every build of the same geometry
+    return out
 
 
 class ConvProducts:
