@@ -43,7 +43,7 @@ class PreparedRun:
     """A request made concrete: network loaded, problem built, references computed."""
 
     request: InversionRequest
-    bundle: Any  # lbi_engine.zoo.ModelBundle
+    bundle: Any  # lbi_engine.models.zoo.ModelBundle
     problem: InversionProblem
     truth_image: np.ndarray | None
     decoder_image: np.ndarray | None

@@ -45,10 +45,10 @@ from torch import Tensor
 from lbi_engine.finite_differences import DivAdd, GradInto, zero_unused
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TotalVariation
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, sigma_inplace
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import StopReason
-from lbi_engine.solvers.options import SolverOptions
 
 THETA = 1.0  # inner accuracy relative to the outer step (prototype: 0.01-1 as fast)
 INNER_MAX = 200  # FGP steps per prox at most (measured: 13-70 per prox on average)
