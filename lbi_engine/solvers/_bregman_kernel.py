@@ -1,4 +1,4 @@
-"""The records' Bregman sums for one sample in compiled loops (numba, CPU; issue #23).
+"""The records' Bregman sums for one sample in compiled loops (numba, CPU).
 
 A record of the joint method's alpha search comes every 5 steps, and its Bregman terms as
 torch calls on 300-1568 entries cost ~70 us in per-call overhead (a step costs ~200 us):

@@ -3,7 +3,7 @@
 The x_0 block of the joint method is the same iteration with the next auxiliary variable as
 data, so :class:`PrimalDualBlock` is shared by both. Method ``pdhg`` runs, by default
 (``steps="auto"``), the accelerated proximal gradient of ``_accelerated.py`` where it applies
-(TV without box): same problem, same records, far fewer products with W (issue #7).
+(TV without box): same problem, same records, far fewer products with W.
 """
 
 from __future__ import annotations
