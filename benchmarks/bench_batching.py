@@ -29,8 +29,8 @@ STEPS = "balanced"
 
 def inversion_seconds(case: Case, iterations: int) -> float:
     """Wall time of one complete solve() of ``iterations`` iterations."""
+    from lbi_engine.solver_settings import SolverOptions
     from lbi_engine.solvers import StopRule, solve
-    from lbi_engine.solvers.options import SolverOptions
 
     problem = _strip_truth(case.problem)
     start = time.perf_counter()

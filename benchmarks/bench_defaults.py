@@ -98,10 +98,10 @@ def _grid(std: float, digits: tuple[int, ...], method: str) -> dict[float, np.nd
     import torch
 
     from lbi_engine import data, noise
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
     from lbi_engine.solvers import StopRule, final, solve, warm_start
-    from lbi_engine.zoo import load_network
 
     bundle = load_network("mnist-cnn-ae")
     enc = bundle.encoder.to(dtype=torch.float32)
@@ -183,10 +183,10 @@ def stop_study(quick: bool) -> list[str]:
     from lbi_engine import data, noise
     from lbi_engine import feature_prior as fp
     from lbi_engine.errors import InputError
+    from lbi_engine.models.zoo import load_network
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
     from lbi_engine.solvers import StopRule, final, solve
-    from lbi_engine.zoo import load_network
 
     lines = ["| network | method | noise std | α | stopped by tolerance | iterations (mean) | "
              "seconds |", "|---|---|---:|---:|---:|---:|---:|"]

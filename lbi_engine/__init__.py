@@ -1,6 +1,10 @@
 """lbi_engine: lifted Bregman inversion of pre-trained neural networks (no Qt here, ever).
 
 Importing this package is cheap: submodules (and torch) are imported on first use.
+
+    import lbi_engine as lbi
+    result = lbi.solve(lbi.InversionRequest(network="mnist-cnn-ae", index=0), alpha="auto")
+    result.x, result.alpha, result.method_run, result.psnr, result.history
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ _LAZY = {
     "InversionProblem": "lbi_engine.problem",
     "StopRule": "lbi_engine.solver_settings",  # torch-free
     "CancelToken": "lbi_engine.solvers.base",
-    "solve": "lbi_engine.solvers",
+    "solve": "lbi_engine.api",  # a request or problem -> SolveResult (the records: .solvers)
+    "SolveResult": "lbi_engine.api",
     "load_network": "lbi_engine.models.zoo",
     "InversionRequest": "lbi_engine.request",  # torch-free
     "prepare": "lbi_engine.api",

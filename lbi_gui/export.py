@@ -27,7 +27,7 @@ import numpy as np
 from lbi_engine.io import OutputExistsError, atomic_write_bytes, atomic_write_text, atomic_writer
 from lbi_engine.results.folder_swap import staged_files
 from lbi_gui.imaging import to_uint8, to_uint16, to_view
-from lbi_gui.runs import RunResult
+from lbi_gui.model.runs import RunResult
 
 #: format key → (file suffix, label)
 FORMATS: dict[str, tuple[str, str]] = {

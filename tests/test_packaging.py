@@ -1,4 +1,5 @@
-"""Checks on the release plumbing: desktop entry, icons, CI script, entry points.
+"""Checks on the release plumbing: desktop entry, icons, CI script, entry points, py.typed and
+the pre-commit hooks.
 
 These guard the files no unit test of the engine or GUI would notice breaking: a desktop
 entry whose Exec/Icon do not match what pip installs, icons of the wrong size, a CI script
@@ -212,6 +213,28 @@ def test_entry_points_declared_and_present() -> None:
         assert base.with_suffix(".py").is_file() or (base / "__init__.py").is_file(), (
             f"entry point {target} names module {module}, which does not exist under {ROOT}"
         )
+
+
+def test_engine_ships_its_type_information() -> None:
+    """PEP 561: without py.typed in the wheel a user's mypy ignores lbi_engine's annotations
+    (.ci/run checks the installed wheel has it)."""
+    assert (ROOT / "lbi_engine" / "py.typed").is_file()
+    assert "py.typed" in _pyproject()["tool"]["setuptools"]["package-data"]["lbi_engine"]
+
+
+def test_pre_commit_runs_the_suites_static_checks_with_the_projects_tools() -> None:
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    hooks = {hook["id"]: hook for repo in config["repos"] for hook in repo["hooks"]}
+    assert {"ruff", "import-linter", "mypy"} <= set(hooks)
+    test_extra = " ".join(_pyproject()["project"]["optional-dependencies"]["test"])
+    for name, hook in hooks.items():
+        assert hook["language"] == "system" and hook["entry"].startswith(".venv/bin/"), name
+        assert name in test_extra, f"hook {name} runs a tool the test extra does not install"
+    # import-linter and mypy check the whole package (their configs name it), not one file
+    assert hooks["import-linter"]["pass_filenames"] is False
+    assert hooks["mypy"]["pass_filenames"] is False
 
 
 def test_pyside6_612_excluded() -> None:

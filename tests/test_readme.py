@@ -24,7 +24,7 @@ def _run(code: str) -> list[str]:
 
 def test_readme_defaults_example_prints_what_the_readme_quotes() -> None:
     text, blocks = _blocks()
-    example = next(b for b in blocks if "run_to_end(request)" in b)
+    example = next(b for b in blocks if "lbi.solve(request" in b)
     quoted = re.search(r"prints `(alpha .*?)`", text, flags=re.S)
     assert quoted
     line = _run(example)[-1]

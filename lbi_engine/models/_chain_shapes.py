@@ -5,7 +5,7 @@ on torch's ``meta`` device. The first meta operation of a process imports sympy 
 the 2-core machines lbi is measured on) and several (``linear`` with a bias, ``relu``,
 ``tanh``, batch norm) run Python decompositions that import ``torch._dynamo`` and
 ``torch._inductor`` (another 2–4 s). That was the largest part of loading a network, and so
-of the GUI's time to its first curve (issue #20). The standard layers' output shapes follow
+of the GUI's time to its first curve. The standard layers' output shapes follow
 from their documented formulas, so they are computed here in plain Python. Anything this
 module is not sure about (another layer type, a subclass, a container that is not
 ``nn.Sequential``, a shape that does not fit) returns None, and the caller falls back to the

@@ -13,13 +13,12 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
-from lbi_engine.solver_settings import DESCRIPTIONS
+from lbi_engine.solver_settings import DESCRIPTIONS, SolverOptions
 from lbi_engine.solvers.backprop import run_backprop
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule, final
 from lbi_engine.solvers.joint import run_joint
 from lbi_engine.solvers.landweber import run_landweber
 from lbi_engine.solvers.layerwise import run_layerwise
-from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.pdhg import run_pdhg
 
 if TYPE_CHECKING:

@@ -34,7 +34,6 @@ grad f + alpha K^T z = 0 at the solution), so warm starts carry over between the
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -45,10 +44,11 @@ from torch import Tensor
 from lbi_engine.finite_differences import DivAdd, GradInto, zero_unused
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TotalVariation
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, sigma_inplace
 from lbi_engine.solvers._monitor import RunMonitor
+from lbi_engine.solvers.backend import numba_enabled
 from lbi_engine.solvers.base import StopReason
-from lbi_engine.solvers.options import SolverOptions
 
 THETA = 1.0  # inner accuracy relative to the outer step (prototype: 0.01-1 as fast)
 INNER_MAX = 200  # FGP steps per prox at most (measured: 13-70 per prox on average)
@@ -367,9 +367,9 @@ def _test_due(j: int) -> bool:
 
 
 def _compiled_prox() -> Callable[..., Any] | None:
-    """``_fgp_kernel.fgp_prox`` where numba imports, else None (torch path).
-    ``LBI_NO_NUMBA=1`` forces the torch path (tests, and machines where numba misbehaves)."""
-    if os.environ.get("LBI_NO_NUMBA"):
+    """``_fgp_kernel.fgp_prox`` where the numba backend is enabled, else None (torch path;
+    :func:`backend.numba_enabled`: ``LBI_NO_NUMBA=1``, or no numba)."""
+    if not numba_enabled():
         return None
     try:
         from lbi_engine.solvers._fgp_kernel import fgp_prox

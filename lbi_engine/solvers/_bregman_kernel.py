@@ -1,4 +1,4 @@
-"""The records' Bregman sums for one sample in compiled loops (numba, CPU; issue #23).
+"""The records' Bregman sums for one sample in compiled loops (numba, CPU).
 
 A record of the joint method's alpha search comes every 5 steps, and its Bregman terms as
 torch calls on 300-1568 entries cost ~70 us in per-call overhead (a step costs ~200 us):
@@ -8,7 +8,7 @@ Imports numba: import only when about to be used (``_joint_one``).
 
 from __future__ import annotations
 
-from lbi_engine.solvers._fgp_kernel import _jit
+from lbi_engine.solvers.backend import jit as _jit
 
 
 @_jit(fastmath=True)

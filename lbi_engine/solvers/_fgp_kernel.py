@@ -15,37 +15,12 @@ Imports numba (about 1 s) and compiles on the first call: import only when about
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
 
-import numba
 import numpy as np
 
-if TYPE_CHECKING:  # generic only in numba's stubs, not at run time
-    from numba.core.dispatcher import Dispatcher
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-# Fast-math without "nnan"/"ninf": a diverging run must still produce NaN/inf for the
-# divergence test, and the gap comparisons must see them.
-_FAST = {"reassoc", "nsz", "arcp", "contract", "afn"}
-
-
-def _jit(fastmath: bool = False) -> Callable[[_F], Dispatcher[_F]]:
-    """njit with numba's on-disk cache where a cache directory is usable, without it
-    otherwise (a read-only install: numba raises at decoration when no locator works).
-
-    The kernels are left unannotated on purpose: numba types them from each call's arguments
-    (float32 or float64 arrays), and mypy does not check unannotated bodies."""
-    flags: bool | set[str] = _FAST if fastmath else False
-
-    def decorate(func: _F) -> Dispatcher[_F]:
-        try:
-            return numba.njit(cache=True, nogil=True, fastmath=flags)(func)
-        except RuntimeError:
-            return numba.njit(cache=False, nogil=True, fastmath=flags)(func)
-
-    return decorate
+# fastmath=True: backend.FAST, without "nnan"/"ninf" (a diverging run must still produce
+# NaN/inf for the divergence test, and the gap comparisons must see them)
+from lbi_engine.solvers.backend import jit as _jit
 
 
 @_jit()

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from lbi_engine.solvers import _accelerated as _acc
-from lbi_engine.solvers._fgp_kernel import _jit, fgp_prox
+from lbi_engine.solvers._fgp_kernel import fgp_prox
+from lbi_engine.solvers.backend import jit as _jit
 
 
 class FusedStep:

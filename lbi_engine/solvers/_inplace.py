@@ -25,6 +25,7 @@ from lbi_engine import protocols
 from lbi_engine.activations import Clip
 from lbi_engine.operators import ComposedMap, LinearMap, ReshapeMap
 from lbi_engine.regularisers import GradientTikhonov, Regulariser, TotalVariation
+from lbi_engine.solvers.backend import numba_enabled
 
 if TYPE_CHECKING:  # imported at run time only when a kernel is about to be used (numba)
     from lbi_engine.solvers._tv_kernels import PrimalDualKernel
@@ -202,7 +203,8 @@ def fused_tv_plan(reg: protocols.Regulariser, xp: list[Tensor], zp: list[Tensor]
                   store_dz: bool) -> FusedTV | None:
     """The fused step for these buffers, or None where it does not apply or does not pay:
     another regulariser or a primal prox other than the box, not on the CPU, not
-    float32/float64, numba missing or failing, ``LBI_FUSED_TV=0``, or (auto) a small problem.
+    float32/float64, numba missing, failing or off (``LBI_NO_NUMBA``), ``LBI_FUSED_TV=0``, or
+    (auto) a small problem.
     ``store_dz``: also write z+ - z into zp[.][1] (Anderson mixing reads it; otherwise only
     its norm is needed). Compiles or loads the kernels here (see _tv_kernels.warm_up)."""
     mode = fused_tv_mode()
@@ -214,6 +216,8 @@ def fused_tv_plan(reg: protocols.Regulariser, xp: list[Tensor], zp: list[Tensor]
     if type(reg)._prox_g is not Regulariser._prox_g:  # g != 0: only the box is fused
         return None
     if mode == "auto" and x[0].numel() < FUSED_TV_MIN_PIXELS:
+        return None
+    if not numba_enabled():  # (imports numba: only once the kernels would be used)
         return None
     try:
         kernels = importlib.import_module("lbi_engine.solvers._tv_kernels")

@@ -29,6 +29,7 @@ from torch import Tensor
 from lbi_engine.protocols import Layer, Operator
 from lbi_engine.solvers._inplace import dense_matrix
 from lbi_engine.solvers._sparse_maps import SparseLinear
+from lbi_engine.solvers.backend import numba_enabled
 
 # activations whose sigma the fast path applies in place, by class name
 _IN_PLACE = ("ReLU", "Identity")
@@ -159,9 +160,7 @@ def _products(affine: object, used: object, dtype: torch.dtype) -> Products | No
     (``_conv_kernel``), else CSR or a dense matrix."""
     if isinstance(used, SparseLinear):
         bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
-        from lbi_engine.solvers._accelerated import _compiled_prox
-
-        if _compiled_prox() is not None:  # numba is usable
+        if numba_enabled():
             from lbi_engine.solvers._conv_kernel import ConvProducts
 
             conv = ConvProducts.build(affine, bias, dtype)
@@ -185,9 +184,7 @@ def _products(affine: object, used: object, dtype: torch.dtype) -> Products | No
 def _compiled_sums() -> ModuleType | None:
     """``_bregman_kernel`` where numba is usable (not with ``LBI_NO_NUMBA``), compiled (or
     loaded from numba's cache) here, outside any run's stopwatch; else None."""
-    from lbi_engine.solvers._accelerated import _compiled_prox
-
-    if _compiled_prox() is None:
+    if not numba_enabled():
         return None
     import numpy as np
 

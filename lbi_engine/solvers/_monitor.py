@@ -27,7 +27,7 @@ BLOW_UP_FACTOR = 1e8
 # SSIM runs per sample on the CPU (scikit-image); live (before the final record) only for
 # small batches, and at most once per SSIM_LIVE_SPAN iterations: one SSIM of a 28x28 image
 # costs ~0.7 ms, more than three joint steps, and the search of alpha "auto" reports every 5
-# iterations (issue #23: SSIM on every record was a quarter of a default run's wall time).
+# iterations (SSIM on every record was a quarter of a default run's wall time).
 SSIM_LIVE_MAX_BATCH = 4
 SSIM_LIVE_SPAN = 50
 # The objective rule looks at no run shorter than this many iterations: the first steps

@@ -32,6 +32,7 @@ from torch import Tensor
 from lbi_engine.finite_differences import DivAdd, GradInto, zero_unused
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import GradientTikhonov, TotalVariation
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers._anderson import Anderson
 from lbi_engine.solvers._inplace import (
     FusedTV,
@@ -45,7 +46,6 @@ from lbi_engine.solvers._inplace import (
 )
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import StopReason
-from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.steps import paper_steps_warning, resolve_rule, step_sizes
 
 _TINY = 1e-12  # denominator floor of the relative change (as base.relative_change)

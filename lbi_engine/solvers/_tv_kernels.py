@@ -45,6 +45,8 @@ import numba
 import numpy as np
 from numpy.typing import DTypeLike
 
+from lbi_engine.solvers.backend import jit
+
 if TYPE_CHECKING:  # generic only in numba's stubs, not at run time
     from numba.core.dispatcher import Dispatcher
 
@@ -56,26 +58,11 @@ KIND_SHRINK = 2
 
 
 def _jit(fastmath: bool | set[str] = False) -> Callable[[_F], Dispatcher[_F]]:
-    """Decorator: njit with the on-disk cache when a cache directory is usable, without it
-    otherwise (a read-only install, a frozen app): numba raises at decoration if no cache
-    locator works.
-
-    ``error_model="numpy"``: IEEE division (x / 0 = inf, as torch) instead of Python's
-    ZeroDivisionError check, whose branch kept the division loops from vectorising (4x).
+    """:func:`backend.jit` with ``error_model="numpy"``: IEEE division (x / 0 = inf, as
+    torch), whose loops vectorise (Python's ZeroDivisionError branch kept them from it: 4x).
     ``fastmath=False`` (default): no reassociation or contraction, so float64 rounds as the
-    torch path does.
-
-    The kernels themselves are left unannotated on purpose: numba types them from the
-    arguments of each call (float32 or float64 arrays), and mypy does not check the bodies of
-    unannotated functions; a call to a kernel is checked against its parameter count."""
-
-    def decorate(func: _F) -> Dispatcher[_F]:
-        try:
-            return numba.njit(cache=True, nogil=True, fastmath=fastmath, error_model="numpy")(func)
-        except RuntimeError:
-            return numba.njit(cache=False, nogil=True, fastmath=fastmath, error_model="numpy")(func)
-
-    return decorate
+    torch path does."""
+    return jit(fastmath, error_model="numpy")
 
 
 # Scalars travel in one array of the images' dtype (``_consts``), so that float32 images are

@@ -13,7 +13,7 @@ The search (``_discrepancy_search``) starts at :func:`first_guess` (alpha propor
 delta), takes secant steps on log residual against log alpha, and stays inside the bracket
 once it has one; it stops when a solve's residual is within 3 % of the target, and the run
 continues that solve at the run's own stop rule. On the MNIST CNN it needs 2-4 solves where
-the earlier fixed quarter-decade walk from alpha 0.1 needed 5-9 (issue #23).
+the earlier fixed quarter-decade walk from alpha 0.1 needed 5-9.
 
 Why tau < 1 (``TAU``): a regularised estimate fits part of the noise. For a linear smoother
 H, E||r||^2 = ||(I - H) y||^2 + std^2 (m - 2 tr H + tr H^T H), about std^2 (m - df) with df
@@ -64,7 +64,7 @@ FACTOR = 10.0 ** -0.25
 #: residual and objective both changed by less than PATH_RTOL (relative) over PATH_SPAN
 #: iterations, twice in a row, after at least PATH_MIN_STEPS: the rules read the residual,
 #: which the objective rule (1e-3) left several percent off after a warm start, because the
-#: objective settles before the residual does (issue #23). Path solves report every
+#: objective settles before the residual does. Path solves report every
 #: PATH_REPORT iterations for this check.
 PATH_RTOL = 3e-3
 PATH_SPAN = 5
@@ -96,7 +96,7 @@ MAX_JUMP = math.log(10.0)
 #: (``benchmarks.alpha_search_steps --digits 7,11,50,60,150,222 --stds 0.01,0.05,0.2
 #: --slope S``): 0.5 took 408 / 233 / 187 on the CNN and 470 / 198 / 167 on the perceptron,
 #: 0.4 took 371 / 212 / 180 and 448 / 201 / 179 (4 % fewer in all, 9 % on the CNN; 0.4 with
-#: an untrusted slope clipped instead of replaced took 451 on the CNN at 0.01) (issue #23).
+#: an untrusted slope clipped instead of replaced took 451 on the CNN at 0.01).
 SLOPE, MIN_SLOPE, MAX_SLOPE = 0.4, 0.1, 2.0
 #: first_guess's factor. alpha * R(x_bp) / (target * ||y_delta||) at the residual-matching
 #: alpha is 0.07-0.20 on mnist-cnn-ae and 0.23-0.33 on mnist-perceptron-ae (6 training digits
@@ -313,7 +313,7 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
 
     The residual grows with alpha (for a convex problem), close to a power law locally, so
     the secant on (log alpha, log residual) jumps near the crossing in one or two solves
-    where the old fixed quarter-decade walk took 4-9 (issue #23: the walk was ~90 % of a
+    where the old fixed quarter-decade walk took 4-9 (the walk was ~90 % of a
     default run's steps). Once two points bracket the target, the next alpha is the
     interpolation between the bracket's ends (regula falsi, kept inside the bracket), so the
     search cannot leave a crossing it has found. It ends when a solve's residual is within

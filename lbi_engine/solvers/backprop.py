@@ -16,10 +16,10 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import InputRegulariser, Problem
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
 from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
-from lbi_engine.solvers.options import SolverOptions
 
 
 def smoothed_reg_gradient(reg: InputRegulariser, x: Tensor, alpha: float, eps: float) -> Tensor:

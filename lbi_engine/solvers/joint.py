@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import Layer, Problem
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers import _joint_accel as _accel
 from lbi_engine.solvers import _joint_start as _start
 from lbi_engine.solvers._monitor import RunMonitor
@@ -28,7 +29,6 @@ from lbi_engine.solvers.base import (
     relative_change,
 )
 from lbi_engine.solvers.driver import Changes, Method, drive
-from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
 
 # Any tau_l < 2/||W_{l+1}||^2 makes the x_l step non-increasing (descent lemma, MATH.md §5.3).

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import Network, Problem
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import (
     CancelToken,
@@ -25,7 +26,6 @@ from lbi_engine.solvers.base import (
     relative_change,
 )
 from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
-from lbi_engine.solvers.options import SolverOptions
 
 
 def _pre_activation(network: Network, x: Tensor) -> Tensor:

@@ -30,12 +30,12 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers._feature_stage import RELATIVE_FLOOR, GaussianStage, stage_weights
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._stage_alpha import search_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
 from lbi_engine.solvers.driver import Changes, Method, iterate, new_monitor
-from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.pdhg import BlockMethod, make_block
 
 NO_PRIOR = (

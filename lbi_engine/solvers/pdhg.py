@@ -3,7 +3,7 @@
 The x_0 block of the joint method is the same iteration with the next auxiliary variable as
 data, so :class:`PrimalDualBlock` is shared by both. Method ``pdhg`` runs, by default
 (``steps="auto"``), the accelerated proximal gradient of ``_accelerated.py`` where it applies
-(TV without box): same problem, same records, far fewer products with W (issue #7).
+(TV without box): same problem, same records, far fewer products with W.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import torch
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
+from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers._accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._primal_dual import PrimalDualBlock
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
 from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
-from lbi_engine.solvers.options import SolverOptions
 from lbi_engine.solvers.steps import (  # noqa: F401 - re-exported: callers import them from here
     FORWARD_BACKWARD_SAFE,
     PAPER_PRIMAL,

@@ -50,7 +50,7 @@ def wants_accelerated(rule: str, tol_mode: str = "objective") -> bool:
     inexact, warm-started inner prox: not unique (a divergence-free field can be added) and
     only as accurate as the inner gap test, so its change per iteration wanders (1e-3 to 0.5
     on the MNIST perceptron while x has converged). The rules that test that change
-    (tol_mode "relative"/"absolute") then never fired (defect 13 of issue #20); Condat–Vũ
+    (tol_mode "relative"/"absolute") then never fired; Condat–Vũ
     converges to one primal-dual pair, so they do. "accelerated" asked for by name stays."""
     if rule == "auto":
         return tol_mode == "objective"

@@ -21,7 +21,8 @@ def _real_engine() -> SimpleNamespace:
     """Import the engine modules the GUI uses and return them as one namespace."""
     import torch
 
-    from lbi_engine import api, data, zoo
+    from lbi_engine import api, data
+    from lbi_engine.models import zoo
     from lbi_engine.solvers.base import CancelToken
 
     return SimpleNamespace(
@@ -115,7 +116,8 @@ def _sample_pixels(dataset: str, split: str, index: int) -> _Pixels:
 
 def data_view() -> SimpleNamespace:
     """The dataset functions of the engine namespace, served by numpy (no torch import)."""
-    from lbi_engine import data, zoo
+    from lbi_engine import data
+    from lbi_engine.models import zoo
 
     return SimpleNamespace(list_zoo=zoo.list_zoo, list_datasets=data.list_datasets,
                            list_splits=data.list_splits, dataset_size=data.dataset_size,

@@ -18,7 +18,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from lbi_gui.runs import CurveStore
+from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curve_legend import add_legend, place_legend, subscript, tighten
 from lbi_gui.widgets.curve_overlay import Overlay, smooth
 

@@ -22,7 +22,7 @@ class DataMixin:
     def _match_network_and_data(self, key: str) -> None:
         """Keep a zoo network and a bundled dataset compatible: choosing one brings the other
         along (the circle perceptron takes 64×64 cartoons, the MNIST networks 28×28 digits)."""
-        from lbi_gui import compat
+        from lbi_engine.models import zoo_data as compat
 
         req = self.current_request()
         if req.get("image") or req.get("data") or req.get("truth"):

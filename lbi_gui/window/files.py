@@ -10,8 +10,8 @@ from PySide6 import QtWidgets
 from lbi_engine.errors import LbiError
 from lbi_engine.io import atomic_write_text
 from lbi_gui import export as exporter
-from lbi_gui import session as sessions
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
+from lbi_gui.model import session as sessions
 from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 

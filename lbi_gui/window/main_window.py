@@ -16,8 +16,8 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from lbi_gui import gui_gc
 from lbi_gui.dialogs.messages import show_error
 from lbi_gui.model import AppModel
+from lbi_gui.model.runs import RunResult
 from lbi_gui.params import DEFAULT_REQUEST, PROBLEM_KEYS, default_request, describe_change
-from lbi_gui.runs import RunResult
 from lbi_gui.settings import settings
 from lbi_gui.widgets.aux_strip import AuxStrip
 from lbi_gui.widgets.curves import CurvesPanel

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from lbi_gui.dialogs.messages import confirm, show_error
+from lbi_gui.model.runs import RunResult
 from lbi_gui.model.selection import same_sample
 from lbi_gui.params import (
     METHOD_LABELS,
@@ -18,7 +19,6 @@ from lbi_gui.params import (
     describe_change,
     feature_prior_available,
 )
-from lbi_gui.runs import RunResult
 from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).

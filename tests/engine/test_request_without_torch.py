@@ -43,11 +43,10 @@ def test_request_builds_validates_and_round_trips_without_importing_torch() -> N
 
 def test_the_solvers_use_the_torch_free_definitions() -> None:
     from lbi_engine import solvers
-    from lbi_engine.solvers import alpha, base, options
+    from lbi_engine.solvers import alpha, base
 
     assert tuple(solvers.METHODS) == solver_settings.METHOD_NAMES
     assert solvers.DESCRIPTIONS is solver_settings.DESCRIPTIONS
-    assert options is solver_settings  # the old module path is an alias, same objects
     assert solvers.SolverOptions is solver_settings.SolverOptions
     assert base.StopRule is solver_settings.StopRule is solvers.StopRule
     assert alpha.RULES == solver_settings.ALPHA_RULES

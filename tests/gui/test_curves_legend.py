@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PySide6 import QtCore
 
-from lbi_gui.runs import CurveStore
+from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curves import CurvesPanel
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lbi_gui.runs import CurveStore
+from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curves import CurvesPanel
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lbi_gui.runs import CurveStore
+from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curves import CurvesPanel, _nice_range
 
 

@@ -28,7 +28,7 @@ def test_gui_modules_import_without_torch() -> None:
     code = ("import sys\n"
             "import lbi_gui.app, lbi_gui.window.main_window, lbi_gui.engine.worker\n"
             "import lbi_gui.window.controller\n"
-            "import lbi_gui.session, lbi_gui.export\n"
+            "import lbi_gui.model.session, lbi_gui.export\n"
             "bad = [m for m in ('torch', 'lbi_engine.api') if m in sys.modules]\n"
             "print(bad)\n"
             "sys.exit(1 if bad else 0)\n")

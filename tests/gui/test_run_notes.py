@@ -11,7 +11,7 @@ import pytest
 from PySide6 import QtCore, QtWidgets
 
 from lbi_engine.errors import LbiError
-from lbi_gui.session import load_session
+from lbi_gui.model.session import load_session
 from lbi_gui.widgets.run_table import COLUMNS, NOTES_COLUMN
 
 

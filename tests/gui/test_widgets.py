@@ -13,7 +13,7 @@ from PIL import Image
 
 from lbi_gui.export import png16_bytes
 from lbi_gui.imaging import error_map, to_uint8, to_view
-from lbi_gui.runs import CurveStore
+from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.number_inputs import LogSlider, ScientificSpinBox
 from lbi_gui.widgets.regularisation_panel import RegularisationPanel
 from lbi_gui.widgets.solver_panel import SolverPanel

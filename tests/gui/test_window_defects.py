@@ -183,7 +183,7 @@ def test_runs_table_has_a_network_column_and_shows_a_run_with_its_own_truth(
 
 
 def test_restart_labels_do_not_overprint(qtbot) -> None:
-    from lbi_gui.runs import CurveStore
+    from lbi_gui.model.runs import CurveStore
     from lbi_gui.widgets.curves import CurvesPanel
 
     panel = CurvesPanel()

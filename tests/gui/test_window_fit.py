@@ -186,7 +186,7 @@ def test_pixel_readout_on_hover(qtbot, image_grid) -> None:
 
 
 def test_curves_share_one_x_range_in_every_layout(qtbot) -> None:
-    from lbi_gui.runs import CurveStore
+    from lbi_gui.model.runs import CurveStore
     from lbi_gui.widgets.curves import CurvesPanel
 
     panel = CurvesPanel()

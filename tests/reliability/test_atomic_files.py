@@ -123,8 +123,8 @@ def test_run_export_refuses_to_replace_without_permission(tmp_path: Path, finish
 
 # ---- GUI session files and exports ------------------------------------------------------------
 def _result(run_id: int = 1, value: float = 0.5) -> Any:
+    from lbi_gui.model.runs import CurveStore, RunResult
     from lbi_gui.params import default_request
-    from lbi_gui.runs import CurveStore, RunResult
 
     curves = CurveStore()
     curves.extend([{"iteration": k, "objective": 1.0 / (k + 1), "elapsed": 0.01 * k,
@@ -136,8 +136,8 @@ def _result(run_id: int = 1, value: float = 0.5) -> Any:
 
 
 def _state(value: float) -> Any:
+    from lbi_gui.model.session import SessionState
     from lbi_gui.params import default_request
-    from lbi_gui.session import SessionState
 
     return SessionState(request=default_request(alpha=value), runs=[_result(1, value)],
                         curves=_result(1, value).curves, shown=np.full((28, 28), value))
@@ -146,7 +146,7 @@ def _state(value: float) -> Any:
 @pytest.mark.parametrize("exc", FAILURES, ids=["disk-full", "ctrl-c"])
 def test_interrupted_session_save_keeps_the_previous_session(tmp_path: Path, exc,
                                                              monkeypatch) -> None:
-    from lbi_gui import session
+    from lbi_gui.model import session
 
     path = tmp_path / "work.lbisession"
     session.save_session(path, _state(0.25))
@@ -163,7 +163,7 @@ def test_session_writer_dying_halfway_keeps_the_previous_session(tmp_path: Path,
                                                                  monkeypatch) -> None:
     import zipfile
 
-    from lbi_gui import session
+    from lbi_gui.model import session
 
     path = tmp_path / "work.lbisession"
     session.save_session(path, _state(0.25))

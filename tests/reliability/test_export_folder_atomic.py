@@ -219,8 +219,8 @@ def test_overwriting_the_working_directory_commits_file_by_file(tmp_path: Path, 
 
 # ---- the GUI's export of a file set into a user's folder ------------------------------------
 def _result(value: float) -> Any:
+    from lbi_gui.model.runs import CurveStore, RunResult
     from lbi_gui.params import default_request
-    from lbi_gui.runs import CurveStore, RunResult
 
     curves = CurveStore()
     curves.extend([{"iteration": k, "objective": 1.0 / (k + 1), "elapsed": 0.01 * k}

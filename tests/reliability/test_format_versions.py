@@ -79,7 +79,7 @@ def test_cli_refuses_bad_records_and_overwrites_nothing(content: str, kit: Kit, 
 def test_gui_run_record_is_repeatable_by_the_cli(kit: Kit, tmp_path: Path, cli) -> None:
     """The GUI's exported run record (versioned, kind lbi-run-record) opens in `lbi invert`."""
     from lbi_gui.export import run_record
-    from lbi_gui.runs import RunResult
+    from lbi_gui.model.runs import RunResult
 
     request = InversionRequest.from_dict({"format_version": 1, **kit.base_request(max_iter=3)})
     result = RunResult(run_id=1, request=request.to_dict(), stop_reason="max_iterations",
@@ -165,7 +165,7 @@ def _pickled_npz() -> bytes:
                          ids=[c[0] for c in SESSION_CASES])
 def test_bad_session_files_are_refused_clearly(make: Any, error: type, words: tuple,
                                                tmp_path: Path) -> None:
-    from lbi_gui.session import load_session
+    from lbi_gui.model.session import load_session
 
     path = tmp_path / "bad.lbisession"
     path.write_bytes(make())

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from lbi_engine.errors import LbiError
-from lbi_gui.session import load_session
+from lbi_gui.model.session import load_session
 from tests.reliability import hostile_files as hf
 
 BAD_SESSIONS = [
@@ -78,9 +78,9 @@ def test_session_cannot_grant_consent(field: str, tmp_path: Path) -> None:
 
 def test_runs_in_a_session_cannot_carry_consent(tmp_path: Path) -> None:
     """A run's parameters can be loaded back into the panels: its consent is dropped too."""
+    from lbi_gui.model.runs import CurveStore, RunResult
+    from lbi_gui.model.session import SessionState, save_session
     from lbi_gui.params import DEFAULT_REQUEST
-    from lbi_gui.runs import CurveStore, RunResult
-    from lbi_gui.session import SessionState, save_session
 
     req = {**DEFAULT_REQUEST, "allow_pickle": True}
     curves = CurveStore()

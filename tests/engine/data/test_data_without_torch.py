@@ -92,10 +92,8 @@ def test_npy_image_resize_agrees_with_torch_interpolate(tmp_path, shape, size) -
     np.testing.assert_allclose(ours, ref, rtol=0, atol=2e-6)
 
 
-def test_old_module_paths_are_aliases() -> None:
-    import lbi_engine.datafiles as old
+def test_the_package_serves_the_tensor_readers() -> None:
     from lbi_engine.data import tensors
 
-    assert old is tensors
     assert data.load_image is tensors.load_image and data.as_batch is tensors.as_batch
 

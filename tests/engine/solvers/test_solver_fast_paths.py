@@ -1,9 +1,10 @@
 """The allocation-free pieces of the PDHG hot path against the plain operators they replace.
 
 GradInto/DivAdd (flat-index grad and div on fixed buffers) against finite_differences.grad/div
-and the adjoint identity; the in-place proximal plans against the regularisers' own prox; the
-"balanced" step rule against the Condat–Vũ condition; Anderson mixing against the plain
-iteration's optimum; the stopwatch against the caller's time between records.
+and the adjoint identity; the in-place dual prox plans against the regularisers' own prox, the
+primal ones (and the regularisers' primal prox) against the closed form; the "balanced" step
+rule against the Condat–Vũ condition; Anderson mixing against the plain iteration's optimum;
+the stopwatch against the caller's time between records.
 """
 
 from __future__ import annotations
@@ -63,17 +64,35 @@ def test_dual_prox_plans_equal_the_regularisers_prox(name: str) -> None:
     torch.testing.assert_close(p, expected, rtol=1e-15, atol=1e-15)
 
 
-@pytest.mark.parametrize("name", ["tv", "tv+box", "nonneg", "l1+nonneg", "tikhonov", "none"])
-def test_primal_prox_plans_equal_the_regularisers_prox(name: str) -> None:
+# prox_{t g + iota_C}(x) in closed form, t = step * alpha, written out here rather than taken
+# from the regulariser: g = 0 for TV and the constraints (so the prox is the projection onto
+# C), g = ||x||_1 gives soft thresholding (then x >= 0 leaves max(x - t, 0)), and
+# g = 1/2 ||x||^2 gives x / (1 + t).
+_PRIMAL_PROX_CLOSED_FORM = {
+    "tv": lambda x, t: x,
+    "tv+box": lambda x, t: x.clamp(0.0, 1.0),
+    "nonneg": lambda x, t: x.clamp_min(0.0),
+    "l1+nonneg": lambda x, t: (x - t).clamp_min(0.0),
+    "tikhonov": lambda x, t: x / (1.0 + t),
+    "none": lambda x, t: x,
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PRIMAL_PROX_CLOSED_FORM))
+def test_primal_prox_plans_equal_the_closed_form_prox(name: str) -> None:
     reg = make_regulariser(name)
     gen = torch.Generator().manual_seed(4)
     x = 2.0 * torch.randn(3, 1, 5, 6, generator=gen, dtype=torch.float64)
-    expected = reg.prox_primal(x, 0.7, 0.05)
+    step, alpha = 0.7, 0.05
+    expected = _PRIMAL_PROX_CLOSED_FORM[name](x.clone(), step * alpha)
+    torch.testing.assert_close(reg.prox_primal(x, step, alpha), expected, rtol=1e-15,
+                               atol=1e-15)
+    assert not torch.equal(expected, x) or name in ("tv", "none")  # the case moves x
     plan = primal_prox_plan(reg, x)
     if plan is None:
         torch.testing.assert_close(x, expected, rtol=0, atol=0)
     else:
-        plan(0.7, 0.05)
+        plan(step, alpha)
         torch.testing.assert_close(x, expected, rtol=1e-15, atol=1e-15)
 
 
