@@ -19,6 +19,7 @@ read; the read itself stops at the bound, whatever the file grows to meanwhile.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -28,7 +29,7 @@ from typing import IO, Any
 from lbi_engine.errors import InputError
 
 __all__ = ["ENV_VAR", "MemoryLimitError", "check_bytes", "format_bytes", "memory_limit",
-           "open_regular", "parse_size", "read_regular"]
+           "json_byte_limit", "open_regular", "parse_size", "read_json", "read_regular"]
 
 ENV_VAR = "LBI_MEMORY_LIMIT"
 _MIN_LIMIT = 256 * 2**20
@@ -202,3 +203,24 @@ def read_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None 
         raise error(f"{what} {os.fspath(path)} grew past {format_bytes(limit)} while it was "
                     "read; check that it is the right file")
     return data
+
+
+def json_byte_limit() -> int:
+    """Largest JSON file (card, run record, scheduler file) lbi parses: 16 MiB, or less under
+    a small memory limit, because parsing builds Python objects of up to ~30x the bytes."""
+    return max(64 * 1024, min(16 * 2**20, memory_limit() // 32))
+
+
+def read_json(path: str | os.PathLike[str], what: str, fix: str,
+              error: type[Exception] = InputError) -> Any:
+    """The parsed JSON of the regular file ``path`` (at most :func:`json_byte_limit` bytes);
+    ``error`` with one line naming ``what``, the problem and ``fix`` otherwise."""
+    data = read_regular(path, what, json_byte_limit(), error)
+    name = os.fspath(path)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {name} is not UTF-8 text (byte {exc.start}); {fix}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: [[[[... nested too deep
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise error(f"{what} {name} is not valid JSON ({reason}); {fix}") from None

@@ -75,8 +75,23 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def one_line(message: str) -> str:
-    """Collapses a (possibly multi-line) message to one line for stderr."""
-    return " ".join(str(message).split())
+    """Collapses a (possibly multi-line) message to one line for stderr, with every control
+    character escaped: messages quote names read from files (layers, nodes, tensors, paths),
+    and an escape sequence in one must not reach the terminal (retitle it, clear the screen,
+    hide text) nor a bidi override reorder the line."""
+    return "".join(_escape_char(ch) for ch in " ".join(str(message).split()))
+
+
+def _escape_char(ch: str) -> str:
+    import unicodedata
+
+    if ch.isprintable() or ch == " ":
+        return ch
+    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        code = ord(ch)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+            else f"\\U{code:08x}"
+    return ch
 
 
 # ---------------------------------------------------------------------------------------------

@@ -278,6 +278,11 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     from lbi_engine.models.footprint import check_onnx_external_data
 
     check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
+    from lbi_engine.limits import check_bytes
+
+    # onnx.load reads the file whole, then parses it into a second copy
+    check_bytes(2 * p.stat().st_size, f"ONNX file {str(p)!r} ({p.stat().st_size:,} bytes)",
+                "check that it is the right file")
     try:
         model = onnx.load(str(p))  # external weights, if any, next to the file
     except Exception as exc:  # protobuf raises DecodeError and friends
@@ -292,6 +297,12 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     except Exception as exc:  # ValidationError and C++ errors
         raise ModelFileError(f"ONNX file {str(p)!r} is not a valid model: "
                              f"{str(exc).strip().splitlines()[0][:300]}. Export it again.") from exc
+    newest = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:  # an opset of 10^9 is a damaged or hostile file
+        if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:
+            raise ModelFileError(f"ONNX file {str(p)!r} declares opset {entry.version}; this "
+                                 f"lbi reads opsets 1 to {newest}: export it again with a "
+                                 "released opset (torch.onnx.export(..., opset_version=17)).")
     try:
         return _Builder(model, p, input_shape).build()
     except LbiError:
