@@ -198,7 +198,14 @@ def read_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None 
     ``max_bytes`` (default: the memory limit), even if the file grows while it is read."""
     limit = memory_limit() if max_bytes is None else max_bytes
     with open_regular(path, what, limit, error) as fh:
-        data = fh.read(limit + 1)
+        # read(n) allocates n bytes up front: ask for what the file holds, not the limit
+        size = os.fstat(fh.fileno()).st_size
+        parts = [fh.read(size + 1)]
+        total = len(parts[0])
+        while size < total <= limit and parts[-1]:  # it grew since fstat: go on in steps
+            parts.append(fh.read(min(1 << 20, limit + 1 - total)))
+            total += len(parts[-1])
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if len(data) > limit:
         raise error(f"{what} {os.fspath(path)} grew past {format_bytes(limit)} while it was "
                     "read; check that it is the right file")
@@ -207,7 +214,8 @@ def read_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None 
 
 def json_byte_limit() -> int:
     """Largest JSON file (card, run record, scheduler file) lbi parses: 16 MiB, or less under
-    a small memory limit, because parsing builds Python objects of up to ~30x the bytes."""
+    a small memory limit, because parsing builds Python objects of up to ~24x the bytes (a
+    list of empty objects; SECURITY.md, "The budget model")."""
     return max(64 * 1024, min(16 * 2**20, memory_limit() // 32))
 
 

@@ -153,6 +153,8 @@ def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequen
     mods = []
     for i, spec in enumerate(layers):
         kind = spec.get("type") if isinstance(spec, dict) else None
+        if not isinstance(kind, str):  # a list or number is not a type name (nor hashable)
+            kind = None if kind is None else repr(kind)
         if kind in LBI_LAYERS:
             mods.append(_build_lbi(kind, spec, f"{where}: layer {i} ({kind})"))
             continue

@@ -243,7 +243,8 @@ def _torch_load_weights(p: Path, fmt: str) -> Any:
             return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         _refuse_pickle(p, fmt, exc)
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile,
+            IndexError, KeyError, TypeError) as exc:  # torch's reader of a cut-off stream
         raise ModelFileError(f"model file {p} could not be read ({exc}); it is truncated, "
                              "corrupt or not a PyTorch file: save or download it again") from exc
 

@@ -204,3 +204,21 @@ def test_the_well_formed_card_of_the_malformed_cases_loads(tmp_path: Path) -> No
 
     bundle = load_network(str(_card(tmp_path, _card_text())))
     assert bundle.encoder is not None
+
+
+def test_reading_a_small_file_allocates_its_size_not_the_bound(tmp_path: Path) -> None:
+    """read(n) allocates n bytes up front: a 1 KiB file read under a 4 GiB bound must not
+    allocate 4 GiB (it did, briefly, for every results.csv)."""
+    import tracemalloc
+
+    from lbi_engine.limits import read_regular
+
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"x" * 1024)
+    tracemalloc.start()
+    try:
+        assert read_regular(small, "file", 4 * 2**30) == b"x" * 1024
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20, peak
