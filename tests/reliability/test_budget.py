@@ -138,3 +138,83 @@ def test_a_record_asking_for_days_of_inner_steps_is_refused(tmp_path: Path, cli,
     code, _, err = cli("invert", "--record", record, "--out", tmp_path / "out")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "--time-budget" in err
+
+
+_PEAK = r"""
+import resource, sys, time
+from lbi_engine.cli import main
+for a in sys.argv[1:]:
+    started = time.monotonic()
+    code = main(a.split("|"))
+    print(code, round(time.monotonic() - started, 1), flush=True)
+print("peak", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_crafted_files_stay_under_a_gib_at_memory_limit_300m(tmp_path: Path, kit: Kit) -> None:
+    """The issue's bar: at --memory-limit 300M no crafted model, data or CSV of these kinds
+    pushes the process past ~1 GiB peak RSS or 30 s; each ends in exit 2 and one line."""
+    import subprocess
+    import sys
+
+    f = tmp_path
+    n = 750_000_000  # 3 GB of float32, sparse on disk
+    header = json.dumps({"w": {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}})
+    raw = header.encode() + b" " * (-len(header) % 8)
+    _sparse(f / "big.safetensors", struct.pack("<Q", len(raw)) + raw, 8 + len(raw) + 4 * n)
+    (f / "big.json").write_text(json.dumps({
+        "name": "big", "format_version": 1, "input_shape": [4],
+        "weights": {"source": "file", "file": "big.safetensors"},
+        "architecture": {"layers": [{"type": "Linear", "in_features": 4, "out_features": 2},
+                                    {"type": "ReLU"}]}}))
+    _sparse(f / "big.onnx", kit.onnx.read_bytes(), 3 * 2**30)
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": "<f4", "fortran_order": False, "shape": (1, 1, 20000, 20000)})
+    _sparse(f / "big.npy", buffer.getvalue(), len(buffer.getvalue()) + 4 * 20000**2)
+    (f / "sweep").mkdir()
+    _sparse(f / "sweep" / "results.csv", b"network\n", 2 * 2**30)
+    (f / "zero.json").symlink_to("/dev/zero")
+    runs = [
+        ["invert", "--network", str(f / "big.json"), "--sample", "0"],
+        ["invert", "--network", str(f / "big.onnx"), "--sample", "0"],
+        ["invert", "--network", str(kit.card), "--truth", str(f / "big.npy")],
+        ["sweep", "--network", str(kit.card), "--noise-stds", "0.05", "--methods", "pdhg",
+         "--samples", "0", "--alphas", "1e-2", "--max-iter", "2"],
+        ["invert", "--network", str(f / "zero.json"), "--sample", "0"],
+    ]
+    argv = ["|".join([*r, "--out", str(f / ("sweep" if r[0] == "sweep" else f"out{i}")),
+                      "--memory-limit", "300M"]) for i, r in enumerate(runs)]
+    proc = subprocess.run([sys.executable, "-c", _PEAK, *argv], capture_output=True,
+                          text=True, timeout=280, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    *results, peak = proc.stdout.strip().splitlines()
+    assert [r.split()[0] for r in results] == ["2"] * len(runs), proc.stdout + proc.stderr
+    assert all(float(r.split()[1]) < 30 for r in results), results
+    assert int(peak.split()[1]) < 2**30, peak
+    errors = [ln for ln in proc.stderr.splitlines() if ": error:" in ln]
+    assert len(errors) == len(runs) and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_an_onnx_graph_of_too_many_nodes_is_refused_before_lifting(
+        tmp_path: Path, kit: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnx
+    from onnx import helper
+
+    from lbi_engine.models.onnx_import import MAX_NODES, onnx_sequential
+
+    model = onnx.load(str(kit.onnx))
+    relu = model.graph.node[-1]  # y = Relu(g): make it g -> Relu -> ... -> y
+    chain = [helper.make_node("Relu", [relu.input[0] if i == 0 else f"r{i - 1}"],
+                              [f"r{i}" if i < MAX_NODES else relu.output[0]], name=f"n{i}")
+             for i in range(MAX_NODES + 1)]
+    model.graph.node.pop()
+    model.graph.node.extend(chain)
+    path = tmp_path / "deep.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(ModelFileError, match=r"5,003 nodes; .* LBI_MAX_GRAPH_NODES=5003"):
+        onnx_sequential(path)
+    monkeypatch.setenv("LBI_MAX_GRAPH_NODES", "x")
+    with pytest.raises(ModelFileError, match="LBI_MAX_GRAPH_NODES='x'"):
+        onnx_sequential(path)
