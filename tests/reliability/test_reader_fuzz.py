@@ -139,3 +139,27 @@ def test_long_fuzz_of_cards(tmp_path: Path, top: dict, layer: int, field: dict) 
 def test_long_fuzz_of_results_csv(tmp_path: Path, head: bytes, rows: list,
                                   tail: bytes) -> None:
     _check_csv(tmp_path, head, rows, tail)
+
+
+@FAST
+@given(st.binary(max_size=200) | JSON.map(lambda v: json.dumps(v).encode()))
+def test_record_bytes_load_or_are_one_lbi_error(tmp_path: Path, raw: bytes) -> None:
+    from lbi_engine.cli.invert import load_record
+    from lbi_engine.request import InversionRequest
+
+    path = tmp_path / "run.json"
+    path.write_bytes(raw)
+    try:
+        data, _folder = load_record(str(path))
+        InversionRequest.from_dict(data).validate(check_device=False)
+    except LbiError as exc:
+        assert "\n" not in str(exc).strip(), str(exc)
+
+
+def test_a_record_with_a_huge_field_is_one_short_line(tmp_path: Path, cli) -> None:
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps({"kind": "lbi-run-record", "format_version": 1,
+                                  "network": "n" * 5_000_000, "index": 0}))
+    code, _, err = cli("invert", "--record", record, "--out", tmp_path / "out")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err[:300]
+    assert len(err) < 5000 and "characters left out" in err
