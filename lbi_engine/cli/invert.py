@@ -378,7 +378,7 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     m = final_metrics(prepared, final)
     r = prepared.request
     how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
-    print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
+    print(f"{c.one_line(r.network)}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     for stage in m.get("stages") or []:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 from pathlib import Path
@@ -222,3 +223,17 @@ def test_reading_a_small_file_allocates_its_size_not_the_bound(tmp_path: Path) -
     finally:
         tracemalloc.stop()
     assert peak < 2**20, peak
+
+
+def test_the_summary_of_a_run_escapes_the_network_name(tmp_path: Path, cli, kit: Kit) -> None:
+    """A record's "network" is a file name someone else chose: the summary line on stdout
+    quotes it escaped."""
+    card = tmp_path / "net\x1b[2J\x1b]0;owned\x07.json"
+    shutil.copy(kit.card, card)
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps({"kind": "lbi-run-record", "format_version": 1,
+                                  **kit.base_request(network=str(card), max_iter=2)}))
+    code, out, err = cli("invert", "--record", record, "--out", tmp_path / "out")
+    assert code == 0, err
+    assert "\x1b" not in out and "\x07" not in out, repr(out)
+    assert "net\\x1b[2J\\x1b]0;owned\\x07.json:" in out, out
