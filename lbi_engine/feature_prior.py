@@ -19,6 +19,7 @@ sha256 of the tensor file. ``lbi feature-prior`` writes both.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -213,27 +214,30 @@ def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
     from safetensors import SafetensorError
     from safetensors.torch import load as load_safetensors
 
-    from lbi_engine.models.cards import file_sha256
+    from lbi_engine.limits import check_bytes, read_json, read_regular
 
     tensors_path, card_path = prior_paths(base)
     for p in (tensors_path, card_path):
-        if not p.is_file():
+        if not os.path.lexists(p):
             raise ModelFileError(f"feature prior {p} does not exist; create it with "
                                  "`lbi feature-prior NETWORK --samples FILE --out BASE`.")
-    try:
-        card = json.loads(card_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"feature prior card {card_path} is not valid JSON ({exc}).") from exc
+    card = read_json(card_path, "feature prior card", "create the prior again",
+                     ModelFileError)
     if not isinstance(card, dict) or card.get("kind") != "lbi-feature-prior":
         raise ModelFileError(f"{card_path} is not an lbi feature-prior card.")
     if card.get("format_version") != PRIOR_FORMAT_VERSION:
         raise ModelFileError(f"{card_path}: feature-prior format_version "
                              f"{card.get('format_version')!r} is not {PRIOR_FORMAT_VERSION}.")
-    if file_sha256(tensors_path) != card.get("tensors_sha256"):
+    # read once (a regular file within the memory limit, the parsed copy included) and
+    # hash what was read: the bytes loaded are the bytes checked
+    size = os.stat(tensors_path).st_size
+    check_bytes(2 * size, f"feature prior {tensors_path}", "use a smaller prior")
+    data = read_regular(tensors_path, "feature prior", error=ModelFileError)
+    if hashlib.sha256(data).hexdigest() != card.get("tensors_sha256"):
         raise ModelFileError(f"{tensors_path} does not match the sha256 in {card_path}; the file "
                              "is damaged or was replaced: create the prior again.")
     try:
-        tensors = load_safetensors(tensors_path.read_bytes())
+        tensors = load_safetensors(data)
     except (SafetensorError, OSError, ValueError) as exc:
         raise ModelFileError(f"feature prior {tensors_path} is unreadable ({exc}).") from exc
     layers = []

@@ -111,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return c.EXIT_BAD_INPUT
     except OSError as exc:  # missing/unwritable files the engine did not wrap
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"{prog}: error: {c.one_line(exc.strerror or str(exc))}{where}", file=sys.stderr)
+        print(f"{prog}: error: {c.one_line((exc.strerror or str(exc)) + where)}",
+              file=sys.stderr)
         return c.EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

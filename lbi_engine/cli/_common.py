@@ -75,8 +75,29 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def one_line(message: str) -> str:
-    """Collapses a (possibly multi-line) message to one line for stderr."""
-    return " ".join(str(message).split())
+    """Collapses a (possibly multi-line) message to one line for stderr, with every control
+    character escaped: messages quote names read from files (layers, nodes, tensors, paths),
+    and an escape sequence in one must not reach the terminal (retitle it, clear the screen,
+    hide text) nor a bidi override reorder the line. A message longer than 4,000 characters
+    (a record's 10 MB "path") keeps its start and its end, where the fix is said."""
+    text = " ".join(str(message).split())
+    if len(text) > 4000:
+        text = f"{text[:2500]} [... {len(text) - 3500:,} characters left out ...] {text[-1000:]}"
+    if text.isprintable():  # the usual case, checked in C
+        return text
+    return "".join(_escape_char(ch) for ch in text)
+
+
+def _escape_char(ch: str) -> str:
+    import unicodedata
+
+    if ch.isprintable() or ch == " ":
+        return ch
+    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        code = ord(ch)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+            else f"\\U{code:08x}"
+    return ch
 
 
 # ---------------------------------------------------------------------------------------------

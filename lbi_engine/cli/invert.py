@@ -7,7 +7,7 @@ Flow: flags (and optionally a run record) -> InversionRequest -> api.prepare -> 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -216,15 +216,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def load_record(path: str) -> tuple[dict[str, Any], Path]:
     """The run-record dict in ``path`` (a result.json's "request", or a bare run record)."""
     from lbi_engine.errors import DataFileError, FormatVersionError
+    from lbi_engine.limits import read_json
 
     file = Path(path)
-    if not file.is_file():
+    if not os.path.lexists(file):
         raise DataFileError(f"--record {path}: no such file; give a result.json or run.json")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise DataFileError(f"--record {path}: not readable JSON ({exc}); give a result.json "
-                            "written by `lbi invert` or a run.json saved by the GUI") from exc
+    data = read_json(file, "--record", "give a result.json written by `lbi invert` or a "
+                     "run.json saved by the GUI", DataFileError)
     if isinstance(data, dict) and isinstance(data.get("request"), dict):
         data = data["request"]
     if not isinstance(data, dict) or data.get("kind", "lbi-run-record") != "lbi-run-record":
@@ -380,7 +378,7 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     m = final_metrics(prepared, final)
     r = prepared.request
     how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
-    print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
+    print(f"{c.one_line(r.network)}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     for stage in m.get("stages") or []:

@@ -63,14 +63,13 @@ def _require_file(path: str | os.PathLike[str], what: str) -> Path:
         raise DataFileError(f"{what} {p} does not exist; check the path")
     if p.is_dir():
         raise DataFileError(f"{p} is a directory; give the {what} itself")
-    if p.stat().st_size == 0:
-        raise DataFileError(f"{what} {p} is empty (0 bytes); save or copy it again")
-    try:
-        with open(p, "rb"):
-            pass
-    except OSError as exc:  # e.g. permission denied: say so, not "truncated or corrupt" later
-        raise DataFileError(f"{what} {p} cannot be read ({exc.strerror or exc}); check its "
-                            "permissions (e.g. chmod u+r)") from exc
+    from lbi_engine.limits import open_regular
+
+    # a FIFO, a device or /proc is refused here (the readers after this would block on it
+    # or read it without end); the size bound is each reader's, from the file's header
+    with open_regular(p, what, 2**62, DataFileError) as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            raise DataFileError(f"{what} {p} is empty (0 bytes); save or copy it again")
     return p
 
 
@@ -82,6 +81,28 @@ def _check_pixels(size: tuple[int, int]) -> None:
                             f"pixels; lbi reads images of at most {MAX_IMAGE_PIXELS:,} pixels "
                             "(4096 x 4096, far more than a network input; or the header is "
                             "corrupt): downscale it first")
+
+
+#: Most scans a JPEG may have: a progressive JPEG has about 10; each scan makes the decoder
+#: pass over the whole image again, so 100,000 empty scans in 1 MB decoded for minutes.
+MAX_JPEG_SCANS = 1000
+
+
+def _check_jpeg_scans(p: Path) -> None:
+    """Count the start-of-scan markers (FF DA) before decoding; refuse more than
+    MAX_JPEG_SCANS. Entropy-coded data never holds FF DA (an FF there is stuffed as FF 00),
+    so the count is exact up to scans of an embedded thumbnail."""
+    scans, tail = 0, b""
+    with open(p, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            block = tail + chunk
+            scans += block.count(b"\xff\xda")
+            tail = block[-1:] if block.endswith(b"\xff") else b""
+            if scans > MAX_JPEG_SCANS:
+                raise DataFileError(f"image file {p} is a JPEG with more than "
+                                    f"{MAX_JPEG_SCANS:,} scans (a normal progressive JPEG has "
+                                    "about 10; decoding every scan would take minutes): save "
+                                    "it again as a baseline JPEG or PNG")
 
 
 def _check_npy_header(p: Path) -> None:
@@ -127,6 +148,11 @@ def _check_npy_header(p: Path) -> None:
         raise DataFileError(f"{p} holds {need / 2**30:.1f} GiB (shape {tuple(shape)}); lbi reads "
                             f"arrays of at most {MAX_ARRAY_BYTES / 2**30:g} GiB: give one sample "
                             "or a smaller batch")
+    from lbi_engine.limits import check_bytes
+
+    # the array as read, its float copy (up to 8 bytes a value) and the finite-check mask
+    check_bytes(need + math.prod(shape) * 9, f"array file {p} (shape {tuple(shape)}, {dtype})",
+                "give one sample or a smaller batch")
 
 
 def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None = None,
@@ -148,6 +174,8 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     kind = _image_kind(p)
     if kind == "NPY":
         return _npy_as_image(p, size, grayscale)
+    if kind == "JPEG":
+        _check_jpeg_scans(p)
     try:
         # formats=: Pillow may only use the decoder the content was recognised as
         with Image.open(p, formats=[kind]) as im:

@@ -89,21 +89,23 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
     output), ``"torch-legacy"`` (old non-zip ``torch.save`` or a raw pickle), ``"onnx"``,
     ``"card"`` (a JSON model card). Raises :class:`ModelFileError` naming the file otherwise.
     """
+    from lbi_engine.limits import open_regular
+
     p = Path(path)
     if not p.exists():
         raise ModelFileError(f"model file {p} does not exist; check the path")
     if p.is_dir():
         raise ModelFileError(f"{p} is a directory; give the model file itself")
-    size = p.stat().st_size
-    if size == 0:
-        raise ModelFileError(f"model file {p} is empty (0 bytes); it was probably not saved "
-                             "completely, so save or download it again")
-    try:
-        with open(p, "rb") as fh:
+    try:  # a FIFO, a device or /proc is refused here, before anything reads it
+        with open_regular(p, "model file", 2**62, ModelFileError) as fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(16)
     except OSError as exc:  # permissions, a vanished network share, an I/O error
         raise ModelFileError(f"model file {p} cannot be read ({exc.strerror or exc}); check its "
                              "permissions (e.g. chmod u+r) or copy it somewhere readable") from exc
+    if size == 0:
+        raise ModelFileError(f"model file {p} is empty (0 bytes); it was probably not saved "
+                             "completely, so save or download it again")
     suffix = p.suffix.lower()
     if head[:4] == b"PK\x03\x04":
         try:
@@ -241,7 +243,8 @@ def _torch_load_weights(p: Path, fmt: str) -> Any:
             return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         _refuse_pickle(p, fmt, exc)
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile,
+            IndexError, KeyError, TypeError) as exc:  # torch's reader of a cut-off stream
         raise ModelFileError(f"model file {p} could not be read ({exc}); it is truncated, "
                              "corrupt or not a PyTorch file: save or download it again") from exc
 
