@@ -144,26 +144,42 @@ class RunResult:
         return [w for w in words if w.startswith("#") and len(w) > 1]
 
     @property
+    def alpha_used(self) -> float | str | None:
+        """The α that ran (result.json's ``alpha``), else the α asked for ("auto" only for a
+        run that never reported one)."""
+        used = self.metrics.get("alpha")
+        if isinstance(used, (int, float)) and not isinstance(used, bool):
+            return float(used)
+        return self.request.get("alpha")
+
+    @property
+    def alpha_rule(self) -> str:
+        """How the α that ran was chosen: "typed" for the user's number, else the engine's
+        rule (discrepancy, quasi-optimality, ...)."""
+        if self.request.get("alpha") != "auto":
+            return "typed"
+        rule = str(self.metrics.get("alpha_rule") or "")
+        return rule if rule not in ("", "fixed", "given") else "auto"
+
+    @property
     def label(self) -> str:
-        r = self.request
-        alpha = r.get("alpha", 0)
-        shown = "auto" if alpha == "auto" else f"{float(alpha):.3g}"
-        return f"#{self.run_id} {r.get('method')} α={shown}"
+        alpha = self.alpha_used
+        shown = "auto" if alpha == "auto" or alpha is None else f"{float(alpha):.3g}"
+        return f"#{self.run_id} {self.request.get('method')} α={shown}"
 
     def table_row(self) -> dict[str, Any]:
         """Columns of the run table (parameters, then final metrics)."""
         r, m = self.request, self.metrics
-        method, alpha = r.get("method"), r.get("alpha")
+        method = r.get("method")
         if method == "auto" and m.get("method_run"):
             method = f"auto: {m['method_run']}"  # what auto ran, as result.json says
-        if alpha == "auto" and m.get("alpha") is not None:
-            alpha = float(m["alpha"])  # the α auto chose (a number, so the column sorts)
         return {
             "run": self.run_id,
             "network": _network_name(r),
             "method": method,
             "regulariser": r.get("regulariser"),
-            "alpha": alpha,
+            "alpha": self.alpha_used,  # what ran (a number, so the column sorts)
+            "alpha rule": self.alpha_rule,
             "noise": r.get("noise_std"),
             "sample": _sample_name(r),
             "iterations": self.iterations,

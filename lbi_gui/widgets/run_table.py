@@ -88,8 +88,10 @@ class CompareView(QtWidgets.QWidget):
         self.plots[2].setTitle(f"#{b.run_id} − #{a.run_id}", size="9pt")
         rows = [f"<tr><td>method</td><td align=right>{a.request.get('method')}</td>"
                 f"<td align=right>{b.request.get('method')}</td></tr>",
-                f"<tr><td>α</td><td align=right>{_cell(a.request.get('alpha'))}</td>"
-                f"<td align=right>{_cell(b.request.get('alpha'))}</td></tr>"]
+                f"<tr><td>α</td><td align=right>{_cell(a.alpha_used)}</td>"
+                f"<td align=right>{_cell(b.alpha_used)}</td></tr>",
+                f"<tr><td>α rule</td><td align=right>{a.alpha_rule}</td>"
+                f"<td align=right>{b.alpha_rule}</td></tr>"]
         for key in ("PSNR", "SSIM", "discrepancy", "objective", "iterations", "time [s]"):
             va, vb = a.table_row()[key], b.table_row()[key]
             rows.append(f"<tr><td>{key}</td><td align=right>{_cell(va)}</td>"

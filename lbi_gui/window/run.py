@@ -155,7 +155,8 @@ class RunMixin:
         self.curves.update_curves(result.curves)
         self._update_status(result.iterations)
         self.status_reason.setText(f"stopped: {result.stop_reason}")
-        if result.metrics.get("alpha_rule", "fixed") != "fixed":  # Auto α: show its choice
+        if result.request.get("alpha") == "auto" and result.metrics.get("alpha") is not None:
+            # Auto α: show its choice (a typed α is never overwritten by what a method did)
             self.reg_panel.show_chosen_alpha(float(result.metrics["alpha"]))
             self.status_reason.setText(f"stopped: {result.stop_reason}; α = "
                                        f"{float(result.metrics['alpha']):.3g} "
@@ -264,6 +265,13 @@ class RunMixin:
     def _drop_disabled_method(self, n_layers: int) -> None:
         """A method the new network cannot use (PDHG on a multi-layer network) falls back to
         joint, with a note, instead of failing at the next Run."""
+        if n_layers == 1 and self.solver_panel.values()["method"] == "layerwise":
+            self.solver_panel.set_values({"method": "auto"})
+            self.reg_panel.set_method("auto")
+            self._request = self.current_request()
+            self.statusBar().showMessage(
+                "Layer-wise needs at least two layers; this network has one: method set to "
+                "auto (one layer)", 8000)
         if n_layers > 1 and self.solver_panel.values()["method"] == "pdhg":
             self.solver_panel.set_values({"method": "joint"})
             self.reg_panel.set_method("joint")
@@ -296,6 +304,8 @@ class RunMixin:
 
     def _update_actions(self) -> None:
         c = self.controller
+        self.actions_.switch.setEnabled(self.solver_panel.switch.isEnabled())
+        self.actions_.switch.setToolTip(self.solver_panel.switch.toolTip())
         ready = c.engine_info is not None and self.info is not None
         a = self.actions_
         # Run is enabled while the engine starts: a run asked for then is queued.
