@@ -27,6 +27,11 @@ SHORT_TITLES = {"truth": "x†", "decoder": "D(y^δ)", "iterate": "x", "error": 
 TITLE_SIZE = "10pt"
 #: Below this width (pixels) the four views go into two rows.
 TWO_ROWS_BELOW = 520
+#: The smallest side (pixels) an image view may be squeezed to by docks or splitters: below
+#: it a 28x28 digit is a smudge and a colour bar's labels overprint.
+MIN_VIEW = 80
+#: Room for a view's two-line title above its image.
+TITLE_ROOM = 36
 
 
 class ImageGrid(QtWidgets.QWidget):
@@ -93,6 +98,7 @@ class ImageGrid(QtWidgets.QWidget):
         self._short = False
         self.stale = False
         self.rows = 1
+        self.glw.setMinimumHeight(MIN_VIEW + TITLE_ROOM)
         self.user_zoomed = False  # True after a manual zoom/pan: resizes then keep the view
         self._image_shape: tuple[int, int] | None = None
         for plot in self.plots.values():
@@ -234,6 +240,7 @@ class ImageGrid(QtWidgets.QWidget):
         if rows == self.rows:
             return
         self.rows = rows
+        self.glw.setMinimumHeight(rows * (MIN_VIEW + TITLE_ROOM))
         ci = self.glw.ci
         items = [self.plots["truth"], self.plots["decoder"], self.plots["iterate"],
                  self.shared_bar, self.plots["error"], self.error_bar]
@@ -281,6 +288,15 @@ class ImageGrid(QtWidgets.QWidget):
         self.readout.setText(" ")
 
     # ---- queries -------------------------------------------------------------------------
+    def view_sizes(self) -> dict[str, tuple[float, float]]:
+        """Width and height (pixels) of each image view's drawing area."""
+        return {key: (plot.vb.width(), plot.vb.height()) for key, plot in self.plots.items()}
+
+    def readable(self) -> bool:
+        """Every view at least nearly MIN_VIEW on its shorter side (a layout squeezed below
+        that is not worth saving; see MainWindow.save_layout)."""
+        return all(min(size) >= 0.8 * MIN_VIEW for size in self.view_sizes().values())
+
     def levels(self) -> tuple[float, float]:
         """The shared display levels (what an 8-bit export maps to 0 and 255)."""
         lo, hi = self.shared_bar.levels()

@@ -160,7 +160,10 @@ class FilesMixin:
             self.open_session(path)
 
     def open_session(self, path: str) -> bool:
-        """Read a session completely, then replace the window's state with it."""
+        """Read a session completely, then replace the window's state with it (after asking
+        about runs not saved and a live run, which it would discard)."""
+        if not self.may_discard("opening the session"):
+            return False
         try:
             # checked completely first; then the model takes the runs (all saved), the
             # request and the session path

@@ -55,14 +55,14 @@ def test_window_remembers_the_users_size(qtbot, fake_engine, monkeypatch) -> Non
     first = MainWindow(restore_layout=True)
     qtbot.addWidget(first)
     first.show()
-    first.resize(1100, 640)
+    first.resize(1100, 670)  # above the minimum height (readable image views)
     _settle(qtbot)
     first.close()
     second = MainWindow(restore_layout=True)
     qtbot.addWidget(second)
     second.show()
     _settle(qtbot)
-    assert (second.width(), second.height()) == (1100, 640)
+    assert (second.width(), second.height()) == (1100, 670)
     second.close()
 
 
