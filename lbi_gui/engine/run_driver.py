@@ -326,6 +326,7 @@ class RunDriver:
                 "primal_residual": _first(rec.primal_residual),
                 "dual_residual": _first(rec.dual_residual), "psnr": _first(rec.psnr),
                 "ssim": _first(rec.ssim), "elapsed": elapsed_offset + float(rec.elapsed),
+                "stage": str(getattr(rec, "stage", "") or ""),
                 "bregman": [float(v) for v in breg[0].tolist()] if breg is not None else []}
 
     @staticmethod

@@ -35,6 +35,9 @@ def test_layerwise_runs_the_typed_alpha_and_the_window_says_so(qtbot, make_windo
     assert not win.reg_panel.auto_alpha.isChecked()
     assert not win.status_reason.text().startswith("stale")
     assert not win.curves.stale
+    # the stages reach the curves (marked there, see test_curve_marks.py)
+    assert [name for _i, name in run.curves.stages] == ["layer 3/3", "layer 2/3", "layer 1/3"]
+    assert len(win.curves.stage_lines) == 3 * len(win.curves.plots)
 
 
 def test_auto_alpha_records_the_alpha_that_ran_and_its_rule() -> None:
