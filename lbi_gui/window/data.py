@@ -14,6 +14,7 @@ from typing import Any
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.widgets.data_panel import THUMBS_PER_PAGE
+from lbi_gui.widgets.number_inputs import ScientificSpinBox
 
 
 class DataMixin:
@@ -120,6 +121,9 @@ class DataMixin:
                             if not act.shortcut().isEmpty()}
         for box in self.findChildren(QtWidgets.QAbstractSpinBox):
             box.installEventFilter(self)
+            if isinstance(box, ScientificSpinBox):  # a refused typed value is said, not lost
+                box.rejected.connect(lambda message: self.statusBar().showMessage(
+                    f"Not accepted: {message}", 10000))
             line = box.findChild(QtWidgets.QLineEdit)
             if line is not None:
                 line.installEventFilter(self)

@@ -315,7 +315,11 @@ class RunMixin:
         a.pause.setText("Resume" if c.paused else "Pause")
         a.stop.setEnabled(c.running)
         a.finish.setEnabled(c.running)
-        a.export.setEnabled(bool(self.run_table.runs) or self.shown_result is not None)
+        exportable = bool(self.run_table.runs) or self.shown_result is not None
+        a.export.setEnabled(exportable)
+        a.export.setToolTip("Export a finished run: images, curves, result.json (Ctrl+E)"
+                            if exportable else "Nothing to export yet: finish a run first "
+                            "(a run in the Runs table, or shown from a session)")
         text = STATE_TEXT.get(c.state, c.state)
         if c.queue_active and getattr(self, "queue_text", ""):
             text = f"{text} — {self.queue_text}"
