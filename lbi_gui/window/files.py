@@ -68,6 +68,8 @@ class FilesMixin:
         back = {k: good.get(k) for k in PROBLEM_KEYS if k in good}
         for panel in self.panels:
             panel.set_values(back)
+        # the data panel's splits and thumbnails follow the dataset put back
+        self._show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
         self._request = self.current_request()
 
     # ---- data -----------------------------------------------------------------------------
