@@ -155,7 +155,8 @@ class RunMixin:
         self.curves.update_curves(result.curves)
         self._update_status(result.iterations)
         self.status_reason.setText(f"stopped: {result.stop_reason}")
-        if result.request.get("alpha") == "auto" and result.metrics.get("alpha") is not None:
+        if result.request.get("alpha") == "auto" and result.metrics.get("alpha") is not None \
+                and result.metrics.get("alpha_rule", "fixed") not in ("fixed", "given"):
             # Auto α: show its choice (a typed α is never overwritten by what a method did)
             self.reg_panel.show_chosen_alpha(float(result.metrics["alpha"]))
             self.status_reason.setText(f"stopped: {result.stop_reason}; α = "
