@@ -7,7 +7,8 @@ zooming one zooms all. Images are updated in place with ``setImage``.
 The views refit to the image whenever the widget is resized or a new image size arrives,
 unless the user zoomed by hand (then "Fit" brings the whole image back). Titles switch to
 short forms when the columns are too narrow for the long ones, so they never overprint. The
-line under the images reads out the pixel under the mouse (row, column, value) in every view.
+line under the images reads out the pixel under the mouse: row, column and the value of
+every image there (truth, decoder output, iterate, error).
 """
 
 from __future__ import annotations
@@ -270,7 +271,8 @@ class ImageGrid(QtWidgets.QWidget):
                 self._title(key, text)
 
     def _hover(self, pos: QtCore.QPointF) -> None:
-        """Row, column and value of the pixel under the mouse (scene position ``pos``)."""
+        """Row and column of the pixel under the mouse, and the value of every image there
+        (truth, decoder output, iterate, error: napari's layer readout)."""
         for key, plot in self.plots.items():
             if not plot.vb.sceneBoundingRect().contains(pos):
                 continue
@@ -280,12 +282,21 @@ class ImageGrid(QtWidgets.QWidget):
             point = plot.vb.mapSceneToView(pos)
             col, row = int(np.floor(point.x())), int(np.floor(point.y()))
             if 0 <= row < image.shape[0] and 0 <= col < image.shape[1]:
-                value = image[row, col]
-                shown = ", ".join(f"{v:.4g}" for v in np.ravel(value))
-                self.readout.setText(f"{SHORT_TITLES[key]}  row {row}, col {col}: {shown}")
+                self.readout.setText(self.readout_text(row, col))
                 return
             break
         self.readout.setText(" ")
+
+    def readout_text(self, row: int, col: int) -> str:
+        """"row r, col c:  x† 0.52  D(y^δ) 0.5  x 0.48  x − x† −0.04" for one pixel."""
+        parts = [f"row {row}, col {col}:"]
+        for key in ("truth", "decoder", "iterate", "error"):
+            image = self.items[key].image
+            if image is None or not (row < image.shape[0] and col < image.shape[1]):
+                continue
+            shown = ", ".join(f"{v:.4g}" for v in np.ravel(image[row, col]))
+            parts.append(f"{SHORT_TITLES[key]} {shown}")
+        return "  ".join(parts)
 
     # ---- queries -------------------------------------------------------------------------
     def view_sizes(self) -> dict[str, tuple[float, float]]:
@@ -304,3 +315,4 @@ class ImageGrid(QtWidgets.QWidget):
 
     def set_levels(self, levels: tuple[float, float]) -> None:
         self.shared_bar.setLevels(tuple(levels))
+        self.tools.show_levels()  # the bar signals only a user's drag

@@ -90,3 +90,29 @@ def test_changes_read_like_a_person_wrote_them() -> None:
     assert "resize off→on" in text and "network mine.onnx→mnist-cnn-ae" in text
     assert "α per layer none→[0.001, 0.0025]" in text
     assert "None" not in text and "False" not in text and "True" not in text
+
+
+def test_colour_maps_and_typed_contrast_limits(qtbot, image_grid) -> None:
+    import numpy as np
+
+    from lbi_gui.widgets.image_tools import INVALID_EDIT, LUTS
+
+    grid = image_grid
+    tools = grid.tools
+    assert len(LUTS) >= 8 and tools.lut.count() == len(LUTS)
+    grid.set_truth(np.linspace(0, 1, 64).reshape(8, 8))
+    tools.set_lut("CET-L1-r")  # grey inverted: the lowest level is white
+    table = grid.items["truth"].lut
+    assert tuple(table[0][:3]) > tuple(table[-1][:3])
+    tools.low.setText("0.2")
+    tools.high.setText("0.6")
+    assert tools.apply_typed_levels()
+    assert grid.levels() == pytest.approx((0.2, 0.6))
+    assert grid.items["truth"].levels == pytest.approx([0.2, 0.6])
+    tools.low.setText("0.9")  # above the highest: refused, said, levels kept
+    assert not tools.apply_typed_levels()
+    assert tools.low.styleSheet() == INVALID_EDIT and "below" in tools.low.toolTip()
+    assert grid.levels() == pytest.approx((0.2, 0.6))
+    grid.set_levels((0.1, 0.7))  # a drag of the bar (or Auto) shows in the fields
+    assert (tools.low.text(), tools.high.text()) == ("0.1", "0.7")
+    assert tools.low.styleSheet() == ""
