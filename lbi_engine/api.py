@@ -338,7 +338,10 @@ def iterate(
 
     # Layer-wise chooses its input stage's alpha itself when the noise level is known
     # (SolverOptions.input_alpha, quasi-optimality or discrepancy): no outer path then.
-    delegated = request.method == "layerwise" and request.noise_std_known() is not None \
+    # A one-layer network has no stages: layer-wise is the one-layer method there, and its
+    # alpha "auto" is chosen on the outer path as for that method.
+    delegated = request.method == "layerwise" and problem.depth > 1 \
+        and request.noise_std_known() is not None \
         and request.solver_options().input_alpha != "given"
     if request.alpha == "auto" and alpha is None and request.method != "landweber" \
             and not delegated:

@@ -196,7 +196,14 @@ class InversionRequest:
         return self.device
 
     def solver_options(self) -> SolverOptions:
-        return SolverOptions.from_dict({"steps": self.steps, **self.options})
+        options: dict[str, Any] = {"steps": self.steps, **self.options}
+        if self.method == "layerwise" and "input_alpha" not in self.options:
+            # The layer-wise input stage searches its own alpha only for alpha "auto": a typed
+            # alpha is the alpha that runs (an explicit option input_alpha still wins).
+            options["input_alpha"] = "given" if self.alpha != "auto" else (
+                self.alpha_rule if self.alpha_rule in ("discrepancy", "quasi-optimality")
+                else "quasi-optimality")
+        return SolverOptions.from_dict(options)
 
     def stop_rule(self) -> StopRule:
         return StopRule(

@@ -382,7 +382,12 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     for stage in m.get("stages") or []:
-        print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})")
+        weight = stage["weight"][0] if stage.get("weight") else None
+        rule = f" ({stage['weight_rule']})" if stage.get("weight_rule") else ""
+        shown = "" if weight is None else \
+            f", {'alpha' if stage['stage'].startswith('layer 1/') else 'weight'} {weight:.4g}{rule}"
+        print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})"
+              f"{shown}")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
           f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
           f"delta^2 {c.fmt(m['delta_squared'])}")

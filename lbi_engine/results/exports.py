@@ -182,12 +182,19 @@ def curve_rows(records: Iterable[Any], sample: int = 0) -> tuple[list[str], list
                 _sample_value(_field(record, "psnr"), sample),
                 _sample_value(_field(record, "ssim"), sample),
                 _sample_value(_field(record, "discrepancy"), sample),
-                _sample_value(_field(record, "primal_residual"), sample),
-                _sample_value(_field(record, "dual_residual"), sample),
+                _residual(_sample_value(_field(record, "primal_residual"), sample)),
+                _residual(_sample_value(_field(record, "dual_residual"), sample)),
                 _field(record, "stage") or "",
             ]
         )
     return header, rows
+
+
+def _residual(value: float | None) -> float | None:
+    """A residual the solver could not measure is reported as inf (the first record; the
+    dual residual of a method without a dual variable, e.g. the accelerated one-layer
+    solver): undefined, so an empty cell, not a column of "inf"."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _format_cell(value: Any) -> str:

@@ -152,6 +152,10 @@ class NetworkPanel(ParamPanel):
         refs = getattr(self, "_refs", {})
         return refs.get(data, data) if isinstance(data, str) else data
 
+    def is_file(self, ref: Any) -> bool:
+        """Whether ``ref`` names a network file (the user's own), not a zoo network."""
+        return self._is_file(ref)
+
     def _is_file(self, ref: Any) -> bool:
         ref = self._ref(ref)
         return isinstance(ref, str) and ("/" in ref or "\\" in ref or "." in Path(ref).name)
