@@ -383,6 +383,9 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()
+    if note:
+        print(f"  {note}")
     for stage in m.get("stages") or []:
         print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
