@@ -168,6 +168,12 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
                         "downscale the image to about the network's input size first")
             im.load()
             arr = _pil_to_float(ImageOps.exif_transpose(im))  # the orientation a viewer shows
+            if kind == "PNG" and im.mode in ("RGB", "RGBA") and \
+                    im.getexif().get(0x0112, 1) == 1:  # Pillow reads 16-bit colour as 8-bit
+                from lbi_engine.data._png16 import deep_colour_png
+
+                deep = deep_colour_png(p)
+                arr = arr if deep is None else deep
     except Image.DecompressionBombError as exc:
         raise DataFileError(f"image file {p} is too large to read ({exc}); lbi reads images of "
                             f"at most {MAX_IMAGE_PIXELS:,} pixels: downscale it first") from exc
