@@ -286,7 +286,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm")
 
 def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -> Tensor:
     """Clean sample inputs in display space: a ``.npy`` array (N, *input_shape) or a folder
-    of images (sorted by name, grey, resized to the input's height and width)."""
+    of images (sorted by name, with the network's channel count, resized to the input's
+    height and width)."""
     from lbi_engine.data import as_batch, load_array, load_image
 
     path = Path(source).expanduser()
@@ -296,7 +297,8 @@ def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -
             raise InputError(f"folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}); "
                              "give a folder of sample inputs or a .npy array")
         hw = (input_shape[-2], input_shape[-1]) if len(input_shape) >= 2 else None
-        images = [load_image(f, size=hw) for f in files]
+        channels = input_shape[0] if len(input_shape) == 3 else 1
+        images = [load_image(f, size=hw, channels=channels) for f in files]
         return torch.cat([as_batch(im, input_shape) for im in images])
     return as_batch(load_array(path).float(), input_shape)
 

@@ -381,6 +381,9 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     print(f"{c.one_line(r.network)}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()
+    if note:
+        print(f"  {note}")
     for stage in m.get("stages") or []:
         weight = stage["weight"][0] if stage.get("weight") else None
         rule = f" ({stage['weight_rule']})" if stage.get("weight_rule") else ""

@@ -156,15 +156,22 @@ def _check_npy_header(p: Path) -> None:
 
 
 def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None = None,
-               grayscale: bool = True) -> np.ndarray:
+               grayscale: bool = True, channels: int | None = None) -> np.ndarray:
     """Read PNG/JPEG/TIFF/BMP (via Pillow) into ``(1, C, H, W)`` float32 in [0, 1].
 
     Integer images are divided by their type's maximum (8-bit: 255, 16-bit: 65535). Float
     images already in [0, 1] are kept; other float images are min-max scaled into [0, 1]
-    because they carry no natural range. ``grayscale=True`` gives C = 1 (ITU-R 601 luma for
-    colour images); otherwise C = 3 for colour, 1 for grey. Alpha is dropped. The image is
-    resized (antialiased bilinear) only when ``size`` (int side or (H, W)) is given.
+    because they carry no natural range. Alpha is dropped. The image is resized (antialiased
+    bilinear) only when ``size`` (int side or (H, W)) is given.
+
+    ``channels``: the channel count the network takes, which decides C: 1 gives grey (ITU-R
+    601 luma for colour images, with a warning), 3 gives RGB (a grey picture's value in all
+    three), any other count is refused naming both counts (a .npy array must have it
+    already). Without ``channels``: ``grayscale=True`` gives C = 1, otherwise the file's own
+    C (3 for colour, 1 for grey).
     """
+    if channels is not None:
+        grayscale = channels == 1
     import numpy as np
     from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -173,9 +180,11 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     p = _require_file(path, "image file")
     kind = _image_kind(p)
     if kind == "NPY":
-        return _npy_as_image(p, size, grayscale)
+        return _npy_as_image(p, size, grayscale, channels)
     if kind == "JPEG":
         _check_jpeg_scans(p)
+    if channels is not None:
+        _check_channel_request(p, channels)
     try:
         # formats=: Pillow may only use the decoder the content was recognised as
         with Image.open(p, formats=[kind]) as im:
@@ -187,6 +196,12 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
                         "downscale the image to about the network's input size first")
             im.load()
             arr = _pil_to_float(ImageOps.exif_transpose(im))  # the orientation a viewer shows
+            if kind == "PNG" and im.mode in ("RGB", "RGBA") and \
+                    im.getexif().get(0x0112, 1) == 1:  # Pillow reads 16-bit colour as 8-bit
+                from lbi_engine.data._png16 import deep_colour_png
+
+                deep = deep_colour_png(p)
+                arr = arr if deep is None else deep
     except Image.DecompressionBombError as exc:
         raise DataFileError(f"image file {p} is too large to read ({exc}); lbi reads images of "
                             f"at most {MAX_IMAGE_PIXELS:,} pixels: downscale it first") from exc
@@ -209,6 +224,8 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     elif arr.ndim == 3:
         arr = arr[..., :3] if arr.shape[2] >= 3 else arr[..., 0]
     chans = np.stack([arr] if arr.ndim == 2 else [arr[..., c] for c in range(arr.shape[2])])
+    if channels == 3 and chans.shape[0] == 1:  # a grey picture for a colour network
+        chans = np.repeat(chans, 3, axis=0)
     if size is not None:
         chans = resize_channels(chans, size, str(p))
     return np.clip(chans, 0.0, 1.0).astype(np.float32)[None]
@@ -234,7 +251,16 @@ def resize_channels(chans: np.ndarray, size: int | tuple[int, int], source: str)
         (hw[1], hw[0]), Image.Resampling.BILINEAR)) for c in chans])
 
 
-def _npy_as_image(p: Path, size: Any, grayscale: bool) -> np.ndarray:
+def _check_channel_request(path: str | os.PathLike[str], channels: int) -> None:
+    """A picture has 1 (grey) or 3 (colour) channels: refuse other network channel counts."""
+    if channels not in (1, 3):
+        raise DataFileError(f"{path}: the network takes {channels} input channels, but an image "
+                            "file gives 1 (grey) or 3 (colour); give a .npy array of shape "
+                            f"({channels}, H, W) instead")
+
+
+def _npy_as_image(p: Path, size: Any, grayscale: bool,
+                  channels: int | None = None) -> np.ndarray:
     """A .npy given as an image: read without pickles (read_array); (H, W) or (C, H, W)."""
     import numpy as np
 
@@ -245,6 +271,9 @@ def _npy_as_image(p: Path, size: Any, grayscale: bool) -> np.ndarray:
     if a.ndim != 3:
         raise DataFileError(f"{p} has shape {tuple(arr.shape)}; an image array is (H, W) or "
                             "(C, H, W)")
+    if channels is not None and a.shape[0] != channels:
+        raise DataFileError(f"{p} has {a.shape[0]} channel(s) but the network takes {channels}; "
+                            f"give an array of shape ({channels}, H, W)")
     if grayscale and a.shape[0] > 1:
         raise DataFileError(f"{p} has {a.shape[0]} channels; give a one-channel (H, W) array")
     if size is not None:

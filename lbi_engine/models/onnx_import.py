@@ -34,11 +34,9 @@ _ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus",
             "Elu", "Celu", "HardSigmoid", "Shrink", "Softmax", "Gelu", "Swish", "Mish",
             "HardSwish", "Selu", "ThresholdedRelu", "LogSoftmax", "Hardmax", "Abs"}
 _ALTERNATIVES = {
-    "MaxPool": "max-pooling is neither affine nor a proximal map; use AveragePool (affine), or "
-               "the exact ReLU rewrite max(a, b) = ReLU(a - b) + ReLU(b) - ReLU(-b) "
-               "(MATH.md §2.5): apply lbi_engine.models.maxpool_relu.rewrite_maxpool(model, "
-               "input_shape) to the torch model before exporting it",
-    "GlobalMaxPool": "max-pooling is neither affine nor a proximal map; use GlobalAveragePool",
+    "GlobalMaxPool": "global max-pooling is neither affine nor a proximal map (and its window, "
+                     "the whole image, makes the exact ReLU rewrite of MaxPool too deep); use "
+                     "GlobalAveragePool, or MaxPool with a small kernel",
     "LSTM": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
     "GRU": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
     "RNN": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
@@ -48,6 +46,7 @@ _ALTERNATIVES = {
                              "BatchNormalization in inference mode",
 }
 _SUPPORTED = ("Gemm, MatMul(+Add), Conv, ConvTranspose, AveragePool, GlobalAveragePool, "
+              "MaxPool (as its exact ReLU rewrite), "
               "BatchNormalization, Flatten, Reshape, Squeeze/Unsqueeze, ReduceMean over H and "
               "W, Identity, Dropout, Add/Sub/Mul/Div by a constant, shape arithmetic (Shape, "
               "Gather, Concat, Slice, ...), and the activations Relu, LeakyRelu, Sigmoid, Tanh, "

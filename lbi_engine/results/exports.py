@@ -299,6 +299,10 @@ def result_document(
         "layers": len(encoder.layers),
         "has_decoder": getattr(bundle, "decoder", None) is not None,
     }
+    rewrites = list(getattr(encoder, "rewrites", None) or [])
+    if rewrites:  # what lifting changed to make the network liftable (same forward map)
+        network["rewrites"] = rewrites
+        network["lifted_layers_added"] = sum(int(r["lifted_layers_added"]) for r in rewrites)
     return build_result_document(request.to_dict(), network, metrics,
                                  [warning] if warning else [], extra)
 

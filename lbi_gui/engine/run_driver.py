@@ -311,7 +311,7 @@ class RunDriver:
         req = prepared.request.to_dict() if hasattr(prepared.request, "to_dict") else {}
         return PreparedInfo(
             request=req, network_name=str(getattr(bundle, "name", req.get("network"))),
-            card=dict(getattr(bundle, "card", None) or {}),
+            card=_card_with_lifting(bundle),
             layers=[dict(row) for row in enc.summary()],
             truth=img(prepared.truth_image), decoder=img(prepared.decoder_image),
             decoder_psnr=opt(prepared.decoder_psnr), delta=opt(prepared.delta),
@@ -350,3 +350,14 @@ class RunDriver:
                                            copy=True),
                         aux_display=self._aux(prepared, rec), restarts=list(restarts),
                         prepared=info)
+
+
+def _card_with_lifting(bundle: Any) -> dict[str, Any]:
+    """The bundle's card, plus what lifting rewrote (max-pooling as ReLU layers) under
+    "lifting", so that the network panel and an export can say so."""
+    card = dict(getattr(bundle, "card", None) or {})
+    enc = getattr(bundle, "encoder", None)
+    rewrites = list(getattr(enc, "rewrites", None) or [])
+    if rewrites:
+        card["lifting"] = {"rewrites": rewrites, "note": enc.rewrite_note()}
+    return card

@@ -195,6 +195,8 @@ class NetworkPanel(ParamPanel):
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
         desc = card.get("description") or card.get("summary") or ""
+        note = (card.get("lifting") or {}).get("note")  # e.g. max-pooling as ReLU layers
+        desc = f"{desc}<br>{note}" if desc and note else desc or note or ""
         facts = (f"<b>{name}</b>: {len(layers)} lifted layers, input {_shape(input_shape)}, "
                  f"output {_shape(output_shape)}")
         self.summary.setText(facts + (f"<br>{desc}" if desc else ""))
