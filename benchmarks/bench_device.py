@@ -120,9 +120,8 @@ def joint_rate(name: str, device: str, batch: int, steps: int, quick: bool = Fal
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     import argparse
-    from pathlib import Path
 
-    from benchmarks._common import machine
+    from benchmarks._common import machine, write_section
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_device")
     parser.add_argument("--quick", action="store_true", help="tiny stand-ins (seconds)")
@@ -160,14 +159,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     lines.append(MARK_END)
     text = "\n".join(lines)
     if args.write:
-        path = Path(__file__).resolve().parent / "RESULTS.md"
-        old = path.read_text(encoding="utf-8")
-        if MARK_START in old:
-            head, rest = old.split(MARK_START, 1)
-            new = head + text + (rest.split(MARK_END, 1)[1] if MARK_END in rest else "")
-        else:
-            new = old.rstrip("\n") + "\n\n" + text + "\n"
-        path.write_text(new, encoding="utf-8")
+        write_section(text, MARK_START, MARK_END)
     print(text)
     return rows
 

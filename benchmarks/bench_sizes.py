@@ -42,7 +42,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchmarks._common import interleaved, load_average, machine, median, ratio_median
+from benchmarks._common import (
+    interleaved,
+    load_average,
+    machine,
+    median,
+    ratio_median,
+    write_section,
+)
 
 MARK_START = "<!-- bench_sizes: start -->"
 MARK_END = "<!-- bench_sizes: end -->"
@@ -253,14 +260,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
              *table(rows), "", *[f"- {r['name']}: {r['note']}" for r in rows], MARK_END]
     text = "\n".join(lines)
     if args.write:
-        path = Path(__file__).resolve().parent / "RESULTS.md"
-        old = path.read_text(encoding="utf-8")
-        if MARK_START in old:
-            head, rest = old.split(MARK_START, 1)
-            new = head + text + (rest.split(MARK_END, 1)[1] if MARK_END in rest else "")
-        else:
-            new = old.rstrip("\n") + "\n\n" + text + "\n"
-        path.write_text(new, encoding="utf-8")
+        write_section(text, MARK_START, MARK_END)
     print(text)
     return rows
 
