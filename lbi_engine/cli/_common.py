@@ -93,7 +93,9 @@ def _escape_char(ch: str) -> str:
 
     if ch.isprintable() or ch == " ":
         return ch
-    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+    # not "Cs": a lone surrogate is a byte of a non-UTF-8 file name (surrogateescape), which
+    # is written back as that byte, so the name still reads as the user's own
+    if unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cn", "Zl", "Zp"):
         code = ord(ch)
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
             else f"\\U{code:08x}"

@@ -145,10 +145,17 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
 
 def _pickle_streams(p: Path, fmt: str) -> list[bytes]:
     """The pickle byte streams of a torch file (zip: ``*/data.pkl``; legacy: the file)."""
+    from lbi_engine.limits import check_bytes, read_regular
+
     if fmt == "torch-zip":
         with zipfile.ZipFile(p) as zf:
-            return [zf.read(n) for n in zf.namelist() if n.endswith("data.pkl")]
-    return [p.read_bytes()]
+            members = [i for i in zf.infolist() if i.filename.endswith("data.pkl")]
+            # sizes from the zip directory, before inflating (zipfile stops at the declared
+            # size, so a member cannot inflate past it)
+            check_bytes(sum(i.file_size for i in members), f"model file {p} (its pickles)",
+                        "it is damaged, or far larger than a network lbi can invert")
+            return [zf.read(i) for i in members]
+    return [read_regular(p, "model file", error=ModelFileError)]
 
 
 def pickle_globals(data: bytes, max_pickles: int = 4) -> list[str]:

@@ -218,3 +218,22 @@ def test_an_onnx_graph_of_too_many_nodes_is_refused_before_lifting(
     monkeypatch.setenv("LBI_MAX_GRAPH_NODES", "x")
     with pytest.raises(ModelFileError, match="LBI_MAX_GRAPH_NODES='x'"):
         onnx_sequential(path)
+
+
+def test_a_pickle_larger_than_the_limit_is_refused_before_it_is_scanned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import zipfile
+
+    from lbi_engine.models.zoo import load_network
+
+    legacy = tmp_path / "legacy.pt"
+    _sparse(legacy, b"\x80\x02cos\nsystem\nq\x00.", 4 * 2**20)  # a global: not weights
+    packed = tmp_path / "packed.pt"
+    with zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("archive/data.pkl", b"\x80\x02" + b"\x00" * (4 * 2**20))  # 4 KB packed
+        zf.writestr("archive/version", b"3\n")
+    monkeypatch.setenv("LBI_MEMORY_LIMIT", "1M")
+    with pytest.raises(ModelFileError, match="legacy.pt is 4.0 MiB, more than the 1.0 MiB"):
+        load_network(str(legacy))
+    with pytest.raises(MemoryLimitError, match="model file .*packed.pt"):
+        load_network(str(packed))
