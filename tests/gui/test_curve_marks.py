@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lbi_gui.model import RunResult
-from lbi_gui.runs import CurveStore
+from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curves import MARK_LABEL_CHARS, RAW_OPACITY, CurvesPanel
 
 
