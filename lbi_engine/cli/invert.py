@@ -383,6 +383,9 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    if r.method == "layerwise" and len(m.get("stages") or []) == 1:
+        print("  note: a one-layer network has no stages: layer-wise ran as the one-layer "
+              "method (alpha chosen as there)")
     for stage in m.get("stages") or []:
         weight = stage["weight"][0] if stage.get("weight") else None
         rule = f" ({stage['weight_rule']})" if stage.get("weight_rule") else ""
