@@ -62,7 +62,8 @@ def test_auto_alpha_records_the_alpha_that_ran_and_its_rule(qtbot) -> None:
     assert "quasi-optimality" in text and "typed" in text
 
 
-def test_layerwise_is_not_offered_for_a_one_layer_network(qtbot, make_window) -> None:
+def test_layerwise_is_not_offered_for_a_one_layer_network(qtbot, make_window,
+                                                         monkeypatch) -> None:
     win = make_window({"network": "circle-perceptron", "dataset": "cartoon", "split": "disc",
                        "method": "layerwise", "max_iter": 20})
     wait_ready(qtbot, win)
@@ -75,3 +76,7 @@ def test_layerwise_is_not_offered_for_a_one_layer_network(qtbot, make_window) ->
     win.actions_.switch.trigger()
     assert win.current_request()["method"] == "auto"
     assert isinstance(panel.switch, QtWidgets.QPushButton)
+    asked: list[list[str]] = []
+    monkeypatch.setattr(win.controller, "run_all", lambda _req, methods: asked.append(methods))
+    win.run_all_methods()
+    assert asked and "layerwise" not in asked[0] and "one-layer" in asked[0]
