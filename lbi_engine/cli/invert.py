@@ -384,6 +384,9 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()
     if note:
         print(f"  {note}")
+    if r.method == "layerwise" and len(m.get("stages") or []) == 1:
+        print("  note: a one-layer network has no stages: layer-wise ran as the one-layer "
+              "method (alpha chosen as there)")
     for stage in m.get("stages") or []:
         weight = stage["weight"][0] if stage.get("weight") else None
         rule = f" ({stage['weight_rule']})" if stage.get("weight_rule") else ""

@@ -199,7 +199,10 @@ class RunResult:
         if self.request.get("alpha") != "auto":
             return "typed"
         rule = str(self.metrics.get("alpha_rule") or "")
-        return rule if rule not in ("", "fixed", "given") else "auto"
+        # the rule's name; its details ("first local minimum", a saturated search) are in
+        # result.json and the status line
+        short = rule.split(" (")[0].split(";")[0].strip()
+        return short if short not in ("", "fixed", "given") else "auto"
 
     @property
     def label(self) -> str:

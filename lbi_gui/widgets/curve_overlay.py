@@ -34,6 +34,19 @@ def smooth(y: np.ndarray, weight: float) -> np.ndarray:
     return out
 
 
+def joins(segments: np.ndarray, *series: np.ndarray) -> np.ndarray:
+    """pyqtgraph's ``connect`` array: point i joins point i+1 when both are finite in every
+    series and they belong to the same stage (no straight line across a stage boundary or
+    the iterations a stage did not report)."""
+    ok = np.ones(segments.size, dtype=bool)
+    for values in series:
+        ok &= np.isfinite(values)
+    out = np.zeros(segments.size, dtype=bool)
+    if segments.size > 1:
+        out[:-1] = ok[:-1] & ok[1:] & (segments[:-1] == segments[1:])
+    return out
+
+
 class Overlay:
     """Extra lines on a :class:`~lbi_gui.widgets.curves.CurvesPanel` for other runs, with a
     legend on the objective plot naming each run (number, method, α) in its colour."""
@@ -75,8 +88,6 @@ class Overlay:
     def redraw(self) -> None:
         """Data of every overlaid run, with the panel's x axis, log modes and smoothing; no
         line across a stage boundary."""
-        from lbi_gui.widgets.curves import joins
-
         k = 0
         for run in self.runs:
             arr = run.curves.arrays()

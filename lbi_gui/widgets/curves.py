@@ -20,7 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curve_legend import add_legend, place_legend, subscript, tighten
-from lbi_gui.widgets.curve_overlay import Overlay, smooth
+from lbi_gui.widgets.curve_overlay import Overlay, joins, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
@@ -92,19 +92,6 @@ def _nice_range(series: list[np.ndarray], log: bool) -> tuple[float, float] | No
     step = 10.0 ** np.floor(np.log10(span))
     lo, hi = float(np.floor(lo / step) * step), float(np.ceil(hi / step) * step)
     return (lo, hi) if hi > lo else (lo, lo + step)
-
-
-def joins(segments: np.ndarray, *series: np.ndarray) -> np.ndarray:
-    """pyqtgraph's ``connect`` array: point i joins point i+1 when both are finite in every
-    series and they belong to the same stage (no straight line across a stage boundary or
-    the iterations a stage did not report)."""
-    ok = np.ones(segments.size, dtype=bool)
-    for values in series:
-        ok &= np.isfinite(values)
-    out = np.zeros(segments.size, dtype=bool)
-    if segments.size > 1:
-        out[:-1] = ok[:-1] & ok[1:] & (segments[:-1] == segments[1:])
-    return out
 
 
 def short_label(text: str) -> str:

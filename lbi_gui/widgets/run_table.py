@@ -84,13 +84,14 @@ class CompareView(QtWidgets.QWidget):
         numbers.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
         numbers.setWidget(self.text)
         numbers.setMinimumWidth(110)
-        numbers.setMaximumWidth(300)
+        numbers.setMaximumWidth(360)
         numbers.setMinimumHeight(40)
         self.glw.setMinimumSize(150, MIN_COMPARE_VIEW + 36)  # + titles
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        # The images are height-bound in a short pane: width beyond that goes to the numbers.
         lay.addWidget(self.glw, 1)
-        lay.addWidget(numbers)
+        lay.addWidget(numbers, 1)
         self.shown: tuple[int, int] | None = None
 
     def clear(self) -> None:
@@ -113,8 +114,8 @@ class CompareView(QtWidgets.QWidget):
         self.plots[0].setTitle(f"#{a.run_id}", size="9pt")
         self.plots[1].setTitle(f"#{b.run_id}", size="9pt")
         self.plots[2].setTitle(f"#{b.run_id} − #{a.run_id}", size="9pt")
-        rows = [f"<tr><td>method</td><td align=right>{a.request.get('method')}</td>"
-                f"<td align=right>{b.request.get('method')}</td></tr>",
+        rows = [f"<tr><td>method</td><td align=right>{a.table_row()['method']}</td>"
+                f"<td align=right>{b.table_row()['method']}</td></tr>",
                 f"<tr><td>α</td><td align=right>{_cell(a.alpha_used)}</td>"
                 f"<td align=right>{_cell(b.alpha_used)}</td></tr>",
                 f"<tr><td>α rule</td><td align=right>{a.alpha_rule}</td>"

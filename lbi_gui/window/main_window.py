@@ -370,6 +370,9 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
     # ---- wiring ---------------------------------------------------------------------------
     def _wire(self) -> None:
         c = self.controller
+        # the auxiliary variable under the mouse reads out on the images' line
+        self.aux_strip.hovered.connect(
+            lambda text: self.image_grid.readout.setText(text or " "))
         c.booted.connect(self._on_booted)
         c.boot_failed.connect(self._on_boot_failed)
         c.prepared.connect(self._on_prepared)

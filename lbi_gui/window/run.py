@@ -89,6 +89,8 @@ class RunMixin:
         request = self.current_request()
         # auto repeats another method, pdhg is an alias of one-layer
         methods = [m for m, _label in METHODS if m not in ("auto", "pdhg")]
+        if self.info is not None and len(self.info.layers) == 1:
+            methods.remove("layerwise")  # no stages: it would repeat one-layer
         if self.info is not None and len(self.info.layers) > 1:
             methods.remove("one-layer")  # inverts one layer; the others cover deep networks
             if not feature_prior_available(str(request.get("network")),

@@ -116,3 +116,20 @@ def test_colour_maps_and_typed_contrast_limits(qtbot, image_grid) -> None:
     grid.set_levels((0.1, 0.7))  # a drag of the bar (or Auto) shows in the fields
     assert (tools.low.text(), tools.high.text()) == ("0.1", "0.7")
     assert tools.low.styleSheet() == ""
+
+
+def test_the_auxiliary_variable_under_the_mouse_reads_out(qtbot, fake_engine,
+                                                          make_window) -> None:
+    import numpy as np
+
+    fake_engine()
+    win = make_window({"network": "fake-net", "max_iter": 10})
+    tiles = np.arange(8, dtype=np.float32).reshape(2, 4) / 10
+    win.aux_strip.set_aux([tiles])
+    win.aux_strip.resize(400, 200)
+    qtbot.wait(50)
+    plot = win.aux_strip.plots[0]
+    win.aux_strip._hover(plot.vb.mapViewToScene(QtCore.QPointF(2.5, 1.5)))  # col 2, row 1
+    assert win.image_grid.readout.text() == f"x_1  row 1, col 2: {tiles[1, 2]:.4g}"
+    win.aux_strip._hover(QtCore.QPointF(-99, -99))
+    assert win.image_grid.readout.text().strip() == ""

@@ -40,7 +40,7 @@ def test_layerwise_runs_the_typed_alpha_and_the_window_says_so(qtbot, make_windo
     assert len(win.curves.stage_lines) == 3 * len(win.curves.plots)
 
 
-def test_auto_alpha_records_the_alpha_that_ran_and_its_rule() -> None:
+def test_auto_alpha_records_the_alpha_that_ran_and_its_rule(qtbot) -> None:
     def run(run_id: int, alpha: object, metrics: dict) -> RunResult:
         x = np.full((4, 4), 0.1 * run_id)
         return RunResult(run_id=run_id, request={"method": "layerwise", "alpha": alpha},
@@ -51,17 +51,19 @@ def test_auto_alpha_records_the_alpha_that_ran_and_its_rule() -> None:
                                                           "minimum)", "psnr": 20.0})
     typed = run(2, 0.01, {"alpha": 0.01, "alpha_rule": "given", "psnr": 19.0})
     assert auto.table_row()["alpha"] == pytest.approx(0.0577)
-    assert auto.table_row()["alpha rule"].startswith("quasi-optimality")
+    assert auto.table_row()["alpha rule"] == "quasi-optimality"  # its name; details in json
     assert typed.table_row()["alpha rule"] == "typed"
     assert "0.0577" in auto.label
     view = CompareView()
+    qtbot.addWidget(view)
     view.compare(auto, typed, (0.0, 1.0))
     text = view.text.text()
     assert "0.0577" in text and "0.01" in text and "auto" not in text
     assert "quasi-optimality" in text and "typed" in text
 
 
-def test_layerwise_is_not_offered_for_a_one_layer_network(qtbot, make_window) -> None:
+def test_layerwise_is_not_offered_for_a_one_layer_network(qtbot, make_window,
+                                                         monkeypatch) -> None:
     win = make_window({"network": "circle-perceptron", "dataset": "cartoon", "split": "disc",
                        "method": "layerwise", "max_iter": 20})
     wait_ready(qtbot, win)
@@ -74,3 +76,7 @@ def test_layerwise_is_not_offered_for_a_one_layer_network(qtbot, make_window) ->
     win.actions_.switch.trigger()
     assert win.current_request()["method"] == "auto"
     assert isinstance(panel.switch, QtWidgets.QPushButton)
+    asked: list[list[str]] = []
+    monkeypatch.setattr(win.controller, "run_all", lambda _req, methods: asked.append(methods))
+    win.run_all_methods()
+    assert asked and "layerwise" not in asked[0] and "one-layer" in asked[0]
