@@ -138,7 +138,6 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     from lbi_engine import data as data_mod
     from lbi_engine import metrics, noise
     from lbi_engine.models.zoo import load_network
-    from lbi_engine.regularisers import make_regulariser
 
     request.validate()
     device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
@@ -148,7 +147,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         )
     encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)
-    regulariser = make_regulariser(request.regulariser)
+    regulariser = _regulariser(request, bundle, input_shape)
     truth_display = _load_truth(request, bundle)
     x_true = y_clean = None
     delta = delta_sq = noise_norm = None
@@ -228,6 +227,20 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         noise_norm,
         y_clean,
     )
+
+
+def _regulariser(request: InversionRequest, bundle: Any, input_shape: tuple[int, ...]) -> Any:
+    """The request's regulariser; a learned one (gaussian) with its prior file: the request's
+    ``input_prior``, else the one shipped beside a zoo network, checked against the weights."""
+    from lbi_engine.regularisers import make_regulariser, regulariser_name
+
+    if regulariser_name(request.regulariser) != "gaussian":
+        return make_regulariser(request.regulariser)
+    from lbi_engine import input_prior as ip
+
+    prior = ip.resolve_input_prior(request.input_prior, request.network,
+                                   getattr(bundle, "sha256", None), input_shape)
+    return ip.gaussian_regulariser(request.regulariser, prior)
 
 
 def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any:

@@ -46,6 +46,9 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "options": {},
     # layer-wise: BASE of a feature prior (lbi_engine/feature_prior.py)
     "feature_prior": None,
+    # regulariser gaussian: BASE of an input prior (lbi_engine/input_prior.py); None: the
+    # one shipped beside a zoo network
+    "input_prior": None,
 }
 
 
