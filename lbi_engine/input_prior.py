@@ -2,7 +2,7 @@
 
 R(x) = ½ (x - mu)^T Sigma^{-1} (x - mu) with mu and the Ledoit–Wolf shrunk covariance of
 clean samples in network-input space (the maths: ``lbi_engine.regularisers._gaussian``;
-docs/MATH.md §4.6). The fit is the feature prior's (``feature_prior.fit_gaussian``: the same
+docs/MATH.md §4.3). The fit is the feature prior's (``feature_prior.fit_gaussian``: the same
 shrinkage, the same low rank + diagonal storage); the file is BASE.safetensors (tensors
 ``mean``, ``factor``, ``diag``, never code) plus BASE.json, a card with the kind, the input
 shape, the network's weight hash, the samples' sha256, the command that made it and the

@@ -17,7 +17,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "write PRIOR.safetensors + PRIOR.json (a card with the network's weight "
                     "hash, the samples' sha256, the command and the tensor file's sha256). "
                     "For a zoo network without --samples the bundled TRAINING split is used. "
-                    "See docs/MATH.md §4.6.",
+                    "See docs/MATH.md §4.3.",
         formatter_class=c.HelpFormatter,
         epilog="examples:\n  lbi prior mnist-cnn-ae --out resources/models/"
                "mnist-cnn-ae.input.prior\n  lbi prior my_net.safetensors --samples clean.npy "

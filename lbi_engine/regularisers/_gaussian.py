@@ -1,4 +1,4 @@
-"""A learned Gaussian prior on the input: R(x) = ½ (x - mu)^T Sigma^{-1} (x - mu) (MATH.md §4.6).
+"""A learned Gaussian prior on the input: R(x) = ½ (x - mu)^T Sigma^{-1} (x - mu) (MATH.md §4.3).
 
 A room of ``lbi_engine.regularisers`` (import from there). mu and Sigma are fitted on clean
 samples (``lbi prior``, ``lbi_engine.input_prior``); Sigma is stored as low rank plus diagonal,
@@ -37,7 +37,7 @@ __all__ = ["GaussianPrior", "LowRankGaussian"]
 
 #: The weight for code noise of per-entry std s: alpha = c(s) s^2 with c = NOISE_FACTOR_HIGH
 #: for s >= NOISE_KNEE, rising log-linearly in s to NOISE_FACTOR_LOW at NOISE_LOW and kept
-#: there below (MATH.md §4.6: Bayes' weight is s^2; the lifted objective and a Gaussian model
+#: there below (MATH.md §4.3: Bayes' weight is s^2; the lifted objective and a Gaussian model
 #: of digits want less, measured on validation digits by benchmarks/bench_input_prior.py
 #: --calibrate, disjoint from the digits it reports on).
 NOISE_FACTOR_HIGH = 1.0 / 8.0

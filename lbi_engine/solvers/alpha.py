@@ -208,7 +208,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     for the discrepancy rule, ``ALPHA_START`` for quasi-optimality). Uses sample 0.
 
     A regulariser with a calibrated weight of its own (``alpha_for_noise(std)``: the Gaussian
-    input prior, MATH.md §4.6) takes that weight when no rule is named and the noise level is
+    input prior, MATH.md §4.3) takes that weight when no rule is named and the noise level is
     known: one solve, no path."""
     inner = getattr(problem.reg, "inner", problem.reg)
     scaled = getattr(inner, "alpha_for_noise", None)

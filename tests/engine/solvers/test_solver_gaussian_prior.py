@@ -146,3 +146,31 @@ def test_torch_fgp_with_a_box_matches_the_compiled_prox() -> None:
            1.0 / (lam * k2), True, 0.0, 1e-15, 20000, 10, 0.0, 1.0)
     assert float(u.min()) >= 0.0 and float(u.max()) <= 1.0 and float(v.max()) > 1.0
     np.testing.assert_allclose(u.numpy(), out, atol=1e-6)
+
+
+def test_layerwise_input_stage_solves_its_problem_with_the_prior() -> None:
+    """The layer-wise method's last stage, x_0 against its estimate of x_1, with the Gaussian
+    prior + box, against cvxpy (Sigma inverted densely)."""
+    import cvxpy as cp
+
+    from tests.engine._solver_cases import cvx_bregman, dense, with_feature_prior
+
+    base = _problem((36, 72, 108), alpha=0.05)
+    problem = with_feature_prior(base)
+    last = final(solve(problem, "layerwise", stop=StopRule(max_iter=20000, tol=1e-10),
+                       options={"input_alpha": "given"}, report_every=500))
+    x1 = last.aux[0][0].numpy()
+    a1, b1 = dense(problem.network.layers[0].affine)
+    prior = problem.regulariser.prior
+    mu = prior.mean.numpy()
+    prec = np.linalg.inv((prior.factor @ prior.factor.T + torch.diag(prior.diag)).numpy())
+    x0 = cp.Variable(36)
+    objective = cvx_bregman("relu", x1, a1 @ x0 + b1) \
+        + 0.05 / 2 * cp.quad_form(x0 - mu, cp.psd_wrap(0.5 * (prec + prec.T)))
+    task = cp.Problem(cp.Minimize(objective), [x0 >= 0, x0 <= 1])
+    task.solve(solver="CLARABEL")
+    assert task.status == "optimal"
+    value = float(task.value)
+    stage = float(last.bregman_terms[0, 0] + last.reg_term[0])
+    assert abs(stage - value) < 1e-5 * abs(value)
+    np.testing.assert_allclose(last.x[0].numpy(), x0.value, atol=1e-3)
