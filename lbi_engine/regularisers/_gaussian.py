@@ -84,9 +84,11 @@ class LowRankGaussian:
         return value
 
     def _shifted(self, like: Tensor, shift: tuple[float, ...]) -> tuple[Tensor, ...]:
-        """(E^{-1}, E^{-1} U, chol(I + U^T E^{-1} U)) for E = diag(d) + shift I, one per entry
-        of ``shift`` (batched), on like's device and dtype. The k x k cores are formed and
-        factorised in float64 (they may be ill-conditioned), then converted."""
+        """(E^{-1}, G) for E = diag(d) + shift I, one per entry of ``shift`` (batched), on
+        like's device and dtype, with G = E^{-1} U L^{-T}, L L^T = I + U^T E^{-1} U, so that
+        (E + U U^T)^{-1} v = E^{-1} v - G G^T v: two products with an n x k matrix per
+        application, no triangular solve. Formed in float64 (the core may be
+        ill-conditioned), then converted."""
 
         def make() -> tuple[Tensor, ...]:
             u = self.factor.to(torch.float64)
@@ -96,7 +98,10 @@ class LowRankGaussian:
             core = torch.eye(u.shape[1], dtype=torch.float64) \
                 + torch.einsum("nk,snl->skl", u, einv_u)
             chol = torch.linalg.cholesky(core)
-            return tuple(t.to(device=like.device, dtype=like.dtype) for t in (einv, einv_u, chol))
+            # G^T = L^{-1} (E^{-1} U)^T
+            g = torch.linalg.solve_triangular(chol, einv_u.transpose(1, 2), upper=False)
+            g = g.transpose(1, 2).contiguous()  # (S, n, k)
+            return tuple(t.to(device=like.device, dtype=like.dtype) for t in (einv, g))
 
         return self._remember((like.device, like.dtype, shift), make)
 
@@ -107,13 +112,11 @@ class LowRankGaussian:
 
     def _solve(self, v: Tensor, shift: tuple[float, ...]) -> Tensor:
         """(Sigma + s I)^{-1} v for v (B, n); ``shift`` holds s, one entry (all samples) or B."""
-        einv, einv_u, chol = self._shifted(v, shift)
+        einv, g = self._shifted(v, shift)
         if len(shift) == 1:
-            w = torch.cholesky_solve((v @ einv_u[0]).T, chol[0]).T  # (B, k)
-            return v * einv[0] - w @ einv_u[0].T
-        rhs = torch.einsum("bn,bnk->bk", v, einv_u)[:, :, None]
-        w = torch.cholesky_solve(rhs, chol)[:, :, 0]
-        return v * einv - torch.einsum("bnk,bk->bn", einv_u, w)
+            return v * einv[0] - (v @ g[0]) @ g[0].T
+        w = torch.einsum("bn,bnk->bk", v, g)
+        return v * einv - torch.einsum("bnk,bk->bn", g, w)
 
     def precision_apply(self, v: Tensor) -> Tensor:
         """Sigma^{-1} v for v (B, n) (Woodbury)."""
