@@ -147,7 +147,11 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         )
     encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)
-    regulariser = _regulariser(request, bundle, input_shape)
+    from lbi_engine.input_prior import run_regulariser
+
+    regulariser, regulariser_rule = run_regulariser(
+        request.regulariser, request.network, getattr(bundle, "sha256", None), input_shape,
+        request.input_prior)
     truth_display = _load_truth(request, bundle)
     x_true = y_clean = None
     delta = delta_sq = noise_norm = None
@@ -195,6 +199,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         else torch.tensor([noise_norm], device=device, dtype=dtype),
         layer_alphas=request.layer_alphas,
         feature_priors=_feature_priors(request, bundle, encoder),
+        extras={"regulariser_rule": regulariser_rule,
+                "regulariser_run": regulariser.describe()},
     )
     if request.method == "layerwise":  # refused here, before anything runs
         from lbi_engine.solvers.layerwise import check_ready
@@ -227,20 +233,6 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         noise_norm,
         y_clean,
     )
-
-
-def _regulariser(request: InversionRequest, bundle: Any, input_shape: tuple[int, ...]) -> Any:
-    """The request's regulariser; a learned one (gaussian) with its prior file: the request's
-    ``input_prior``, else the one shipped beside a zoo network, checked against the weights."""
-    from lbi_engine.regularisers import make_regulariser, regulariser_name
-
-    if regulariser_name(request.regulariser) != "gaussian":
-        return make_regulariser(request.regulariser)
-    from lbi_engine import input_prior as ip
-
-    prior = ip.resolve_input_prior(request.input_prior, request.network,
-                                   getattr(bundle, "sha256", None), input_shape)
-    return ip.gaussian_regulariser(request.regulariser, prior)
 
 
 def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any:
@@ -380,6 +372,8 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "alpha_rule": record.extras.get("alpha_rule", "fixed"),
         "alpha_path": record.extras.get("alpha_path"),
         "alpha_target": record.extras.get("alpha_target"),
+        "regulariser_run": problem.extras.get("regulariser_run", prepared.request.regulariser),
+        "regulariser_rule": problem.extras.get("regulariser_rule", "given"),
         "objective": scalar(record.objective),
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),

@@ -150,7 +150,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     prob.add_argument("--regulariser", metavar="R",
                       help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
                            "added, e.g. tv+nonneg (tv = isotropic TV); gaussian: the learned "
-                           "input prior (--input-prior, or the one a zoo network ships) "
+                           "input prior (--input-prior, or the one a zoo network ships); auto: "
+                           "gaussian+box where it was measured better (mnist-cnn-ae), else tv "
+                           "(result.json: regulariser_run, regulariser_rule) "
                            + c.request_default("regulariser"))
     prob.add_argument("--method", choices=c.METHOD_NAMES,
                       help="auto: one-layer for one lifted layer, joint for several "
@@ -390,7 +392,8 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     m = final_metrics(prepared, final)
     r = prepared.request
     how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
-    print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
+    regulariser = m.get("regulariser_run") or r.regulariser
+    print(f"{r.network}: {m['method_run']} on {m['device_run']}, {regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     for stage in m.get("stages") or []:

@@ -111,7 +111,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         extra: dict[str, Any] = {"max_iter": max_iter} if max_iter else {}
         request = InversionRequest(network=NETWORK, dataset="mnist", split="val",
                                    noise_std=std, seed=0, alpha=GRID_START, method=METHOD,
-                                   **extra)
+                                   regulariser="tv", **extra)
         base = prepare_batch(request, truths, seeds=indices, bundle=bundle)
         grid = warm_grid(base.problem, METHOD, max_iter, QUICK["grid"] if quick else None)
         best_alpha, best_rec = max(grid, key=lambda g: _mean_psnr(g[1]))
@@ -231,8 +231,7 @@ def _auto_run(bundle: Any, index: int, std: float, max_iter: int | None,
     from lbi_engine.solvers import final
 
     extra: dict[str, Any] = {"max_iter": max_iter} if max_iter else {}
-    if regulariser is not None:
-        extra["regulariser"] = regulariser
+    extra["regulariser"] = regulariser or "tv"
     request = api.InversionRequest(network=NETWORK, dataset="mnist", split="val", index=index,
                                    seed=index, noise_std=std, method=METHOD, **extra)
     prepared = api.prepare(request, bundle)

@@ -54,7 +54,7 @@ def test_parser_copies_match_the_engine() -> None:
     from lbi_engine.solvers.options import STEP_RULES
 
     assert _common.METHOD_NAMES == tuple(METHODS)
-    assert _common.REGULARISER_NAMES == REGULARISER_NAMES + LEARNED_REGULARISER_NAMES
+    assert _common.REGULARISER_NAMES == REGULARISER_NAMES + LEARNED_REGULARISER_NAMES + ("auto",)
     assert _common.STEP_RULES == tuple(STEP_RULES)
 
 

@@ -38,3 +38,16 @@ def test_gaussian_without_a_prior_is_one_clear_error(tmp_path: Path, cli) -> Non
                        "--alpha", "0.01", "--max-iter", "5", "--quiet", "--out", tmp_path / "r")
     assert code == 2 and "ships none" in err and "lbi prior" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_regulariser_auto_says_what_ran_and_why(tmp_path: Path, cli) -> None:
+    for network, want in (("mnist-cnn-ae", "gaussian + box [0, 1]"),
+                          ("mnist-perceptron-ae", "tv")):
+        out = tmp_path / network
+        code, stdout, err = cli("invert", "--network", network, "--sample", "3", "--split",
+                                "val", "--noise-std", "0.1", "--regulariser", "auto",
+                                "--max-iter", "30", "--quiet", "--out", out)
+        assert code == 0, err
+        metrics = json.loads((out / "result.json").read_text())["metrics"]
+        assert metrics["regulariser_run"].startswith(want)
+        assert metrics["regulariser_rule"].startswith("auto:")
