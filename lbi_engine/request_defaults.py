@@ -29,7 +29,9 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "alpha_rule": "auto",
     # per-entry noise std of measured data (--data), for the discrepancy rule
     "noise_level": None,
-    "regulariser": "tv",
+    # "auto": the learned Gaussian prior + box where a zoo network ships one measured better
+    # than TV (lbi_engine/input_prior.py AUTO_GAUSSIAN), else TV; result.json says which ran
+    "regulariser": "auto",
     "method": "auto",
     "steps": "auto",
     # the stop rule decides; the cap only guards against a run that never settles

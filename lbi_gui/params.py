@@ -62,6 +62,7 @@ def feature_prior_available(network: str, feature_prior: str | None) -> bool:
     return all((models / f"{network}.prior.{ext}").is_file() for ext in ("json", "safetensors"))
 
 REGULARISERS: list[tuple[str, str]] = [
+    ("auto", "Auto (learned prior, else TV)"),
     ("tv", "Total variation (isotropic)"),
     ("tv-aniso", "Total variation (anisotropic)"),
     ("tikhonov", "Tikhonov ‖x‖²"),
@@ -70,6 +71,7 @@ REGULARISERS: list[tuple[str, str]] = [
     ("nonneg", "Non-negativity"),
     ("box", "Box [0, 1]"),
     ("none", "None"),
+    ("gaussian+box", "Learned Gaussian + box"),
 ]
 
 STEP_MODES: list[tuple[str, str]] = [

@@ -41,7 +41,7 @@ __all__ = ["GaussianPrior", "LowRankGaussian"]
 #: of digits want less, measured on validation digits by benchmarks/bench_input_prior.py
 #: --calibrate, disjoint from the digits it reports on).
 NOISE_FACTOR_HIGH = 1.0 / 8.0
-NOISE_FACTOR_LOW = 1.0 / 4.0
+NOISE_FACTOR_LOW = 1.0 / 2.0
 NOISE_KNEE = 0.05
 NOISE_LOW = 0.01
 #: How many (device, dtype, t) Woodbury factorisations a prior keeps: a run uses one step,
@@ -162,7 +162,7 @@ class GaussianPrior(Regulariser):
 
     name = "gaussian"
     #: how result.json names the weight of alpha_for_noise
-    noise_alpha_rule = "noise-scaled: c(s) s^2 with c = 1/8 for s >= 0.05, 1/4 at s <= 0.01"
+    noise_alpha_rule = "noise-scaled: c(s) s^2 with c = 1/8 for s >= 0.05, 1/2 at s <= 0.01"
 
     def __init__(self, prior: LowRankGaussian, lo: float = -math.inf, hi: float = math.inf,
                  inner_tol: float | None = None, inner_max: int = 2000) -> None:

@@ -18,7 +18,9 @@ warm-started at the last dual: on the CPU the compiled kernel of the accelerated
 (``_fgp_kernel.fgp_prox``, stopped by the same duality-gap test relative to the step,
 ``_accelerated.THETA``), elsewhere the same FGP and test in torch (``_fgp_torch``). At a
 fixed point of the whole iteration the dual is a fixed point of FGP, so the limit is exact;
-``dual`` is that dual (in the unit ball), so alpha K^T dual + grad_{x_0} f = 0 there.
+``dual`` is that dual (in the unit ball), so alpha K^T dual + grad_{x_0} f = 0 there. With a
+box [lo, hi] the FGP primal is clipped (constrained ROF). The learned Gaussian input prior is
+smooth and joins f instead (``_smooth_prior``: per-pixel steps, then the clip onto its box).
 """
 
 from __future__ import annotations
