@@ -151,7 +151,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
 
     regulariser, regulariser_rule = run_regulariser(
         request.regulariser, request.network, getattr(bundle, "sha256", None), input_shape,
-        request.input_prior)
+        request.input_prior, request.noise_std_known())
     truth_display = _load_truth(request, bundle)
     x_true = y_clean = None
     delta = delta_sq = noise_norm = None

@@ -173,14 +173,19 @@ AUTO = "auto"
 
 
 def run_regulariser(spec: Any, network: str, weights_sha256: str | None,
-                    input_shape: tuple[int, ...], input_prior: str | None = None
-                    ) -> tuple[Regulariser, str]:
+                    input_shape: tuple[int, ...], input_prior: str | None = None,
+                    noise_std: float | None = None) -> tuple[Regulariser, str]:
     """The regulariser a run uses and why (result.json's ``regulariser_rule``): ``auto`` is
-    the Gaussian prior + box on the networks of AUTO_GAUSSIAN that ship it, else TV; a
-    ``gaussian`` spec gets its prior (``input_prior``, else the zoo's); others as named."""
+    the Gaussian prior + box on the networks of AUTO_GAUSSIAN that ship it when the noise
+    level is known and positive (its weight is c(s) s^2; without noise TV was better in the
+    noise study), else TV; a ``gaussian`` spec gets its prior (``input_prior``, else the
+    zoo's); others as named."""
     why = "given"
     if isinstance(spec, str) and spec.strip().lower() == AUTO:
-        if network in AUTO_GAUSSIAN and has_zoo_input_prior(network):
+        if not (noise_std is not None and noise_std > 0):
+            spec, why = "tv", "auto: TV (no positive noise level: the learned prior's weight " \
+                              "needs one)"
+        elif network in AUTO_GAUSSIAN and has_zoo_input_prior(network):
             spec, why = "gaussian+box", ("auto: the network ships a learned input prior, "
                                          "measured better than TV (benchmarks/RESULTS.md)")
         else:

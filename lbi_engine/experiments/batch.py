@@ -134,7 +134,7 @@ def prepare_batch(
         y_delta=y_delta,
         regulariser=run_regulariser(request.regulariser, request.network,
                                     getattr(bundle, "sha256", None), input_shape,
-                                    request.input_prior)[0],
+                                    request.input_prior, request.noise_std_known())[0],
         alpha=float(request.alpha),
         x_true=x_true,
         data_range=float(getattr(preprocessing, "data_range", 1.0)),

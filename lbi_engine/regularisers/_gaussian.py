@@ -161,8 +161,8 @@ class GaussianPrior(Regulariser):
     prior file's sha256), ``inner_tol``/``inner_max`` the box prox's accuracy and budget."""
 
     name = "gaussian"
-    #: how result.json names the weight of alpha_for_noise
-    noise_alpha_rule = "noise-scaled: c(s) s^2 with c = 1/8 for s >= 0.05, 1/2 at s <= 0.01"
+    #: how result.json names the weight of alpha_for_noise: c(s) s^2 (NOISE_FACTOR_HIGH)
+    noise_alpha_rule = "noise-scaled"
 
     def __init__(self, prior: LowRankGaussian, lo: float = -math.inf, hi: float = math.inf,
                  inner_tol: float | None = None, inner_max: int = 2000) -> None:

@@ -51,3 +51,12 @@ def test_regulariser_auto_says_what_ran_and_why(tmp_path: Path, cli) -> None:
         metrics = json.loads((out / "result.json").read_text())["metrics"]
         assert metrics["regulariser_run"].startswith(want)
         assert metrics["regulariser_rule"].startswith("auto:")
+
+
+def test_regulariser_auto_takes_tv_without_a_noise_level(tmp_path: Path, cli) -> None:
+    code, _, err = cli("invert", "--network", "mnist-cnn-ae", "--sample", "3", "--split", "val",
+                       "--noise-std", "0", "--max-iter", "20", "--alpha", "0.01", "--quiet",
+                       "--out", tmp_path / "r")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "r" / "result.json").read_text())["metrics"]
+    assert metrics["regulariser_run"] == "tv" and "noise level" in metrics["regulariser_rule"]
