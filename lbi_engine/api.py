@@ -152,7 +152,6 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     from lbi_engine import metrics, noise
     from lbi_engine.models.declared import declared_input_shape
     from lbi_engine.models.zoo import load_network
-    from lbi_engine.regularisers import make_regulariser
 
     request.validate()
     device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
@@ -176,7 +175,11 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         )
     encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)
-    regulariser = make_regulariser(request.regulariser)
+    from lbi_engine.input_prior import run_regulariser
+
+    regulariser, regulariser_rule = run_regulariser(
+        request.regulariser, request.network, getattr(bundle, "sha256", None), input_shape,
+        request.input_prior, request.noise_std_known())
     x_true = y_clean = None
     delta = delta_sq = noise_norm = None
     if truth_display is not None:
@@ -222,6 +225,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         else torch.tensor([noise_norm], device=device, dtype=dtype),
         layer_alphas=request.layer_alphas,
         feature_priors=_feature_priors(request, bundle, encoder),
+        extras={"regulariser_rule": regulariser_rule,
+                "regulariser_run": regulariser.describe()},
     )
     if request.method == "layerwise":  # refused here, before anything runs
         from lbi_engine.solvers.layerwise import check_ready
@@ -396,6 +401,8 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "alpha_rule": record.extras.get("alpha_rule", "fixed"),
         "alpha_path": record.extras.get("alpha_path"),
         "alpha_target": record.extras.get("alpha_target"),
+        "regulariser_run": problem.extras.get("regulariser_run", prepared.request.regulariser),
+        "regulariser_rule": problem.extras.get("regulariser_rule", "given"),
         "objective": scalar(record.objective),
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),

@@ -86,6 +86,7 @@ class InversionRequest:
     allow_pickle: bool = D["allow_pickle"]
     options: dict[str, Any] = field(default_factory=dict)
     feature_prior: str | None = D["feature_prior"]  # layer-wise: BASE of a feature prior
+    input_prior: str | None = D["input_prior"]  # regulariser gaussian: BASE of an input prior
 
     @property
     def allow_code(self) -> bool:

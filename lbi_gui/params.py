@@ -64,6 +64,8 @@ def feature_prior_available(network: str, feature_prior: str | None) -> bool:
 #: Labels of the regularisers the window names itself; any other the engine knows (a new one)
 #: is listed under its own name, so the list never lags behind the CLI.
 REGULARISER_LABELS = {
+    "auto": "Auto (learned prior, else TV)",
+    "gaussian": "Learned Gaussian",
     "tv": "Total variation (isotropic)",
     "tv-aniso": "Total variation (anisotropic)",
     "tikhonov": "Tikhonov ‖x‖²",
@@ -74,7 +76,7 @@ REGULARISER_LABELS = {
     "none": "None",
 }
 #: Regularisers that are a constraint only (no '+constraint' variants of them).
-_CONSTRAINTS = ("nonneg", "box", "none")
+_CONSTRAINTS = ("nonneg", "box", "none", "auto")
 
 
 def _regularisers() -> list[tuple[str, str]]:
@@ -82,7 +84,7 @@ def _regularisers() -> list[tuple[str, str]]:
     README's tv+box among them)."""
     from lbi_engine.cli._common import REGULARISER_NAMES
 
-    names = list(REGULARISER_NAMES)
+    names = sorted(REGULARISER_NAMES, key=lambda n: n != "auto")  # auto, the default, first
     plain = [(n, REGULARISER_LABELS.get(n, n)) for n in names]
     combined = [(f"{n}+{c}", f"{REGULARISER_LABELS.get(n, n)} + "
                              f"{'x ≥ 0' if c == 'nonneg' else 'box [0, 1]'}")

@@ -26,7 +26,7 @@ EXIT_INTERRUPTED = 130
 # building the parser (and `lbi --help`) does not import torch. The regularisers' names are a
 # copy; tests/cli/test_help.py checks that it equals the engine's.
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
-                     "none")
+                     "none", "gaussian", "auto")
 #: Most values a list argument may expand to (log:1e-4:1:10000000 is a typo, not a grid).
 MAX_LIST = 10_000
 TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "

@@ -84,6 +84,7 @@ _FIELDS = {
     "threads": "threads",
     "layer_alphas": "layer_alphas",
     "feature_prior": "feature_prior",
+    "input_prior": "input_prior",
 }
 _SOURCES = ("image", "truth", "data")
 
@@ -148,7 +149,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="the rule of --alpha auto " + c.request_default("alpha_rule"))
     prob.add_argument("--regulariser", metavar="R",
                       help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
-                           "added, e.g. tv+nonneg (tv = isotropic TV) "
+                           "added, e.g. tv+nonneg (tv = isotropic TV); gaussian: the learned "
+                           "input prior (--input-prior, or the one a zoo network ships); auto: "
+                           "gaussian+box where it was measured better (mnist-cnn-ae), else tv "
+                           "(result.json: regulariser_run, regulariser_rule) "
                            + c.request_default("regulariser"))
     prob.add_argument("--method", choices=c.METHOD_NAMES,
                       help="auto: one-layer for one lifted layer, joint for several "
@@ -172,6 +176,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="learned feature prior for the layerwise method (BASE.safetensors + "
                            "BASE.json from `lbi feature-prior`; default for zoo networks: the "
                            "one shipped beside the weights)")
+    prob.add_argument("--input-prior", metavar="BASE",
+                      help="learned input prior for --regulariser gaussian (BASE.safetensors + "
+                           "BASE.json from `lbi prior`; default for zoo networks: the one "
+                           "shipped beside the weights)")
     prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
                       help="a solver option, repeatable: n_inner, eta, step_scale, optimizer, lr, "
                            "tv_smoothing, layer_tikhonov, inner_max_iter, input_alpha "
@@ -289,6 +297,10 @@ def build_request(args: argparse.Namespace) -> Any:
 
         card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
         data["feature_prior"] = card
+    if data.get("input_prior"):
+        from lbi_engine.feature_prior import prior_paths
+
+        data["input_prior"] = _resolve_path(str(prior_paths(data["input_prior"])[1]), record_dir)
     return InversionRequest.from_dict(data)
 
 
@@ -378,7 +390,8 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     m = final_metrics(prepared, final)
     r = prepared.request
     how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
-    print(f"{c.one_line(r.network)}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
+    regulariser = m.get("regulariser_run") or r.regulariser
+    print(f"{c.one_line(r.network)}: {m['method_run']} on {m['device_run']}, {regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()

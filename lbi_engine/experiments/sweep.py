@@ -169,9 +169,10 @@ def run_sweep(
     if not (spec.alphas and spec.noise_stds and spec.methods and spec.indices):
         raise InputError("the sweep grid is empty: give at least one alpha, noise std, method "
                          "and sample.")
-    from lbi_engine.regularisers import make_regulariser
+    from lbi_engine.regularisers import regulariser_name
 
-    make_regulariser(spec.regulariser)  # a typo fails now, not after the first cells
+    if str(spec.regulariser).strip().lower() != "auto":
+        regulariser_name(spec.regulariser)  # a typo fails now, not after the first cells
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / RESULTS
