@@ -20,6 +20,7 @@ from torch import nn
 
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.limits import _check_shape
+from lbi_engine.models._chain_shapes import leaf_output_shape
 from lbi_engine.models._onnx_graph import BATCHES, PROBE, match_values
 from lbi_engine.models._pt2_translate import translate
 
@@ -150,6 +151,10 @@ class GraphTranslator:
             base = str(self.node.get("name", "node")).replace(".", "_") or "node"
             key = base if base not in self.seq._modules else f"{base}_{k}"
             self.seq.add_module(key, m.eval())  # eval: a probe must not touch BN statistics
+            known = leaf_output_shape(m, self.shape)
+            if known is not None:
+                self.shape = known
+                continue
             with torch.no_grad():
                 self.shape = tuple(m(torch.zeros(2, *self.shape)).shape[1:])
 
