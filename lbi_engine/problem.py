@@ -144,7 +144,7 @@ class InversionProblem:
         if not getattr(self.network, "is_chain", True):  # a graph (MATH.md §5.6)
             states = [x0, *aux, self.y_delta]
             for index, layer in enumerate(layers):
-                z = self.network.pre_activation_of(index, states)  # type: ignore[attr-defined]
+                z = self.network.pre_activation_of(index, states)
                 terms.append(layer.activation.bregman(states[index + 1], z))
             layers = []  # the chain loop below has nothing left to do
         for index, layer in enumerate(layers):

@@ -78,7 +78,7 @@ class JointFista:
         self._graph: list[list[tuple[int, Any]]] | None = None
         if not getattr(network, "is_chain", True):
             self._graph = [[(j, sparse_or_self(cast(AffineMap, amap), xs[0]))
-                            for j, amap in network.terms(i)]  # type: ignore[attr-defined]
+                            for j, amap in network.terms(i)]
                            for i in range(depth)]
             bounds = graph_bounds(network)
         else:
