@@ -46,4 +46,7 @@ def test_own_network_doc_examples_run(tmp_path: Path) -> None:
         assert name in out, out
     assert out.count("max |difference|") == 8 and "refused: " in out
     assert "max-pool as ReLU layers: 4 lifted layers" in out
+    for kind in ("residual", "depthwise", "concat"):  # graphs from both default exports
+        for ext in ("onnx", "pt2"):
+            assert re.search(rf"{kind}\.{ext}: \d+ lifted layers, [1-9]\d* merging", out), out
     assert (tmp_path / "mymodels" / "encoder_whole.safetensors").exists()
