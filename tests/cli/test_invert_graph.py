@@ -57,3 +57,13 @@ def test_invert_a_residual_network_file(cli, tmp_path, fmt):
     rec = np.load(out / "reconstruction.npy")
     assert rec.shape == (1, 12, 12)
     assert "joint" in json.dumps(result)
+
+
+def test_convert_refuses_a_graph_in_one_line_and_says_what_to_do(cli, tmp_path):
+    module = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), _Block(4)).eval()
+    path = tmp_path / "res.pt2"
+    torch.export.save(torch.export.export(module, (torch.zeros(1, 1, 8, 8),)), str(path))
+    code, _, err = cli("convert", path, "--out", tmp_path / "cards")
+    assert code == 2
+    assert "adds or concatenates" in err and "lbi invert --network FILE" in err
+    assert len(err.strip().splitlines()) == 1
