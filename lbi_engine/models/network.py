@@ -213,6 +213,10 @@ class LiftedNetwork:
         if not -len(self.layers) <= l < len(self.layers):
             raise InputError(f"layer index {l} is out of range for '{self.name}' with "
                              f"{len(self.layers)} layers (0-based).")
+        if not self.is_chain and len(self.terms(l)) > 1:
+            raise InputError(f"layer {l} of '{self.name}' takes the states "
+                             f"{[j for j, _ in self.terms(l)]}, not one previous state; use "
+                             "pre_activation_of(l, states).")
         return self.layers[l].affine.apply(x_prev)
 
     # --- bookkeeping -----------------------------------------------------------------------

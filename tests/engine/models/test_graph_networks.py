@@ -265,6 +265,17 @@ def test_joint_limit_is_the_minimiser_of_every_block_by_cvxpy(kind):
     assert any(bool((a == 0).any()) for a in record.aux)
 
 
+def test_pre_activation_of_a_merging_layer_needs_all_its_states():
+    net = _small("residual")
+    x = torch.rand(2, 1, 4, 4, dtype=torch.float64)
+    states = [x, *net.forward_states(x)]
+    merging = next(i for i in range(len(net)) if len(net.terms(i)) > 1)
+    with pytest.raises(InputError, match="pre_activation_of"):
+        net.pre_activation(merging, states[merging])
+    z = net.pre_activation_of(merging, states)
+    assert torch.allclose(net.layers[merging].activation.sigma(z), states[merging + 1])
+
+
 def test_chain_only_methods_refuse_graph_networks_in_one_line():
     problem = _problem(_small("residual"))
     for method in ("layerwise", "landweber", "one-layer"):
