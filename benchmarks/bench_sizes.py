@@ -6,8 +6,9 @@ initialisation, seed 0).
 [--budget SECONDS]`` (one torch thread). Per geometry:
 
 * per iteration: seconds per step of the joint method (fixed alpha, no stop by tolerance)
-  against one forward + one backward pass of the same ``nn.Module`` through autograd (what
-  a gradient of 1/2 ||E(x) - y||^2 costs a PyTorch user), in interleaved rounds; the ratio
+  against one forward + one backward pass of the same ``nn.Module`` through autograd, the
+  gradient in x only (what a gradient of 1/2 ||E(x) - y||^2 costs a PyTorch user), in
+  interleaved rounds; the ratio
   is the median of the per-round ratios (``_common.interleaved``);
 * at the defaults: ``lbi invert --network NET.onnx --truth X.npy --noise-std 0.05`` in a
   child process (exported by ``torch.onnx.export``; auto-alpha by the discrepancy rule,
@@ -133,6 +134,8 @@ def per_iteration(module: nn.Module, truth: np.ndarray, steps: int, rounds: int,
 
     problem = _problem(module, truth, alpha)
     stop = StopRule(max_iter=steps, tol=0)
+    for parameter in module.parameters():  # the floor is the gradient in x alone
+        parameter.requires_grad_(False)
     x = torch.from_numpy(truth)[None].clone().requires_grad_(True)
     y = problem.y_delta.detach()
 
