@@ -250,9 +250,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                               if args.only else "") + (
         f" --budget {args.budget:g}" if args.budget != 600.0 else "") + " --write"
     info = machine()
+    shown_load = "?" if load is None else f"{load:.1f}"
     lines = [MARK_START, "## Inversion at natural sizes (bench_sizes)", "",
              f"`{command}` — {info.get('cpu', '?')}, {info['cpu_count']} cores, torch "
-             f"{info['torch']}, one torch thread; load average {load} at the start"
+             f"{info['torch']}, one torch thread; load average {shown_load} at the start"
              + (" (quick: tiny stand-ins, indicative only)" if args.quick else "") + ".",
              "step: one joint iteration at a fixed alpha; fwd+bwd: one forward and one "
              "backward pass of the module through autograd; ratio: median of per-round "
