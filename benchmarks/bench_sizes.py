@@ -258,8 +258,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
              "step: one joint iteration at a fixed alpha; fwd+bwd: one forward and one "
              "backward pass of the module through autograd; ratio: median of per-round "
              "ratios. The defaults run is `lbi invert --network NET.onnx --truth X.npy "
-             f"--noise-std {NOISE}` with `--time-budget {args.budget:g}`; iterations are "
-             "summed over the alpha path's solves and the final solve. L-BFGS: "
+             f"--noise-std {NOISE} --threads 1` with `--time-budget {args.budget:g}`; "
+             "iterations are summed over the alpha path's solves and the final solve. L-BFGS: "
              f"`benchmarks/_hand_written.lbfgs_curve` at alpha in {list(LBFGS_GRID)}.", "",
              *table(rows), "", *[f"- {r['name']}: {r['note']}" for r in rows], MARK_END]
     text = "\n".join(lines)
