@@ -24,10 +24,14 @@ def declared_input_shape(name_or_path: str | os.PathLike[str],
     ``input_shape`` (what the person gave) wins, as in ``load_network``. Never raises for a
     damaged or unusual file: None, and the loader reports it.
     """
-    if input_shape is not None:
-        return tuple(int(s) for s in input_shape)
+    from lbi_engine.limits import _check_shape
+
     try:
-        return _declared(os.fspath(name_or_path))
+        shape = tuple(int(s) for s in input_shape) if input_shape is not None \
+            else _declared(os.fspath(name_or_path))
+        # an absurd shape (too large, not positive) is for the full load to refuse: it names
+        # the file and the field, which this shortcut cannot
+        return None if shape is None else _check_shape(shape)
     except Exception:  # the full load names the file's problem; this is only a shortcut
         return None
 
@@ -65,7 +69,12 @@ def _onnx_shape(path: Path) -> tuple[int, ...] | None:
 
     from lbi_engine.models.footprint import check_onnx_external_data
 
-    check_onnx_external_data(path)  # the size check the importer makes before reading
+    from lbi_engine.limits import check_bytes
+
+    # the importer's checks, before onnx.load reads the whole file and parses it
+    size = path.stat().st_size
+    check_bytes(2 * size, f"ONNX file {str(path)!r} ({size:,} bytes)", "use a smaller model")
+    check_onnx_external_data(path)
     model = onnx.load(str(path), load_external_data=False)
     weights = {t.name for t in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in weights]

@@ -93,7 +93,7 @@ CASES: list[Case] = [
     # (TorchScript cases carry the person's consent, allow_pickle; GUI: given as a parameter)
     Case("unsupported-gelu", mk.gelu_torchscript, UnsupportedLayerError, ("gelu",), gui="param"),
     Case("unsupported-maxpool-onnx", mk.maxpool_onnx, UnsupportedLayerError,
-         ("maxpool", "averagepool")),
+         ("maxpool", "padding")),
     Case("nan-in-weights", mk.nan_weights, InputError, ("weight", "nan")),
     Case("inf-in-weights", mk.inf_weights_torchscript, InputError, ("bias", "inf"), gui="param"),
     Case("input-shape-absurd", mk.absurd_input_shape, InputError, ("100000", "too large"),

@@ -208,8 +208,10 @@ def maxpool_onnx(ctx: Ctx) -> dict[str, Any]:
     import onnx
     from onnx import helper
 
+    # max-pooling lifts by its ReLU rewrite; zero padding on an input that may be negative
+    # does not (the rewrite would take the pad's 0 for a max), so it is refused by name
     nodes = [helper.make_node("MaxPool", ["x"], ["y"], name="pool1", kernel_shape=[2, 2],
-                              strides=[2, 2])]
+                              strides=[2, 2], pads=[1, 1, 1, 1])]
     onnx.save(onnx_model(nodes, [], out_rank=4), str(ctx.tmp / "maxpool.onnx"))
     return {"network": str(ctx.tmp / "maxpool.onnx")}
 
