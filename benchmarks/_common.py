@@ -157,3 +157,18 @@ def threads(n: int) -> Callable[[], None]:
     old = torch.get_num_threads()
     torch.set_num_threads(n)
     return lambda: torch.set_num_threads(old)
+
+
+def write_section(text: str, start: str, end: str) -> None:
+    """Replaces the part of benchmarks/RESULTS.md between the markers ``start`` and ``end``
+    (``text`` carries both) with ``text``, or appends it where the markers are absent."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "RESULTS.md"
+    old = path.read_text(encoding="utf-8")
+    if start in old:
+        head, rest = old.split(start, 1)
+        new = head + text + (rest.split(end, 1)[1] if end in rest else "")
+    else:
+        new = old.rstrip("\n") + "\n\n" + text + "\n"
+    path.write_text(new, encoding="utf-8")

@@ -24,7 +24,8 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     from lbi_engine.models.zoo import load_zoo
     from lbi_engine.solvers import _joint_accel, _joint_start
 
-    prepared = prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=5,
+    prepared = prepare(InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                                        split="val", index=5,
                                         noise_std=0.05, method="joint", alpha=0.02),
                        load_zoo("mnist-cnn-ae"))
     problem = prepared.problem

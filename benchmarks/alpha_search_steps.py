@@ -44,7 +44,8 @@ def main() -> None:
     for std in (float(s) for s in args.stds.split(",")):
         psnr, steps, solves, stops = [], [], [], set()
         for digit in (int(d) for d in args.digits.split(",")):
-            request = InversionRequest(network=args.network, split="train", index=digit,
+            request = InversionRequest(network=args.network, regulariser="tv",
+                                       split="train", index=digit,
                                        noise_std=std)
             from lbi_engine.solvers import final
 

@@ -41,7 +41,8 @@ def main() -> None:
         grid = {alpha: [] for alpha in GRID}
         rules: dict[str, list[dict]] = {"quasi-optimality": [], "discrepancy": []}
         for index in digits:
-            base = dict(network="mnist-cnn-ae", dataset="mnist", split="val", index=index,
+            base = dict(network="mnist-cnn-ae", regulariser="tv", dataset="mnist", split="val",
+                        index=index,
                         seed=index, noise_std=std, method="layerwise")
             for rule, runs in rules.items():
                 runs.append(_run(base, options={"input_alpha": rule}))

@@ -71,7 +71,8 @@ def _defaults_run(bundle: object, digit: int, std: float
 
     from lbi_engine.api import InversionRequest, iterate, prepare
 
-    req = InversionRequest(network="mnist-cnn-ae", split="val", index=digit, noise_std=std,
+    req = InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                           split="val", index=digit, noise_std=std,
                            method="joint")
     curve, last = lbi_curve(prepare(req, bundle), "joint", report_every=10)
     blind = prepare(req, bundle)
@@ -94,7 +95,7 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
 
     bundle = load_zoo("mnist-cnn-ae")
     # one untimed run of each first: one-time costs (kernel loading, autograd set-up) aside
-    warm = prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=1,
+    warm = prepare(InversionRequest(network="mnist-cnn-ae", regulariser="tv", split="val", index=1,
                                     noise_std=0.05, method="joint"), bundle)
     lbfgs_curve(warm.problem.network, warm.problem.y_delta, warm.problem.x_true, 1e-2, iters=5)
     _defaults_run(bundle, 1, 0.05)
@@ -116,7 +117,8 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
                                         min(repeats, key=lambda r: r[1])[5])
             defaults.append(fastest)
             for alpha in alphas:
-                req = InversionRequest(network="mnist-cnn-ae", split="val", index=d,
+                req = InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                                       split="val", index=d,
                                        noise_std=std, method="joint", alpha=alpha)
                 prepared = prepare(req, bundle)
                 truth = prepared.problem.x_true
@@ -132,7 +134,8 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
         lb_final = [c[-1][1] for c in lb_curves]
         lb_time = [_first_within(c, c[-1][1] - 0.2) for c in lb_curves]
         for i, d in enumerate(digits):  # L-BFGS at its best alpha REPEATS times as well
-            prepared = prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=d,
+            prepared = prepare(InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                                                split="val", index=d,
                                                 noise_std=std, method="joint"), bundle)
             for _ in range(REPEATS - 1):
                 again = lbfgs_curve(prepared.problem.network, prepared.problem.y_delta,
@@ -194,7 +197,8 @@ def _deepinv_grid(bundle: object, std: float, digits: tuple[int, ...],
     final PSNR and that alpha's curves."""
     from lbi_engine.api import InversionRequest, prepare
 
-    problems = [prepare(InversionRequest(network="mnist-cnn-ae", split="val", index=d,
+    problems = [prepare(InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                                         split="val", index=d,
                                          noise_std=std, method="joint"), bundle).problem
                 for d in digits]
     step = deepinv_step(problems[0].network, problems[0].x_true)
@@ -241,7 +245,7 @@ def cap_check(digits: tuple[int, ...], alphas: tuple[float, ...]) -> list[str]:
     for alpha in alphas:
         its, stops, psnr, cap = [], set(), [], 0
         for d in digits:
-            req = InversionRequest(network="mnist-cnn-ae", split="val", index=d,
+            req = InversionRequest(network="mnist-cnn-ae", regulariser="tv", split="val", index=d,
                                    noise_std=0.0, method="joint", alpha=alpha,
                                    report_every=50)
             _, last, _ = run_to_end(req, bundle)
@@ -268,7 +272,8 @@ def layerwise_vs_joint(stds: tuple[float, ...], digits: tuple[int, ...]) -> list
         for method in ("layerwise", "joint"):
             psnr, secs, stops, dec = [], [], set(), []
             for d in digits:
-                req = InversionRequest(network="mnist-cnn-ae", split="val", index=d,
+                req = InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                                       split="val", index=d,
                                        noise_std=std, method=method, report_every=1000)
                 prepared, last, _ = run_to_end(req, bundle)
                 psnr.append(float(last.psnr[0]))

@@ -85,7 +85,8 @@ def main() -> None:
     for std in (float(s) for s in args.stds.split(",")):
         curves, deltas, scales, taus = [], [], [], []
         for d in digits:
-            prepared = prepare(InversionRequest(network=args.network, split="train", index=d,
+            prepared = prepare(InversionRequest(network=args.network, regulariser="tv",
+                                                split="train", index=d,
                                                 noise_std=std), bundle)
             curves.append(grid_curve(prepared, alphas))
             deltas.append(expected_noise_norm(prepared.problem, std))

@@ -101,8 +101,10 @@ def tile_feature_maps(array: np.ndarray) -> np.ndarray:
     return padded.reshape(rows, cols)
 
 
-def _load_truth(request: InversionRequest, bundle: Any) -> np.ndarray | None:
-    """The ground truth in display space [0, 1], shaped like the network input when possible."""
+def _load_truth(request: InversionRequest, input_shape: tuple[int, ...]) -> np.ndarray | None:
+    """The ground truth in display space [0, 1], shaped like the network input when possible:
+    an image is read with the network's channel count (grey for one channel or a flat input,
+    RGB for three) and, with ``resize``, at its height and width."""
     from lbi_engine import data
 
     if request.data:
@@ -110,13 +112,13 @@ def _load_truth(request: InversionRequest, bundle: Any) -> np.ndarray | None:
     if request.truth:
         return np.asarray(data.read_array(request.truth), dtype=np.float32)
     if request.image:
-        size = _input_hw(bundle) if request.resize else None
-        return data.read_image(request.image, size=size)
+        size = _input_hw(input_shape) if request.resize else None
+        channels = input_shape[0] if len(input_shape) == 3 else 1
+        return data.read_image(request.image, size=size, channels=channels)
     return data.sample_array(request.dataset, request.split, request.index)
 
 
-def _input_hw(bundle: Any) -> tuple[int, int] | None:
-    shape = tuple(bundle.encoder.input_shape)
+def _input_hw(shape: tuple[int, ...]) -> tuple[int, int] | None:
     if len(shape) >= 2:
         return (shape[-2], shape[-1])
     side = math.isqrt(shape[0])
@@ -125,6 +127,12 @@ def _input_hw(bundle: Any) -> tuple[int, int] | None:
 
 def _as_network_input(truth: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
     size = math.prod(input_shape)
+    given = truth.shape[1:] if truth.ndim == 4 and truth.shape[0] == 1 else truth.shape
+    if len(given) == 3 and len(input_shape) == 3 and given[0] != input_shape[0]:
+        raise ShapeMismatchError(
+            f"{source} has {given[0]} channel(s) but the network takes {input_shape[0]} "
+            f"(shape {input_shape}); give data with {input_shape[0]} channel(s)."
+        )
     if truth.size != size:
         raise ShapeMismatchError(
             f"{source} has shape {truth.shape} ({truth.size} values) but the network expects "
@@ -142,23 +150,39 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     """
     from lbi_engine import data as data_mod
     from lbi_engine import metrics, noise
+    from lbi_engine.models.declared import declared_input_shape
     from lbi_engine.models.zoo import load_network
-    from lbi_engine.regularisers import make_regulariser
 
     request.validate()
     device, dtype = torch.device(request.resolved_device()), DTYPES[request.dtype]
+    # The data is read and checked against the shape the network declares before the network
+    # is lifted (seconds to a minute for a large one): a mismatch is refused at once.
+    declared = tuple(bundle.input_shape) if bundle is not None else declared_input_shape(
+        request.network, request.input_shape)
+    if declared is None and bundle is None:  # the file does not say: lift first
+        bundle = load_network(
+            request.network, input_shape=request.input_shape, allow_code=request.allow_code
+        )
+        declared = tuple(bundle.input_shape)
+    assert declared is not None
+    truth_display = _load_truth(request, declared)
+    source = request.truth or request.image or f"{request.dataset} sample {request.index}"
+    if truth_display is not None:
+        _as_network_input(truth_display, declared, source)
     if bundle is None:
         bundle = load_network(
             request.network, input_shape=request.input_shape, allow_code=request.allow_code
         )
     encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)
-    regulariser = make_regulariser(request.regulariser)
-    truth_display = _load_truth(request, bundle)
+    from lbi_engine.input_prior import run_regulariser
+
+    regulariser, regulariser_rule = run_regulariser(
+        request.regulariser, request.network, getattr(bundle, "sha256", None), input_shape,
+        request.input_prior, request.noise_std_known())
     x_true = y_clean = None
     delta = delta_sq = noise_norm = None
     if truth_display is not None:
-        source = request.truth or request.image or f"{request.dataset} sample {request.index}"
         shaped = _as_network_input(truth_display, input_shape, source)
         x_net = bundle.preprocessing.apply(shaped)
         x_true = torch.as_tensor(np.asarray(x_net), dtype=dtype, device=device)
@@ -201,6 +225,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         else torch.tensor([noise_norm], device=device, dtype=dtype),
         layer_alphas=request.layer_alphas,
         feature_priors=_feature_priors(request, bundle, encoder),
+        extras={"regulariser_rule": regulariser_rule,
+                "regulariser_run": regulariser.describe()},
     )
     if request.method == "layerwise":  # refused here, before anything runs
         from lbi_engine.solvers.layerwise import check_ready
@@ -338,7 +364,10 @@ def iterate(
 
     # Layer-wise chooses its input stage's alpha itself when the noise level is known
     # (SolverOptions.input_alpha, quasi-optimality or discrepancy): no outer path then.
-    delegated = request.method == "layerwise" and request.noise_std_known() is not None \
+    # A one-layer network has no stages: layer-wise is the one-layer method there, and its
+    # alpha "auto" is chosen on the outer path as for that method.
+    delegated = request.method == "layerwise" and problem.depth > 1 \
+        and request.noise_std_known() is not None \
         and request.solver_options().input_alpha != "given"
     if request.alpha == "auto" and alpha is None and request.method != "landweber" \
             and not delegated:
@@ -372,6 +401,8 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "alpha_rule": record.extras.get("alpha_rule", "fixed"),
         "alpha_path": record.extras.get("alpha_path"),
         "alpha_target": record.extras.get("alpha_target"),
+        "regulariser_run": problem.extras.get("regulariser_run", prepared.request.regulariser),
+        "regulariser_rule": problem.extras.get("regulariser_rule", "given"),
         "objective": scalar(record.objective),
         "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
         "reg_term": scalar(record.reg_term),

@@ -19,6 +19,7 @@ sha256 of the tensor file. ``lbi feature-prior`` writes both.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -31,67 +32,17 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError, ModelFileError
 from lbi_engine.protocols import Network
+from lbi_engine.regularisers import LowRankGaussian
 
 PRIOR_FORMAT_VERSION = 1
 DEFAULT_RANK = 96
 PRIOR_SUFFIX = ".prior"  # NAME.prior.safetensors + NAME.prior.json beside the weights
 
 
-@dataclass
-class GaussianFeaturePrior:
-    """N(mean, U U^T + diag(diag)) on one flattened feature vector of length n."""
-
-    mean: Tensor  # (n,)
-    factor: Tensor  # (n, k)
-    diag: Tensor  # (n,), > 0
-
-    def __post_init__(self) -> None:
-        self._cache: dict[tuple, tuple[Tensor, Tensor, Tensor, Tensor]] = {}
-
-    @property
-    def size(self) -> int:
-        return int(self.mean.numel())
-
-    def _parts(self, like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(mean, D^-1, D^-1 U, chol(I + U^T D^-1 U)) on like's device and dtype (cached)."""
-        key = (like.device, like.dtype)
-        if key not in self._cache:
-            # The small k x k system is formed in float64 (it may be ill-conditioned).
-            u = self.factor.to(torch.float64)
-            dinv = 1.0 / self.diag.to(torch.float64)
-            dinv_u = dinv[:, None] * u
-            core = torch.eye(u.shape[1], dtype=torch.float64) + u.T @ dinv_u
-            chol = torch.linalg.cholesky(core)
-            self._cache[key] = tuple(
-                t.to(device=like.device, dtype=like.dtype)
-                for t in (self.mean.to(torch.float64), dinv, dinv_u, chol)
-            )  # type: ignore[assignment]
-        return self._cache[key]
-
-    def precision_apply(self, v: Tensor) -> Tensor:
-        """Sigma^{-1} v for v (B, n) (Woodbury)."""
-        _, dinv, dinv_u, chol = self._parts(v)
-        w = torch.cholesky_solve((v @ dinv_u).T, chol).T  # (B, k)
-        return v * dinv - w @ dinv_u.T
-
-    def gradient(self, h: Tensor) -> Tensor:
-        """grad R = Sigma^{-1} (h - mu) for h (B, *shape); same shape."""
-        mean = self._parts(h)[0]
-        flat = h.reshape(h.shape[0], -1) - mean
-        return self.precision_apply(flat).reshape(h.shape)
-
-    def value(self, h: Tensor) -> Tensor:
-        """R(h) = 1/2 (h - mu)^T Sigma^{-1} (h - mu) per sample, (B,)."""
-        mean = self._parts(h)[0]
-        flat = h.reshape(h.shape[0], -1) - mean
-        return 0.5 * (flat * self.precision_apply(flat)).sum(dim=1)
-
-    def precision_norm(self) -> float:
-        """||Sigma^{-1}||_2 = 1 / lambda_min(Sigma) <= 1 / min(d) (U U^T is psd)."""
-        return float(1.0 / self.diag.min())
-
-    def mean_like(self, h: Tensor) -> Tensor:
-        return self._parts(h)[0].reshape(1, *h.shape[1:]).expand_as(h).clone()
+class GaussianFeaturePrior(LowRankGaussian):
+    """N(mean, U U^T + diag(diag)) on one flattened feature vector of length n: the learned
+    input prior's low-rank Gaussian (``regularisers._gaussian.LowRankGaussian``: Woodbury
+    products with Sigma^{-1}, R, its gradient, ||Sigma^{-1}||), one per feature variable."""
 
 
 def fit_gaussian(features: Tensor, rank: int = DEFAULT_RANK) -> tuple[GaussianFeaturePrior, dict]:
@@ -208,32 +159,46 @@ def save_feature_priors(priors: FeaturePriors, base: str | os.PathLike[str],
     return tensors_path, card_path
 
 
+def read_prior_card(base: str | os.PathLike[str], kind: str, version: int, what: str,
+                    command: str) -> tuple[Path, Path, dict[str, Any]]:
+    """(tensor file, card file, card) of a prior BASE: both files exist, the card is JSON of
+    ``kind`` and format ``version`` (``what`` and ``command`` name it in the errors)."""
+    from lbi_engine.limits import read_json
+
+    tensors_path, card_path = prior_paths(base)
+    for p in (tensors_path, card_path):
+        if not os.path.lexists(p):
+            raise ModelFileError(f"{what} {p} does not exist; create it with `{command}`.")
+    # read_json: a regular file within the memory limit (no FIFO, device or /proc)
+    card = read_json(card_path, f"{what} card", "create the prior again", ModelFileError)
+    if not isinstance(card, dict) or card.get("kind") != kind:
+        raise ModelFileError(f"{card_path} is not an lbi {what} card (kind {kind!r}).")
+    if card.get("format_version") != version:
+        raise ModelFileError(f"{card_path}: {what} format_version "
+                             f"{card.get('format_version')!r} is not {version}.")
+    return tensors_path, card_path, card
+
+
 def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
     """Reads a prior written by :func:`save_feature_priors` (hash checked; tensors only)."""
     from safetensors import SafetensorError
     from safetensors.torch import load as load_safetensors
 
-    from lbi_engine.models.cards import file_sha256
+    from lbi_engine.limits import check_bytes, read_regular
 
-    tensors_path, card_path = prior_paths(base)
-    for p in (tensors_path, card_path):
-        if not p.is_file():
-            raise ModelFileError(f"feature prior {p} does not exist; create it with "
-                                 "`lbi feature-prior NETWORK --samples FILE --out BASE`.")
-    try:
-        card = json.loads(card_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelFileError(f"feature prior card {card_path} is not valid JSON ({exc}).") from exc
-    if not isinstance(card, dict) or card.get("kind") != "lbi-feature-prior":
-        raise ModelFileError(f"{card_path} is not an lbi feature-prior card.")
-    if card.get("format_version") != PRIOR_FORMAT_VERSION:
-        raise ModelFileError(f"{card_path}: feature-prior format_version "
-                             f"{card.get('format_version')!r} is not {PRIOR_FORMAT_VERSION}.")
-    if file_sha256(tensors_path) != card.get("tensors_sha256"):
+    tensors_path, card_path, card = read_prior_card(
+        base, "lbi-feature-prior", PRIOR_FORMAT_VERSION, "feature prior",
+        "lbi feature-prior NETWORK --samples FILE --out BASE")
+    # read once (a regular file within the memory limit, the parsed copy included) and
+    # hash what was read: the bytes loaded are the bytes checked
+    size = os.stat(tensors_path).st_size
+    check_bytes(2 * size, f"feature prior {tensors_path}", "use a smaller prior")
+    data = read_regular(tensors_path, "feature prior", error=ModelFileError)
+    if hashlib.sha256(data).hexdigest() != card.get("tensors_sha256"):
         raise ModelFileError(f"{tensors_path} does not match the sha256 in {card_path}; the file "
                              "is damaged or was replaced: create the prior again.")
     try:
-        tensors = load_safetensors(tensors_path.read_bytes())
+        tensors = load_safetensors(data)
     except (SafetensorError, OSError, ValueError) as exc:
         raise ModelFileError(f"feature prior {tensors_path} is unreadable ({exc}).") from exc
     layers = []
@@ -282,7 +247,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".pgm")
 
 def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -> Tensor:
     """Clean sample inputs in display space: a ``.npy`` array (N, *input_shape) or a folder
-    of images (sorted by name, grey, resized to the input's height and width)."""
+    of images (sorted by name, with the network's channel count, resized to the input's
+    height and width)."""
     from lbi_engine.data import as_batch, load_array, load_image
 
     path = Path(source).expanduser()
@@ -292,7 +258,8 @@ def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -
             raise InputError(f"folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}); "
                              "give a folder of sample inputs or a .npy array")
         hw = (input_shape[-2], input_shape[-1]) if len(input_shape) >= 2 else None
-        images = [load_image(f, size=hw) for f in files]
+        channels = input_shape[0] if len(input_shape) == 3 else 1
+        images = [load_image(f, size=hw, channels=channels) for f in files]
         return torch.cat([as_batch(im, input_shape) for im in images])
     return as_batch(load_array(path).float(), input_shape)
 

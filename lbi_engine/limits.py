@@ -9,19 +9,27 @@ The limit: ``LBI_MEMORY_LIMIT`` (e.g. ``8G``, ``512M``, ``2000000000``; the CLI'
 ``--memory-limit`` sets it for one run), otherwise 80 % of the memory available now
 (``MemAvailable`` on Linux, physical memory elsewhere), or what an address-space limit
 (``ulimit -v``) still leaves if that is less, and at least 256 MiB.
+
+Only regular files are read (:func:`open_regular`, :func:`read_regular`): a FIFO would block
+the open (or the read) forever, a device such as ``/dev/zero`` or a ``/proc`` file has no
+size to check and never ends. Each is opened without blocking, checked on the descriptor
+(so a name swapped after the check is not read), and its size is checked before a byte is
+read; the read itself stops at the bound, whatever the file grows to meanwhile.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
-from typing import Any
+import stat
+from typing import IO, Any
 
 from lbi_engine.errors import InputError
 
 __all__ = ["ENV_VAR", "MemoryLimitError", "check_bytes", "format_bytes", "memory_limit",
-           "parse_size"]
+           "json_byte_limit", "open_regular", "parse_size", "read_json", "read_regular"]
 
 ENV_VAR = "LBI_MEMORY_LIMIT"
 _MIN_LIMIT = 256 * 2**20
@@ -136,3 +144,91 @@ def _check_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]
                          f"lbi inverts inputs of at most {MAX_INPUT_VALUES:,} values. Check the "
                          "shape (one sample, no batch dimension, e.g. 1,28,28).")
     return shape
+
+
+def open_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None = None,
+                 error: type[Exception] = InputError) -> IO[bytes]:
+    """``path`` opened for binary reading, refused (``error``, one line) unless it is a
+    regular file of at most ``max_bytes`` (default: the memory limit).
+
+    The open never blocks (``O_NONBLOCK``: a FIFO opens at once and is then refused) and the
+    checks are made on the open descriptor, so what is read is what was checked.
+    """
+    name = os.fspath(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(name, flags)
+    except FileNotFoundError:
+        raise error(f"{what} {name} does not exist; check the path") from None
+    except IsADirectoryError:
+        raise error(f"{what} {name} is a folder; give the file itself") from None
+    except OSError as exc:
+        raise error(f"{what} {name} cannot be opened ({exc.strerror or exc}); check the path "
+                    "and its permissions") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{what} {name} is a folder; give the file itself")
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
+                    "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                    "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+            raise error(f"{what} {name} is {kind}, not a regular file; lbi reads only regular "
+                        "files (copy the content into one)")
+        if name.startswith("/proc/") or name.startswith("/sys/"):
+            raise error(f"{what} {name} is a kernel file whose size is not its content; lbi "
+                        "reads only regular files (copy the content into one)")
+        limit = memory_limit() if max_bytes is None else max_bytes
+        if st.st_size > limit:
+            raise error(f"{what} {name} is {format_bytes(st.st_size)}, more than the "
+                        f"{format_bytes(limit)} lbi reads for it; check that it is the right "
+                        "file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike[str], what: str, max_bytes: int | None = None,
+                 error: type[Exception] = InputError) -> bytes:
+    """The bytes of the regular file ``path`` (see :func:`open_regular`); never more than
+    ``max_bytes`` (default: the memory limit), even if the file grows while it is read."""
+    limit = memory_limit() if max_bytes is None else max_bytes
+    with open_regular(path, what, limit, error) as fh:
+        # read(n) allocates n bytes up front: ask for what the file holds, not the limit
+        size = os.fstat(fh.fileno()).st_size
+        parts = [fh.read(size + 1)]
+        total = len(parts[0])
+        while size < total <= limit and parts[-1]:  # it grew since fstat: go on in steps
+            parts.append(fh.read(min(1 << 20, limit + 1 - total)))
+            total += len(parts[-1])
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
+    if len(data) > limit:
+        raise error(f"{what} {os.fspath(path)} grew past {format_bytes(limit)} while it was "
+                    "read; check that it is the right file")
+    return data
+
+
+def json_byte_limit() -> int:
+    """Largest JSON file (card, run record, scheduler file) lbi parses: 16 MiB, or less under
+    a small memory limit, because parsing builds Python objects of up to ~24x the bytes (a
+    list of empty objects; SECURITY.md, "The budget model")."""
+    return max(64 * 1024, min(16 * 2**20, memory_limit() // 32))
+
+
+def read_json(path: str | os.PathLike[str], what: str, fix: str,
+              error: type[Exception] = InputError) -> Any:
+    """The parsed JSON of the regular file ``path`` (at most :func:`json_byte_limit` bytes);
+    ``error`` with one line naming ``what``, the problem and ``fix`` otherwise."""
+    data = read_regular(path, what, json_byte_limit(), error)
+    name = os.fspath(path)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {name} is not UTF-8 text (byte {exc.start}); {fix}") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: [[[[... nested too deep
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise error(f"{what} {name} is not valid JSON ({reason}); {fix}") from None

@@ -32,6 +32,8 @@ from lbi_engine.solver_settings import (
 FORMAT_VERSION = 1
 #: Smallest alpha accepted: below it, step sizes such as 1/(8 alpha) overflow float32/64.
 MIN_ALPHA = 1e-30
+#: Most inner steps (max_iter x n_inner) one run may ask for without a time_budget.
+MAX_TOTAL_STEPS = 10_000_000
 #: Fields through which a file could claim consent to run code; a file's value is ignored.
 CONSENT_FIELDS = ("allow_pickle", "allow_code")
 DTYPE_NAMES = ("float32", "float64")
@@ -84,6 +86,7 @@ class InversionRequest:
     allow_pickle: bool = D["allow_pickle"]
     options: dict[str, Any] = field(default_factory=dict)
     feature_prior: str | None = D["feature_prior"]  # layer-wise: BASE of a feature prior
+    input_prior: str | None = D["input_prior"]  # regulariser gaussian: BASE of an input prior
 
     @property
     def allow_code(self) -> bool:
@@ -143,8 +146,16 @@ class InversionRequest:
         sources = [s for s in (self.image, self.truth, self.data) if s]
         if len(sources) > 1:
             raise InputError("give at most one of image, truth and data.")
-        self.solver_options()
+        options = self.solver_options()
         self.stop_rule()  # tol, tol_mode, time_budget
+        work = self.max_iter * options.n_inner
+        if work > MAX_TOTAL_STEPS and self.time_budget is None:
+            # each bound alone allows a run of days: a record or session from someone else
+            # must not be able to ask for that without saying so
+            raise InputError(
+                f"max_iter={self.max_iter:,} x n_inner={options.n_inner:,} = {work:,} inner "
+                f"steps, more than {MAX_TOTAL_STEPS:,}; lower max_iter or n_inner, or give "
+                "time_budget (--time-budget SECONDS) to stop by time instead.")
         return self
 
     def _validate_shapes(self) -> None:
@@ -186,7 +197,14 @@ class InversionRequest:
         return self.device
 
     def solver_options(self) -> SolverOptions:
-        return SolverOptions.from_dict({"steps": self.steps, **self.options})
+        options: dict[str, Any] = {"steps": self.steps, **self.options}
+        if self.method == "layerwise" and "input_alpha" not in self.options:
+            # The layer-wise input stage searches its own alpha only for alpha "auto": a typed
+            # alpha is the alpha that runs (an explicit option input_alpha still wins).
+            options["input_alpha"] = "given" if self.alpha != "auto" else (
+                self.alpha_rule if self.alpha_rule in ("discrepancy", "quasi-optimality")
+                else "quasi-optimality")
+        return SolverOptions.from_dict(options)
 
     def stop_rule(self) -> StopRule:
         return StopRule(

@@ -29,7 +29,9 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "alpha_rule": "auto",
     # per-entry noise std of measured data (--data), for the discrepancy rule
     "noise_level": None,
-    "regulariser": "tv",
+    # "auto": the learned Gaussian prior + box where a zoo network ships one measured better
+    # than TV (lbi_engine/input_prior.py AUTO_GAUSSIAN), else TV; result.json says which ran
+    "regulariser": "auto",
     "method": "auto",
     "steps": "auto",
     # the stop rule decides; the cap only guards against a run that never settles
@@ -46,6 +48,9 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "options": {},
     # layer-wise: BASE of a feature prior (lbi_engine/feature_prior.py)
     "feature_prior": None,
+    # regulariser gaussian: BASE of an input prior (lbi_engine/input_prior.py); None: the
+    # one shipped beside a zoo network
+    "input_prior": None,
 }
 
 

@@ -61,16 +61,38 @@ def feature_prior_available(network: str, feature_prior: str | None) -> bool:
     models = resources_dir() / "models"
     return all((models / f"{network}.prior.{ext}").is_file() for ext in ("json", "safetensors"))
 
-REGULARISERS: list[tuple[str, str]] = [
-    ("tv", "Total variation (isotropic)"),
-    ("tv-aniso", "Total variation (anisotropic)"),
-    ("tikhonov", "Tikhonov ‖x‖²"),
-    ("gradient-tikhonov", "Gradient Tikhonov ‖∇x‖²"),
-    ("l1", "ℓ¹ (sparsity)"),
-    ("nonneg", "Non-negativity"),
-    ("box", "Box [0, 1]"),
-    ("none", "None"),
-]
+#: Labels of the regularisers the window names itself; any other the engine knows (a new one)
+#: is listed under its own name, so the list never lags behind the CLI.
+REGULARISER_LABELS = {
+    "auto": "Auto (learned prior, else TV)",
+    "gaussian": "Learned Gaussian",
+    "tv": "Total variation (isotropic)",
+    "tv-aniso": "Total variation (anisotropic)",
+    "tikhonov": "Tikhonov ‖x‖²",
+    "gradient-tikhonov": "Gradient Tikhonov ‖∇x‖²",
+    "l1": "ℓ¹ (sparsity)",
+    "nonneg": "Non-negativity",
+    "box": "Box [0, 1]",
+    "none": "None",
+}
+#: Regularisers that are a constraint only (no '+constraint' variants of them).
+_CONSTRAINTS = ("nonneg", "box", "none", "auto")
+
+
+def _regularisers() -> list[tuple[str, str]]:
+    """Every regulariser name the CLI accepts, then each prior with '+nonneg' and '+box' (the
+    README's tv+box among them)."""
+    from lbi_engine.cli._common import REGULARISER_NAMES
+
+    names = sorted(REGULARISER_NAMES, key=lambda n: n != "auto")  # auto, the default, first
+    plain = [(n, REGULARISER_LABELS.get(n, n)) for n in names]
+    combined = [(f"{n}+{c}", f"{REGULARISER_LABELS.get(n, n)} + "
+                             f"{'x ≥ 0' if c == 'nonneg' else 'box [0, 1]'}")
+                for n in names if n not in _CONSTRAINTS for c in ("nonneg", "box")]
+    return plain + combined
+
+
+REGULARISERS: list[tuple[str, str]] = _regularisers()
 
 STEP_MODES: list[tuple[str, str]] = [
     ("auto", "Auto (fastest provably convergent)"),
@@ -143,6 +165,26 @@ def _norm(v: Any) -> Any:
     return v
 
 
+#: How a request field is named in a change description.
+CHANGE_NAMES = {"alpha": "α", "noise_std": "noise", "layer_alphas": "α per layer",
+                "max_iter": "max iterations", "tol": "tolerance", "tol_mode": "stop rule",
+                "time_budget": "time budget", "input_shape": "input shape"}
+
+
+def human_value(value: Any) -> str:
+    """A request value as a person reads it: 3 significant digits, on/off, "none"."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(human_value(v) for v in value) + "]"
+    text = str(value)
+    return text.replace("\\", "/").rsplit("/", 1)[-1] if "/" in text or "\\" in text else text
+
+
 def describe_change(old: dict[str, Any], new: dict[str, Any],
                     keys: frozenset[str] | None = None) -> str:
     """A short human description of what changed between two requests ("α 0.009→0.02")."""
@@ -150,9 +192,5 @@ def describe_change(old: dict[str, Any], new: dict[str, Any],
     for key in sorted(keys if keys is not None else HOT_KEYS | PROBLEM_KEYS):
         if _norm(old.get(key)) != _norm(new.get(key)):
             a, b = old.get(key), new.get(key)
-            name = {"alpha": "α", "noise_std": "noise"}.get(key, key)
-            if isinstance(a, float) and isinstance(b, float):
-                parts.append(f"{name} {a:.3g}→{b:.3g}")
-            else:
-                parts.append(f"{name} {a}→{b}")
+            parts.append(f"{CHANGE_NAMES.get(key, key)} {human_value(a)}→{human_value(b)}")
     return ", ".join(parts)

@@ -2,6 +2,7 @@
 
     python scripts/screenshot.py                 # -> docs/screenshot_1280x720.png
     python scripts/screenshot.py --out shot.png --alpha 0.1 --max-iter 300 --size 1600x1000
+    python scripts/screenshot.py --compare layerwise --tab runs   # two methods compared
 
 Uses a throw-away settings folder, so the remembered layout of a real user is neither read
 nor changed. Exit code 1 if the run fails or times out.
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--tab", choices=["curves", "runs", "network"], default="curves",
                    help="which tabbed panel to show in front")
+    p.add_argument("--compare", metavar="METHOD", default=None,
+                   help="a second run with METHOD after the first (e.g. layerwise); the two "
+                        "runs are selected: compared in the Runs tab, overlaid on the curves")
     args = p.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split("x"))
 
@@ -74,10 +78,16 @@ def main(argv: list[str] | None = None) -> int:
         win.set_request(win.current_request())
     win.run()
     ok = wait_until(app, lambda: not win.controller.running, args.timeout)
+    if ok and args.compare:
+        win.set_request({**win.current_request(), "method": args.compare})
+        win.run()
+        ok = wait_until(app, lambda: not win.controller.running, args.timeout)
     if not ok or not win.run_table.runs:
         print("screenshot: the run did not finish", file=sys.stderr)
         return 1
     win.docks["curves"].raise_()
+    if args.compare:
+        win.run_table.select_ids([r.run_id for r in win.run_table.runs[-2:]])
     if args.tab == "runs":
         win.docks["runs"].raise_()
         win.run_table.select_ids([r.run_id for r in win.run_table.runs[:2]])
@@ -89,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     if not win.grab().save(str(out)):
         print(f"screenshot: could not write {out}", file=sys.stderr)
         return 1
-    runs = ", ".join(f"{r.request['method']} {r.metrics.get('psnr', float('nan')):.2f} dB"
-                     for r in win.run_table.runs)
+    runs = ", ".join(f"{r.request['method']} α {r.table_row()['alpha']:.3g} "
+                     f"{r.metrics.get('psnr', float('nan')):.2f} dB" for r in win.run_table.runs)
     print(f"wrote {out} ({width}x{height}); runs: {runs}; decoder "
           f"{win.info.decoder_psnr:.2f} dB")
     win.confirm_quit = False  # the screenshot's runs are not the user's

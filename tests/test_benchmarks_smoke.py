@@ -90,3 +90,42 @@ def test_curves_average_each_runs_last_point_and_write_figures(tmp_path) -> None
     assert rows[0] == "sigma,method,run,seconds,psnr_db"
     assert rows[1:] == ["0.05,A,0,0.100000,10.0000", "0.05,A,0,0.300000,20.0000",
                         "0.05,B,0,0.200000,14.0000", "0.05,B,0,0.400000,18.0000"]
+
+
+def test_bench_sizes_measures_a_tiny_geometry_and_renders_its_row() -> None:
+    from benchmarks import bench_sizes
+
+    geometry = bench_sizes.QUICK["lenet64"]
+    module = bench_sizes.module_of(geometry)
+    truth = bench_sizes.truth_of(geometry.input_shape)
+    assert truth.shape == geometry.input_shape and 0 <= truth.min() and truth.max() <= 1
+    m = bench_sizes.per_iteration(module, truth, steps=2, rounds=1)
+    assert all(math.isfinite(m[k]) and m[k] > 0 for k in ("step", "floor", "ratio"))
+    best = bench_sizes.lbfgs_best(module, truth, iters=2)
+    assert best["alpha"] in bench_sizes.LBFGS_GRID and math.isfinite(best["psnr"])
+    row = {"name": "lenet64", "shape": [1, 24, 24], **m, "iterations": 7, "path_solves": 1,
+           "stop": "max_iterations", "wall": 1.5, "psnr": 9.87, "peak_rss_mb": 321.0,
+           "lbfgs": best}
+    line = bench_sizes.table([row])[-1]
+    assert line.startswith("| lenet64 (1x24x24) |") and "| 7 (1 + 1) | max_iterations |" in line
+
+
+def test_bench_sizes_runs_the_cli_at_its_defaults_in_a_child() -> None:
+    from benchmarks import bench_sizes
+
+    geometry = bench_sizes.QUICK["chain64x3"]
+    out = bench_sizes.at_defaults(bench_sizes.module_of(geometry),
+                                  bench_sizes.truth_of(geometry.input_shape), budget=None,
+                                  max_iter=3)
+    assert out["stop"] == "max_iterations" and out["iterations"] >= 3
+    assert out["path_solves"] >= 1 and out["peak_rss_mb"] > 50 and out["wall"] > 0
+    assert math.isfinite(out["psnr"])
+
+
+def test_bench_device_times_the_cpu_and_skips_cuda_without_one(monkeypatch) -> None:
+    from benchmarks import bench_device
+
+    m = bench_device.joint_rate("chain64x3", "cpu", batch=2, steps=2, quick=True)
+    assert m["step"] > 0 and m["throughput"] == 2 / m["step"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert bench_device.devices() == ["cpu"]

@@ -31,7 +31,7 @@ def test_readme_defaults_example_prints_what_the_readme_quotes() -> None:
     want = " ".join(quoted.group(1).split())
     # α, rule, method and stop reason exactly; PSNRs and the iteration count to the
     # precision float32 on another CPU reproduces (the path's kernels are not bit-stable).
-    pattern = (r"alpha ([\d.]+) \((\w+)\), method (\w+), PSNR ([\d.]+) dB "
+    pattern = (r"alpha ([\d.]+) \(([\w-]+)\), method (\w+), PSNR ([\d.]+) dB "
                r"\(decoder ([\d.]+) dB\), (\w+) after (\d+) iterations")
     got, exp = re.fullmatch(pattern, line), re.fullmatch(pattern, want)
     assert got and exp, (line, want)

@@ -40,6 +40,7 @@ single runs and parameter studies:
   lbi train mnist-cnn-ae --out mymodels      retrain a zoo network (how the zoo was made)
   lbi convert my_encoder.onnx --out mymodels  your own network (ONNX, .pt2, ...) -> zoo format
   lbi feature-prior NET --samples x.npy --out P  learned feature prior for layer-wise inversion
+  lbi prior NET --samples x.npy --out P      learned input prior (--regulariser gaussian)
 
 every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 """
@@ -47,7 +48,7 @@ every subcommand has its own help: lbi invert --help, lbi sweep --help, ...
 
 def build_parser() -> c.Parser:
     from lbi_engine import __version__
-    from lbi_engine.cli import convert, feature_prior, invert, misc, reproduce, sweep
+    from lbi_engine.cli import convert, feature_prior, input_prior, invert, misc, reproduce, sweep
 
     parser = c.Parser(prog="lbi", description=DESCRIPTION, epilog=EPILOG,
                       formatter_class=c.HelpFormatter)
@@ -61,6 +62,7 @@ def build_parser() -> c.Parser:
     misc.add_list_parser(subparsers)
     convert.add_parser(subparsers)
     feature_prior.add_parser(subparsers)
+    input_prior.add_parser(subparsers)
     return parser
 
 
@@ -111,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return c.EXIT_BAD_INPUT
     except OSError as exc:  # missing/unwritable files the engine did not wrap
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        print(f"{prog}: error: {c.one_line(exc.strerror or str(exc))}{where}", file=sys.stderr)
+        print(f"{prog}: error: {c.one_line((exc.strerror or str(exc)) + where)}",
+              file=sys.stderr)
         return c.EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -26,7 +26,7 @@ EXIT_INTERRUPTED = 130
 # building the parser (and `lbi --help`) does not import torch. The regularisers' names are a
 # copy; tests/cli/test_help.py checks that it equals the engine's.
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
-                     "none")
+                     "none", "gaussian", "auto")
 #: Most values a list argument may expand to (log:1e-4:1:10000000 is a typo, not a grid).
 MAX_LIST = 10_000
 TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "
@@ -75,8 +75,31 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def one_line(message: str) -> str:
-    """Collapses a (possibly multi-line) message to one line for stderr."""
-    return " ".join(str(message).split())
+    """Collapses a (possibly multi-line) message to one line for stderr, with every control
+    character escaped: messages quote names read from files (layers, nodes, tensors, paths),
+    and an escape sequence in one must not reach the terminal (retitle it, clear the screen,
+    hide text) nor a bidi override reorder the line. A message longer than 4,000 characters
+    (a record's 10 MB "path") keeps its start and its end, where the fix is said."""
+    text = " ".join(str(message).split())
+    if len(text) > 4000:
+        text = f"{text[:2500]} [... {len(text) - 3500:,} characters left out ...] {text[-1000:]}"
+    if text.isprintable():  # the usual case, checked in C
+        return text
+    return "".join(_escape_char(ch) for ch in text)
+
+
+def _escape_char(ch: str) -> str:
+    import unicodedata
+
+    if ch.isprintable() or ch == " ":
+        return ch
+    # not "Cs": a lone surrogate is a byte of a non-UTF-8 file name (surrogateescape), which
+    # is written back as that byte, so the name still reads as the user's own
+    if unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cn", "Zl", "Zp"):
+        code = ord(ch)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 \
+            else f"\\U{code:08x}"
+    return ch
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,10 +38,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="allow a file whose loading runs code stored in it (a whole pickled "
                         "nn.Module, TorchScript); only for files you trust. Converting once "
                         "means you never need this flag for that network again")
-    p.add_argument("--maxpool-relu", action="store_true",
-                   help="write every MaxPool2d as its exact ReLU layers, max(a, b) = ReLU(a - b) "
-                        "+ ReLU(b) - ReLU(-b) (same outputs, more lifted layers); not for ONNX "
-                        "files, see docs/own-network.md")
+    # max-pooling is always written as its exact ReLU layers now; the flag stays accepted so
+    # that scripts written when it was an option keep working
+    p.add_argument("--maxpool-relu", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--force", action="store_true", help="replace existing output files")
     p.set_defaults(handler=run_convert)
     return p

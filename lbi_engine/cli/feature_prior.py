@@ -23,6 +23,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                "mnist-cnn-ae.prior\n  lbi feature-prior my_net.safetensors --samples clean.npy "
                "--out my_net.prior\n  lbi invert --network my_net.safetensors --method layerwise "
                "--feature-prior my_net.prior ...")
+    add_fit_arguments(p)
+    p.set_defaults(handler=run)
+    return p
+
+
+def add_fit_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of a prior fit (this command and ``lbi prior``)."""
     p.add_argument("network", metavar="NETWORK", help="zoo name or model file")
     p.add_argument("--input-shape", type=c.shape, metavar="C,H,W",
                    help="the input shape without batch, only when the file does not record it "
@@ -38,8 +45,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rank", type=c.positive_int, default=None, metavar="K",
                    help="rank of the covariance's low-rank part (default 96)")
     p.add_argument("--overwrite", action="store_true", help="replace existing files")
-    p.set_defaults(handler=run)
-    return p
+
+
+def fit_inputs(args: argparse.Namespace) -> tuple[Any, Any, str, str]:
+    """(bundle, clean inputs in display space, where they came from, the command with BASE)
+    for a prior fit: --samples, else a zoo network's bundled training split."""
+    from lbi_engine import feature_prior as fp
+    from lbi_engine.errors import InputError
+    from lbi_engine.models.zoo import list_zoo, load_network
+
+    if args.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it")
+    bundle = load_network(args.network, input_shape=args.input_shape,
+                          allow_code=bool(args.allow_code))
+    if args.samples:
+        inputs = fp.load_samples(args.samples, bundle.input_shape)
+        source = f"{args.samples} ({inputs.shape[0]} samples)"
+    elif args.network in list_zoo():
+        inputs, source = fp.zoo_training_inputs(bundle)
+    else:
+        raise InputError("give --samples (a .npy array or a folder of clean inputs) to fit the "
+                         "prior of a network outside the zoo.")
+    command = " ".join(
+        shlex.quote(a) for a in [args.network] + (["--samples", args.samples] if args.samples
+                                                  else []) + ["--out", "BASE"]
+        + (["--rank", str(args.rank)] if args.rank else []))
+    return bundle, inputs, source, command
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,31 +87,16 @@ def _run_locked(args: argparse.Namespace) -> int:
 
     from lbi_engine import feature_prior as fp
     from lbi_engine.errors import InputError
-    from lbi_engine.models.zoo import list_zoo, load_network
 
     torch.manual_seed(0)
-    if args.allow_code:
-        c.warn("--allow-code: the model file may be loaded by running code stored in it")
-    bundle = load_network(args.network, input_shape=args.input_shape,
-                          allow_code=bool(args.allow_code))
+    bundle, inputs, source, command = fit_inputs(args)
+    command = "lbi feature-prior " + command
     if len(bundle.encoder.layers) < 2:
         raise InputError(f"{args.network} has one layer: layer-wise inversion needs no feature "
                          "prior for it.")
     rank = args.rank or fp.DEFAULT_RANK
-    if args.samples:
-        inputs = fp.load_samples(args.samples, bundle.input_shape)
-        source = f"{args.samples} ({inputs.shape[0]} samples)"
-    elif args.network in list_zoo():
-        inputs, source = fp.zoo_training_inputs(bundle)
-    else:
-        raise InputError("give --samples (a .npy array or a folder of clean inputs) to fit the "
-                         "prior of a network outside the zoo.")
     encoder = bundle.encoder.to(dtype=torch.float64)
     fitted = fp.fit_feature_priors(encoder, bundle.preprocessing.apply(inputs.double()), rank)
-    command = "lbi feature-prior " + " ".join(
-        shlex.quote(a) for a in [args.network] + (["--samples", args.samples] if args.samples
-                                                  else []) + ["--out", "BASE"]
-        + (["--rank", str(args.rank)] if args.rank else []))
     fitted.card = fp.make_card(bundle.name, bundle.sha256, source, command, fitted, rank)
     tensors, card = fp.save_feature_priors(fitted, args.out, overwrite=args.overwrite)
     print(f"{tensors} + {card}: {len(fitted.layers)} feature variable(s), "

@@ -7,7 +7,7 @@ Flow: flags (and optionally a run record) -> InversionRequest -> api.prepare -> 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -84,6 +84,7 @@ _FIELDS = {
     "threads": "threads",
     "layer_alphas": "layer_alphas",
     "feature_prior": "feature_prior",
+    "input_prior": "input_prior",
 }
 _SOURCES = ("image", "truth", "data")
 
@@ -148,7 +149,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="the rule of --alpha auto " + c.request_default("alpha_rule"))
     prob.add_argument("--regulariser", metavar="R",
                       help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
-                           "added, e.g. tv+nonneg (tv = isotropic TV) "
+                           "added, e.g. tv+nonneg (tv = isotropic TV); gaussian: the learned "
+                           "input prior (--input-prior, or the one a zoo network ships); auto: "
+                           "gaussian+box where it was measured better (mnist-cnn-ae), else tv "
+                           "(result.json: regulariser_run, regulariser_rule) "
                            + c.request_default("regulariser"))
     prob.add_argument("--method", choices=c.METHOD_NAMES,
                       help="auto: one-layer for one lifted layer, joint for several "
@@ -172,6 +176,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="learned feature prior for the layerwise method (BASE.safetensors + "
                            "BASE.json from `lbi feature-prior`; default for zoo networks: the "
                            "one shipped beside the weights)")
+    prob.add_argument("--input-prior", metavar="BASE",
+                      help="learned input prior for --regulariser gaussian (BASE.safetensors + "
+                           "BASE.json from `lbi prior`; default for zoo networks: the one "
+                           "shipped beside the weights)")
     prob.add_argument("--option", type=c.key_value, action="append", metavar="KEY=VALUE",
                       help="a solver option, repeatable: n_inner, eta, step_scale, optimizer, lr, "
                            "tv_smoothing, layer_tikhonov, inner_max_iter, input_alpha "
@@ -216,15 +224,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def load_record(path: str) -> tuple[dict[str, Any], Path]:
     """The run-record dict in ``path`` (a result.json's "request", or a bare run record)."""
     from lbi_engine.errors import DataFileError, FormatVersionError
+    from lbi_engine.limits import read_json
 
     file = Path(path)
-    if not file.is_file():
+    if not os.path.lexists(file):
         raise DataFileError(f"--record {path}: no such file; give a result.json or run.json")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise DataFileError(f"--record {path}: not readable JSON ({exc}); give a result.json "
-                            "written by `lbi invert` or a run.json saved by the GUI") from exc
+    data = read_json(file, "--record", "give a result.json written by `lbi invert` or a "
+                     "run.json saved by the GUI", DataFileError)
     if isinstance(data, dict) and isinstance(data.get("request"), dict):
         data = data["request"]
     if not isinstance(data, dict) or data.get("kind", "lbi-run-record") != "lbi-run-record":
@@ -291,6 +297,10 @@ def build_request(args: argparse.Namespace) -> Any:
 
         card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
         data["feature_prior"] = card
+    if data.get("input_prior"):
+        from lbi_engine.feature_prior import prior_paths
+
+        data["input_prior"] = _resolve_path(str(prior_paths(data["input_prior"])[1]), record_dir)
     return InversionRequest.from_dict(data)
 
 
@@ -380,11 +390,23 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     m = final_metrics(prepared, final)
     r = prepared.request
     how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
-    print(f"{r.network}: {m['method_run']} on {m['device_run']}, {r.regulariser}, "
+    regulariser = m.get("regulariser_run") or r.regulariser
+    print(f"{c.one_line(r.network)}: {m['method_run']} on {m['device_run']}, {regulariser}, "
           f"alpha={m['alpha']:.4g}{how}: "
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()
+    if note:
+        print(f"  {note}")
+    if r.method == "layerwise" and len(m.get("stages") or []) == 1:
+        print("  note: a one-layer network has no stages: layer-wise ran as the one-layer "
+              "method (alpha chosen as there)")
     for stage in m.get("stages") or []:
-        print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})")
+        weight = stage["weight"][0] if stage.get("weight") else None
+        rule = f" ({stage['weight_rule']})" if stage.get("weight_rule") else ""
+        shown = "" if weight is None else \
+            f", {'alpha' if stage['stage'].startswith('layer 1/') else 'weight'} {weight:.4g}{rule}"
+        print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})"
+              f"{shown}")
     print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
           f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
           f"delta^2 {c.fmt(m['delta_squared'])}")

@@ -107,6 +107,10 @@ def _add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument("--scheduler", metavar="ADDRESS",
                        help="send the cells to a running Dask scheduler: tcp://HOST:PORT or "
                             "a scheduler file (dask scheduler --scheduler-file FILE)")
+    g.add_argument("--connect-timeout", type=c.positive_float, metavar="SECONDS",
+                   default=None,
+                   help="seconds to reach the --scheduler, Dask handshake included "
+                        "(default 10)")
     g.add_argument("--oversubscribe", action="store_true",
                    help="allow workers x threads to exceed the cores (refused otherwise)")
 
@@ -119,11 +123,15 @@ def _cluster(args: argparse.Namespace) -> Any:
         ClusterOptions,
         check_local_cores,
         require_distributed,
+        scheduler_address,
     )
 
     require_distributed()
-    options = ClusterOptions(scheduler=args.scheduler, workers=args.workers,
-                             threads=args.threads, oversubscribe=args.oversubscribe)
+    # a scheduler file is read (and checked) once, here, before any work
+    scheduler = None if args.scheduler is None else scheduler_address(args.scheduler)
+    options = ClusterOptions(scheduler=scheduler, workers=args.workers,
+                             threads=args.threads, oversubscribe=args.oversubscribe,
+                             connect_timeout=args.connect_timeout)
     check_local_cores(options)
     return options
 

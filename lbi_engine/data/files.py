@@ -63,14 +63,13 @@ def _require_file(path: str | os.PathLike[str], what: str) -> Path:
         raise DataFileError(f"{what} {p} does not exist; check the path")
     if p.is_dir():
         raise DataFileError(f"{p} is a directory; give the {what} itself")
-    if p.stat().st_size == 0:
-        raise DataFileError(f"{what} {p} is empty (0 bytes); save or copy it again")
-    try:
-        with open(p, "rb"):
-            pass
-    except OSError as exc:  # e.g. permission denied: say so, not "truncated or corrupt" later
-        raise DataFileError(f"{what} {p} cannot be read ({exc.strerror or exc}); check its "
-                            "permissions (e.g. chmod u+r)") from exc
+    from lbi_engine.limits import open_regular
+
+    # a FIFO, a device or /proc is refused here (the readers after this would block on it
+    # or read it without end); the size bound is each reader's, from the file's header
+    with open_regular(p, what, 2**62, DataFileError) as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            raise DataFileError(f"{what} {p} is empty (0 bytes); save or copy it again")
     return p
 
 
@@ -82,6 +81,28 @@ def _check_pixels(size: tuple[int, int]) -> None:
                             f"pixels; lbi reads images of at most {MAX_IMAGE_PIXELS:,} pixels "
                             "(4096 x 4096, far more than a network input; or the header is "
                             "corrupt): downscale it first")
+
+
+#: Most scans a JPEG may have: a progressive JPEG has about 10; each scan makes the decoder
+#: pass over the whole image again, so 100,000 empty scans in 1 MB decoded for minutes.
+MAX_JPEG_SCANS = 1000
+
+
+def _check_jpeg_scans(p: Path) -> None:
+    """Count the start-of-scan markers (FF DA) before decoding; refuse more than
+    MAX_JPEG_SCANS. Entropy-coded data never holds FF DA (an FF there is stuffed as FF 00),
+    so the count is exact up to scans of an embedded thumbnail."""
+    scans, tail = 0, b""
+    with open(p, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            block = tail + chunk
+            scans += block.count(b"\xff\xda")
+            tail = block[-1:] if block.endswith(b"\xff") else b""
+            if scans > MAX_JPEG_SCANS:
+                raise DataFileError(f"image file {p} is a JPEG with more than "
+                                    f"{MAX_JPEG_SCANS:,} scans (a normal progressive JPEG has "
+                                    "about 10; decoding every scan would take minutes): save "
+                                    "it again as a baseline JPEG or PNG")
 
 
 def _check_npy_header(p: Path) -> None:
@@ -127,18 +148,30 @@ def _check_npy_header(p: Path) -> None:
         raise DataFileError(f"{p} holds {need / 2**30:.1f} GiB (shape {tuple(shape)}); lbi reads "
                             f"arrays of at most {MAX_ARRAY_BYTES / 2**30:g} GiB: give one sample "
                             "or a smaller batch")
+    from lbi_engine.limits import check_bytes
+
+    # the array as read, its float copy (up to 8 bytes a value) and the finite-check mask
+    check_bytes(need + math.prod(shape) * 9, f"array file {p} (shape {tuple(shape)}, {dtype})",
+                "give one sample or a smaller batch")
 
 
 def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None = None,
-               grayscale: bool = True) -> np.ndarray:
+               grayscale: bool = True, channels: int | None = None) -> np.ndarray:
     """Read PNG/JPEG/TIFF/BMP (via Pillow) into ``(1, C, H, W)`` float32 in [0, 1].
 
     Integer images are divided by their type's maximum (8-bit: 255, 16-bit: 65535). Float
     images already in [0, 1] are kept; other float images are min-max scaled into [0, 1]
-    because they carry no natural range. ``grayscale=True`` gives C = 1 (ITU-R 601 luma for
-    colour images); otherwise C = 3 for colour, 1 for grey. Alpha is dropped. The image is
-    resized (antialiased bilinear) only when ``size`` (int side or (H, W)) is given.
+    because they carry no natural range. Alpha is dropped. The image is resized (antialiased
+    bilinear) only when ``size`` (int side or (H, W)) is given.
+
+    ``channels``: the channel count the network takes, which decides C: 1 gives grey (ITU-R
+    601 luma for colour images, with a warning), 3 gives RGB (a grey picture's value in all
+    three), any other count is refused naming both counts (a .npy array must have it
+    already). Without ``channels``: ``grayscale=True`` gives C = 1, otherwise the file's own
+    C (3 for colour, 1 for grey).
     """
+    if channels is not None:
+        grayscale = channels == 1
     import numpy as np
     from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -147,7 +180,11 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     p = _require_file(path, "image file")
     kind = _image_kind(p)
     if kind == "NPY":
-        return _npy_as_image(p, size, grayscale)
+        return _npy_as_image(p, size, grayscale, channels)
+    if kind == "JPEG":
+        _check_jpeg_scans(p)
+    if channels is not None:
+        _check_channel_request(p, channels)
     try:
         # formats=: Pillow may only use the decoder the content was recognised as
         with Image.open(p, formats=[kind]) as im:
@@ -159,6 +196,12 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
                         "downscale the image to about the network's input size first")
             im.load()
             arr = _pil_to_float(ImageOps.exif_transpose(im))  # the orientation a viewer shows
+            if kind == "PNG" and im.mode in ("RGB", "RGBA") and \
+                    im.getexif().get(0x0112, 1) == 1:  # Pillow reads 16-bit colour as 8-bit
+                from lbi_engine.data._png16 import deep_colour_png
+
+                deep = deep_colour_png(p)
+                arr = arr if deep is None else deep
     except Image.DecompressionBombError as exc:
         raise DataFileError(f"image file {p} is too large to read ({exc}); lbi reads images of "
                             f"at most {MAX_IMAGE_PIXELS:,} pixels: downscale it first") from exc
@@ -181,6 +224,8 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     elif arr.ndim == 3:
         arr = arr[..., :3] if arr.shape[2] >= 3 else arr[..., 0]
     chans = np.stack([arr] if arr.ndim == 2 else [arr[..., c] for c in range(arr.shape[2])])
+    if channels == 3 and chans.shape[0] == 1:  # a grey picture for a colour network
+        chans = np.repeat(chans, 3, axis=0)
     if size is not None:
         chans = resize_channels(chans, size, str(p))
     return np.clip(chans, 0.0, 1.0).astype(np.float32)[None]
@@ -206,7 +251,16 @@ def resize_channels(chans: np.ndarray, size: int | tuple[int, int], source: str)
         (hw[1], hw[0]), Image.Resampling.BILINEAR)) for c in chans])
 
 
-def _npy_as_image(p: Path, size: Any, grayscale: bool) -> np.ndarray:
+def _check_channel_request(path: str | os.PathLike[str], channels: int) -> None:
+    """A picture has 1 (grey) or 3 (colour) channels: refuse other network channel counts."""
+    if channels not in (1, 3):
+        raise DataFileError(f"{path}: the network takes {channels} input channels, but an image "
+                            "file gives 1 (grey) or 3 (colour); give a .npy array of shape "
+                            f"({channels}, H, W) instead")
+
+
+def _npy_as_image(p: Path, size: Any, grayscale: bool,
+                  channels: int | None = None) -> np.ndarray:
     """A .npy given as an image: read without pickles (read_array); (H, W) or (C, H, W)."""
     import numpy as np
 
@@ -217,6 +271,9 @@ def _npy_as_image(p: Path, size: Any, grayscale: bool) -> np.ndarray:
     if a.ndim != 3:
         raise DataFileError(f"{p} has shape {tuple(arr.shape)}; an image array is (H, W) or "
                             "(C, H, W)")
+    if channels is not None and a.shape[0] != channels:
+        raise DataFileError(f"{p} has {a.shape[0]} channel(s) but the network takes {channels}; "
+                            f"give an array of shape ({channels}, H, W)")
     if grayscale and a.shape[0] > 1:
         raise DataFileError(f"{p} has {a.shape[0]} channels; give a one-channel (H, W) array")
     if size is not None:

@@ -37,10 +37,11 @@ def load_mnist(split: str = "train") -> tuple[Tensor, Tensor]:
 
 
 def load_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None = None,
-               grayscale: bool = True) -> Tensor:
+               grayscale: bool = True, channels: int | None = None) -> Tensor:
     """An image file as ``(1, C, H, W)`` float32 in [0, 1]; see
     :func:`lbi_engine.data.files.read_image`."""
-    return torch.from_numpy(files.read_image(path, size=size, grayscale=grayscale))
+    return torch.from_numpy(files.read_image(path, size=size, grayscale=grayscale,
+                                             channels=channels))
 
 
 def load_array(path: str | os.PathLike[str]) -> Tensor:

@@ -107,9 +107,9 @@ def prepare_batch(
     alpha, device and dtype; sample i's noise is drawn with ``seeds[i]``."""
     from lbi_engine import noise
     from lbi_engine.api import DTYPES, PreparedRun
+    from lbi_engine.input_prior import run_regulariser
     from lbi_engine.models.zoo import load_network
     from lbi_engine.problem import InversionProblem
-    from lbi_engine.regularisers import make_regulariser
 
     request.validate()
     if len(seeds) != len(truths):
@@ -132,7 +132,9 @@ def prepare_batch(
     problem = InversionProblem(
         network=encoder,
         y_delta=y_delta,
-        regulariser=make_regulariser(request.regulariser),
+        regulariser=run_regulariser(request.regulariser, request.network,
+                                    getattr(bundle, "sha256", None), input_shape,
+                                    request.input_prior, request.noise_std_known())[0],
         alpha=float(request.alpha),
         x_true=x_true,
         data_range=float(getattr(preprocessing, "data_range", 1.0)),

@@ -6,7 +6,9 @@ at the defaults a user gets (method auto = joint, TV, the objective stop rule) i
 * the best alpha of a wide grid (four per decade from 0.56 down, warm-started from one alpha
   to the next, until two grid points past the best mean PSNR or 1e-4) -- what the paper does
   by hand, and an upper bound no rule can beat on average;
-* alpha "auto" (lbi_engine/solvers/alpha.py), per digit, from the data and the noise std only.
+* alpha "auto" (lbi_engine/solvers/alpha.py), per digit, from the data and the noise std only;
+* with the learned Gaussian input prior + box [0, 1] the network ships (``gaussian+box``,
+  alpha "auto": its noise-scaled rule, MATH.md §4.3), per digit.
 
 Both are compared with the decoder applied to the noisy code. To tell a model's loss from a
 solver's, the report gives the objective at the ground truth (auxiliary variables = its
@@ -33,6 +35,7 @@ METHOD = "joint"
 STDS = (0.33, 0.25, 0.2, 0.15, 0.1, 0.05, 0.02, 0.01, 0.0)
 GRID_START, GRID_FACTOR, GRID_MIN, GRID_PAST = 10 ** -0.25, 10 ** -0.25, 1e-4, 2
 SAMPLES = 5
+PRIOR = "gaussian+box"  # the learned input prior the network ships (lbi prior), with its box
 
 
 class _Quick(TypedDict):
@@ -108,7 +111,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         extra: dict[str, Any] = {"max_iter": max_iter} if max_iter else {}
         request = InversionRequest(network=NETWORK, dataset="mnist", split="val",
                                    noise_std=std, seed=0, alpha=GRID_START, method=METHOD,
-                                   **extra)
+                                   regulariser="tv", **extra)
         base = prepare_batch(request, truths, seeds=indices, bundle=bundle)
         grid = warm_grid(base.problem, METHOD, max_iter, QUICK["grid"] if quick else None)
         best_alpha, best_rec = max(grid, key=lambda g: _mean_psnr(g[1]))
@@ -119,6 +122,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         if progress is not None:
             progress(f"std {std:g}: alpha auto per digit")
         auto = [_auto_run(bundle, index, std, max_iter) for index in indices]
+        prior = [_auto_run(bundle, index, std, max_iter, PRIOR) for index in indices]
         level = {
             "std": std,
             "delta_squared": mean(base.delta_squared),
@@ -133,6 +137,9 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
             "auto_alpha": _geometric_mean([a["alpha"] for a in auto]),
             "auto_rule": ", ".join(sorted({a["alpha_rule"] for a in auto})),
             "auto_seconds": mean([a["seconds"] for a in auto]),
+            "prior_psnr": mean([a["psnr"] for a in prior]),
+            "prior_alpha": _geometric_mean([a["alpha"] for a in prior]),
+            "prior_seconds": mean([a["seconds"] for a in prior]),
             "per_alpha": [(a, _mean_psnr(r)) for a, r in grid],
         }
         levels.append(level)
@@ -150,7 +157,9 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         report.path("noise_psnr.png"),
         [Series(std_axis, [lv["decoder_psnr"] for lv in levels], "decoder D(y^δ)", "s--"),
          Series(std_axis, [lv["psnr"] for lv in levels], "inversion (best grid α)", "o-"),
-         Series(std_axis, [lv["auto_psnr"] for lv in levels], "inversion (α auto)", "^-")],
+         Series(std_axis, [lv["auto_psnr"] for lv in levels], "inversion (α auto)", "^-"),
+         Series(std_axis, [lv["prior_psnr"] for lv in levels], "Gaussian prior + box (α auto)",
+                "v-")],
         title=f"Mean PSNR over {count} validation digits", xlabel="noise std on the code",
         ylabel="PSNR (dB)",
     )
@@ -171,14 +180,18 @@ other setting at the CLI default (objective stop rule, tolerance 1e-4{
 noise uses seed i. Best grid α: the grid point with the best mean PSNR over the digits (grid
 from {GRID_START:.3g} down by a factor {GRID_FACTOR:.3g} until {GRID_PAST} points past the
 best). α auto: `lbi invert --alpha auto` per digit (discrepancy rule with the noise std; at
-std 0 quasi-optimality), mean of the PSNRs, geometric mean of the chosen α.""")
+std 0 quasi-optimality), mean of the PSNRs, geometric mean of the chosen α. Gaussian prior:
+`lbi invert --regulariser {PRIOR}` per digit (the learned input prior shipped beside the
+network, fitted on the training split; α auto = its noise-scaled rule, MATH.md §4.3).""")
     report.add("## PSNR per noise level\n\n" + table(
         ["noise std", "mean δ²", "decoder PSNR", "PSNR at best grid α", "best grid α",
          "PSNR at α auto", "α auto (mean)", "rule", "objective at truth",
-         "objective at minimiser"],
+         "objective at minimiser", "PSNR Gaussian prior + box", "its α (mean)",
+         "time TV α auto (s)", "time Gaussian prior (s)"],
         [[lv["std"], lv["delta_squared"], lv["decoder_psnr"], lv["psnr"], lv["best_alpha"],
           lv["auto_psnr"], lv["auto_alpha"], lv["auto_rule"], lv["objective_truth"],
-          lv["objective_min"]] for lv in levels]))
+          lv["objective_min"], lv["prior_psnr"], lv["prior_alpha"], lv["auto_seconds"],
+          lv["prior_seconds"]] for lv in levels]))
     worse = [lv["std"] for lv in levels if lv["psnr"] is not None
              and lv["decoder_psnr"] is not None and lv["psnr"] < lv["decoder_psnr"]]
     report.add("Objectives at the best grid α, means over the digits. Where the minimiser's "
@@ -210,13 +223,15 @@ def _geometric_mean(values: list[float]) -> float | None:
     return None if log_mean is None else math.exp(log_mean)
 
 
-def _auto_run(bundle: Any, index: int, std: float, max_iter: int | None) -> dict[str, Any]:
-    """``lbi invert --sample INDEX --seed INDEX --noise-std STD`` at the defaults (alpha auto):
-    its metrics and display image."""
+def _auto_run(bundle: Any, index: int, std: float, max_iter: int | None,
+              regulariser: str | None = None) -> dict[str, Any]:
+    """``lbi invert --sample INDEX --seed INDEX --noise-std STD [--regulariser R]`` at the
+    defaults (alpha auto): its metrics and display image."""
     from lbi_engine import api
     from lbi_engine.solvers import final
 
     extra: dict[str, Any] = {"max_iter": max_iter} if max_iter else {}
+    extra["regulariser"] = regulariser or "tv"
     request = api.InversionRequest(network=NETWORK, dataset="mnist", split="val", index=index,
                                    seed=index, noise_std=std, method=METHOD, **extra)
     prepared = api.prepare(request, bundle)

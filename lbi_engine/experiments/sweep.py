@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from lbi_engine.experiments.cells import solve_cell
 from lbi_engine.experiments.report import mean, table
 from lbi_engine.io import atomic_write_text
 from lbi_engine.request_defaults import REQUEST_DEFAULTS
-from lbi_engine.results.exports import csv_text
+from lbi_engine.results.exports import csv_text, restore_cell
 
 RESULTS = "results.csv"
 KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed", "noise_std",
@@ -115,19 +116,40 @@ def _key(row: dict[str, Any]) -> tuple[str, ...]:
 
 def read_results(path: Path) -> list[dict[str, str]]:
     """The rows of an existing results.csv (checked to have this version's columns)."""
-    if not path.exists():
+    from lbi_engine.limits import check_bytes, read_regular
+
+    if not os.path.lexists(path):
         return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
+    fix = "Use another --out folder (or move the file away)."
+    # a regular file within the memory limit (a FIFO would hang the resume, /dev/zero fill
+    # the memory), then its parsed rows, which take up to 30 times its bytes (SECURITY.md)
+    data = read_regular(path, "sweep results", None, InputError)
+    check_bytes(32 * len(data), f"sweep results {path}", "use another --out folder")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not UTF-8 text (byte {exc.start}), so lbi did not write "
+                         f"it. {fix}") from None
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         header = tuple(reader.fieldnames or ())
         missing = set(COLUMNS) - set(header)
         if (set(header) - set(COLUMNS) or missing - set(ADDED_COLUMNS)
                 or len(set(header)) != len(header)):
             raise InputError(
                 f"{path} has other columns than this lbi writes; it is not a sweep of this "
-                "version. Use another --out folder (or move the file away)."
+                f"version. {fix}"
             )
-        return [{**dict.fromkeys(missing, ""), **row} for row in reader]
+        rows = []
+        for row in reader:
+            if None in row or None in row.values():  # more or fewer cells than columns
+                raise InputError(f"{path}, line {reader.line_num}: the row does not have "
+                                 f"one cell per column, so lbi did not write it. {fix}")
+            rows.append({**dict.fromkeys(missing, ""),
+                         **{k: restore_cell(v) for k, v in row.items()}})
+    except csv.Error as exc:  # e.g. a field larger than csv's limit, a NUL byte
+        raise InputError(f"{path} is not a CSV lbi wrote ({exc}). {fix}") from None
+    return rows
 
 
 def run_sweep(
@@ -147,9 +169,10 @@ def run_sweep(
     if not (spec.alphas and spec.noise_stds and spec.methods and spec.indices):
         raise InputError("the sweep grid is empty: give at least one alpha, noise std, method "
                          "and sample.")
-    from lbi_engine.regularisers import make_regulariser
+    from lbi_engine.regularisers import regulariser_name
 
-    make_regulariser(spec.regulariser)  # a typo fails now, not after the first cells
+    if str(spec.regulariser).strip().lower() != "auto":
+        regulariser_name(spec.regulariser)  # a typo fails now, not after the first cells
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / RESULTS

@@ -31,8 +31,11 @@ How the work is split (why):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
+import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -65,7 +68,7 @@ class ClusterOptions:
     threads: int = 1  # torch threads per cell
     oversubscribe: bool = False  # allow workers x threads > cores
     retries: int = 2  # re-runs of a task that raised (a lost worker is rescheduled anyway)
-    connect_timeout: float | None = None  # None: Dask's distributed.comm.timeouts.connect
+    connect_timeout: float | None = None  # None: DEFAULT_CONNECT_TIMEOUT (10 s)
 
     def __post_init__(self) -> None:
         if (self.scheduler is None) == (self.workers is None):
@@ -75,6 +78,9 @@ class ClusterOptions:
             raise InputError(f"--workers {self.workers}: give at least 1 worker.")
         if self.threads < 1:
             raise InputError(f"--threads {self.threads}: give at least 1 thread per cell.")
+        if self.connect_timeout is not None and not 0 < self.connect_timeout <= 3600:
+            raise InputError(f"--connect-timeout {self.connect_timeout}: give between 0 and "
+                             "3600 seconds.")
 
 
 def require_distributed() -> None:
@@ -197,19 +203,127 @@ def connect(options: ClusterOptions) -> Iterator[Any]:
                 Client(cluster, set_as_default=False) as client:
             yield client
         return
-    address = str(options.scheduler)
-    timeout = {} if options.connect_timeout is None else {"timeout": options.connect_timeout}
+    address = scheduler_address(str(options.scheduler))
+    timeout = DEFAULT_CONNECT_TIMEOUT if options.connect_timeout is None \
+        else float(options.connect_timeout)
+    probe_scheduler(address, timeout)  # nothing of the server is unpickled before this note
+    print(f"lbi: connecting to the Dask scheduler at {address}; {TRUST_NOTE}",
+          file=sys.stderr)
     try:
-        if "://" not in address and os.path.isfile(address):
-            client = Client(scheduler_file=address, set_as_default=False, **timeout)
-        else:
-            client = Client(address, set_as_default=False, **timeout)
+        client = Client(address, set_as_default=False, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(f"--scheduler {address}: cannot connect ({exc}); start a scheduler "
-                         "with `dask scheduler` and pass the address it prints "
-                         "(tcp://HOST:8786) or its --scheduler-file.") from None
+        raise InputError(f"--scheduler {address}: cannot connect ({exc}); {_START_HINT}"
+                         ) from None
     with client:
         yield client
+
+
+#: Said on stderr whenever lbi connects to a scheduler it did not start (docs/CLUSTER.md).
+TRUST_NOTE = ("a scheduler is trusted code: it can run any code in this process and on the "
+              "workers, so connect only to one you (or your cluster's administrator) started")
+#: Seconds for the TCP connection and Dask's handshake together (--connect-timeout).
+DEFAULT_CONNECT_TIMEOUT = 10.0
+_SCHEMES = ("tcp", "tls", "ucx", "inproc")
+_START_HINT = ("start a scheduler with `dask scheduler` and pass the address it prints "
+               "(tcp://HOST:8786, or tls://... across machines) or its --scheduler-file")
+
+
+def scheduler_address(text: str) -> str:
+    """The address to connect to: one the user typed (``tcp://HOST:PORT``, ``tls://...``),
+    or the ``address`` in a scheduler file the user owns.
+
+    Why so strict about the file: it decides which server this process trusts with its
+    code. A file someone else can write (another user's, or a world-writable one) could send
+    lbi to their server, so it is refused; it is read once, here (never again by Dask), as a
+    regular file of at most 64 KiB, so a FIFO or ``/dev/zero`` cannot hang or exhaust lbi.
+    """
+    text = text.strip()
+    if not text:
+        raise InputError(f"--scheduler is empty; {_START_HINT}")
+    if "://" in text:
+        scheme = text.split("://", 1)[0].lower()
+        if scheme not in _SCHEMES:
+            raise InputError(f"--scheduler {text}: {scheme}:// is not a Dask address; "
+                             f"{_START_HINT}")
+        return text
+    from lbi_engine.limits import open_regular
+
+    what = "--scheduler file"
+    with open_regular(text, what, 64 * 1024) as fh:
+        st = os.fstat(fh.fileno())
+        if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+            raise InputError(f"{what} {text} belongs to another user (uid {st.st_uid}); it "
+                             "names the server lbi trusts with its code, so lbi reads only "
+                             "scheduler files you own: copy it if you trust it")
+        if st.st_mode & 0o002:
+            raise InputError(f"{what} {text} can be written by every user; anyone could send "
+                             f"lbi to their server: chmod o-w {text}")
+        raw = fh.read()
+    if not raw.strip():
+        raise InputError(f"{what} {text} is empty; `dask scheduler --scheduler-file FILE` "
+                         "writes it once the scheduler is up: wait for it, or pass the address")
+    try:
+        address = json.loads(raw.decode("utf-8"))["address"]
+    except (ValueError, KeyError, TypeError):
+        address = None
+    if not isinstance(address, str) or "://" not in address:
+        raise InputError(f"{what} {text} is not a Dask scheduler file (JSON with an "
+                         f"\"address\"); {_START_HINT}")
+    return scheduler_address(address)
+
+
+def probe_scheduler(address: str, timeout: float) -> None:
+    """One line (InputError) unless a Dask scheduler answers at ``address`` within
+    ``timeout`` seconds, handshake included.
+
+    Why: Dask bounds the TCP connection but not the handshake, so a server that accepts and
+    never answers hung the sweep forever, and nothing listening meant retrying for the whole
+    connect timeout and then a traceback. The probe fails at once when the connection is
+    refused, bounds the handshake, and unpickles nothing (``deserialize=False``).
+    """
+    import asyncio
+    import threading
+
+    from distributed.comm import connect as dask_connect
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.security import Security
+
+    scheme, location = parse_address(address)
+    if scheme in ("tcp", "tls"):
+        try:
+            host, port = parse_host_port(location)
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                pass
+        except (OSError, ValueError, TypeError) as exc:
+            reason = "timed out" if isinstance(exc, TimeoutError) else \
+                (getattr(exc, "strerror", None) or str(exc))
+            raise InputError(f"--scheduler {address}: cannot connect ({reason}); "
+                             f"{_START_HINT}") from None
+    failure: list[str] = []
+
+    async def handshake() -> None:
+        args = Security().get_connection_args("client")
+        comm = await asyncio.wait_for(
+            dask_connect(address, timeout=timeout, deserialize=False, **args), timeout)
+        await comm.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(handshake())
+        except TimeoutError:
+            failure.append(f"no Dask handshake within {timeout:g} s")
+        except Exception as exc:  # any failure of the probe means the same to the user
+            failure.append(f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+
+    thread = threading.Thread(target=run, name="lbi-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(timeout + 2.0)
+    if thread.is_alive():
+        failure.append(f"no Dask handshake within {timeout:g} s")
+    if failure:
+        raise InputError(f"--scheduler {address}: the server does not answer as a Dask "
+                         f"scheduler ({failure[0]}); {_START_HINT}, or raise "
+                         "--connect-timeout if it is just slow")
 
 
 def check_cluster(client: Any, options: ClusterOptions, cell_bytes: int) -> None:

@@ -253,6 +253,41 @@ class _OpTranslators(_NodeContext):
                         "ceil_mode=0")
         self.add(nn.ZeroPad2d((pl, pr, pt, pb)), nn.AvgPool2d(tuple(k), tuple(s), 0, False, True))
 
+    def _op_MaxPool(self, a: dict) -> None:
+        """nn.MaxPool2d, which lifting writes exactly as ReLU layers (models/maxpool_relu.py)."""
+        k = list(a["kernel_shape"])
+        s, d = list(a.get("strides", [1] * len(k))), list(a.get("dilations", [1] * len(k)))
+        if len(k) != 2 or len(self.shape) != 3:
+            self.refuse("only 2-D max-pooling on (C, H, W) samples is supported")
+        if len(self.node.output) > 1 and self.node.output[1]:
+            self.refuse("its second output (the indices of the maxima) is used; lbi lifts "
+                        "values only")
+        if int(a.get("storage_order", 0)):
+            self.refuse("storage_order=1 only changes the indices output, which lbi does not "
+                        "lift; export without it")
+        pt, pl, pb, pr = self._pads(a, k, s, d)
+        if (pt, pl) != (pb, pr):
+            self.refuse(f"asymmetric pads {[pt, pl, pb, pr]} are not supported for MaxPool; "
+                        "pad symmetrically (torch's MaxPool2d padding=)")
+        ceil = bool(a.get("ceil_mode", 0))
+        if (pt or pl or ceil) and not self._follows_nonneg():  # the lifting's rule, said here
+            self.refuse("its padding or ceil_mode pads with -inf, which the exact ReLU rewrite "
+                        "(zero padding) equals only for non-negative input, and this MaxPool "
+                        "does not follow a Relu; put it after a Relu, or use pads 0 and "
+                        "ceil_mode 0, or AveragePool")
+        self.add(nn.MaxPool2d(tuple(k), tuple(s), (pt, pl), tuple(d),
+                              ceil_mode=ceil))
+
+    def _follows_nonneg(self) -> bool:
+        """Whether the module added last gives values >= 0 (an activation with range [0, ..),
+        or a max-pool of such values)."""
+        last = list(self.seq.children())[-1] if len(self.seq) else None
+        if isinstance(last, (nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Softmax, nn.Hardsigmoid,
+                             nn.MaxPool2d)):
+            return True
+        lower = getattr(getattr(last, "activation", None), "lower", None)
+        return lower is not None and lower >= 0
+
     def _op_GlobalAveragePool(self, a: dict) -> None:
         self.add(nn.AdaptiveAvgPool2d(1))
 

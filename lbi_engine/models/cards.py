@@ -10,7 +10,6 @@ See resources/models/README.md for every field.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,6 +153,8 @@ def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequen
     mods = []
     for i, spec in enumerate(layers):
         kind = spec.get("type") if isinstance(spec, dict) else None
+        if not isinstance(kind, str):  # a list or number is not a type name (nor hashable)
+            kind = None if kind is None else repr(kind)
         if kind in LBI_LAYERS:
             mods.append(_build_lbi(kind, spec, f"{where}: layer {i} ({kind})"))
             continue
@@ -166,7 +167,7 @@ def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequen
             _check_layer_params(kwargs, f"{where}: layer {i} ({kind})")
             _check_layer_size(getattr(nn, kind), kwargs, f"{where}: layer {i} ({kind})")
             mods.append(getattr(nn, kind)(**kwargs))
-        except (TypeError, ValueError, RuntimeError) as exc:
+        except (TypeError, ValueError, RuntimeError, AssertionError, OverflowError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
             raise ModelFileError(f"{where}: layer {i} ({kind}) has bad parameters {kwargs} "
@@ -205,6 +206,59 @@ def _check_layer_params(kwargs: dict[str, Any], what: str) -> None:
                                  f"list of them) between {low} and 2^31; fix the card.")
 
 
+    _check_other_params(kwargs, what)
+
+
+#: Whole-number parameters other than sizes: (lowest, highest) allowed; None where torch
+#: takes None ("no override", "keep this size").
+_WHOLE = {"start_dim": (-64, 63), "end_dim": (-64, 63), "dim": (-64, 63),
+          "divisor_override": (1, 2**31), "num_parameters": (1, 2**31),
+          "output_size": (1, 2**31), "unflattened_size": (1, 2**31)}
+_NONE_OK = ("divisor_override", "output_size", "momentum", "dim")
+#: Real-number parameters: (lowest, highest), both included.
+_REAL = {"eps": (1e-300, 1.0), "momentum": (0.0, 1.0), "p": (0.0, 1.0),
+         "negative_slope": (-1e6, 1e6), "alpha": (-1e6, 1e6), "beta": (1e-6, 1e6),
+         "threshold": (-1e6, 1e6), "lambd": (0.0, 1e6), "min_val": (-1e30, 1e30),
+         "max_val": (-1e30, 1e30)}
+_FLAGS = ("bias", "affine", "track_running_stats", "ceil_mode", "count_include_pad",
+          "inplace")
+
+
+def _check_other_params(kwargs: dict[str, Any], what: str) -> None:
+    """Types and ranges of every other parameter, so that a damaged card ends here with the
+    field named, not in torch (a string start_dim, a zero divisor or a reversed Hardtanh
+    failed only when the network first ran, with a traceback)."""
+    import math
+
+    def bad(name: str, value: Any, want: str) -> ModelFileError:
+        return ModelFileError(f"{what}: {name}={_show(value)} must be {want}; fix the card.")
+
+    for name, value in kwargs.items():
+        if value is None and name in _NONE_OK:
+            continue
+        if name in _WHOLE:
+            low, high = _WHOLE[name]
+            items = value if isinstance(value, tuple) else (value,)
+            if not items or not all(
+                    (v is None and name == "output_size")
+                    or (isinstance(v, int) and not isinstance(v, bool) and low <= v <= high)
+                    for v in items):
+                raise bad(name, value, f"a whole number (or a list of them) between {low} "
+                                       f"and {high}")
+        elif name in _REAL:
+            lo, hi = _REAL[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or not lo <= value <= hi:
+                raise bad(name, value, f"a number between {lo:g} and {hi:g}")
+        elif name in _FLAGS and not isinstance(value, bool):
+            raise bad(name, value, "true or false")
+    if "min_val" in kwargs or "max_val" in kwargs:
+        low, high = kwargs.get("min_val", -1.0), kwargs.get("max_val", 1.0)
+        if not low < high:
+            raise ModelFileError(f"{what}: min_val={low!r} must be below max_val={high!r}; "
+                                 "fix the card.")
+
+
 def _show(value: Any) -> str:
     return str(list(value)) if isinstance(value, tuple) else repr(value)
 
@@ -228,21 +282,71 @@ def _strided() -> Any:
 
 
 def read_card(path: Path) -> dict[str, Any]:
-    try:
-        card = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ModelFileError(f"model card {path} does not exist; check the path") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ModelFileError(f"model card {path} is not valid JSON ({exc}); fix or "
-                             "regenerate it") from exc
+    from lbi_engine.limits import read_json
+
+    card = read_json(path, "model card", "fix or regenerate it", ModelFileError)
     if not isinstance(card, dict) or not isinstance(card.get("architecture"), dict):
         raise ModelFileError(f"model card {path} has no 'architecture' object; see "
                              "resources/models/*.json for the format")
+    check_card_fields(card, f"model card {path}")
     if int(card.get("format_version", 1)) > CARD_FORMAT_VERSION:
         raise FormatVersionError(f"model card {path} has format_version "
                                  f"{card['format_version']}, newer than this lbi understands "
                                  f"({CARD_FORMAT_VERSION}); update lbi")
     return card
+
+
+def check_card_fields(card: dict[str, Any], where: str) -> None:
+    """The card's own fields have the types and ranges lbi uses; ModelFileError naming the
+    field otherwise (a card is data from someone else: "abc" as a version, 2^70 as a seed or
+    a list as weights ended in tracebacks deep inside the loader)."""
+    import math
+
+    def whole(value: Any, low: int, high: int) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+    def bad(field: str, value: Any, want: str) -> ModelFileError:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        return ModelFileError(f"{where}: {field}={shown} must be {want}; fix the card")
+
+    version = card.get("format_version", 1)
+    if not whole(version, 1, 2**31):
+        raise bad("format_version", version, "a whole number such as 1")
+    arch = card["architecture"]
+    if "encoder_layers" in arch and not whole(arch["encoder_layers"], 1, 2**31):
+        raise bad("architecture.encoder_layers", arch["encoder_layers"],
+                  "a whole number of layers, at least 1")
+    for field in ("name",):
+        if card.get(field) is not None and not isinstance(card[field], str):
+            raise bad(field, card[field], "a string")
+    shape = card.get("input_shape")
+    if shape is not None and not (isinstance(shape, list) and shape
+                                  and all(whole(v, 1, 2**31) for v in shape)):
+        raise bad("input_shape", shape, "a list of positive whole numbers such as [1, 28, 28]")
+    weights = card.get("weights")
+    if weights is not None:
+        if not isinstance(weights, dict):
+            raise bad("weights", weights, 'an object such as {"source": "file", "file": '
+                                          '"NAME.safetensors"}')
+        for field in ("source", "file", "sha256", "tensor_sha256"):
+            if weights.get(field) is not None and not isinstance(weights[field], str):
+                raise bad(f"weights.{field}", weights[field], "a string")
+        if "seed" in weights and not whole(weights["seed"], 0, 2**63 - 1):
+            raise bad("weights.seed", weights["seed"], "a whole number between 0 and 2^63-1")
+        if weights.get("source") == "seeded-init" and "seed" not in weights:
+            raise ModelFileError(f"{where}: weights.source is 'seeded-init' but no weights.seed "
+                                 "is given; add the seed the weights were drawn with")
+    pre = card.get("preprocessing")
+    if pre is not None:
+        if not isinstance(pre, dict):
+            raise bad("preprocessing", pre, 'an object such as {"offset": 0.1307, '
+                                            '"scale": 0.3081}')
+        for field in ("offset", "scale"):
+            value = pre.get(field, 1.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or (field == "scale" and value == 0):
+                raise bad(f"preprocessing.{field}", value,
+                          "a finite number" + (" other than 0" if field == "scale" else ""))
 
 
 def check_state(module: nn.Module, state: dict[str, Tensor], weights: str, card: Path) -> None:

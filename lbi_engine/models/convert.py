@@ -86,17 +86,12 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
 
     Raises the importers' errors (UnsupportedLayerError naming the layer, UnsafeFileError for
     a pickled module without ``allow_pickle``, ...) before anything is written, and
-    OutputExistsError when a target exists and ``force`` is not set. With ``maxpool_relu``
-    every MaxPool2d of the encoder is written as its exact ReLU layers
-    (:mod:`lbi_engine.models.maxpool_relu`); ONNX MaxPool nodes are not rewritten (export the torch
-    model after ``rewrite_maxpool`` instead).
+    OutputExistsError when a target exists and ``force`` is not set. Every MaxPool2d of the
+    encoder is written as the exact ReLU layers it is lifted with
+    (:mod:`lbi_engine.models.maxpool_relu`); ``maxpool_relu`` is accepted for callers written
+    when that was an option, and changes nothing.
     """
-    if maxpool_relu:
-        from lbi_engine.models.maxpool_relu import lift_maxpool_as_relu
-
-        with lift_maxpool_as_relu():
-            return convert_model(source, out_dir, name, input_shape=input_shape,
-                                 allow_pickle=allow_pickle, card_path=card_path, force=force)
+    del maxpool_relu  # always on: lifting rewrites max-pooling by default
     import torch
     from safetensors.torch import save as save_safetensors
 
@@ -125,7 +120,8 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
             bundle.module, torch.nn.Sequential) and bundle.card.get("architecture"):
         flat, n_enc = bundle.module, int(bundle.card["architecture"].get(
             "encoder_layers", len(bundle.module)))
-        if REWRITE_MAXPOOL.get():  # the encoder as the layers it was lifted with
+        if REWRITE_MAXPOOL.get() and any(  # the encoder as the layers it was lifted with
+                isinstance(m, torch.nn.MaxPool2d) for m in flat[:n_enc].modules()):
             encoder = _flat_layers(flat[:n_enc], shape)
             flat = torch.nn.Sequential(*encoder, *flat[n_enc:])
             n_enc = len(encoder)

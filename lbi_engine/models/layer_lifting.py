@@ -39,12 +39,10 @@ from lbi_engine.operators.conv import (
     ConvTranspose2dMap,
 )
 
-_MAXPOOL_HINT = ("Nearest alternative: nn.AvgPool2d with the same kernel and stride (affine, "
-                 "merged into W), or its exact rewrite with ReLUs, max(a, b) = ReLU(a - b) + "
-                 "ReLU(b) - ReLU(-b) (MATH.md §2.5): "
-                 "`lbi convert MODEL --maxpool-relu --out DIR` or "
-                 "lbi_engine.models.maxpool_relu.rewrite_maxpool(model, input_shape) replace every "
-                 "MaxPool2d by it.")
+_MAXPOOL_HINT = ("MaxPool2d itself is lifted by its exact rewrite with ReLUs, max(a, b) = "
+                 "ReLU(a - b) + ReLU(b) - ReLU(-b) (MATH.md §2.5); nearest alternatives: "
+                 "nn.MaxPool2d, or nn.AvgPool2d with the same kernel and stride (affine, merged "
+                 "into W).")
 
 # (module types, why it cannot be lifted, nearest supported alternative)
 _REFUSALS: list[tuple[tuple[type, ...], str, str]] = [
@@ -287,8 +285,15 @@ class ModuleWalker:
     def __init__(self, example: Tensor) -> None:
         self.entries: list[LayerEntry] = []
         self.x = example
+        #: the MaxPool2d layers written as ReLU layers: name, geometry, lifted layers added
+        self.rewrites: list[dict[str, Any]] = []
+        self._nonneg = False  # the current output is known to be >= 0
 
     def add(self, name: str, module: nn.Module) -> Tensor:
+        from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
+
+        if isinstance(module, nn.MaxPool2d) and REWRITE_MAXPOOL.get():
+            return self._add_maxpool(module, name)
         pos = len(self.entries)
         in_shape = tuple(self.x.shape[1:])
         try:
@@ -314,13 +319,13 @@ class ModuleWalker:
                    f"lifted form's {tuple(expected)}", "Report this layer configuration.")
         self.entries.append(LayerEntry(name, module, pos, in_shape, tuple(y.shape[1:]), lifted))
         self.x = y
+        # an activation whose range starts at 0 or above (ReLU, Sigmoid, Softmax, ...): its
+        # output is >= 0, which makes a following max-pool's zero padding exact
+        lower = getattr(lifted, "lower", None)
+        self._nonneg = not isinstance(lifted, AffineMap) and lower is not None and lower >= 0
         return y
 
     def walk(self, module: nn.Module, name: str = "") -> None:
-        from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
-
-        if isinstance(module, nn.MaxPool2d) and REWRITE_MAXPOOL.get():
-            return self._walk_maxpool(module, name)
         # a Sequential subclass with its own forward is traced like any user module
         if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
             for cname, child in module.named_children():
@@ -330,19 +335,41 @@ class ModuleWalker:
         else:
             walk_fx(self, module, name)
 
-    def _walk_maxpool(self, module: nn.MaxPool2d, name: str) -> None:
-        """MaxPool2d as its exact ReLU layers (lbi_engine.models.maxpool_relu), when asked for."""
-        from lbi_engine.models.maxpool_relu import maxpool_as_relu, why_not_rewritable
+    def _add_maxpool(self, module: nn.MaxPool2d, name: str) -> Tensor:
+        """MaxPool2d as its exact ReLU layers (lbi_engine.models.maxpool_relu), by default."""
+        from lbi_engine.models.maxpool_relu import maxpool_as_relu, relu_levels, why_not_rewritable
 
         label = name or "MaxPool2d"
-        why = why_not_rewritable(module)
+        nonneg = self._nonneg
+        why = why_not_rewritable(module, nonneg)
         if why is not None or self.x.dim() != 4:
             refuse(label, module, len(self.entries), "its exact ReLU rewrite does not apply: "
-                   f"{why or 'it needs (C, H, W) samples'}", "Use nn.AvgPool2d, or MaxPool2d "
-                   "with padding=0, dilation=1, ceil_mode=False.")
-        relu = maxpool_as_relu(module, int(self.x.shape[1])).to(self.x.dtype)
+                   f"{why or 'it needs (C, H, W) samples'}", "Put it after a ReLU, or use "
+                   "padding=0 and ceil_mode=False, or nn.AvgPool2d (affine).")
+        with torch.no_grad():
+            want = module(self.x)
+        in_shape = tuple(self.x.shape[1:])
+        relu = maxpool_as_relu(module, int(self.x.shape[1]), nonneg_input=nonneg,
+                               in_hw=(int(self.x.shape[2]), int(self.x.shape[3])))
+        relu = relu.to(self.x.dtype)
         for cname, child in relu.named_children():
             self.add(f"{label}.relu{cname}", child)
+        if tuple(self.x.shape) != tuple(want.shape):  # a geometry the rewrite gets wrong
+            refuse(label, module, len(self.entries), f"its ReLU rewrite gives shape "
+                   f"{tuple(self.x.shape[1:])}, not {tuple(want.shape[1:])}",
+                   "Report this pool configuration; use nn.AvgPool2d meanwhile.")
+        self.rewrites.append({
+            "layer": label, "kernel_size": list(_pair2(module.kernel_size)),
+            "stride": list(_pair2(module.stride or module.kernel_size)),
+            "padding": list(_pair2(module.padding)), "dilation": list(_pair2(module.dilation)),
+            "ceil_mode": bool(module.ceil_mode), "in_shape": list(in_shape),
+            "lifted_layers_added": relu_levels(module.kernel_size)})
+        self._nonneg = nonneg  # max of non-negative values
+        return self.x
+
+
+def _pair2(v: Any) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
 def affine_from_modules(modules: Sequence[nn.Module], in_shape: Sequence[int]) -> AffineMap:

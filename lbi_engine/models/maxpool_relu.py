@@ -19,8 +19,16 @@ window (kernel = pool kernel, stride = pool stride), the others are 1x1. So
 6C·H'W' and 3C·H'W' units. The inversion then estimates those extra states too: it is the
 same forward map, lifted with more auxiliary variables.
 
-Supported: padding 0, dilation 1, ceil_mode False (zero padding would change the max of
-negative values; lbi refuses the other settings with this reason).
+Geometry: any kernel, stride and dilation (the first convolution reads the dilated window).
+Padding and ceil_mode are exact only when the pool's input is known to be non-negative (it
+follows a ReLU, or another activation whose range is [0, ...)): torch pads max-pooling with
+-inf, a convolution with 0, and the two agree exactly when every window holds at least one
+real value (torch guarantees that) and the real values are >= 0. Partial windows of
+ceil_mode are zero-padded windows in the same way. Without that knowledge both settings are
+refused with this reason; return_indices always is (it returns integers).
+
+Lifting rewrites every MaxPool2d by default (``REWRITE_MAXPOOL``); each rewrite adds
+``relu_levels(kernel)`` lifted layers and is listed in ``LiftedNetwork.rewrites``.
 """
 
 from __future__ import annotations
@@ -40,18 +48,42 @@ def _pair(v: int | Sequence[int]) -> tuple[int, int]:
     return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
-def why_not_rewritable(m: nn.MaxPool2d) -> str | None:
-    """Why the exact rewrite does not apply to this layer, or None if it does."""
-    if _pair(m.padding) != (0, 0):
-        return (f"padding={m.padding} pads with -inf, which zero-padded convolutions cannot "
-                "represent")
-    if _pair(m.dilation) != (1, 1):
-        return f"dilation={m.dilation} is not implemented in the rewrite"
-    if m.ceil_mode:
-        return "ceil_mode=True makes partial windows, which the rewrite does not implement"
+def why_not_rewritable(m: nn.MaxPool2d, nonneg_input: bool = False) -> str | None:
+    """Why the exact rewrite does not apply to this layer, or None if it does.
+
+    ``nonneg_input``: the pool's input is known to be >= 0 (it follows a ReLU), which makes
+    zero padding and ceil_mode's partial windows exact (see the module docstring)."""
     if m.return_indices:
         return "return_indices=True returns integer indices, not a tensor of values"
+    if nonneg_input:
+        return None
+    if _pair(m.padding) != (0, 0):
+        return (f"padding={m.padding} pads with -inf, which a zero-padded convolution equals "
+                "only for non-negative input, and this pool does not follow a ReLU")
+    if m.ceil_mode:
+        return ("ceil_mode=True makes partial windows, which zero-padded windows equal only for "
+                "non-negative input, and this pool does not follow a ReLU")
     return None
+
+
+def _border_pads(m: nn.MaxPool2d, in_hw: tuple[int, int] | None) -> tuple[int, int, int, int]:
+    """(left, right, top, bottom) zero padding that makes every window of ``m`` (padding and
+    ceil_mode's partial windows included) a full window of a padding-free convolution."""
+    (kh, kw), (ph, pw), (dh, dw) = _pair(m.kernel_size), _pair(m.padding), _pair(m.dilation)
+    sh, sw = _pair(m.stride if m.stride else m.kernel_size)
+    if not m.ceil_mode:
+        return pw, pw, ph, ph
+    if in_hw is None:
+        raise UnsupportedLayerError("MaxPool2d with ceil_mode=True: the rewrite needs the input "
+                                    "size; pass in_hw")
+    ends = []
+    for size, k, s, p, d in ((in_hw[0], kh, sh, ph, dh), (in_hw[1], kw, sw, pw, dw)):
+        span = d * (k - 1) + 1
+        out = -(-(size + 2 * p - span) // s) + 1  # ceil, as torch
+        if (out - 1) * s >= size + p:  # torch drops a window that starts in the right padding
+            out -= 1
+        ends.append(max((out - 1) * s + span - size - p, 0))
+    return pw, ends[1], ph, ends[0]
 
 
 def _levels(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -82,20 +114,28 @@ def _levels(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return out
 
 
-def maxpool_as_relu(m: nn.MaxPool2d, channels: int) -> nn.Sequential:
-    """The exact ReLU form of ``m`` on ``channels`` channels (see the module docstring)."""
-    why = why_not_rewritable(m)
+def maxpool_as_relu(m: nn.MaxPool2d, channels: int, *, nonneg_input: bool = False,
+                    in_hw: tuple[int, int] | None = None) -> nn.Sequential:
+    """The exact ReLU form of ``m`` on ``channels`` channels (see the module docstring).
+
+    ``nonneg_input``: the pool's input is >= 0, so padding and ceil_mode are allowed (zero
+    padding, a leading ZeroPad2d); ``in_hw``: the input's (H, W), needed for ceil_mode."""
+    why = why_not_rewritable(m, nonneg_input)
     if why is not None:
-        raise UnsupportedLayerError(f"MaxPool2d cannot be rewritten exactly: {why}. Use "
-                                    "nn.AvgPool2d, or padding=0, dilation=1, ceil_mode=False.")
+        raise UnsupportedLayerError(f"MaxPool2d cannot be rewritten exactly: {why}. Put it "
+                                    "after a ReLU, or use padding=0, ceil_mode=False, or "
+                                    "nn.AvgPool2d.")
     kh, kw = _pair(m.kernel_size)
     stride = _pair(m.stride if m.stride else m.kernel_size)
+    dilation = _pair(m.dilation)
+    pads = _border_pads(m, in_hw)
+    lead: list[nn.Module] = [nn.ZeroPad2d(pads)] if any(pads) else []
     n = kh * kw
     if n == 1:
         conv = nn.Conv2d(channels, channels, 1, stride, groups=channels, bias=False)
         conv.weight.data.fill_(1.0)
-        return nn.Sequential(conv)
-    mods: list[nn.Module] = []
+        return nn.Sequential(*lead, conv)
+    mods: list[nn.Module] = list(lead)
     prev_combine: torch.Tensor | None = None  # None: the features are the window's values
     in_per_group = 1
     for units, combine in _levels(n):
@@ -103,7 +143,7 @@ def maxpool_as_relu(m: nn.MaxPool2d, channels: int) -> nn.Sequential:
         if prev_combine is None:  # read the window: weight (u, kh, kw) per channel
             w = units.reshape(u, 1, kh, kw)
             conv = nn.Conv2d(channels, channels * u, (kh, kw), stride, groups=channels,
-                             bias=False)
+                             bias=False, dilation=dilation)
         else:
             w = units.reshape(u, in_per_group, 1, 1)  # rows: combinations of the last ReLUs
             conv = nn.Conv2d(channels * in_per_group, channels * u, 1, groups=channels,
@@ -126,9 +166,10 @@ def rewrite_maxpool(module: nn.Module, input_shape: Sequence[int]) -> nn.Module:
     ``input_shape`` (one sample, e.g. (1, 28, 28)) is needed to know each pool's channels; a
     zero batch is run through the module once with hooks that record them. Returns the module.
     """
-    channels: dict[int, int] = {}
+    channels: dict[int, tuple[int, int, int]] = {}
     hooks = [sub.register_forward_pre_hook(
-        lambda mod, args: channels.__setitem__(id(mod), int(args[0].shape[1])))
+        lambda mod, args: channels.__setitem__(
+            id(mod), (int(args[0].shape[1]), int(args[0].shape[2]), int(args[0].shape[3]))))
         for sub in module.modules() if isinstance(sub, nn.MaxPool2d)]
     try:
         ref = next(iter(module.parameters()), None)
@@ -141,21 +182,33 @@ def rewrite_maxpool(module: nn.Module, input_shape: Sequence[int]) -> nn.Module:
     for parent in list(module.modules()):
         for cname, child in list(parent.named_children()):
             if isinstance(child, nn.MaxPool2d) and id(child) in channels:
-                setattr(parent, cname, maxpool_as_relu(child, channels[id(child)]).to(dtype))
+                chans, height, width = channels[id(child)]
+                setattr(parent, cname,
+                        maxpool_as_relu(child, chans, in_hw=(height, width)).to(dtype))
     return module
 
 
-#: Whether lifting rewrites MaxPool2d layers (set with :func:`lift_maxpool_as_relu`).
-REWRITE_MAXPOOL: ContextVar[bool] = ContextVar("lbi_rewrite_maxpool", default=False)
+#: Whether lifting rewrites MaxPool2d layers. On by default: the rewrite is the same forward
+#: map, and without it a network with max-pooling cannot be lifted at all. Off only inside
+#: :func:`keep_maxpool` (tests of the refusal itself).
+REWRITE_MAXPOOL: ContextVar[bool] = ContextVar("lbi_rewrite_maxpool", default=True)
+
+
+@contextlib.contextmanager
+def keep_maxpool() -> Iterator[None]:
+    """Within this block, lifting refuses MaxPool2d instead of rewriting it."""
+    token = REWRITE_MAXPOOL.set(False)
+    try:
+        yield
+    finally:
+        REWRITE_MAXPOOL.reset(token)
 
 
 @contextlib.contextmanager
 def lift_maxpool_as_relu() -> Iterator[None]:
-    """Within this block, lifting (any loader) replaces MaxPool2d by its exact ReLU form.
-
-    Opt-in because it changes the lifted problem (more layers and auxiliary states) while
-    keeping the forward map; ``lbi convert --maxpool-relu`` uses it.
-    """
+    """Within this block, lifting (any loader) replaces MaxPool2d by its exact ReLU form:
+    what lifting does by default now; kept for callers written when it was opt-in
+    (``lbi convert --maxpool-relu``)."""
     token = REWRITE_MAXPOOL.set(True)
     try:
         yield

@@ -89,21 +89,23 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
     output), ``"torch-legacy"`` (old non-zip ``torch.save`` or a raw pickle), ``"onnx"``,
     ``"card"`` (a JSON model card). Raises :class:`ModelFileError` naming the file otherwise.
     """
+    from lbi_engine.limits import open_regular
+
     p = Path(path)
     if not p.exists():
         raise ModelFileError(f"model file {p} does not exist; check the path")
     if p.is_dir():
         raise ModelFileError(f"{p} is a directory; give the model file itself")
-    size = p.stat().st_size
-    if size == 0:
-        raise ModelFileError(f"model file {p} is empty (0 bytes); it was probably not saved "
-                             "completely, so save or download it again")
-    try:
-        with open(p, "rb") as fh:
+    try:  # a FIFO, a device or /proc is refused here, before anything reads it
+        with open_regular(p, "model file", 2**62, ModelFileError) as fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(16)
     except OSError as exc:  # permissions, a vanished network share, an I/O error
         raise ModelFileError(f"model file {p} cannot be read ({exc.strerror or exc}); check its "
                              "permissions (e.g. chmod u+r) or copy it somewhere readable") from exc
+    if size == 0:
+        raise ModelFileError(f"model file {p} is empty (0 bytes); it was probably not saved "
+                             "completely, so save or download it again")
     suffix = p.suffix.lower()
     if head[:4] == b"PK\x03\x04":
         try:
@@ -143,10 +145,17 @@ def sniff_model_format(path: str | os.PathLike[str]) -> str:
 
 def _pickle_streams(p: Path, fmt: str) -> list[bytes]:
     """The pickle byte streams of a torch file (zip: ``*/data.pkl``; legacy: the file)."""
+    from lbi_engine.limits import check_bytes, read_regular
+
     if fmt == "torch-zip":
         with zipfile.ZipFile(p) as zf:
-            return [zf.read(n) for n in zf.namelist() if n.endswith("data.pkl")]
-    return [p.read_bytes()]
+            members = [i for i in zf.infolist() if i.filename.endswith("data.pkl")]
+            # sizes from the zip directory, before inflating (zipfile stops at the declared
+            # size, so a member cannot inflate past it)
+            check_bytes(sum(i.file_size for i in members), f"model file {p} (its pickles)",
+                        "it is damaged, or far larger than a network lbi can invert")
+            return [zf.read(i) for i in members]
+    return [read_regular(p, "model file", error=ModelFileError)]
 
 
 def pickle_globals(data: bytes, max_pickles: int = 4) -> list[str]:
@@ -241,7 +250,8 @@ def _torch_load_weights(p: Path, fmt: str) -> Any:
             return torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         _refuse_pickle(p, fmt, exc)
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile,
+            IndexError, KeyError, TypeError) as exc:  # torch's reader of a cut-off stream
         raise ModelFileError(f"model file {p} could not be read ({exc}); it is truncated, "
                              "corrupt or not a PyTorch file: save or download it again") from exc
 

@@ -103,6 +103,9 @@ class LiftedNetwork:
             raise InputError("LiftedNetwork needs at least one layer.")
         self.layers = list(layers)
         self.name = name
+        #: what lifting rewrote to make the network liftable (MaxPool2d as ReLU layers): one
+        #: dict per rewritten layer (layer, geometry, lifted_layers_added)
+        self.rewrites: list[dict[str, Any]] = []
         self.input_shape = _check_shape(input_shape)
         shape = self.input_shape
         for i, layer in enumerate(self.layers):
@@ -164,7 +167,18 @@ class LiftedNetwork:
         """A new network with every affine map moved/cast (activations hold no tensors)."""
         layers = [LiftedLayer(lay.affine.to(device=device, dtype=dtype), lay.activation,
                               lay.source) for lay in self.layers]
-        return LiftedNetwork(layers, self.input_shape, self.name)
+        out = LiftedNetwork(layers, self.input_shape, self.name)
+        out.rewrites = [dict(r) for r in self.rewrites]
+        return out
+
+    def rewrite_note(self) -> str | None:
+        """One line saying what lifting rewrote (None when nothing): for the CLI and window."""
+        if not self.rewrites:
+            return None
+        added = sum(int(r["lifted_layers_added"]) for r in self.rewrites)
+        names = ", ".join(f"'{r['layer']}'" for r in self.rewrites)
+        return (f"max-pooling rewritten exactly as ReLU layers ({names}): {added} lifted "
+                f"layer(s) added, {len(self.layers)} in all")
 
     def summary(self) -> list[dict]:
         """One dict per lifted layer: index, kind, description, shapes, activation, norm."""
@@ -220,6 +234,7 @@ class LiftedNetwork:
         else:
             layers = group_layers(walker.entries)
         net = cls(layers, shape, name or type(module).__name__)
+        net.rewrites = list(walker.rewrites)
         if verify:
             verify_against(net, module, what=f"module '{net.name}'")
         return net

@@ -34,11 +34,9 @@ _ACT_OPS = {"Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Clip", "Softplus",
             "Elu", "Celu", "HardSigmoid", "Shrink", "Softmax", "Gelu", "Swish", "Mish",
             "HardSwish", "Selu", "ThresholdedRelu", "LogSoftmax", "Hardmax", "Abs"}
 _ALTERNATIVES = {
-    "MaxPool": "max-pooling is neither affine nor a proximal map; use AveragePool (affine), or "
-               "the exact ReLU rewrite max(a, b) = ReLU(a - b) + ReLU(b) - ReLU(-b) "
-               "(MATH.md §2.5): apply lbi_engine.models.maxpool_relu.rewrite_maxpool(model, "
-               "input_shape) to the torch model before exporting it",
-    "GlobalMaxPool": "max-pooling is neither affine nor a proximal map; use GlobalAveragePool",
+    "GlobalMaxPool": "global max-pooling is neither affine nor a proximal map (and its window, "
+                     "the whole image, makes the exact ReLU rewrite of MaxPool too deep); use "
+                     "GlobalAveragePool, or MaxPool with a small kernel",
     "LSTM": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
     "GRU": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
     "RNN": "recurrent layers are not feed-forward chains; unroll into Gemm + Tanh/Sigmoid",
@@ -48,6 +46,7 @@ _ALTERNATIVES = {
                              "BatchNormalization in inference mode",
 }
 _SUPPORTED = ("Gemm, MatMul(+Add), Conv, ConvTranspose, AveragePool, GlobalAveragePool, "
+              "MaxPool (as its exact ReLU rewrite), "
               "BatchNormalization, Flatten, Reshape, Squeeze/Unsqueeze, ReduceMean over H and "
               "W, Identity, Dropout, Add/Sub/Mul/Div by a constant, shape arithmetic (Shape, "
               "Gather, Concat, Slice, ...), and the activations Relu, LeakyRelu, Sigmoid, Tanh, "
@@ -269,14 +268,35 @@ class _Builder(_OpTranslators):
         handler(a)
 
 
+#: Most nodes of an ONNX graph lbi lifts (the environment variable raises it).
+MAX_NODES = 5000
+MAX_NODES_ENV = "LBI_MAX_GRAPH_NODES"
+
+
+def _max_graph_nodes() -> int:
+    import os
+
+    text = os.environ.get(MAX_NODES_ENV, "").strip()
+    try:
+        return max(1, int(text)) if text else MAX_NODES
+    except ValueError:
+        raise ModelFileError(f"{MAX_NODES_ENV}={text!r}: give a whole number of nodes, e.g. "
+                             f"{MAX_NODES_ENV}=20000") from None
+
+
 def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
                     ) -> tuple[nn.Sequential, tuple[int, ...]]:
     """The nn.Sequential lbi builds from an ONNX file, and the sample shape it takes."""
     import onnx
 
     p = check_model_file(path, "ONNX")
+    from lbi_engine.limits import check_bytes
     from lbi_engine.models.footprint import check_onnx_external_data
 
+    # onnx.load (here and in the external-data check) reads the file whole, then parses it
+    # into a second copy
+    check_bytes(2 * p.stat().st_size, f"ONNX file {str(p)!r} ({p.stat().st_size:,} bytes)",
+                "check that it is the right file")
     check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
     try:
         model = onnx.load(str(p))  # external weights, if any, next to the file
@@ -292,6 +312,17 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     except Exception as exc:  # ValidationError and C++ errors
         raise ModelFileError(f"ONNX file {str(p)!r} is not a valid model: "
                              f"{str(exc).strip().splitlines()[0][:300]}. Export it again.") from exc
+    nodes, most = len(model.graph.node), _max_graph_nodes()
+    if nodes > most:  # lifting walks every node (20,000 took 76 s): refuse before
+        raise ModelFileError(f"ONNX file {str(p)!r} has {nodes:,} nodes; lbi lifts graphs of at "
+                             f"most {most:,} (simplify it, e.g. with onnxsim, or raise the bound "
+                             f"with {MAX_NODES_ENV}={nodes})")
+    newest = onnx.defs.onnx_opset_version()
+    for entry in model.opset_import:  # an opset of 10^9 is a damaged or hostile file
+        if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:
+            raise ModelFileError(f"ONNX file {str(p)!r} declares opset {entry.version}; this "
+                                 f"lbi reads opsets 1 to {newest}: export it again with a "
+                                 "released opset (torch.onnx.export(..., opset_version=17)).")
     try:
         return _Builder(model, p, input_shape).build()
     except LbiError:

@@ -167,17 +167,42 @@ def load_network(name_or_path: str | os.PathLike[str], *,
 # builders used by load_model_file
 
 
+def _load_safetensors(path: Path) -> dict[str, Tensor]:
+    """The tensors of a safetensors file, memory-mapped: only the tensors themselves are
+    copied out, never the whole file into memory first (a 3 GB sparse file used to be read
+    whole). Counted against the memory limit before anything is read."""
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load as load_safetensors
+
+    from lbi_engine.limits import check_bytes, read_regular
+
+    size = os.stat(path).st_size
+    check_bytes(size, f"safetensors file {path} ({size:,} bytes)",
+                "check that it is the right file")
+    try:
+        name = os.fsdecode(path)
+        name.encode("utf-8")  # the Rust reader refuses paths that are not valid UTF-8
+    except UnicodeError:
+        check_bytes(2 * size, f"safetensors file {path} ({size:,} bytes, read whole)",
+                    "rename it to a UTF-8 name so that it can be memory-mapped")
+        try:
+            return load_safetensors(read_regular(path, "safetensors file",
+                                                 error=ModelFileError))
+        except (SafetensorError, ValueError) as exc:
+            raise ModelFileError(f"safetensors file {path} is truncated or corrupt ({exc}); "
+                                 "save or download it again") from exc
+    try:
+        with safe_open(name, framework="pt", device="cpu") as fh:
+            return {key: fh.get_tensor(key) for key in fh.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise ModelFileError(f"safetensors file {path} is truncated or corrupt ({exc}); "
+                             "save or download it again") from exc
+
+
 def _load_weights_file(path: Path) -> dict[str, Tensor]:
     fmt = sniff_model_format(path)
     if fmt == "safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load as load_safetensors
-
-        try:  # from bytes: the Rust reader refuses paths that are not valid UTF-8
-            return load_safetensors(Path(path).read_bytes())
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise ModelFileError(f"safetensors file {path} is truncated or corrupt ({exc}); "
-                                 "save or download it again") from exc
+        return _load_safetensors(path)
     if fmt in ("torch-zip", "torch-legacy"):
         return _extract_state_dict(_torch_load_weights(path, fmt), path)
     raise ModelFileError(f"{path} is a {fmt} file; a card's weights must be safetensors or a "

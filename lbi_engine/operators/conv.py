@@ -187,6 +187,11 @@ class AvgPool2dMap(AffineMap):
         count = count[..., :ho, :wo]
         self._d = torch.where(count > 0, avg1 / count.clamp_min(1), torch.zeros_like(avg1))[0, 0]
         self._d_cache: dict[tuple[torch.device, torch.dtype], Tensor] = {}
+        # windows that tile the input without overlap or padding (AvgPool2d(k) with floor
+        # mode, the usual LeNet pooling): the adjoint spreads D r over each window, a copy
+        # (expand + reshape) 5-10x cheaper than the transposed convolution on the CPU
+        self._tiles = (self.kernel == self.stride and self.padding == (0, 0)
+                       and ho * kh <= h and wo * kw <= w)
 
     def _pool(self, x: Tensor) -> Tensor:
         return F.avg_pool2d(x, self.kernel, self.stride, self.padding, self.ceil_mode,
@@ -205,6 +210,12 @@ class AvgPool2dMap(AffineMap):
         b, c, ho, wo = r.shape
         _, h, w = self.in_shape
         (kh, kw), (ph, pw) = self.kernel, self.padding
+        if self._tiles:
+            spread = (r * self._d_like(r))[:, :, :, None, :, None].expand(b, c, ho, kh, wo, kw)
+            spread = spread.reshape(b, c, ho * kh, wo * kw)
+            if ho * kh == h and wo * kw == w:
+                return spread
+            return F.pad(spread, (0, w - wo * kw, 0, h - ho * kh))  # rows/cols no window reads
         ones = torch.ones(1, 1, kh, kw, dtype=r.dtype, device=r.device)
         t = F.conv_transpose2d((r * self._d_like(r)).reshape(b * c, 1, ho, wo), ones,
                                stride=self.stride)

@@ -15,6 +15,7 @@ alpha or the step. Per regulariser (h, K | g):
     tikhonov           no h                                                | g = ½||x||^2
     l1                 no h                                                | g = ||x||_1
     nonneg, box, none  no h                                       | g = indicator of the set, 0
+    gaussian           no h            | g = ½(x - mu)^T Sigma^{-1} (x - mu), learned (_gaussian.py)
 
 Any regulariser can carry an interval constraint lo <= x <= hi ("tv+nonneg",
 ``{"name": "tv", "box": [0, 1]}``), applied inside ``prox_primal``. Regularisers without a
@@ -34,6 +35,7 @@ from typing import Any
 from lbi_engine.errors import InputError
 from lbi_engine.finite_differences import div, grad, grad_norm_sq
 from lbi_engine.regularisers._base import CONSTRAINT_TOL, Regulariser
+from lbi_engine.regularisers._gaussian import GaussianPrior, LowRankGaussian
 from lbi_engine.regularisers._gradient import GradientTikhonov, TotalVariation
 from lbi_engine.regularisers._pointwise import L1, Constraint, Tikhonov
 
@@ -42,12 +44,18 @@ from lbi_engine.regularisers._pointwise import L1, Constraint, Tikhonov
 __all__ = [
     "REGULARISER_NAMES", "Regulariser", "TotalVariation", "GradientTikhonov", "Tikhonov",
     "L1", "Constraint", "make_regulariser", "grad", "div", "grad_norm_sq", "CONSTRAINT_TOL",
+    "LEARNED_REGULARISER_NAMES", "GaussianPrior", "LowRankGaussian", "parse_spec",
+    "regulariser_name",
 ]
 
 REGULARISER_NAMES = (
     "tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box", "none",
 )
-_ALIASES = {"tv-iso": "tv", "tv-isotropic": "tv", "tv-anisotropic": "tv-aniso",
+#: Regularisers fitted on data: the name alone does not build one (it needs the fitted prior,
+#: which the caller loads: lbi_engine.input_prior), so they are listed apart.
+LEARNED_REGULARISER_NAMES = ("gaussian",)
+_ALIASES = {"gauss": "gaussian", "gaussian-prior": "gaussian",
+            "tv-iso": "tv", "tv-isotropic": "tv", "tv-anisotropic": "tv-aniso",
             "h1": "gradient-tikhonov", "identity": "none"}
 
 
@@ -79,20 +87,17 @@ def _canonical(name: Any) -> str:
                          f"{', '.join(REGULARISER_NAMES)}.")
     key = name.strip().lower().replace("_", "-").replace(" ", "")
     key = _ALIASES.get(key, key)
-    if key not in REGULARISER_NAMES:
+    if key not in REGULARISER_NAMES + LEARNED_REGULARISER_NAMES:
         raise InputError(
-            f"regulariser {name!r} is unknown; valid names: {', '.join(REGULARISER_NAMES)} "
+            f"regulariser {name!r} is unknown; valid names: "
+            f"{', '.join(REGULARISER_NAMES + LEARNED_REGULARISER_NAMES)} "
             "(append '+nonneg' or '+box' for a constraint, e.g. 'tv+nonneg')."
         )
     return key
 
 
-def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser:
-    """Build a regulariser from ``"tv"``, ``"tv+nonneg"``, ``"tv+box"`` (box [0, 1]),
-    ``{"name": "box", "lo": 0, "hi": 1}``, ``{"name": "tv", "box": [0, 1]}`` or
-    ``{"name": "l1", "nonneg": True}``. Bounds may be null (unbounded)."""
-    if isinstance(spec, Regulariser):
-        return spec
+def parse_spec(spec: str | Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters of ``"tv+box"``-style text or a spec dict, name included (unchecked)."""
     if isinstance(spec, str):
         parts = spec.split("+")
         params: dict[str, Any] = {"name": parts[0]}
@@ -113,8 +118,26 @@ def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser
     if "name" not in params:
         raise InputError(f"regulariser spec {spec!r} has no 'name'; valid names: "
                          f"{', '.join(REGULARISER_NAMES)}.")
+    return params
+
+
+def regulariser_name(spec: str | Mapping[str, Any] | Regulariser) -> str:
+    """The registry name of a spec (``"Gaussian+box"`` -> ``"gaussian"``)."""
+    if isinstance(spec, Regulariser):
+        return spec.name
+    return _canonical(parse_spec(spec)["name"])
+
+
+def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser:
+    """Build a regulariser from ``"tv"``, ``"tv+nonneg"``, ``"tv+box"`` (box [0, 1]),
+    ``{"name": "box", "lo": 0, "hi": 1}``, ``{"name": "tv", "box": [0, 1]}`` or
+    ``{"name": "l1", "nonneg": True}``. Bounds may be null (unbounded)."""
+    if isinstance(spec, Regulariser):
+        return spec
+    params = parse_spec(spec)
     name = _canonical(params.pop("name"))
-    allowed = {"box", "nonneg"} | ({"lo", "hi"} if name == "box" else set())
+    allowed = {"box", "nonneg"} | ({"lo", "hi"} if name == "box" else set()) \
+        | ({"prior"} if name == "gaussian" else set())
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise InputError(f"regulariser {name!r}: unknown option(s) {unknown}; "
@@ -136,6 +159,8 @@ def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser
     if not lo < hi and not (lo == hi and math.isfinite(lo)):
         raise InputError(f"regulariser {name!r}: the constraint [{lo:g}, {hi:g}] is empty; "
                          "give lo <= hi.")
+    if name == "gaussian":
+        return _gaussian(params.get("prior"), lo, hi)
     if name in ("tv", "tv-aniso"):
         return TotalVariation(isotropic=name == "tv", lo=lo, hi=hi)
     if name == "gradient-tikhonov":
@@ -145,3 +170,15 @@ def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser
     if name == "l1":
         return L1(lo, hi)
     return Constraint(name, lo, hi)
+
+
+def _gaussian(prior: Any, lo: float, hi: float) -> Regulariser:
+    """The learned input prior: ``prior`` is the fitted LowRankGaussian (a spec read from JSON
+    names its file's sha256 only, which cannot rebuild it)."""
+    if not isinstance(prior, LowRankGaussian):
+        raise InputError(
+            "regulariser 'gaussian' needs a fitted input prior: zoo networks ship one "
+            "(lbi invert NETWORK --regulariser gaussian+box), else fit one with `lbi prior "
+            "NETWORK --samples FILE` and pass --input-prior BASE (Python: "
+            "lbi_engine.input_prior.gaussian_regulariser).")
+    return GaussianPrior(prior, lo, hi)

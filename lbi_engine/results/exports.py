@@ -182,12 +182,19 @@ def curve_rows(records: Iterable[Any], sample: int = 0) -> tuple[list[str], list
                 _sample_value(_field(record, "psnr"), sample),
                 _sample_value(_field(record, "ssim"), sample),
                 _sample_value(_field(record, "discrepancy"), sample),
-                _sample_value(_field(record, "primal_residual"), sample),
-                _sample_value(_field(record, "dual_residual"), sample),
+                _residual(_sample_value(_field(record, "primal_residual"), sample)),
+                _residual(_sample_value(_field(record, "dual_residual"), sample)),
                 _field(record, "stage") or "",
             ]
         )
     return header, rows
+
+
+def _residual(value: float | None) -> float | None:
+    """A residual the solver could not measure is reported as inf (the first record; the
+    dual residual of a method without a dual variable, e.g. the accelerated one-layer
+    solver): undefined, so an empty cell, not a column of "inf"."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _format_cell(value: Any) -> str:
@@ -203,13 +210,47 @@ def _format_cell(value: Any) -> str:
 
 
 def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """CSV with empty cells for undefined values and round-trip float formatting."""
+    """CSV with empty cells for undefined values and round-trip float formatting; text that a
+    spreadsheet would run as a formula is neutralised (:func:`neutralise_cell`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
+    # csv quotes a cell with "\n" (the line end) but not one with a bare "\r", which readers
+    # take as a line end too: such rows are written fully quoted
+    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(header)
     for row in rows:
-        writer.writerow([_format_cell(v) for v in row])
+        cells = [neutralise_cell(_format_cell(v)) for v in row]
+        (quoted if any("\r" in c for c in cells) else writer).writerow(cells)
     return buffer.getvalue()
+
+
+#: What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise_cell(text: str) -> str:
+    """``'`` before a text cell that starts like a formula (OWASP): a network name such as
+    ``=HYPERLINK(...)`` read from a file must not run when results.csv is opened in a
+    spreadsheet. Numbers (``-0.5``, ``-inf``) stay as they are. Cells that already start
+    with ``'`` before such a character get one more, so :func:`restore_cell` is exact."""
+    if text.lstrip("'").startswith(_FORMULA_START) and not _is_number(text):
+        return "'" + text
+    return text
+
+
+def restore_cell(text: str) -> str:
+    """The cell :func:`neutralise_cell` was given (for reading a CSV lbi wrote)."""
+    if text.startswith("'") and text.lstrip("'").startswith(_FORMULA_START):
+        return text[1:]
+    return text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return text.strip() == text
 
 
 def write_curves_csv(
@@ -258,6 +299,10 @@ def result_document(
         "layers": len(encoder.layers),
         "has_decoder": getattr(bundle, "decoder", None) is not None,
     }
+    rewrites = list(getattr(encoder, "rewrites", None) or [])
+    if rewrites:  # what lifting changed to make the network liftable (same forward map)
+        network["rewrites"] = rewrites
+        network["lifted_layers_added"] = sum(int(r["lifted_layers_added"]) for r in rewrites)
     return build_result_document(request.to_dict(), network, metrics,
                                  [warning] if warning else [], extra)
 

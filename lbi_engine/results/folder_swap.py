@@ -36,6 +36,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -58,12 +59,29 @@ def _sibling(target: Path, tag: str) -> Path:
 
 
 def leftovers(target: str | os.PathLike[str]) -> list[Path]:
-    """Temporary (lbi-new) and backup (lbi-old) folders that exports to ``target`` left."""
+    """Temporary (lbi-new) and backup (lbi-old) folders that exports to ``target`` left.
+
+    Only real directories owned by the user count: the names sit beside ``--out``, often in
+    a folder others can write to, and recovery renames a backup into the target. A symlink
+    planted under a backup's name (pointing at someone's other folder) would otherwise
+    become the output folder, and its files would be overwritten; another user's directory
+    is not lbi's to rename or delete either. Such entries are left alone.
+    """
     t = Path(target)
     if not t.parent.is_dir():
         return []
     pattern = re.compile(rf"^\.{re.escape(t.name)}\.({NEW_TAG}|{OLD_TAG})-[0-9a-f]{{8}}$")
-    return sorted(p for p in t.parent.iterdir() if pattern.match(p.name))
+    return sorted(p for p in t.parent.iterdir() if pattern.match(p.name) and _own_folder(p))
+
+
+def _own_folder(path: Path) -> bool:
+    """Whether ``path`` itself (never a symlink's target) is a directory the user owns."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    owner_ok = not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+    return stat.S_ISDIR(st.st_mode) and owner_ok
 
 
 def recover_folder(target: str | os.PathLike[str]) -> None:
@@ -72,12 +90,13 @@ def recover_folder(target: str | os.PathLike[str]) -> None:
     t = Path(target)
     found = leftovers(t)
     backups = [p for p in found if f".{OLD_TAG}-" in p.name]
-    if backups and not t.exists():
-        newest = max(backups, key=lambda p: p.stat().st_mtime)
-        os.rename(newest, t)
-        found.remove(newest)
+    if backups and not os.path.lexists(t):
+        newest = max(backups, key=lambda p: os.lstat(p).st_mtime)
+        if _own_folder(newest):  # checked again just before the rename
+            os.rename(newest, t)
+            found.remove(newest)
     for p in found:
-        shutil.rmtree(p, ignore_errors=True)
+        shutil.rmtree(p, ignore_errors=True)  # refuses a symlink swapped in meanwhile
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -37,7 +37,7 @@ class FusedStep:
         prox_gradient_step(tiny, tiny.copy(), tiny.copy(), 4, tiny.copy(), img, img.copy(),
                            np.zeros((1, 2, 1, 2, 2), dtype=self._y.dtype), img.copy(),
                            state._active.copy(), 1.0, 1.0, state._iso, _acc.THETA, 0.0, 1,
-                           _acc.CHECK_EVERY)
+                           _acc.CHECK_EVERY, -math.inf, math.inf)
         accept_momentum(tiny, tiny.copy(), tiny.copy(), 1.0, self._scratch)
         # a warm start's first extrapolation as the kernel makes every later one (torch's
         # addcmul may round differently), so that a continued run repeats a straight one
@@ -53,7 +53,7 @@ class FusedStep:
         state.inner_steps += int(prox_gradient_step(
             self._y, self._grad, self._tau, state._n0, new, v_img, y_img, self._dual, u_img,
             state._active, state.lam, 1.0 / (state.lam * state.k_norm_sq), state._iso,
-            _acc.THETA, state._floor, _acc.INNER_MAX, _acc.CHECK_EVERY))
+            _acc.THETA, state._floor, _acc.INNER_MAX, _acc.CHECK_EVERY, state._lo, state._hi))
         dot, t_next, coef = accept_momentum(self._y, new, x, float(state.t), self._scratch)
         if math.isfinite(dot):
             state.t, state.coef = t_next, coef
@@ -62,8 +62,9 @@ class FusedStep:
 
 @_jit()
 def prox_gradient_step(y, g, tau, n0, new, v_img, y_img, p, u_img, active, lam, step, iso,
-                       theta, floor, max_steps, check_every):
-    """new = prox(y - tau g): TV prox (FGP) on the first n0 entries, x >= 0 on the rest.
+                       theta, floor, max_steps, check_every, lo, hi):
+    """new = prox(y - tau g): TV (+ box [lo, hi]) prox (FGP) on the first n0 entries, x >= 0
+    on the rest.
     ``v_img``, ``y_img``, ``u_img`` are (1, lead, H, W) buffers of the image block, ``p`` its
     dual (warm start, updated). Returns the FGP steps taken."""
     n = y.shape[0]
@@ -75,7 +76,7 @@ def prox_gradient_step(y, g, tau, n0, new, v_img, y_img, p, u_img, active, lam, 
         v_flat[i] = new[i]
         y_flat[i] = y[i]
     inner = fgp_prox(v_img, y_img, p, u_img, active, lam, step, iso, theta, floor, max_steps,
-                     check_every, -math.inf, math.inf)
+                     check_every, lo, hi)
     u_flat = u_img.reshape(-1)
     for i in range(n0):
         new[i] = u_flat[i]

@@ -18,7 +18,9 @@ warm-started at the last dual: on the CPU the compiled kernel of the accelerated
 (``_fgp_kernel.fgp_prox``, stopped by the same duality-gap test relative to the step,
 ``_accelerated.THETA``), elsewhere the same FGP and test in torch (``_fgp_torch``). At a
 fixed point of the whole iteration the dual is a fixed point of FGP, so the limit is exact;
-``dual`` is that dual (in the unit ball), so alpha K^T dual + grad_{x_0} f = 0 there.
+``dual`` is that dual (in the unit ball), so alpha K^T dual + grad_{x_0} f = 0 there. With a
+box [lo, hi] the FGP primal is clipped (constrained ROF). The learned Gaussian input prior is
+smooth and joins f instead (``_smooth_prior``: per-pixel steps, then the clip onto its box).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from torch import Tensor
 
 from lbi_engine.operators import AffineMap
 from lbi_engine.protocols import Problem
-from lbi_engine.regularisers import TotalVariation
+from lbi_engine.regularisers import GaussianPrior, TotalVariation
 from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers import _accelerated as _acc
 from lbi_engine.solvers._fgp_torch import fgp_prox
@@ -44,11 +46,12 @@ from lbi_engine.solvers._sparse_maps import sparse_or_self
 
 
 def supported(problem: Problem, options: SolverOptions) -> bool:
-    """TV without box constraints, one PDHG step per sweep, more than one layer."""
+    """TV (a box allowed: the FGP prox clips) or the Gaussian input prior (its own prox),
+    one PDHG step per sweep, more than one layer."""
     inner = getattr(problem.reg, "inner", None)
     return (problem.depth > 1 and options.steps in ("auto", "accelerated")
             and options.n_inner == 1 and int(getattr(options, "anderson", 0)) == 0
-            and isinstance(inner, TotalVariation) and not inner.constrained
+            and isinstance(inner, (TotalVariation, GaussianPrior))
             and float(problem.alpha) > 0 and getattr(problem.reg, "image_shape", None)
             is not None)
 
@@ -80,6 +83,9 @@ class JointFista:
         self.taus = [step_scale / m for m in bounds]
         self.lam = self.taus[0] * self.alpha
         self.k_norm_sq = float(self.reg.K_norm_sq())
+        inner = self.reg.inner
+        self._tv = isinstance(inner, TotalVariation)  # else the Gaussian prior (smooth)
+        self._lo, self._hi = float(inner.lo), float(inner.hi)  # +-inf: no box
         like = xs[0]
         batch = like.shape[0]
         self._shapes = [tuple(x.shape) for x in xs]
@@ -105,6 +111,7 @@ class JointFista:
         # the per-coordinate step (each block's tau over its entries)
         self._tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
                                for n, t in zip(self._sizes, self.taus, strict=True)])
+        self._prior = self._smooth_prior(bounds[0], step_scale, like)
         # one sample: the momentum coefficients as Python floats rounded to the dtype
         self._scalar: Callable[[float], float] | None = None
         if batch == 1 and like.dtype in (torch.float32, torch.float64):
@@ -113,6 +120,9 @@ class JointFista:
         # every auxiliary block's prox a projection onto x >= 0 (ReLU): one clamp for all
         self._relu_aux = all(type(layer.activation).__name__ == "ReLU"
                              for layer in self.layers[:-1])
+        # tanh/sigmoid blocks: their root-solved prox in one compiled loop per block
+        self._aux_prox = _compiled_aux_proxes(self.layers, like)
+        self._offsets = [sum(self._sizes[:i]) for i in range(len(self._sizes) + 1)]
         # the same maps, small convolutions as CSR matrices (2-5x cheaper on the CPU)
         # (a LiftedNetwork's layers hold AffineMaps; the Layer protocol promises an Operator)
         self.maps = [sparse_or_self(cast(AffineMap, layer.affine), like) for layer in self.layers]
@@ -127,7 +137,7 @@ class JointFista:
             torch.zeros(k_shape, dtype=like.dtype, device=like.device)
         self.restarts = 0
         self.inner_steps = 0
-        self._kernel = _acc._compiled_prox() if like.device.type == "cpu" else None
+        self._kernel = _acc._compiled_prox() if like.device.type == "cpu" and self._tv else None
         if self._kernel is not None:  # numpy views (B, lead, H, W) for the compiled prox
             img = tuple(self.reg.image_shape)
             lead = math.prod(img[:-2]) if len(img) > 2 else 1
@@ -138,14 +148,35 @@ class JointFista:
             self._active = torch.ones(batch, dtype=torch.bool).numpy()
             self._no_field = np.zeros((2, *self._img[1:]), dtype=self._u.numpy().dtype)
             self._floor = 16.0 * torch.finfo(like.dtype).eps
-            inner = self.reg.inner
-            if not isinstance(inner, TotalVariation):  # supported() admits TV only
-                raise TypeError(f"the accelerated joint method handles TV, not {inner.name!r}")
+            assert isinstance(inner, TotalVariation)  # the kernel is made for TV only
             self._iso = bool(inner.isotropic)
             _acc._warm_up(self._kernel, self._u.numpy().dtype, self._iso)
             self._tv_value(self._u)  # compiles (or loads) the TV loop outside the stopwatch
         self._zx: list[Tensor] | None = None
         self._fused = self._fused_step()
+
+    def _smooth_prior(self, bound: float, step_scale: float, like: Tensor
+                      ) -> Callable[[Tensor], Tensor] | None:
+        """For the Gaussian input prior: alpha Sigma^{-1} (x_0 - mu) as a map (B, n0) -> (B, n0),
+        after setting the x_0 block's step per pixel to step_scale / (m_0 + alpha / d_i).
+
+        Why the gradient and not the prox: the prior is smooth, and Sigma^{-1} <= diag(d)^{-1}
+        (Sigma = U U^T + diag(d)), so m_0 I + alpha diag(d)^{-1} majorises the x_0 block's
+        Hessian (block diagonal dominance as for m_0) and the step is FISTA in that diagonal
+        metric, whose projection onto a box is the clip: one product with Sigma^{-1} per step,
+        where the box-constrained prox needs an inner loop of them. None for TV."""
+        if self._tv:
+            return None
+        inner = self.reg.inner
+        assert isinstance(inner, GaussianPrior)  # supported() admits TV or the Gaussian prior
+        prior, alpha = inner.prior, self.alpha
+        self._tau[:self._n0] = step_scale / (bound + alpha * prior.inverse_diag_on(like))
+        mean = prior.mean_on(like)
+
+        def gradient(y0: Tensor) -> Tensor:
+            return prior.precision_apply(y0 - mean).mul_(alpha)
+
+        return gradient
 
     # -- flat buffers and their block views ------------------------------------------------
     def _flat(self, blocks: list[Tensor]) -> Tensor:
@@ -209,8 +240,9 @@ class JointFista:
         return records_objective(self)
 
     def _tv_value(self, x0: Tensor) -> Tensor:
-        """TV(x_0) per sample: on the CPU by the compiled prox's own TV loop (float64 sums;
-        the torch formula costs ~10 small operations, as much as a product with W)."""
+        """R(x_0) per sample; TV on the CPU by the compiled prox's own TV loop (float64 sums;
+        the torch formula costs ~10 small operations, as much as a product with W). The
+        iterate is in the box (the prox clips), so the raw value is the value."""
         if self._kernel is None:
             return self.reg.value(x0)
         from lbi_engine.solvers._fgp_kernel import _gap_parts
@@ -220,8 +252,9 @@ class JointFista:
         return torch.tensor(values, dtype=x0.dtype)
 
     def _tv_prox(self, v: Tensor, y: Tensor) -> Tensor:
-        """FGP on the dual of min_u 1/2 ||u - v||^2 + lam TV(u), warm-started; ``y`` is the
-        point the step started from (the compiled prox's accuracy is relative to u - y)."""
+        """FGP on the dual of min_u 1/2 ||u - v||^2 + lam TV(u) (u in the box), warm-started;
+        ``y`` is the point the step started from (the compiled prox's accuracy is relative to
+        u - y)."""
         lam, reg = self.lam, self.reg
         if self._kernel is not None:
             self._vbuf.copy_(v.reshape(self._img))
@@ -230,10 +263,10 @@ class JointFista:
             self.inner_steps += int(self._kernel(
                 self._vbuf.numpy(), self._ybuf.numpy(), dual.numpy(), self._u.numpy(),
                 self._active, lam, 1.0 / (lam * self.k_norm_sq), self._iso, _acc.THETA,
-                self._floor, _acc.INNER_MAX, _acc.CHECK_EVERY, -math.inf, math.inf))
+                self._floor, _acc.INNER_MAX, _acc.CHECK_EVERY, self._lo, self._hi))
             return self._u
         u, self.dual, steps = fgp_prox(reg, v, y, self.dual, lam, self.k_norm_sq, _acc.THETA,
-                                       _acc.INNER_MAX, _acc.CHECK_EVERY)
+                                       _acc.INNER_MAX, _acc.CHECK_EVERY, self._lo, self._hi)
         self.inner_steps += steps
         return u
 
@@ -244,14 +277,25 @@ class JointFista:
         else:
             self._gradient(self._y_views, self._grad_views)
         new = self._slots[self._in]
-        torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
         blocks = self._slot_views[self._in]
-        blocks[0].copy_(self._tv_prox(blocks[0], self._y_views[0]).reshape(blocks[0].shape))
+        if self._prior is not None:  # the Gaussian prior's gradient, then the box
+            self._grad[:, :self._n0].add_(self._prior(self._y[:, :self._n0]))
+            torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
+            if self._lo > -math.inf or self._hi < math.inf:
+                new[:, :self._n0].clamp_(min=self._lo if self._lo > -math.inf else None,
+                                         max=self._hi if self._hi < math.inf else None)
+        else:
+            torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
+            blocks[0].copy_(self._tv_prox(blocks[0], self._y_views[0]).reshape(blocks[0].shape))
         if self._relu_aux:
             new[:, self._n0:].clamp_(min=0.0)
         else:
             for i in range(1, len(self.layers)):
-                blocks[i].copy_(self.layers[i - 1].activation.prox(blocks[i], self.taus[i]))
+                fast = self._aux_prox[i - 1]
+                if fast is not None:  # in place on the block's columns of the slot
+                    fast(new[:, self._offsets[i]:self._offsets[i + 1]], self.taus[i])
+                else:
+                    blocks[i].copy_(self.layers[i - 1].activation.prox(blocks[i], self.taus[i]))
         return blocks
 
     def accept(self, new: list[Tensor]) -> None:
@@ -381,6 +425,16 @@ class JointFista:
     @staticmethod
     def _per_sample(v: Tensor, like: Tensor) -> Tensor:
         return v.reshape(-1, *([1] * (like.dim() - 1)))
+
+
+def _compiled_aux_proxes(layers: Any, like: Tensor) -> list[Any]:
+    """Per auxiliary block, ``_prox_kernel.compiled_prox`` of its activation (tanh and
+    sigmoid, whose prox is root-solved), or None; numba is imported only when one is."""
+    if not any(type(layer.activation).__name__ in ("Tanh", "Sigmoid") for layer in layers[:-1]):
+        return [None] * (len(layers) - 1)
+    from lbi_engine.solvers._prox_kernel import compiled_prox
+
+    return [compiled_prox(layer.activation, like) for layer in layers[:-1]]
 
 
 def _round32(v: float) -> float:

@@ -205,7 +205,17 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     ``solve(problem, init, path_tol)`` runs the method and yields its records (see
     ``PathSolve``); each record's ``stage``
     names the alpha it belongs to. ``start``: the first alpha (default: :func:`first_guess`
-    for the discrepancy rule, ``ALPHA_START`` for quasi-optimality). Uses sample 0."""
+    for the discrepancy rule, ``ALPHA_START`` for quasi-optimality). Uses sample 0.
+
+    A regulariser with a calibrated weight of its own (``alpha_for_noise(std)``: the Gaussian
+    input prior, MATH.md §4.3) takes that weight when no rule is named and the noise level is
+    known: one solve, no path."""
+    inner = getattr(problem.reg, "inner", problem.reg)
+    scaled = getattr(inner, "alpha_for_noise", None)
+    if rule is None and scaled is not None and noise_std is not None and noise_std > 0:
+        yield from _noise_scaled(problem, solve, float(scaled(noise_std)),
+                                 str(getattr(inner, "noise_alpha_rule", "noise-scaled")))
+        return
     rule = rule or ("discrepancy" if noise_std is not None and noise_std > 0
                     else "quasi-optimality")
     if rule not in RULES:
@@ -252,6 +262,23 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     previous.extras["solver_steps"] = sum(p.iterations for p in path) + int(
         previous.iteration - finals[near].iteration)
     previous.stage = f"alpha {chosen:.3g} ({rule})"
+    yield previous
+
+
+def _noise_scaled(problem: Problem, solve: PathSolve, alpha: float,
+                  rule: str) -> Iterator[IterateRecord]:
+    """One solve at the regulariser's own weight for the noise level (the run's stop rule)."""
+    alpha = min(max(alpha, 1e-12), ALPHA_MAX)
+    previous = None
+    for record in solve(_with_alpha(problem, alpha), None, None):
+        if previous is not None:
+            yield previous
+        previous = record
+    assert previous is not None and previous.final
+    choice = AlphaChoice(alpha, rule, [], previous, seconds=float(previous.elapsed))
+    previous.extras.update(choice.to_dict())
+    previous.extras["solver_steps"] = int(previous.iteration)
+    previous.stage = f"alpha {alpha:.3g} ({rule})"
     yield previous
 
 

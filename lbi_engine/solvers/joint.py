@@ -1,6 +1,7 @@
 """Joint multi-layer inversion of the lifted objective (paper eqs. 13–15; MATH.md §5.3–5.4).
 
-Default (``steps="auto"``/``"accelerated"``, TV without box, ``n_inner=1``): an accelerated
+Default (``steps="auto"``/``"accelerated"``, TV with or without box or the learned Gaussian
+input prior, ``n_inner=1``): an accelerated
 proximal gradient step on all blocks at once (``_joint_accel.py``), 5-10x fewer steps than
 the paper's sweeps at the same cost per step. Otherwise the paper's coordinate descent: each
 sweep ``n_inner`` PDHG steps on x_0 against x_1, then one proximal-gradient step on each

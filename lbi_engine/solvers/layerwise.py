@@ -103,7 +103,8 @@ def run_layerwise(
         yield stage.record(monitor)
         yield from iterate(stage, monitor)
         aux[index - 1] = data = solver.x
-        stages.append(_stage_summary(monitor, name, solver.weight, restarts=solver.restarts))
+        stages.append(_stage_summary(monitor, name, solver.weight, weight_rule,
+                                     restarts=solver.restarts))
         if _run_stopped(monitor):
             yield stage.record(monitor, final=True)
             return
@@ -147,7 +148,7 @@ def run_layerwise(
     method = BlockMethod(block, data, aux)
     yield method.record(monitor)
     yield from iterate(method, monitor)
-    stages.append(_stage_summary(monitor, name, alpha))
+    stages.append(_stage_summary(monitor, name, alpha, rule))
     yield method.record(monitor, final=True)
 
 
@@ -169,11 +170,13 @@ def _with_cap(stop: StopRule, cap: int) -> StopRule:
     return dataclasses.replace(stop, max_iter=max(int(cap), 1))
 
 
-def _stage_summary(monitor: RunMonitor, name: str, weight: Tensor | float,
+def _stage_summary(monitor: RunMonitor, name: str, weight: Tensor | float, rule: str,
                    restarts: int = 0) -> dict[str, Any]:
+    """A finished stage: its iterations, the weight of its prior (the input stage: alpha)
+    and the rule that chose it, so a record says which alpha ran in every stage."""
     weight_list = weight.tolist() if isinstance(weight, Tensor) else [float(weight)]
     return {"stage": name, "iterations": monitor.iteration - monitor.start_iteration,
-            "weight": weight_list, "restarts": restarts,
+            "weight": weight_list, "weight_rule": rule, "restarts": restarts,
             "stop_reasons": [r or StopReason.FINISHED.value for r in monitor.reasons]}
 
 

@@ -63,8 +63,6 @@ class ImportNetworkDialog(QtWidgets.QDialog):
         self.shape.setPlaceholderText("only if the file does not say it, e.g. 1,28,28")
         self.allow_code = QtWidgets.QCheckBox("Allow running code from this file (pickled "
                                               "whole models only; trusted files only)")
-        self.maxpool = QtWidgets.QCheckBox("Write MaxPool2d as its exact ReLU layers "
-                                           "(same outputs, more lifted layers)")
         self.force = QtWidgets.QCheckBox("Replace existing files")
         self.status = QtWidgets.QLabel("Converts the file once into NAME.safetensors + "
                                        "NAME.json (the zoo's format), then opens it.")
@@ -82,7 +80,7 @@ class ImportNetworkDialog(QtWidgets.QDialog):
         buttons.accepted.connect(self.start)
         buttons.rejected.connect(self.reject)
         layout = QtWidgets.QVBoxLayout(self)
-        for item in (form, self.allow_code, self.maxpool, self.force, self.status, buttons):
+        for item in (form, self.allow_code, self.force, self.status, buttons):
             layout.addLayout(item) if isinstance(item, QtWidgets.QLayout) else \
                 layout.addWidget(item)
         self.source.textChanged.connect(self._source_changed)
@@ -142,7 +140,7 @@ class ImportNetworkDialog(QtWidgets.QDialog):
                     from None
         return {"source": source, "out_dir": out, "name": self.name.text().strip() or None,
                 "input_shape": shape, "allow_pickle": self.allow_code.isChecked(),
-                "force": self.force.isChecked(), "maxpool_relu": self.maxpool.isChecked()}
+                "force": self.force.isChecked()}
 
     def start(self) -> None:
         try:

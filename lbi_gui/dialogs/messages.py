@@ -58,17 +58,30 @@ def confirm(parent: QtWidgets.QWidget | None, title: str, text: str,
     return answer == buttons.Yes
 
 
-def ask_unsaved_runs(parent: QtWidgets.QWidget | None, count: int) -> str:
-    """Quit with runs not in a saved session: "save", "discard" or "cancel"."""
+def ask_unsaved_runs(parent: QtWidgets.QWidget | None, count: int, running: bool = False,
+                     action: str = "quitting") -> str:
+    """Before ``action`` (quitting, opening a session) that would lose ``count`` finished
+    runs not in a saved session and/or a live run: "save", "discard" or "cancel"."""
     buttons = QtWidgets.QMessageBox.StandardButton
     box = QtWidgets.QMessageBox(parent)
     box.setIcon(QtWidgets.QMessageBox.Icon.Question)
-    box.setWindowTitle("Unsaved runs")
-    box.setText(f"{count} finished run{'s are' if count != 1 else ' is'} not saved in a "
-                "session.")
-    box.setInformativeText("Save them before quitting?")
-    box.setStandardButtons(buttons.Save | buttons.Discard | buttons.Cancel)
-    box.setDefaultButton(buttons.Save)
+    box.setWindowTitle("Unsaved runs" if count else "A run is going")
+    lines = []
+    if count:
+        lines.append(f"{count} finished run{'s are' if count != 1 else ' is'} not saved in "
+                     "a session.")
+    if running:
+        lines.append("A run is going: it will be stopped and its result lost.")
+    box.setText(" ".join(lines))
+    if count:
+        box.setInformativeText(f"Save the runs before {action}?")
+        box.setStandardButtons(buttons.Save | buttons.Discard | buttons.Cancel)
+        box.setDefaultButton(buttons.Save)
+    else:
+        box.setInformativeText(f"Stop the run and go on {action}?")
+        box.setStandardButtons(buttons.Discard | buttons.Cancel)
+        box.button(buttons.Discard).setText("Stop the run")
+        box.setDefaultButton(buttons.Cancel)
     answer = box.exec()
     return {buttons.Save: "save", buttons.Discard: "discard"}.get(
         buttons(answer), "cancel")

@@ -94,7 +94,8 @@ class _Channel:
 
     def submit(self, msg: m.Boot | m.Prepare | m.Run) -> None:
         if isinstance(msg, (m.Prepare, m.Run)):
-            self._warm.note_job(msg.request if isinstance(msg, m.Prepare) else msg.job.request)
+            self._warm.note_job(msg.request if isinstance(msg, m.Prepare) else msg.job.request,
+                                run=isinstance(msg, m.Run))
         if isinstance(msg, m.Run):
             with self._lock:
                 self._queued.add(msg.job.run_id)
@@ -115,6 +116,10 @@ class _Channel:
                 return
         self.driver.request_stop(msg.action)
 
+    def _run_queued(self) -> bool:
+        with self._lock:
+            return bool(self._queued)
+
     def close(self) -> None:
         self.driver.shutdown()
         self._jobs.put(None)
@@ -131,7 +136,14 @@ class _Channel:
     def _loop(self) -> None:
         while (msg := self._jobs.get()) is not None:
             # The warm-up loads what these jobs need: wait for it instead of doing it twice.
-            (self._warm.wait_engine if isinstance(msg, m.Boot) else self._warm.wait_done)()
+            # A run (and a prepare queued before it) waits for the loaded network only: the
+            # warm-up's iteration runs at low priority and would hold the run's first curve.
+            if isinstance(msg, m.Boot):
+                self._warm.wait_engine()
+            elif isinstance(msg, m.Run) or self._run_queued():
+                self._warm.wait_prepared()
+            else:
+                self._warm.wait_done()
             self._run_job(msg)
         self._send(m.Closed(self.ch))
 

@@ -13,6 +13,7 @@ plain dataclass of numpy arrays and Python values, so it pickles across a proces
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import warnings
@@ -71,6 +72,10 @@ def _bundle_key(request: dict[str, Any]) -> tuple:
 
 #: Warning classes meant for developers (library deprecations), not for the user.
 _DEV_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning)
+
+
+def _measured(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _first(t: Any) -> float | None:
@@ -306,7 +311,7 @@ class RunDriver:
         req = prepared.request.to_dict() if hasattr(prepared.request, "to_dict") else {}
         return PreparedInfo(
             request=req, network_name=str(getattr(bundle, "name", req.get("network"))),
-            card=dict(getattr(bundle, "card", None) or {}),
+            card=_card_with_lifting(bundle),
             layers=[dict(row) for row in enc.summary()],
             truth=img(prepared.truth_image), decoder=img(prepared.decoder_image),
             decoder_psnr=opt(prepared.decoder_psnr), delta=opt(prepared.delta),
@@ -323,9 +328,12 @@ class RunDriver:
         breg = rec.bregman_terms
         return {"iteration": it, "objective": _first(rec.objective),
                 "reg_term": _first(rec.reg_term), "discrepancy": _first(rec.discrepancy),
-                "primal_residual": _first(rec.primal_residual),
-                "dual_residual": _first(rec.dual_residual), "psnr": _first(rec.psnr),
+                # inf = not measured (no dual variable, first record): no point, as in
+                # curves.csv
+                "primal_residual": _measured(_first(rec.primal_residual)),
+                "dual_residual": _measured(_first(rec.dual_residual)), "psnr": _first(rec.psnr),
                 "ssim": _first(rec.ssim), "elapsed": elapsed_offset + float(rec.elapsed),
+                "stage": str(getattr(rec, "stage", "") or ""),
                 "bregman": [float(v) for v in breg[0].tolist()] if breg is not None else []}
 
     @staticmethod
@@ -342,3 +350,14 @@ class RunDriver:
                                            copy=True),
                         aux_display=self._aux(prepared, rec), restarts=list(restarts),
                         prepared=info)
+
+
+def _card_with_lifting(bundle: Any) -> dict[str, Any]:
+    """The bundle's card, plus what lifting rewrote (max-pooling as ReLU layers) under
+    "lifting", so that the network panel and an export can say so."""
+    card = dict(getattr(bundle, "card", None) or {})
+    enc = getattr(bundle, "encoder", None)
+    rewrites = list(getattr(enc, "rewrites", None) or [])
+    if rewrites:
+        card["lifting"] = {"rewrites": rewrites, "note": enc.rewrite_note()}
+    return card

@@ -4,10 +4,11 @@
 engine at once, then prepares the window's initial problem (the loaded network is cached for
 the real jobs) and pulls one record from it (lazy imports, the compiled TV prox's cache),
 then throws that record away. The real jobs wait for it (:meth:`Warmup.wait_engine`,
-:meth:`Warmup.wait_done`): they would do the same work anyway, and must not do it twice in
-parallel. A job for another network makes the warm-up skip its remaining steps. The first
-curve is the real run's: nothing the warm-up computes is shown or reused except the loaded
-network and the process's warmed caches.
+:meth:`Warmup.wait_prepared`, :meth:`Warmup.wait_done`): they would do the same work anyway,
+and must not do it twice in parallel. A job for another network makes the warm-up skip its
+remaining steps; a run waits for the loaded network only, never for the warm-up's iteration.
+The first curve is the real run's: nothing the warm-up computes is shown or reused except the
+loaded network and the process's warmed caches.
 
 On Linux the warm-up thread runs at a lower priority (nice +WARM_NICE, that thread only):
 where the window's process and this one share a CPU (a busy machine), the window is built
@@ -36,11 +37,14 @@ class Warmup:
         """``start=False``: nothing to warm, jobs never wait (a channel made on its own)."""
         self.request = dict(request) if request else None
         self.engine_ready = threading.Event()
+        #: The warm-up's prepare ended (or will not happen): the loaded network is cached.
+        self.prepared = threading.Event()
         self.done = threading.Event()
         self._skip = threading.Event()
         self.steps: list[str] = []  # what was done (tests)
         if not start:
             self.engine_ready.set()
+            self.prepared.set()
             self.done.set()
             return
         threading.Thread(target=self._run, name="lbi-engine-warmup", daemon=True).start()
@@ -69,6 +73,7 @@ class Warmup:
         except BaseException:
             pass
         finally:
+            self.prepared.set()
             self.done.set()
 
     def _warm_problem(self, eng: Any) -> None:
@@ -78,8 +83,11 @@ class Warmup:
         eng.set_threads(max(1, int(request.get("threads") or 1)))
         driver = RunDriver(lambda *_args: None)
         driver._eng = eng
-        prepared = driver._prepare(request)  # caches the loaded network for the real jobs
-        self.steps.append("prepare")
+        try:
+            prepared = driver._prepare(request)  # caches the loaded network for the real jobs
+            self.steps.append("prepare")
+        finally:
+            self.prepared.set()
         if self._skip.is_set():
             return
         gen = eng.iterate(prepared)
@@ -89,14 +97,23 @@ class Warmup:
         finally:
             gen.close()
 
-    def note_job(self, request: dict[str, Any] | None) -> None:
+    def note_job(self, request: dict[str, Any] | None, run: bool = False) -> None:
         """A real job arrived: skip the rest of the warm-up unless it is for the same network
-        (its work would be wasted and only delay the job)."""
+        (its work would be wasted and only delay the job). A run skips the throw-away
+        iteration in any case: the run does that work itself, at normal priority, with its
+        curve live from the first iteration (waiting behind the low-priority warm-up showed
+        nothing for seconds on a busy machine, then the whole run at once)."""
+        if run:
+            self._skip.set()
         if request is None or self.request is None:
             return
         if any(request.get(k) != self.request.get(k)
                for k in ("network", "input_shape", "device", "dtype")):
             self._skip.set()
+
+    def wait_prepared(self) -> None:
+        self.engine_ready.wait()
+        self.prepared.wait()
 
     def wait_engine(self) -> None:
         self.engine_ready.wait()

@@ -17,7 +17,8 @@ from lbi_gui.model.events import Events
 from lbi_gui.model.runs import RunResult
 
 #: The run table's columns, in order (the keys of :meth:`RunResult.table_row`).
-COLUMNS = ["run", "network", "method", "regulariser", "alpha", "noise", "sample", "iterations",
+COLUMNS = ["run", "network", "method", "regulariser", "alpha", "alpha rule",
+           "noise", "sample", "iterations",
            "time [s]", "stop", "restarts", "segments", "PSNR", "SSIM", "decoder PSNR",
            "discrepancy", "objective", "notes"]
 

@@ -31,6 +31,9 @@ class CurveStore:
         self._cols: dict[str, list[float]] = {k: [] for k in SCALARS}
         self._bregman: list[list[float]] = []
         self.restarts: list[tuple[int, str]] = []  # (iteration, what changed)
+        #: (index of the first point, name) of each stage of the run: layer-wise stages and
+        #: the alpha search's solves, as the engine names them (none for a plain run).
+        self.stages: list[tuple[int, str]] = []
         self._cache: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
@@ -39,12 +42,40 @@ class CurveStore:
     def extend(self, points: list[dict[str, Any]]) -> None:
         """Append points (dicts with the :data:`SCALARS` keys and ``bregman``: list of L)."""
         for p in points:
+            self._note_stage(str(p.get("stage") or ""))
             for key in SCALARS:
                 v = p.get(key)
                 self._cols[key].append(math.nan if v is None else float(v))
             self._bregman.append([float(b) for b in p.get("bregman", [])])
         if points:
             self._cache = None
+
+    def _note_stage(self, name: str) -> None:
+        """A new stage starts where the engine's stage name changes. The solve at the alpha
+        chosen by a search reports no stage until its last record names it ("alpha 0.0076
+        (discrepancy)"): that name goes to the solve's segment, not a new one."""
+        last = self.stages[-1][1] if self.stages else ""
+        if name == last:
+            return
+        final_name = name.startswith("alpha ") and not name.startswith("alpha search")
+        if final_name and self.stages and last == "":
+            self.stages[-1] = (self.stages[-1][0], name)
+        elif name or self.stages:
+            self.stages.append((len(self), name))
+        self._cache = None
+
+    def segment_ids(self) -> np.ndarray:
+        """The stage number of every point (0 throughout for a run without stages)."""
+        ids = np.zeros(len(self), dtype=np.int64)
+        for number, (start, _name) in enumerate(self.stages[1:], start=1):
+            ids[start:] = number
+        return ids
+
+    def stage_marks(self) -> list[tuple[int, str]]:
+        """(iteration, name) where each stage after the first begins, and the first stage's
+        name at its first iteration."""
+        its = self._cols["iteration"]
+        return [(int(its[start]), name) for start, name in self.stages if start < len(its)]
 
     def mark_restart(self, iteration: int, what: str) -> None:
         self.restarts.append((int(iteration), str(what)))
@@ -83,6 +114,8 @@ class CurveStore:
         """Arrays for a session file (restarts included as an int array)."""
         out = dict(self.arrays())
         out["restart_iterations"] = np.asarray([r[0] for r in self.restarts], dtype=np.int64)
+        out["stage_starts"] = np.asarray([s[0] for s in self.stages], dtype=np.int64)
+        out["stage_names"] = np.asarray([s[1] for s in self.stages], dtype=np.str_)
         return out
 
     @classmethod
@@ -97,6 +130,13 @@ class CurveStore:
         its = [int(v) for v in np.asarray(arrays.get("restart_iterations", []))]
         notes = list(restart_notes) + [""] * max(0, len(its) - len(restart_notes))
         store.restarts = list(zip(its, notes[: len(its)], strict=True))
+        starts = np.asarray(arrays.get("stage_starts", np.zeros(0, np.int64)))
+        names = np.asarray(arrays.get("stage_names", np.zeros(0, np.str_)))
+        # Sessions written before stages were kept have neither: no marks then.
+        if starts.shape == names.shape and starts.ndim == 1 and names.dtype.kind == "U" \
+                and np.issubdtype(starts.dtype, np.integer) and np.all(starts >= 0) \
+                and np.all(np.diff(starts) > 0) and (not starts.size or starts[-1] < n):
+            store.stages = [(int(a), str(b)) for a, b in zip(starts, names, strict=True)]
         return store
 
 
@@ -144,26 +184,45 @@ class RunResult:
         return [w for w in words if w.startswith("#") and len(w) > 1]
 
     @property
+    def alpha_used(self) -> float | str | None:
+        """The α that ran (result.json's ``alpha``), else the α asked for ("auto" only for a
+        run that never reported one)."""
+        used = self.metrics.get("alpha")
+        if isinstance(used, (int, float)) and not isinstance(used, bool):
+            return float(used)
+        return self.request.get("alpha")
+
+    @property
+    def alpha_rule(self) -> str:
+        """How the α that ran was chosen: "typed" for the user's number, else the engine's
+        rule (discrepancy, quasi-optimality, ...)."""
+        if self.request.get("alpha") != "auto":
+            return "typed"
+        rule = str(self.metrics.get("alpha_rule") or "")
+        # the rule's name; its details ("first local minimum", a saturated search) are in
+        # result.json and the status line
+        short = rule.split(" (")[0].split(";")[0].strip()
+        return short if short not in ("", "fixed", "given") else "auto"
+
+    @property
     def label(self) -> str:
-        r = self.request
-        alpha = r.get("alpha", 0)
-        shown = "auto" if alpha == "auto" else f"{float(alpha):.3g}"
-        return f"#{self.run_id} {r.get('method')} α={shown}"
+        alpha = self.alpha_used
+        shown = "auto" if alpha == "auto" or alpha is None else f"{float(alpha):.3g}"
+        return f"#{self.run_id} {self.request.get('method')} α={shown}"
 
     def table_row(self) -> dict[str, Any]:
         """Columns of the run table (parameters, then final metrics)."""
         r, m = self.request, self.metrics
-        method, alpha = r.get("method"), r.get("alpha")
+        method = r.get("method")
         if method == "auto" and m.get("method_run"):
             method = f"auto: {m['method_run']}"  # what auto ran, as result.json says
-        if alpha == "auto" and m.get("alpha") is not None:
-            alpha = float(m["alpha"])  # the α auto chose (a number, so the column sorts)
         return {
             "run": self.run_id,
             "network": _network_name(r),
             "method": method,
             "regulariser": r.get("regulariser"),
-            "alpha": alpha,
+            "alpha": self.alpha_used,  # what ran (a number, so the column sorts)
+            "alpha rule": self.alpha_rule,
             "noise": r.get("noise_std"),
             "sample": _sample_name(r),
             "iterations": self.iterations,

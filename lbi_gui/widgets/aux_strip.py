@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6 import QtWidgets
+from PySide6 import QtCore, QtWidgets
 
 from lbi_gui.imaging import to_view
 
 
 class AuxStrip(QtWidgets.QWidget):
-    """One small view per auxiliary variable; views are created when the count changes."""
+    """One small view per auxiliary variable; views are created when the count changes.
+
+    ``hovered(text)``: the value of the auxiliary variable under the mouse ("x_1  row 3,
+    col 5: 0.42", rows and columns of the tiled feature maps), "" when off every view; the
+    window shows it in the images' readout line.
+    """
+
+    hovered = QtCore.Signal(str)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -35,6 +42,23 @@ class AuxStrip(QtWidgets.QWidget):
         self._cmap = pg.colormap.get("viridis").getLookupTable(nPts=256)
         self.glw.hide()
         self.setMaximumHeight(self.placeholder.sizeHint().height() + 4)
+        self.glw.scene().sigMouseMoved.connect(self._hover)
+
+    def readout_text(self, index: int, row: int, col: int) -> str:
+        image = self.items[index].image
+        if image is None or not (0 <= row < image.shape[0] and 0 <= col < image.shape[1]):
+            return ""
+        shown = ", ".join(f"{v:.4g}" for v in np.ravel(image[row, col]))
+        return f"x_{index + 1}  row {row}, col {col}: {shown}"
+
+    def _hover(self, pos: QtCore.QPointF) -> None:
+        for index, plot in enumerate(self.plots):
+            if plot.isVisible() and plot.vb.sceneBoundingRect().contains(pos):
+                point = plot.vb.mapSceneToView(pos)
+                self.hovered.emit(self.readout_text(index, int(np.floor(point.y())),
+                                                    int(np.floor(point.x()))))
+                return
+        self.hovered.emit("")
 
     def set_aux(self, images: list[np.ndarray]) -> None:
         if len(images) > len(self.items):

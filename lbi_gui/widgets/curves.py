@@ -20,7 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curve_legend import add_legend, place_legend, subscript, tighten
-from lbi_gui.widgets.curve_overlay import Overlay, smooth
+from lbi_gui.widgets.curve_overlay import Overlay, joins, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
@@ -29,6 +29,12 @@ MIN_PLOT_HEIGHT = 150
 #: Heights (fraction of the plot, from the bottom) of successive restart labels.
 RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
 RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
+#: Stage marks (layer-wise stages, the alpha search's solves): thin dotted grey lines.
+STAGE_PEN = pg.mkPen("#6b6b6b", width=1, style=QtCore.Qt.PenStyle.DotLine)
+#: Longest mark label on the plot (the whole text is in the line's tooltip).
+MARK_LABEL_CHARS = 16
+#: Opacity of the raw curve drawn under a smoothed one (TensorBoard keeps it faint).
+RAW_OPACITY = 0.25
 # Values the engine measures on some records only (SSIM: at most once per 50 iterations
 # before the final record, lbi_engine.solvers._monitor.SSIM_LIVE_SPAN): the missing ones are
 # not gaps, so the measured points are joined.
@@ -88,6 +94,29 @@ def _nice_range(series: list[np.ndarray], log: bool) -> tuple[float, float] | No
     return (lo, hi) if hi > lo else (lo, lo + step)
 
 
+def short_label(text: str) -> str:
+    """A mark's label as the plot shows it (the line's tooltip has the whole text)."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= MARK_LABEL_CHARS else text[: MARK_LABEL_CHARS - 1] + "…"
+
+
+def stage_label(name: str) -> str:
+    """A stage's short name: "layer 2/3", "α 0.0124" for a search solve, "α 0.0076 (discr…"
+    for the solve at the chosen alpha."""
+    name = " ".join(str(name).split())
+    if name.startswith("alpha search:"):
+        return "α " + name.removeprefix("alpha search:").strip()
+    if name.startswith("alpha "):
+        return short_label("α " + name.removeprefix("alpha "))
+    return short_label(name or "run")
+
+
+def _label_opts(number: int, colour: str) -> dict:
+    """Mark labels step down the plot one row per mark, so neighbours never overprint."""
+    return {"position": RESTART_LABEL_ROWS[number % len(RESTART_LABEL_ROWS)], "color": colour,
+            "fill": (255, 255, 255, 200), "anchors": [(0, 0.5), (0, 0.5)]}
+
+
 class CurvesPanel(QtWidgets.QWidget):
     """Objective, Bregman terms and αR, PSNR/SSIM, discrepancy, residuals."""
 
@@ -111,6 +140,8 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.getAxis("left").setWidth(48)
             plot.getAxis("bottom").setStyle(hideOverlappingLabels=True)
             for side in ("left", "bottom"):
+                # no "(x0.001)" beside a label: ticks read in the label's own unit
+                plot.getAxis(side).enableAutoSIPrefix(False)
                 # Axes (ticks, labels and the grid across the view) are cached as pixmaps:
                 # replaying their pictures on each redraw held the GIL ~2 ms per axis.
                 plot.getAxis(side).setCacheMode(
@@ -134,7 +165,18 @@ class CurvesPanel(QtWidgets.QWidget):
             tighten(legend)
         for key in ("terms", "residuals"):
             self.plots[key].vb.sigRangeChanged.connect(self._place_legends)
+        self.plots["objective"].vb.sigXRangeChanged.connect(self._place_mark_labels)
         self.layer_lines: list[pg.PlotDataItem] = []
+        # The raw values under a smoothed curve, faint (shown only while smoothing is on).
+        self.raw_lines: dict[str, pg.PlotDataItem] = {}
+        for key, line in self.lines.items():
+            raw = pg.PlotDataItem([], [], pen=line.opts["pen"], connect="finite")
+            raw.setOpacity(RAW_OPACITY)
+            raw.setVisible(False)
+            self.plots[self._plot_of(key)].addItem(raw)
+            self.raw_lines[key] = raw
+        self.stage_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
+        self._stage_count = 0  # stages of the store already marked
         self.restart_lines: list[tuple[pg.PlotItem, pg.InfiniteLine]] = []
         self.restarts: list[tuple[int, str]] = []
         self._restart_at: dict[int, int] = {}  # id(line) -> its iteration
@@ -162,6 +204,11 @@ class CurvesPanel(QtWidgets.QWidget):
         self.log_box.setChecked(True)
         self.log_box.setToolTip("Logarithmic y axes for objective, terms, discrepancy and "
                                 "residuals")
+        self.logx_box = QtWidgets.QCheckBox("log x")
+        self.logx_box.setToolTip("Logarithmic x axes (iteration or time): the first "
+                                 "iterations and the long tail in one view")
+        self.logx_box.toggled.connect(self.set_log_x)
+        self.log_x = False
         self.smoothing = QtWidgets.QDoubleSpinBox()
         self.smoothing.setRange(0.0, 0.99)
         self.smoothing.setSingleStep(0.1)
@@ -176,6 +223,7 @@ class CurvesPanel(QtWidgets.QWidget):
         options.setContentsMargins(4, 0, 4, 0)
         options.addWidget(self.x_choice)
         options.addWidget(self.log_box)
+        options.addWidget(self.logx_box)
         options.addWidget(self.smoothing)
         options.addStretch(1)
         self.stale_banner = QtWidgets.QLabel()
@@ -255,25 +303,39 @@ class CurvesPanel(QtWidgets.QWidget):
         several-fold and stall the event loop for 50–100 ms per redraw. Without it (a
         finished or stored run) the plots auto-range exactly.
         """
+        if store is not self._store:
+            self._clear_stage_marks()
         self._store = store
         arr = store.arrays()
-        it = arr[self.x_key]
+        it = self.shown_x(arr[self.x_key])
+        segments = store.segment_ids()
+        weight = float(self.smoothing.value())
         shown: dict[str, list[np.ndarray]] = {key: [] for key in self.plots}
         for key, line in self.lines.items():
             plot = self._plot_of(key)
-            y = self.shown_values(plot, arr[key])
+            y = self.shown_values(plot, arr[key], segments)
+            raw = self.raw_lines[key]
+            raw.setVisible(weight > 0)
             if key in SPARSE_KEYS:  # measured on some records only: join those points
-                kept = np.isfinite(y)
-                line.setData(it[kept], y[kept], connect="all")
+                kept = np.isfinite(y) & np.isfinite(it)
+                join = "all" if not store.stages else joins(segments[kept])
+                line.setData(it[kept], y[kept], connect=join)
+                if weight > 0:
+                    y_raw = self.shown_values(plot, arr[key], segments, smoothing=0.0)
+                    raw.setData(it[kept], y_raw[kept], connect=join)
             else:
-                line.setData(it, y, connect="finite")
+                line.setData(it, y, connect=joins(segments, it, y))
+                if weight > 0:
+                    y_raw = self.shown_values(plot, arr[key], segments, smoothing=0.0)
+                    raw.setData(it, y_raw, connect=joins(segments, it, y_raw))
             shown[plot].append(y)
         breg = arr["bregman"]
         self._ensure_layers(breg.shape[1] if breg.ndim == 2 else 0)
         for i, line in enumerate(self.layer_lines):
-            y = self.shown_values("terms", breg[:, i])
-            line.setData(it, y, connect="finite")
+            y = self.shown_values("terms", breg[:, i], segments)
+            line.setData(it, y, connect=joins(segments, it, y))
             shown["terms"].append(y)
+        self._mark_stages(store)
         if live_until is None:
             self._release_ranges()
         else:  # the expected end is an iteration: no cap on a time axis
@@ -343,10 +405,72 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.setLogMode(x=False, y=self._log[key])
         self._redraw()
 
-    def shown_values(self, plot: str, y: np.ndarray) -> np.ndarray:
-        """What a line of ``plot`` draws for the values ``y``: smoothed, positive on log axes."""
-        y = smooth(y, float(self.smoothing.value()))
+    def shown_values(self, plot: str, y: np.ndarray, segments: np.ndarray | None = None,
+                     smoothing: float | None = None) -> np.ndarray:
+        """What a line of ``plot`` draws for the values ``y``: smoothed (within each stage:
+        an average across a stage boundary mixes two problems), positive on log axes."""
+        weight = float(self.smoothing.value()) if smoothing is None else smoothing
+        y = np.asarray(y, dtype=np.float64)
+        if weight > 0 and segments is not None and segments.size == y.size and segments.size \
+                and segments[-1] != segments[0]:
+            y = np.concatenate([smooth(y[segments == s], weight) for s in np.unique(segments)])
+        else:
+            y = smooth(y, weight)
         return _positive(y) if self._log[plot] else y
+
+    def shown_x(self, x: np.ndarray) -> np.ndarray:
+        """The x values drawn: on a log axis only positive ones (iteration 0 is no point)."""
+        return _positive(x) if self.log_x else np.asarray(x, dtype=np.float64)
+
+    def set_log_x(self, on: bool) -> None:
+        """Logarithmic or linear x axes (all plots are linked)."""
+        self.log_x = bool(on)
+        self.logx_box.setChecked(self.log_x)
+        for key, plot in self.plots.items():
+            plot.setLogMode(x=self.log_x, y=self._log[key])
+        self._redraw()
+
+    # ---- stage marks ---------------------------------------------------------------------
+    def _mark_stages(self, store: CurveStore) -> None:
+        """A dotted vertical line where each stage begins (layer-wise stages, the alpha
+        search's solves), labelled on the objective plot; drawn once per stage."""
+        marks = store.stage_marks()
+        if len(marks) == self._stage_count:
+            return
+        for number, (iteration, name) in enumerate(marks[self._stage_count:],
+                                                   start=self._stage_count):
+            label = stage_label(name)
+            for key, plot in self.plots.items():
+                line = pg.InfiniteLine(pos=self._x_of(iteration), angle=90, pen=STAGE_PEN,
+                                       movable=False,
+                                       label=label if key == "objective" else None,
+                                       labelOpts=_label_opts(number, "#444444"))
+                line.setToolTip(f"from iteration {iteration}: {name}")
+                plot.addItem(line)
+                self.stage_lines.append((plot, line))
+                self._restart_at[id(line)] = int(iteration)
+        self._stage_count = len(marks)
+        self._place_mark_labels()
+
+    def _clear_stage_marks(self) -> None:
+        for plot, line in self.stage_lines:
+            plot.removeItem(line)
+            self._restart_at.pop(id(line), None)
+        self.stage_lines, self._stage_count = [], 0
+
+    def _place_mark_labels(self, *_args: object) -> None:
+        """Labels of marks in the right part of the view go to the left of their line, so
+        no label runs past the plot's edge and is cut."""
+        plot = self.plots["objective"]
+        (x0, x1), _y = plot.vb.viewRange()
+        for owner, line in (*self.restart_lines, *self.stage_lines):
+            if owner is not plot or line.label is None:
+                continue
+            right = x1 > x0 and (line.value() - x0) / (x1 - x0) > 0.55
+            anchor = (1, 0.5) if right else (0, 0.5)
+            if line.label.anchors[0] != anchor:
+                line.label.anchors = [anchor, anchor]
+                line.label.updatePosition()
 
     def _redraw(self) -> None:
         """Draw the current store again (axes, restart marks, references) after a change."""
@@ -354,16 +478,22 @@ class CurvesPanel(QtWidgets.QWidget):
         if self._store is not None:
             self.update_curves(self._store)
         self.overlay.redraw()
-        for _plot, line in self.restart_lines:
+        for _plot, line in (*self.restart_lines, *self.stage_lines):
             line.setValue(self._x_of(self._restart_at[id(line)]))
         self.set_references(*self._ref_values)
+        self._place_mark_labels()
 
     def _x_of(self, iteration: int) -> float:
-        """Where iteration ``iteration`` lies on the current x axis."""
+        """Where iteration ``iteration`` lies on the current x axis (log10 on a log axis:
+        InfiniteLines sit in view coordinates)."""
         if self.x_key == "iteration" or self._store is None or not len(self._store):
-            return float(iteration)
-        arr = self._store.arrays()
-        return float(np.interp(iteration, arr["iteration"], arr["elapsed"]))
+            x = float(iteration)
+        else:
+            arr = self._store.arrays()
+            x = float(np.interp(iteration, arr["iteration"], arr["elapsed"]))
+        if self.log_x:
+            return float(np.log10(x)) if x > 0 else float("nan")
+        return x
 
     def set_stale(self, message: str | None) -> None:
         """Dim the curves and say why they are not current (None: current again)."""
@@ -377,18 +507,17 @@ class CurvesPanel(QtWidgets.QWidget):
         """A vertical dashed line on every plot at a warm restart; the labels (objective
         plot) step down the plot one line per restart, so neighbours never overprint."""
         self.restarts.append((int(iteration), what))
-        position = RESTART_LABEL_ROWS[(len(self.restarts) - 1) % len(RESTART_LABEL_ROWS)]
+        number = len(self.restarts) - 1 + self._stage_count
         for key, plot in self.plots.items():
             line = pg.InfiniteLine(pos=self._x_of(iteration), angle=90, pen=RESTART_PEN,
                                    movable=False,
-                                   label=what if key == "objective" else None,
-                                   labelOpts={"position": position, "color": "#b35900",
-                                              "fill": (255, 255, 255, 200),
-                                              "anchors": [(0, 0.5), (0, 0.5)]})
+                                   label=short_label(what) if key == "objective" else None,
+                                   labelOpts=_label_opts(number, "#b35900"))
             line.setToolTip(f"warm restart at iteration {iteration}: {what}")
             plot.addItem(line)
             self.restart_lines.append((plot, line))
             self._restart_at[id(line)] = int(iteration)
+        self._place_mark_labels()
 
     def set_references(self, decoder_psnr: float | None, noise_norm: float | None) -> None:
         """Dashed reference lines: decoder PSNR and the noise norm ‖n‖ (discrepancy level)."""
@@ -424,8 +553,11 @@ class CurvesPanel(QtWidgets.QWidget):
             line.setData([], [])
         for line in self.layer_lines:
             line.setData([], [])
+        for line in self.raw_lines.values():
+            line.setData([], [])
         for plot, line in self.restart_lines:
             plot.removeItem(line)
+        self._clear_stage_marks()
         self.restart_lines = []
         self.restarts = []
         self._restart_at = {}

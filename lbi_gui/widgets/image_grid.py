@@ -7,7 +7,8 @@ zooming one zooms all. Images are updated in place with ``setImage``.
 The views refit to the image whenever the widget is resized or a new image size arrives,
 unless the user zoomed by hand (then "Fit" brings the whole image back). Titles switch to
 short forms when the columns are too narrow for the long ones, so they never overprint. The
-line under the images reads out the pixel under the mouse (row, column, value) in every view.
+line under the images reads out the pixel under the mouse: row, column and the value of
+every image there (truth, decoder output, iterate, error).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ SHORT_TITLES = {"truth": "x†", "decoder": "D(y^δ)", "iterate": "x", "error": 
 TITLE_SIZE = "10pt"
 #: Below this width (pixels) the four views go into two rows.
 TWO_ROWS_BELOW = 520
+#: The smallest side (pixels) an image view may be squeezed to by docks or splitters: below
+#: it a 28x28 digit is a smudge and a colour bar's labels overprint.
+MIN_VIEW = 80
+#: Room for a view's two-line title above its image.
+TITLE_ROOM = 36
 
 
 class ImageGrid(QtWidgets.QWidget):
@@ -93,6 +99,7 @@ class ImageGrid(QtWidgets.QWidget):
         self._short = False
         self.stale = False
         self.rows = 1
+        self.glw.setMinimumHeight(MIN_VIEW + TITLE_ROOM)
         self.user_zoomed = False  # True after a manual zoom/pan: resizes then keep the view
         self._image_shape: tuple[int, int] | None = None
         for plot in self.plots.values():
@@ -234,6 +241,7 @@ class ImageGrid(QtWidgets.QWidget):
         if rows == self.rows:
             return
         self.rows = rows
+        self.glw.setMinimumHeight(rows * (MIN_VIEW + TITLE_ROOM))
         ci = self.glw.ci
         items = [self.plots["truth"], self.plots["decoder"], self.plots["iterate"],
                  self.shared_bar, self.plots["error"], self.error_bar]
@@ -263,7 +271,8 @@ class ImageGrid(QtWidgets.QWidget):
                 self._title(key, text)
 
     def _hover(self, pos: QtCore.QPointF) -> None:
-        """Row, column and value of the pixel under the mouse (scene position ``pos``)."""
+        """Row and column of the pixel under the mouse, and the value of every image there
+        (truth, decoder output, iterate, error: napari's layer readout)."""
         for key, plot in self.plots.items():
             if not plot.vb.sceneBoundingRect().contains(pos):
                 continue
@@ -273,14 +282,32 @@ class ImageGrid(QtWidgets.QWidget):
             point = plot.vb.mapSceneToView(pos)
             col, row = int(np.floor(point.x())), int(np.floor(point.y()))
             if 0 <= row < image.shape[0] and 0 <= col < image.shape[1]:
-                value = image[row, col]
-                shown = ", ".join(f"{v:.4g}" for v in np.ravel(value))
-                self.readout.setText(f"{SHORT_TITLES[key]}  row {row}, col {col}: {shown}")
+                self.readout.setText(self.readout_text(row, col))
                 return
             break
         self.readout.setText(" ")
 
+    def readout_text(self, row: int, col: int) -> str:
+        """"row r, col c:  x† 0.52  D(y^δ) 0.5  x 0.48  x − x† −0.04" for one pixel."""
+        parts = [f"row {row}, col {col}:"]
+        for key in ("truth", "decoder", "iterate", "error"):
+            image = self.items[key].image
+            if image is None or not (row < image.shape[0] and col < image.shape[1]):
+                continue
+            shown = ", ".join(f"{v:.4g}" for v in np.ravel(image[row, col]))
+            parts.append(f"{SHORT_TITLES[key]} {shown}")
+        return "  ".join(parts)
+
     # ---- queries -------------------------------------------------------------------------
+    def view_sizes(self) -> dict[str, tuple[float, float]]:
+        """Width and height (pixels) of each image view's drawing area."""
+        return {key: (plot.vb.width(), plot.vb.height()) for key, plot in self.plots.items()}
+
+    def readable(self) -> bool:
+        """Every view at least nearly MIN_VIEW on its shorter side (a layout squeezed below
+        that is not worth saving; see MainWindow.save_layout)."""
+        return all(min(size) >= 0.8 * MIN_VIEW for size in self.view_sizes().values())
+
     def levels(self) -> tuple[float, float]:
         """The shared display levels (what an 8-bit export maps to 0 and 255)."""
         lo, hi = self.shared_bar.levels()
@@ -288,3 +315,4 @@ class ImageGrid(QtWidgets.QWidget):
 
     def set_levels(self, levels: tuple[float, float]) -> None:
         self.shared_bar.setLevels(tuple(levels))
+        self.tools.show_levels()  # the bar signals only a user's drag

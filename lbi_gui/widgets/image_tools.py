@@ -1,7 +1,9 @@
-"""Contrast tools for the image grid: colour map (LUT), auto contrast and a histogram.
+"""Contrast tools for the image grid: colour map (LUT), typed contrast limits, auto contrast
+and a histogram.
 
-What napari users reach for first: another LUT, "auto contrast" (the levels that cover the
-data, ignoring a few outliers), and a histogram of the values with the current levels marked.
+What napari users reach for first: another LUT, contrast limits typed as numbers, "auto
+contrast" (the levels that cover the data, ignoring a few outliers), and a histogram of the
+values with the current levels marked.
 The levels themselves stay on the grid's shared colour bar (drag its ends), so truth, decoder
 output and iterate keep comparable grey values.
 """
@@ -14,9 +16,22 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
-#: (label, pyqtgraph colour map name)
-LUTS = [("Grey", "CET-L1"), ("Viridis", "viridis"), ("Magma", "magma"),
-        ("Inferno", "inferno")]
+#: (label, pyqtgraph colour map name; "-r" = reversed), napari's usual set.
+LUTS = [("Grey", "CET-L1"), ("Grey inverted", "CET-L1-r"), ("Viridis", "viridis"),
+        ("Magma", "magma"), ("Inferno", "inferno"), ("Plasma", "plasma"),
+        ("Cividis", "cividis"), ("Turbo", "turbo"), ("Fire", "CET-L3"),
+        ("Blue", "CET-L6"), ("Green", "CET-L5")]
+#: How a contrast-limit field that refused its text looks.
+INVALID_EDIT = "QLineEdit { border: 2px solid #d62728; background: #fff0f0; }"
+
+
+def colour_map(name: str) -> pg.ColorMap:
+    """pyqtgraph's map ``name``; a trailing "-r" reverses it."""
+    if name.endswith("-r"):
+        cmap = pg.colormap.get(name[:-2])
+        cmap.reverse()
+        return cmap
+    return pg.colormap.get(name)
 #: Auto contrast ignores this percentage of the values at each end.
 CLIP_PERCENT = 0.5
 HIST_BINS = 64
@@ -47,13 +62,19 @@ class ContrastTools(QtWidgets.QWidget):
         self.lut.setToolTip("Colour map of truth, decoder output and iterate")
         self.lut.setSizeAdjustPolicy(
             QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.lut.setMinimumContentsLength(4)
+        self.lut.setMinimumContentsLength(3)
         self.auto = QtWidgets.QToolButton(text="Auto")
         self.auto.setToolTip(f"Auto contrast: levels from the {CLIP_PERCENT}th to the "
                              f"{100 - CLIP_PERCENT}th percentile of the images' values")
         self.hist_button, self.hist = toggle_and_plot(
             "Hist", "Histogram: the iterate's (else the truth's) values with the display "
             "levels", height=90)
+        # Typed contrast limits (napari's contrast_limits): the shared bar's levels.
+        self.low, self.high = QtWidgets.QLineEdit(), QtWidgets.QLineEdit()
+        for edit, which in ((self.low, "lowest"), (self.high, "highest")):
+            edit.setFixedWidth(58)
+            edit.setToolTip(f"Contrast limit: the {which} value shown (type a number, Enter)")
+            edit.editingFinished.connect(self.apply_typed_levels)
         self.hist.setMouseEnabled(x=False, y=False)
         self.hist.getAxis("left").setStyle(showValues=False)
         self._bars = pg.BarGraphItem(x0=[], x1=[], height=[], brush="#7f9fbf", pen=None)
@@ -64,18 +85,66 @@ class ContrastTools(QtWidgets.QWidget):
             self.hist.addItem(mark)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.setSpacing(2)
+        lay.setSpacing(1)
         lay.addWidget(self.lut)
+        self._limits_menu(self.auto)
         lay.addWidget(self.auto)
         lay.addWidget(self.hist_button)
         self.lut.activated.connect(lambda _i: self.set_lut(self.lut.currentData()))
         self.auto.clicked.connect(self.auto_contrast)
         self.hist_button.toggled.connect(self._toggle_hist)
         grid.shared_bar.sigLevelsChanged.connect(lambda _bar: self.update_histogram())
+        grid.shared_bar.sigLevelsChanged.connect(lambda _bar: self.show_levels())
+        self.show_levels()
+
+    def _limits_menu(self, button: QtWidgets.QToolButton) -> None:
+        """The two fields in ``button``'s menu (its arrow): the row under the images has no
+        room for them at 1024 pixels."""
+        box = QtWidgets.QWidget()
+        row = QtWidgets.QHBoxLayout(box)
+        row.setContentsMargins(6, 4, 6, 4)
+        for text, edit in (("min", self.low), ("max", self.high)):
+            row.addWidget(QtWidgets.QLabel(text))
+            row.addWidget(edit)
+        menu = QtWidgets.QMenu(self)
+        action = QtWidgets.QWidgetAction(menu)
+        action.setDefaultWidget(box)
+        menu.addAction(action)
+        button.setPopupMode(QtWidgets.QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+        button.setMenu(menu)
+        button.setToolTip(button.toolTip() + "; the arrow: type the contrast limits (lowest "
+                          "and highest value shown)")
+
+    def show_levels(self) -> None:
+        """The fields follow the levels (a drag of the colour bar, Auto, a session)."""
+        for edit, value in zip((self.low, self.high), self.grid.levels(), strict=True):
+            if not edit.hasFocus():
+                edit.setText(f"{value:.4g}")
+                edit.setStyleSheet("")
+
+    def apply_typed_levels(self) -> bool:
+        """Levels from the two fields; a refusal (not numbers, low ≥ high) turns them red
+        and says why, and the levels stay."""
+        try:
+            lo, hi = float(self.low.text().replace(",", ".")), \
+                float(self.high.text().replace(",", "."))
+            problem = None if np.isfinite(lo) and np.isfinite(hi) and lo < hi else \
+                "the lowest value must be below the highest"
+        except ValueError:
+            problem = "give two numbers"
+        if problem is not None:
+            for edit in (self.low, self.high):
+                edit.setStyleSheet(INVALID_EDIT)
+                edit.setToolTip(f"Contrast limits not applied: {problem}.")
+            return False
+        for edit in (self.low, self.high):
+            edit.setStyleSheet("")
+        self.grid.set_levels((lo, hi))
+        return True
 
     def set_lut(self, name: str) -> None:
         """Use colour map ``name`` for the three grey images (and their colour bar)."""
-        cmap = pg.colormap.get(name)
+        cmap = colour_map(name)
         self.lut.setCurrentIndex(max(0, self.lut.findData(name)))
         self.grid.shared_bar.setColorMap(cmap)
         table = cmap.getLookupTable(nPts=256)

@@ -152,6 +152,10 @@ class NetworkPanel(ParamPanel):
         refs = getattr(self, "_refs", {})
         return refs.get(data, data) if isinstance(data, str) else data
 
+    def is_file(self, ref: Any) -> bool:
+        """Whether ``ref`` names a network file (the user's own), not a zoo network."""
+        return self._is_file(ref)
+
     def _is_file(self, ref: Any) -> bool:
         ref = self._ref(ref)
         return isinstance(ref, str) and ("/" in ref or "\\" in ref or "." in Path(ref).name)
@@ -191,6 +195,8 @@ class NetworkPanel(ParamPanel):
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
         desc = card.get("description") or card.get("summary") or ""
+        note = (card.get("lifting") or {}).get("note")  # e.g. max-pooling as ReLU layers
+        desc = f"{desc}<br>{note}" if desc and note else desc or note or ""
         facts = (f"<b>{name}</b>: {len(layers)} lifted layers, input {_shape(input_shape)}, "
                  f"output {_shape(output_shape)}")
         self.summary.setText(facts + (f"<br>{desc}" if desc else ""))

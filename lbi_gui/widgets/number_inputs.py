@@ -11,9 +11,19 @@ import math
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
+#: How a number field that refused what was typed looks until a valid value is entered.
+INVALID_STYLE = "QAbstractSpinBox { border: 2px solid #d62728; background: #fff0f0; }"
+
 
 class ScientificSpinBox(QtWidgets.QDoubleSpinBox):
-    """A double spin box showing ``%.4g`` and stepping by a factor (10^(1/10) per step)."""
+    """A double spin box showing ``%.4g`` and stepping by a factor (10^(1/10) per step).
+
+    A typed value it cannot take (out of range, not a number) is not reverted silently: the
+    box turns red, its tooltip and ``rejected(message)`` say why (the window shows the
+    message in the status bar), until a valid value is entered.
+    """
+
+    rejected = QtCore.Signal(str)
 
     def __init__(self, lo: float, hi: float, value: float, factor: float = 10 ** 0.1,
                  allow_zero: bool = False, parent: QtWidgets.QWidget | None = None) -> None:
@@ -25,6 +35,46 @@ class ScientificSpinBox(QtWidgets.QDoubleSpinBox):
         self.setKeyboardTracking(False)
         self.setValue(value)
         self.setAccelerated(True)
+        self.invalid_message: str | None = None
+        self._tip = ""
+        self.valueChanged.connect(lambda _v: self.clear_invalid())
+        self.lineEdit().textEdited.connect(self._edited)
+
+    def setToolTip(self, text: str) -> None:  # Qt override: keep the tip to restore it
+        self._tip = text
+        super().setToolTip(text if self.invalid_message is None else
+                           f"{self.invalid_message}\n\n{text}")
+
+    def fixup(self, text: str) -> str:  # Qt override: called with text it cannot accept
+        t = text.strip().replace(",", ".")
+        try:
+            v = float(t)
+        except ValueError:
+            why = "is not a number"
+        else:
+            why = (f"is outside the allowed range {self.minimum():g} … {self.maximum():g}"
+                   if math.isfinite(v) else "is not a finite number")
+        if t:
+            self.mark_invalid(f"“{text.strip()}” {why}; the value stays "
+                              f"{self.textFromValue(self.value())}.")
+        return text
+
+    def mark_invalid(self, message: str) -> None:
+        self.invalid_message = message
+        self.setStyleSheet(INVALID_STYLE)
+        self.setToolTip(self._tip)
+        self.rejected.emit(message)
+
+    def clear_invalid(self) -> None:
+        if self.invalid_message is not None:
+            self.invalid_message = None
+            self.setStyleSheet("")
+            self.setToolTip(self._tip)
+
+    def _edited(self, text: str) -> None:
+        state = self.validate(text, len(text))[0]
+        if state == QtGui.QValidator.State.Acceptable:
+            self.clear_invalid()
 
     def textFromValue(self, value: float) -> str:  # Qt override
         return f"{value:.4g}"
@@ -70,12 +120,17 @@ class LogSlider(QtWidgets.QWidget):
     STEPS = 1000
 
     def __init__(self, lo: float, hi: float, value: float,
-                 parent: QtWidgets.QWidget | None = None) -> None:
+                 parent: QtWidgets.QWidget | None = None, spin_lo: float | None = None,
+                 spin_hi: float | None = None) -> None:
+        """``lo``..``hi``: the slider's (logarithmic) range; ``spin_lo``..``spin_hi``: what may
+        be typed (wider, 0 included; the slider then sits at its end)."""
         super().__init__(parent)
         self._lo, self._hi = math.log10(lo), math.log10(hi)
         self.slider = QtWidgets.QSlider(QtCore.Qt.Orientation.Horizontal)
         self.slider.setRange(0, self.STEPS)
-        self.spin = ScientificSpinBox(lo, hi, value)
+        self.spin = ScientificSpinBox(lo if spin_lo is None else spin_lo,
+                                      hi if spin_hi is None else spin_hi, value,
+                                      allow_zero=spin_lo == 0)
         self.spin.setMinimumWidth(90)
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)

@@ -31,9 +31,12 @@ class RegularisationPanel(ParamPanel):
                                    "discrepancy principle when the noise level is known, "
                                    "else quasi-optimality. Moving the slider switches this "
                                    "off.")
-        self.alpha = LogSlider(1e-6, 10.0, 9e-3)
+        # The slider spans the useful decades; any α the engine accepts may be typed,
+        # 0 included (no regularisation: Landweber only; other methods refuse it at Run).
+        self.alpha = LogSlider(1e-8, 1e3, 9e-3, spin_lo=0.0, spin_hi=1e6)
         self.alpha.setToolTip("Regularisation weight α: larger = smoother, less data fit "
-                              "(moving it switches Auto α off)")
+                              "(moving it switches Auto α off). Slider 1e-8 … 1e3; type any "
+                              "value in 0 … 1e6")
         self.c_factor = ScientificSpinBox(1e-4, 1e4, 0.1)
         self.c_factor.setToolTip("C of the a-priori parameter choice α = C·δ (paper §8: the "
                                  "rate O(δ) holds for α proportional to δ; tune C once)")
@@ -92,7 +95,11 @@ class RegularisationPanel(ParamPanel):
 
     def set_values(self, values: dict[str, Any]) -> None:
         with self.quiet():
-            if "regulariser" in values:
+            if "regulariser" in values and not set_combo_data(self.regulariser,
+                                                              values["regulariser"]):
+                # a name the list lacks (a spec the engine accepts, e.g. 'tv_iso'): shown
+                # as it is rather than replaced by another regulariser
+                self.regulariser.addItem(str(values["regulariser"]), values["regulariser"])
                 set_combo_data(self.regulariser, values["regulariser"])
             if "alpha" in values:
                 auto = values["alpha"] == "auto"

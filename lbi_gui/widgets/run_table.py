@@ -41,12 +41,19 @@ class _SortItem(QtWidgets.QTableWidgetItem):
         return self.text() < other.text()
 
 
+EMPTY_COMPARE = "Select two runs in the table to compare them."
+#: The smallest side (pixels) of each compared image.
+MIN_COMPARE_VIEW = 64
+
+
 class CompareView(QtWidgets.QWidget):
     """Two runs side by side (same levels) and their difference."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
         self.glw = pg.GraphicsLayoutWidget()
+        self.glw.ci.setContentsMargins(2, 2, 2, 2)  # the pane is small: pixels go to images
+        self.glw.ci.setSpacing(2)
         self.glw.setBackground("w")
         self.plots, self.items = [], []
         for col in range(3):
@@ -56,6 +63,8 @@ class CompareView(QtWidgets.QWidget):
             plot.setAspectLocked(True)
             plot.invertY(True)
             plot.hideButtons()
+            plot.layout.setContentsMargins(1, 1, 1, 1)
+            plot.titleLabel.setMaximumHeight(18)
             item = pg.ImageItem(axisOrder="row-major")
             plot.addItem(item)
             if col:
@@ -64,15 +73,34 @@ class CompareView(QtWidgets.QWidget):
             self.plots.append(plot)
             self.items.append(item)
         self.items[2].setLookupTable(pg.colormap.get("CET-D1").getLookupTable(nPts=256))
-        self.text = QtWidgets.QLabel("Select two runs in the table to compare them.")
+        self.text = QtWidgets.QLabel(EMPTY_COMPARE)
         self.text.setWordWrap(True)
         self.text.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.text.setMinimumWidth(130)
+        self.text.setAlignment(QtCore.Qt.AlignmentFlag.AlignTop | QtCore.Qt.AlignmentFlag.AlignLeft)
+        # The numbers scroll: a long table must never push the images (or the dock, and with
+        # it the central views) below a readable size.
+        numbers = QtWidgets.QScrollArea()
+        numbers.setWidgetResizable(True)
+        numbers.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        numbers.setWidget(self.text)
+        numbers.setMinimumWidth(110)
+        numbers.setMaximumWidth(360)
+        numbers.setMinimumHeight(40)
+        self.glw.setMinimumSize(150, MIN_COMPARE_VIEW + 36)  # + titles
         lay = QtWidgets.QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        # The images are height-bound in a short pane: width beyond that goes to the numbers.
         lay.addWidget(self.glw, 1)
-        lay.addWidget(self.text)
+        lay.addWidget(numbers, 1)
         self.shown: tuple[int, int] | None = None
+
+    def clear(self) -> None:
+        """Back to the empty pane (no images, no numbers)."""
+        for item, plot in zip(self.items, self.plots, strict=True):
+            item.clear()
+            plot.setTitle("")
+        self.text.setText(EMPTY_COMPARE)
+        self.shown = None
 
     def compare(self, a: RunResult, b: RunResult, levels: tuple[float, float]) -> None:
         for item, run in zip(self.items, (a, b), strict=False):
@@ -86,10 +114,12 @@ class CompareView(QtWidgets.QWidget):
         self.plots[0].setTitle(f"#{a.run_id}", size="9pt")
         self.plots[1].setTitle(f"#{b.run_id}", size="9pt")
         self.plots[2].setTitle(f"#{b.run_id} − #{a.run_id}", size="9pt")
-        rows = [f"<tr><td>method</td><td align=right>{a.request.get('method')}</td>"
-                f"<td align=right>{b.request.get('method')}</td></tr>",
-                f"<tr><td>α</td><td align=right>{_cell(a.request.get('alpha'))}</td>"
-                f"<td align=right>{_cell(b.request.get('alpha'))}</td></tr>"]
+        rows = [f"<tr><td>method</td><td align=right>{a.table_row()['method']}</td>"
+                f"<td align=right>{b.table_row()['method']}</td></tr>",
+                f"<tr><td>α</td><td align=right>{_cell(a.alpha_used)}</td>"
+                f"<td align=right>{_cell(b.alpha_used)}</td></tr>",
+                f"<tr><td>α rule</td><td align=right>{a.alpha_rule}</td>"
+                f"<td align=right>{b.alpha_rule}</td></tr>"]
         for key in ("PSNR", "SSIM", "discrepancy", "objective", "iterations", "time [s]"):
             va, vb = a.table_row()[key], b.table_row()[key]
             rows.append(f"<tr><td>{key}</td><td align=right>{_cell(va)}</td>"
@@ -157,7 +187,9 @@ class RunTable(QtWidgets.QWidget):
         split.addWidget(self.compare_view)
         split.setStretchFactor(0, 2)
         split.setStretchFactor(1, 3)
-        self.table.setMinimumHeight(110)
+        split.setCollapsible(0, False)
+        split.setCollapsible(1, False)
+        self.table.setMinimumHeight(80)  # header and two rows; more scroll
         self.table.verticalHeader().setDefaultSectionSize(22)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -224,6 +256,9 @@ class RunTable(QtWidgets.QWidget):
         self.table.setRowCount(0)
         for run in self.model:
             self._append_row(run)
+        shown = self.compare_view.shown
+        if shown is not None and any(self.model.get(i) is None for i in shown):
+            self.compare_view.clear()  # never the numbers of runs that are gone
 
     def _row_id(self, row: int) -> int | None:
         item = self.table.item(row, 0)

@@ -10,6 +10,12 @@ from lbi_gui.params import METHODS, STEP_MODES
 from lbi_gui.widgets.number_inputs import ScientificSpinBox
 from lbi_gui.widgets.panel import ParamPanel, form, set_combo_data
 
+SWITCH_TIP = ("Switch between the joint and the layer-wise inversion in one click (restarts "
+              "a running solve warm)")
+LAYERWISE_NEEDS_LAYERS = ("Layer-wise inverts a network layer by layer and needs at least two "
+                          "layers; this network has one (use auto or one layer: the same "
+                          "problem).")
+
 
 class SolverPanel(ParamPanel):
     """Edits method, steps, max_iter, tol, tol_mode, report_every, device, dtype, threads."""
@@ -20,8 +26,7 @@ class SolverPanel(ParamPanel):
         for name, label in METHODS:
             self.method.addItem(label, name)
         self.switch = QtWidgets.QPushButton("⇄ Layer-wise")
-        self.switch.setToolTip("Switch between the joint and the layer-wise inversion in one "
-                               "click (restarts a running solve warm)")
+        self.switch.setToolTip(SWITCH_TIP)
         self.steps = QtWidgets.QComboBox()
         for name, label in STEP_MODES:
             self.steps.addItem(label, name)
@@ -58,6 +63,7 @@ class SolverPanel(ParamPanel):
         self.dtype.addItem("float64", "float64")
         self.threads = QtWidgets.QSpinBox()
         self.threads.setRange(1, 256)
+        self._layers = 2  # of the network on screen (set_layer_count)
         self.threads.setToolTip("CPU threads for the solver (1 keeps the window responsive; "
                                 "more can help on large networks)")
 
@@ -128,10 +134,19 @@ class SolverPanel(ParamPanel):
             item.setEnabled(n == 1)
             item.setToolTip("" if n == 1 else f"This method inverts a single layer; this "
                             f"network has {n}. Use auto, joint or layer-wise.")
+        # Layer-wise inverts a network stage by stage: with one layer there are no stages and
+        # it would be the one-layer method under another name, so it is not offered.
+        item = self.method.model().item(self.method.findData("layerwise"))
+        item.setEnabled(n > 1)
+        item.setToolTip("" if n > 1 else LAYERWISE_NEEDS_LAYERS)
+        self._layers = n
+        self._update_switch()
 
     def toggle_joint_layerwise(self) -> None:
         """Joint → layer-wise, anything else → joint; emits ``changed("method")``."""
         target = "joint" if self.method.currentData() == "layerwise" else "layerwise"
+        if not self.switch.isEnabled():
+            return
         set_combo_data(self.method, target)
         self._method_changed()
 
@@ -142,3 +157,6 @@ class SolverPanel(ParamPanel):
     def _update_switch(self) -> None:
         to_joint = self.method.currentData() == "layerwise"
         self.switch.setText("⇄ Joint" if to_joint else "⇄ Layer-wise")
+        layers = self._layers
+        self.switch.setEnabled(layers > 1 or to_joint)
+        self.switch.setToolTip(SWITCH_TIP if layers > 1 else LAYERWISE_NEEDS_LAYERS)

@@ -342,5 +342,15 @@ def _problem_of(info: PreparedInfo | None) -> dict[str, Any]:
     return {"network": {"name": info.network_name, "sha256": getattr(info, "sha256", None),
                         "input_shape": list(info.input_shape),
                         "output_shape": list(info.output_shape), "layers": len(info.layers),
-                        "has_decoder": bool(getattr(info, "has_decoder", False))},
+                        "has_decoder": bool(getattr(info, "has_decoder", False)),
+                        **_rewrites_of(info)},
             "preprocessing": dict(info.preprocessing or {}), "decoder": info.decoder}
+
+
+def _rewrites_of(info: PreparedInfo) -> dict[str, Any]:
+    """result.json's "rewrites" and "lifted_layers_added", as ``lbi invert`` writes them."""
+    rewrites = list(((info.card or {}).get("lifting") or {}).get("rewrites") or [])
+    if not rewrites:
+        return {}
+    return {"rewrites": rewrites,
+            "lifted_layers_added": sum(int(r["lifted_layers_added"]) for r in rewrites)}

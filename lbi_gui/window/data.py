@@ -9,11 +9,13 @@ field has the focus.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.widgets.data_panel import THUMBS_PER_PAGE
+from lbi_gui.widgets.number_inputs import ScientificSpinBox
 
 
 class DataMixin:
@@ -40,13 +42,67 @@ class DataMixin:
         else:
             zoo = [self.network_panel.combo.itemData(i)
                    for i in range(self.network_panel.combo.count())]
-            network = compat.network_for(req["dataset"], req["network"],
-                                         [z for z in zoo if isinstance(z, str)])
+            zoo = [z for z in zoo if isinstance(z, str) and not self.network_panel.is_file(z)]
+            if req["network"] not in zoo:
+                # The user's own network is never swapped for a zoo one: data that does not
+                # fit it is refused instead (the engine decides when its shape is unknown).
+                misfit = self._data_misfit(req)
+                if misfit:
+                    self._refuse_data(misfit)
+                return
+            network = compat.network_for(req["dataset"], req["network"], zoo)
             if network and network != req["network"]:
                 self.network_panel.set_values({"network": network})
                 self.statusBar().showMessage(
                     f"{req['dataset']} images do not fit {req['network']}: switched the "
                     f"network to {network}", 6000)
+
+    def _data_misfit(self, req: dict[str, Any]) -> str | None:
+        """Why the bundled dataset in ``req`` cannot be the input of the network on screen
+        (None: it can, or its input size is not known yet)."""
+        from lbi_gui import compat
+
+        info = self.info
+        want = compat.DATASET_SHAPES.get(req["dataset"])
+        if info is None or want is None or req.get("resize") \
+                or (info.request or {}).get("network") != req["network"]:
+            return None
+        shape = tuple(int(s) for s in info.input_shape)
+        fits = shape[1:] == want[1:] if len(shape) == 3 else \
+            math.prod(shape) == math.prod(want)  # a flat input takes the pixels in order
+        if fits:
+            return None
+        name = str(info.network_name)
+        return (f"{req['dataset']} images are {want[1]}×{want[2]}; {name} takes inputs of "
+                f"shape {'×'.join(map(str, shape))}.")
+
+    def _refuse_data(self, why: str) -> None:
+        """Keep the network and the data that fit it; say why the new data was refused."""
+        from lbi_gui.dialogs.messages import show_error
+
+        good = self._pending_old or self.good_request or {}
+        self._show_data({k: good.get(k) for k in ("dataset", "split", "index") if k in good})
+        show_error(self, "These images do not fit the network", why,
+                   fix="Keep your network and pick data of its input size, tick “Resize "
+                       "images to the network input”, or open your own image (File → Open "
+                       "image…).")
+
+    def _show_data(self, values: dict[str, Any]) -> None:
+        """Dataset, its own splits, split, index and the thumbnails of that page, agreeing
+        (after a refusal or a revert: the split combo must not keep the other set's splits)."""
+        dataset = values.get("dataset")
+        if dataset:
+            self.data_panel.set_values({"dataset": dataset})
+            self._load_splits(dataset)
+        if values.get("split"):
+            self.data_panel.set_values({"split": values["split"]})
+        self._load_splits("")  # the size of the split now chosen bounds the index: set it next
+        if "index" in values:
+            self.data_panel.set_values({"index": values["index"]})
+        index = int(self.data_panel.values()["index"])
+        v = self.data_panel.values()
+        self._load_thumbnails(v["dataset"], v["split"], index - index % THUMBS_PER_PAGE,
+                              THUMBS_PER_PAGE)
 
     def _show_data_early(self) -> None:
         """Zoo, datasets, thumbnails and the ground truth before the engine (torch) loads.
@@ -120,6 +176,9 @@ class DataMixin:
                             if not act.shortcut().isEmpty()}
         for box in self.findChildren(QtWidgets.QAbstractSpinBox):
             box.installEventFilter(self)
+            if isinstance(box, ScientificSpinBox):  # a refused typed value is said, not lost
+                box.rejected.connect(lambda message: self.statusBar().showMessage(
+                    f"Not accepted: {message}", 10000))
             line = box.findChild(QtWidgets.QLineEdit)
             if line is not None:
                 line.installEventFilter(self)

@@ -68,6 +68,8 @@ class FilesMixin:
         back = {k: good.get(k) for k in PROBLEM_KEYS if k in good}
         for panel in self.panels:
             panel.set_values(back)
+        # the data panel's splits and thumbnails follow the dataset put back
+        self._show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
         self._request = self.current_request()
 
     # ---- data -----------------------------------------------------------------------------
@@ -160,7 +162,10 @@ class FilesMixin:
             self.open_session(path)
 
     def open_session(self, path: str) -> bool:
-        """Read a session completely, then replace the window's state with it."""
+        """Read a session completely, then replace the window's state with it (after asking
+        about runs not saved and a live run, which it would discard)."""
+        if not self.may_discard("opening the session"):
+            return False
         try:
             # checked completely first; then the model takes the runs (all saved), the
             # request and the session path

@@ -178,6 +178,10 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         centre.setStretchFactor(0, 3)
         centre.setStretchFactor(1, 1)
         centre.setSizes([300, 130])
+        centre.setCollapsible(0, False)  # the images never vanish behind the strip
+        # The strip of auxiliary variables yields its room first: the window's minimum
+        # height must stay within a 720-pixel screen with the images at a readable size.
+        self.aux_strip.setMinimumHeight(24)
         self.setCentralWidget(centre)
         left, right = QtCore.Qt.DockWidgetArea.LeftDockWidgetArea, \
             QtCore.Qt.DockWidgetArea.RightDockWidgetArea
@@ -219,6 +223,12 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
             self._sized = True
             if not self._restored:
                 QtCore.QTimer.singleShot(0, self._default_dock_sizes)
+            else:  # a remembered layout that leaves the images unreadable is not used
+                QtCore.QTimer.singleShot(50, self._reset_if_unreadable)
+
+    def _reset_if_unreadable(self) -> None:
+        if self.image_grid.isVisible() and not self.image_grid.readable():
+            self.reset_layout()
 
     def _build_status(self) -> None:
         bar = self.statusBar()
@@ -253,17 +263,27 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         return state is not None and bool(self.restoreState(state))
 
     def save_layout(self) -> None:
+        """Remembers geometry and docks; a layout whose image views are squeezed below a
+        readable size is not remembered (the next launch starts from the default)."""
         s = settings()
         s.setValue("window/geometry", self.saveGeometry())
         normal = self.normalGeometry() if self.isMaximized() else self.geometry()
         s.setValue("window/size", normal.size())
-        s.setValue("window/state", self.saveState())
+        if self.image_grid.isVisible() and not self.image_grid.readable():
+            s.remove("window/state")
+        else:
+            s.setValue("window/state", self.saveState())
 
     def reset_layout(self) -> None:
+        """The default docks at proportions that fit this window (View → Reset layout)."""
         self.restoreState(self._default_state)
         for dock in self.docks.values():
             dock.show()
+        self.docks["data"].raise_()
+        self.docks["curves"].raise_()
         self._default_dock_sizes()
+        # Docks settle after the restore is laid out: size them again then.
+        QtCore.QTimer.singleShot(0, self._default_dock_sizes)
 
     # ---- state kept in the model ------------------------------------------------------------
     @property
@@ -350,6 +370,9 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
     # ---- wiring ---------------------------------------------------------------------------
     def _wire(self) -> None:
         c = self.controller
+        # the auxiliary variable under the mouse reads out on the images' line
+        self.aux_strip.hovered.connect(
+            lambda text: self.image_grid.readout.setText(text or " "))
         c.booted.connect(self._on_booted)
         c.boot_failed.connect(self._on_boot_failed)
         c.prepared.connect(self._on_prepared)
@@ -420,16 +443,23 @@ class MainWindow(RunMixin, FilesMixin, DataMixin, QtWidgets.QMainWindow):
         """Finished runs that are in no saved session (asked about on quit)."""
         return self.model.runs.unsaved()
 
-    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
-        """Ask about unsaved runs, then stop a running solve cleanly (cancel, quit, wait)."""
-        unsaved = self.unsaved_runs()
-        if self.confirm_quit and unsaved and not self._closing:
-            from lbi_gui.dialogs import messages
+    def may_discard(self, action: str) -> bool:
+        """Before ``action`` loses runs not in a saved session or a live run: ask (save,
+        discard or cancel); True when it may go on."""
+        unsaved, running = self.unsaved_runs(), self.controller.running
+        if not self.confirm_quit or not (unsaved or running):
+            return True
+        from lbi_gui.dialogs import messages
 
-            answer = messages.ask_unsaved_runs(self, len(unsaved))
-            if answer == "cancel" or (answer == "save" and not self.save_session()):
-                event.ignore()
-                return
+        answer = messages.ask_unsaved_runs(self, len(unsaved), running=running, action=action)
+        return not (answer == "cancel" or (answer == "save" and not self.save_session()))
+
+    def closeEvent(self, event: QtGui.QCloseEvent) -> None:
+        """Ask about unsaved runs and a live run, then stop a running solve cleanly (cancel,
+        quit, wait)."""
+        if not self._closing and not self.may_discard("quitting"):
+            event.ignore()
+            return
         self._closing = True
         self._change_timer.stop()
         self.save_layout()

@@ -89,6 +89,8 @@ class RunMixin:
         request = self.current_request()
         # auto repeats another method, pdhg is an alias of one-layer
         methods = [m for m, _label in METHODS if m not in ("auto", "pdhg")]
+        if self.info is not None and len(self.info.layers) == 1:
+            methods.remove("layerwise")  # no stages: it would repeat one-layer
         if self.info is not None and len(self.info.layers) > 1:
             methods.remove("one-layer")  # inverts one layer; the others cover deep networks
             if not feature_prior_available(str(request.get("network")),
@@ -155,7 +157,9 @@ class RunMixin:
         self.curves.update_curves(result.curves)
         self._update_status(result.iterations)
         self.status_reason.setText(f"stopped: {result.stop_reason}")
-        if result.metrics.get("alpha_rule", "fixed") != "fixed":  # Auto α: show its choice
+        if result.request.get("alpha") == "auto" and result.metrics.get("alpha") is not None \
+                and result.metrics.get("alpha_rule", "fixed") not in ("fixed", "given"):
+            # Auto α: show its choice (a typed α is never overwritten by what a method did)
             self.reg_panel.show_chosen_alpha(float(result.metrics["alpha"]))
             self.status_reason.setText(f"stopped: {result.stop_reason}; α = "
                                        f"{float(result.metrics['alpha']):.3g} "
@@ -264,6 +268,13 @@ class RunMixin:
     def _drop_disabled_method(self, n_layers: int) -> None:
         """A method the new network cannot use (PDHG on a multi-layer network) falls back to
         joint, with a note, instead of failing at the next Run."""
+        if n_layers == 1 and self.solver_panel.values()["method"] == "layerwise":
+            self.solver_panel.set_values({"method": "auto"})
+            self.reg_panel.set_method("auto")
+            self._request = self.current_request()
+            self.statusBar().showMessage(
+                "Layer-wise needs at least two layers; this network has one: method set to "
+                "auto (one layer)", 8000)
         if n_layers > 1 and self.solver_panel.values()["method"] == "pdhg":
             self.solver_panel.set_values({"method": "joint"})
             self.reg_panel.set_method("joint")
@@ -296,6 +307,8 @@ class RunMixin:
 
     def _update_actions(self) -> None:
         c = self.controller
+        self.actions_.switch.setEnabled(self.solver_panel.switch.isEnabled())
+        self.actions_.switch.setToolTip(self.solver_panel.switch.toolTip())
         ready = c.engine_info is not None and self.info is not None
         a = self.actions_
         # Run is enabled while the engine starts: a run asked for then is queued.
@@ -305,7 +318,11 @@ class RunMixin:
         a.pause.setText("Resume" if c.paused else "Pause")
         a.stop.setEnabled(c.running)
         a.finish.setEnabled(c.running)
-        a.export.setEnabled(bool(self.run_table.runs) or self.shown_result is not None)
+        exportable = bool(self.run_table.runs) or self.shown_result is not None
+        a.export.setEnabled(exportable)
+        a.export.setToolTip("Export a finished run: images, curves, result.json (Ctrl+E)"
+                            if exportable else "Nothing to export yet: finish a run first "
+                            "(a run in the Runs table, or shown from a session)")
         text = STATE_TEXT.get(c.state, c.state)
         if c.queue_active and getattr(self, "queue_text", ""):
             text = f"{text} — {self.queue_text}"

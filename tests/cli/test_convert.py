@@ -89,15 +89,21 @@ def test_convert_then_load_equals_the_module(tmp_path, cli, kind, extra):
 
 
 @pytest.mark.parametrize("kind", ["pt2", "pickle"])
-def test_convert_maxpool_relu_writes_an_equal_liftable_network(tmp_path, cli, kind):
+def test_convert_writes_maxpool_as_an_equal_liftable_network(tmp_path, cli, kind):
     torch.manual_seed(0)
     module = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                            nn.Flatten(), nn.Linear(3 * 5 * 5, 6)).eval()
     src = _write(kind, module, tmp_path)
     extra = ["--allow-pickle", "--input-shape", "1,10,10"] if kind == "pickle" else []
-    assert cli("convert", src, "--out", tmp_path / "zoo", *extra)[0] == 2  # refused: MaxPool
-    code, _, err = cli("convert", src, "--out", tmp_path / "zoo", "--maxpool-relu", *extra)
+    code, _, err = cli("convert", src, "--out", tmp_path / "zoo", *extra)  # no flag needed
     assert code == 0, err
+    before = next((tmp_path / "zoo").glob("*.json")).read_text()
+    # the former opt-in flag is still accepted, and changes nothing but the date
+    code, _, err = cli("convert", src, "--out", tmp_path / "zoo", "--maxpool-relu", "--force",
+                       *extra)
+    assert code == 0, err
+    after = next((tmp_path / "zoo").glob("*.json")).read_text()
+    assert json.loads(before)["architecture"] == json.loads(after)["architecture"]
     card = next((tmp_path / "zoo").glob("*.json"))
     assert "MaxPool2d" not in card.read_text()
     bundle = load_network(card)
@@ -124,11 +130,12 @@ def test_convert_refuses_to_overwrite_without_force(tmp_path, cli):
 def test_convert_bad_inputs_exit_2_with_one_line_and_write_nothing(tmp_path, cli):
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
     torch.save(_encoder(), tmp_path / "whole.pt")
-    torch.export.save(torch.export.export(nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2)),
+    torch.export.save(torch.export.export(nn.Sequential(nn.Conv2d(1, 2, 3),
+                                                        nn.MaxPool2d(2, padding=1)),
                                           (torch.randn(1, 1, 8, 8),)), str(tmp_path / "mp.pt2"))
     cases = {"junk.onnx": ["junk.onnx"], "missing.onnx": ["missing.onnx", "does not exist"],
              "whole.pt": ["whole.pt", "--allow-pickle", "lbi convert FILE", "ONNX", ".pt2"],
-             "mp.pt2": ["max_pool2d", "MaxPool2d", "AvgPool2d"]}
+             "mp.pt2": ["MaxPool2d", "padding", "ReLU", "AvgPool2d"]}
     for name, patterns in cases.items():
         code, out, err = cli("convert", tmp_path / name, "--out", tmp_path / "zoo")
         assert code == 2 and err.count("\n") == 1, (name, err)

@@ -70,7 +70,7 @@ def test_curves_csv_rows_and_undefined_cells(tmp_path) -> None:
     assert [int(r["iteration"]) for r in rows] == [0, 1, 2]
     assert float(rows[2]["objective"]) == pytest.approx(10.0 / 3, rel=1e-15)  # round trip
     assert rows[1]["bregman_1"] == "1.0" and rows[1]["bregman_2"] == "2.0"
-    assert rows[0]["psnr"] == "" and rows[0]["primal_residual"] == "inf"
+    assert rows[0]["psnr"] == "" and rows[0]["primal_residual"] == ""  # inf: not measured
     assert rows[2]["stage"] == "layer 1/2"
     exports.write_curves_csv(records, tmp_path / "c1.csv", sample=1)
     with open(tmp_path / "c1.csv", newline="") as fh:
@@ -87,3 +87,23 @@ def test_curves_keep_one_row_when_the_final_record_repeats_an_iterate() -> None:
     assert [(r[0], r[2]) for r in rows] == [(0, 3.0), (5, 1.5)]  # the final one wins
     _, staged = exports.curve_rows([rec(5, 2.0, "layer 1/2"), rec(5, 1.0, "layer 2/2")])
     assert len(staged) == 2  # same count, different stage: two iterates
+
+
+def test_curves_csv_has_no_column_of_inf_for_a_method_without_a_dual(tmp_path) -> None:
+    """The joint method's accelerated step has no dual variable: its dual residual was
+    written as a column of "inf"; undefined values are empty cells."""
+    from lbi_engine import api
+    from lbi_engine.request import InversionRequest
+
+    request = InversionRequest(network="mnist-cnn-ae", dataset="mnist", split="val", index=0,
+                               noise_std=0.05, seed=0, alpha=0.02, method="joint", max_iter=30)
+    _prepared, _last, records = api.run_to_end(request)
+    exports.write_curves_csv(records, tmp_path / "c.csv")
+    with open(tmp_path / "c.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for column in ("primal_residual", "dual_residual"):
+        cells = [r[column] for r in rows]
+        assert "inf" not in cells and "nan" not in cells
+        assert all(c == "" or math.isfinite(float(c)) for c in cells)
+    assert all(r["dual_residual"] == "" for r in rows)
+    assert any(r["primal_residual"] not in ("", "0.0") for r in rows)  # measured ones stay

@@ -245,3 +245,24 @@ def test_a_vanishing_noise_std_chooses_alpha_without_crashing(cli, tmp_path) -> 
     assert code == 0, err
     metrics = json.loads((tmp_path / "o" / "result.json").read_text())["metrics"]
     assert metrics["alpha_rule"] == "discrepancy" and metrics["alpha"] > 0
+
+
+def test_layerwise_runs_the_typed_alpha_and_says_what_ran(tmp_path: Path, capsys) -> None:
+    """`--method layerwise --alpha 0.01` runs 0.01 (it ran its own search's 0.0577); on a
+    one-layer network layer-wise is the one-layer method and says so."""
+    from lbi_engine.cli import main
+
+    out = tmp_path / "lw"
+    assert main(["invert", "--network", "mnist-cnn-ae", "--sample", "7", "--noise-std", "0.05",
+                 "--method", "layerwise", "--alpha", "0.01", "--max-iter", "60",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "alpha=0.01 (given)" in text and "layer 1/3" in text and "alpha 0.01 (given)" in text
+    metrics = _result(out)["metrics"]
+    assert metrics["alpha"] == pytest.approx(0.01)
+    assert [s["weight_rule"] for s in metrics["stages"]][-1] == "given"
+    one = tmp_path / "one"
+    assert main(["invert", "--network", "circle-perceptron", "--sample", "0", "--noise-std",
+                 "0.05", "--method", "layerwise", "--max-iter", "250", "--out", str(one)]) == 0
+    text = capsys.readouterr().out
+    assert "ran as the one-layer method" in text and "(discrepancy)" in text

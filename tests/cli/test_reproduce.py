@@ -84,10 +84,11 @@ def test_noise_quick_reports_decoder_best_grid_auto_and_objectives(tmp_path: Pat
     assert code == 0, err
     report = (tmp_path / "report.md").read_text()
     row = _table_row(report, "0.1")
-    assert len(row) == 10 and row[7] == "discrepancy", row
-    numbers = [float(row[k]) for k in (1, 2, 3, 4, 5, 6, 8, 9)]
+    assert len(row) == 14 and row[7] == "discrepancy", row
+    numbers = [float(row[k]) for k in (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13)]
     assert all(math.isfinite(v) for v in numbers)
     assert numbers[6] > 0 and numbers[7] > 0  # objective at the truth, at the minimiser
+    assert float(row[11]) == pytest.approx(0.1**2 / 8, rel=1e-3)  # the Gaussian prior's rule
 
 
 def test_convergence_tv_construction_meets_the_source_condition_exactly() -> None:

@@ -89,6 +89,7 @@ def test_cli_sends_cells_to_a_scheduler(cluster: tuple[str, Any], tmp_path: Path
                             tmp_path)
     assert code == 0, err
     assert "ran 2, skipped 0" in stdout
+    assert f"connecting to the Dask scheduler at {address}; a scheduler is trusted code" in err
     rows = _rows(tmp_path)
     assert len(rows) == 4 and {r["worker"] for r in rows} <= set(client.scheduler_info()["workers"])
     import dask

@@ -26,3 +26,42 @@ def test_iterate_with_a_changed_alpha_solves_at_that_alpha() -> None:
     # a ten times stronger TV weight gives a smoother, different reconstruction: a smaller TV
     tv = base.reg
     assert float(tv.value(last_changed.x).sum()) < 0.8 * float(tv.value(last_given.x).sum())
+
+
+def test_layerwise_runs_a_typed_alpha_and_searches_only_for_auto() -> None:
+    """A typed alpha is the alpha the layer-wise input stage runs (it used to search its own,
+    0.0577 for a typed 0.01); "auto" still searches, by the rule asked for."""
+    assert InversionRequest(method="layerwise", alpha=0.01).solver_options().input_alpha \
+        == "given"
+    assert InversionRequest(method="layerwise", alpha="auto").solver_options().input_alpha \
+        == "quasi-optimality"
+    assert InversionRequest(method="layerwise", alpha="auto", alpha_rule="discrepancy") \
+        .solver_options().input_alpha == "discrepancy"
+    explicit = InversionRequest(method="layerwise", alpha=0.01,
+                                options={"input_alpha": "discrepancy"})
+    assert explicit.solver_options().input_alpha == "discrepancy"  # the expert's option wins
+    request = InversionRequest(network="mnist-cnn-ae", dataset="mnist", split="val", index=0,
+                               noise_std=0.05, seed=0, method="layerwise", alpha=0.01,
+                               max_iter=60)
+    prepared, last, _ = api.run_to_end(request)
+    metrics = api.final_metrics(prepared, last)
+    assert metrics["alpha"] == pytest.approx(0.01) and metrics["alpha_used"] == pytest.approx(0.01)
+    stages = metrics["stages"]
+    assert [s["stage"] for s in stages] == ["layer 3/3", "layer 2/3", "layer 1/3"]
+    assert stages[-1]["weight"] == [pytest.approx(0.01)] and stages[-1]["weight_rule"] == "given"
+    assert stages[0]["weight_rule"].startswith("sigma^2")
+
+
+def test_layerwise_on_one_layer_chooses_auto_alpha_as_the_one_layer_method() -> None:
+    """A one-layer network has no stages, so layer-wise is the one-layer method: alpha "auto"
+    must be chosen there too (it ran at the fallback alpha and gave an almost black image)."""
+    def run(method: str) -> dict:
+        request = InversionRequest(network="circle-perceptron", dataset="cartoon", split="disc",
+                                   index=0, noise_std=0.05, seed=0, method=method, max_iter=250)
+        prepared, last, _ = api.run_to_end(request)
+        return api.final_metrics(prepared, last)
+
+    layerwise, one_layer = run("layerwise"), run("one-layer")
+    assert layerwise["alpha_rule"] == one_layer["alpha_rule"] != "fixed"
+    assert layerwise["alpha"] == pytest.approx(one_layer["alpha"], rel=1e-6)
+    assert layerwise["psnr"] == pytest.approx(one_layer["psnr"], abs=0.05)

@@ -225,12 +225,13 @@ def test_torchscript_ok_and_unsupported_layer(tmp_path):
         load_model_file(tmp_path / "pool.pt", input_shape=(1, 8, 8), allow_code=True)
 
 
-def test_card_with_maxpool_is_refused_by_name(tmp_path):
+def test_card_with_maxpool_lifts_and_a_bad_card_is_refused_by_name(tmp_path):
     pool = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
     save_file(pool.state_dict(), tmp_path / "pool.safetensors")
     _card(pool, tmp_path / "pool.json", input_shape=(1, 8, 8))
-    with pytest.raises(UnsupportedLayerError, match=r"pool\.json.*MaxPool"):
-        load_model_file(tmp_path / "pool.safetensors")
+    bundle = load_model_file(tmp_path / "pool.safetensors")  # max-pooling by its ReLU rewrite
+    assert bundle.encoder.rewrites[0]["lifted_layers_added"] == 2
+    _assert_same(bundle.encoder, pool, (1, 8, 8))
     bad = {"input_shape": [6], "architecture": {"layers": [{"type": "Lambda", "fn": "os.system"}]}}
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(ModelFileError, match="bad.json: layer 0 has unknown type 'Lambda'"):

@@ -1,7 +1,9 @@
 """Drives the real application window as a person would (run by test_real_window.py under
 Xvfb with the xcb platform): network switch with the keyboard in the combo box, a typed
 iteration budget, Ctrl+R typed into that field, then Ctrl+E and the export dialog filled in
-and confirmed by clicks. Prints one JSON line with what it saw; exit 0 on success.
+and confirmed by clicks; then layer-wise at a typed α (Ctrl+L, Ctrl+R), two runs compared by
+Ctrl+clicks in the Runs table, and Open session over an unsaved run (the question answered by
+clicks). Prints one JSON line with what it saw; exit 0 on success.
 
 ``python -m tests.gui.real_window_driver OUT_DIR``
 """
@@ -85,9 +87,114 @@ def main(out_dir: str) -> int:
     wait_until(lambda: (Path(out_dir) / f"lbi_run{run.run_id}_{method}_result" / "result.json")
                .exists())
     seen["files"] = sorted(p.name for p in Path(out_dir).iterdir())
+    session = str(Path(out_dir) / "study.lbisession")
+    assert win.save_session_to(session)
+
+    # 4. layer-wise at a typed α: back to the CNN, α typed (Auto switches off), Ctrl+L, Ctrl+R
+    win.network_panel.set_values({"network": "mnist-cnn-ae"})
+    win._panel_changed("network")
+    win.flush_changes()
+    wait_until(lambda: win.info.network_name == "mnist-cnn-ae"
+               and win.controller.state == "idle")
+    type_into(win, win.solver_panel.max_iter, "60")
+    type_into(win, win.reg_panel.alpha.spin, "0.01")
+    focus = QtWidgets.QApplication.focusWidget() or win
+    QTest.keyClick(focus, Key.Key_L, CTRL)  # typed where the α was typed, as a person would
+    settle(0.3)
+    QTest.keyClick(QtWidgets.QApplication.focusWidget() or win, Key.Key_R, CTRL)
+    from lbi_gui.dialogs import messages
+
+    def state() -> str:
+        return (f"method={win.current_request()['method']} alpha={win.current_request()['alpha']}"
+                f" runs={len(win.run_table.runs)} running={win.controller.running} "
+                f"errors={[b.informativeText() for b in messages.OPEN_ERRORS]}")
+
+    try:
+        wait_until(lambda: len(win.run_table.runs) == 2 and not win.controller.running)
+    except TimeoutError:
+        print(state(), file=sys.stderr, flush=True)
+        raise
+    layerwise = win.run_table.runs[-1]
+    table = win.run_table.table
+    column = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
+    row = next(r for r in range(table.rowCount())
+               if table.item(r, 0).text() == str(layerwise.run_id))
+    folder = Path(out_dir) / "layerwise"
+    win.export_result(layerwise, {"result": folder})
+    record = json.loads((folder / "result.json").read_text()) if (folder / "result.json") \
+        .exists() else {}
+    seen["layerwise"] = {
+        "method": layerwise.request["method"], "auto": win.reg_panel.auto_alpha.isChecked(),
+        "field": win.reg_panel.alpha.value(), "cell": table.item(row, column.index("alpha"))
+        .text(), "rule": table.item(row, column.index("alpha rule")).text(),
+        "metrics_alpha": layerwise.metrics.get("alpha"),
+        "json_alpha": (record.get("metrics") or {}).get("alpha"),
+        "json_request_alpha": (record.get("request") or {}).get("alpha"),
+        "stale": win.curves.stale}
+
+    # 5. two runs compared in the Runs tab at this screen size: images stay readable
+    win.docks["runs"].raise_()
+    wait_until(lambda: table.isVisible())
+    for r in range(table.rowCount()):
+        rect = table.visualRect(table.model().index(r, 1))
+        QTest.mouseClick(table.viewport(), QtCore.Qt.MouseButton.LeftButton,
+                         CTRL if r else QtCore.Qt.KeyboardModifier.NoModifier, rect.center())
+    wait_until(lambda: win.run_table.compare_view.shown is not None)
+    settle(0.5)
+    seen["compare"] = {
+        "window": [win.width(), win.height()],
+        "views": {k: [round(w), round(h)] for k, (w, h) in win.image_grid.view_sizes().items()},
+        "compared": [[round(p.vb.width()), round(p.vb.height())]
+                     for p in win.run_table.compare_view.plots],
+        "text": win.run_table.compare_view.text.text()}
+
+    # 6. Open session with an unsaved run: asked first; Cancel keeps everything, Discard opens
+    win.confirm_quit = True
+    answers = ["Cancel", "Discard"]
+    asked: list[str] = []
+
+    def answer() -> None:
+        box = QtWidgets.QApplication.activeModalWidget()
+        if not isinstance(box, QtWidgets.QMessageBox):
+            QtCore.QTimer.singleShot(100, answer)
+            return
+        asked.append(box.text())
+        wanted = answers.pop(0)
+        button = next(b for b in box.buttons() if b.text().replace("&", "") == wanted)
+        QTest.mouseClick(button, QtCore.Qt.MouseButton.LeftButton)
+
+    QtCore.QTimer.singleShot(200, answer)
+    opened_cancelled = win.open_session(session)
+    runs_after_cancel = len(win.run_table.runs)
+    QtCore.QTimer.singleShot(200, answer)
+    opened = win.open_session(session)
+    seen["session"] = {"asked": asked, "cancelled_opened": opened_cancelled,
+                       "runs_after_cancel": runs_after_cancel, "opened": opened,
+                       "runs_after_open": len(win.run_table.runs),
+                       "compare_after_open": win.run_table.compare_view.shown}
+    win.confirm_quit = False
     print(json.dumps(seen), flush=True)
     win.close()
     return 0
+
+
+def settle(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        QtWidgets.QApplication.processEvents(QtCore.QEventLoop.ProcessEventsFlag.AllEvents, 50)
+        time.sleep(0.01)
+
+
+def type_into(win: Any, box: QtWidgets.QAbstractSpinBox, text: str) -> None:
+    """Click into a number field, select all, type ``text``, Enter."""
+    win.activateWindow()  # after a dialog closed, shortcuts need the window active again
+    wait_until(lambda: win.isActiveWindow(), 10)
+    win.docks["parameters"].widget().ensureWidgetVisible(box)
+    QTest.mouseDClick(box.lineEdit(), QtCore.Qt.MouseButton.LeftButton)
+    QTest.keyClick(box, Key.Key_A, CTRL)
+    QTest.keyClicks(box, text)
+    QTest.keyClick(box, Key.Key_Return)
+    settle(0.2)
 
 
 if __name__ == "__main__":

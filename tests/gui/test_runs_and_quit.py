@@ -50,7 +50,7 @@ def test_quit_asks_about_unsaved_runs(qtbot, two_runs, monkeypatch, tmp_path) ->
     win.confirm_quit = True
     answers = ["cancel"]
     monkeypatch.setattr("lbi_gui.dialogs.messages.ask_unsaved_runs",
-                        lambda parent, n: (asked.append(n), answers.pop(0))[1])
+                        lambda parent, n, **kw: (asked.append(n), answers.pop(0))[1])
     asked: list[int] = []
     win.close()
     assert asked == [2] and win.isVisible()  # cancelled: the window stays

@@ -80,8 +80,9 @@ def _drag_slider(qtbot: Any, slider: QtWidgets.QSlider, dx: int, steps: int = 12
 
 
 def _alpha_at(pos: int) -> float:
-    """α for a slider position, computed here: 10^(-6 + 7 pos / 1000) shown to 3 digits."""
-    return float(f"{10 ** (-6 + 7 * pos / 1000):.3g}")
+    """α for a slider position, computed here: 10^(-8 + 11 pos / 1000) shown to 3 digits
+    (the slider spans 1e-8 .. 1e3)."""
+    return float(f"{10 ** (-8 + 11 * pos / 1000):.3g}")
 
 
 def test_dragging_the_alpha_slider_sets_alpha_and_warm_restarts_once(qtbot,

@@ -55,14 +55,14 @@ def test_window_remembers_the_users_size(qtbot, fake_engine, monkeypatch) -> Non
     first = MainWindow(restore_layout=True)
     qtbot.addWidget(first)
     first.show()
-    first.resize(1100, 640)
+    first.resize(1100, 670)  # above the minimum height (readable image views)
     _settle(qtbot)
     first.close()
     second = MainWindow(restore_layout=True)
     qtbot.addWidget(second)
     second.show()
     _settle(qtbot)
-    assert (second.width(), second.height()) == (1100, 640)
+    assert (second.width(), second.height()) == (1100, 670)
     second.close()
 
 
@@ -174,13 +174,21 @@ def test_measured_y_without_truth_is_drawn_whole(qtbot, image_grid) -> None:
 
 
 def test_pixel_readout_on_hover(qtbot, image_grid) -> None:
+    """The readout gives every image's value at the pixel under the mouse, from any view."""
     grid = image_grid
     img = np.arange(16 * 16, dtype=np.float32).reshape(16, 16) / 256
     grid.set_truth(img)
     _settle(qtbot)
     vb = grid.plots["truth"].vb
     grid._hover(vb.mapViewToScene(QtCore.QPointF(5.5, 3.5)))  # column 5, row 3
-    assert grid.readout.text() == f"x†  row 3, col 5: {img[3, 5]:.4g}"
+    assert grid.readout.text() == f"row 3, col 5:  x† {img[3, 5]:.4g}"
+    iterate = img[::-1].copy()
+    grid.set_iterate(iterate, 7)
+    _settle(qtbot)
+    grid._hover(grid.plots["iterate"].vb.mapViewToScene(QtCore.QPointF(5.5, 3.5)))
+    error = iterate[3, 5] - img[3, 5]
+    assert grid.readout.text() == (f"row 3, col 5:  x† {img[3, 5]:.4g}  x {iterate[3, 5]:.4g}"
+                                   f"  x − x† {error:.4g}")
     grid._hover(QtCore.QPointF(-50, -50))
     assert grid.readout.text().strip() == ""
 

@@ -111,8 +111,17 @@ def make_unreadable(ctx: Ctx, path: Path) -> None:
             raise PermissionError(13, "Permission denied", os.fsdecode(file))
         return real_open(file, *args, **kwargs)
 
+    real_os_open = os.open
+
+    def guarded_os_open(file: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.path.realpath(os.fsdecode(file)) == target and not flags & (os.O_WRONLY
+                                                                          | os.O_RDWR):
+            raise PermissionError(13, "Permission denied", os.fsdecode(file))
+        return real_os_open(file, flags, *args, **kwargs)
+
     ctx.monkeypatch.setattr(builtins, "open", guarded)
     ctx.monkeypatch.setattr(io, "open", guarded)
+    ctx.monkeypatch.setattr(os, "open", guarded_os_open)  # lbi's regular-file reader
 
 
 # ---- builders: model files -----------------------------------------------------------------

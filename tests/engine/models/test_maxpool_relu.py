@@ -43,21 +43,25 @@ def test_rewrite_of_negative_values_and_ties():
 
 
 def test_unsupported_settings_are_refused_with_the_reason():
+    """Padding and partial windows are exact only for non-negative input (after a ReLU)."""
     for pool, why in ((nn.MaxPool2d(2, padding=1), "padding"),
                       (nn.MaxPool2d(2, ceil_mode=True), "ceil_mode"),
-                      (nn.MaxPool2d(2, dilation=2), "dilation")):
+                      (nn.MaxPool2d(2, return_indices=True), "return_indices")):
         with pytest.raises(UnsupportedLayerError, match=why):
             maxpool_as_relu(pool, 2)
+    maxpool_as_relu(nn.MaxPool2d(2, padding=1), 2, nonneg_input=True)  # after a ReLU: exact
 
 
 def test_plain_maxpool_refusal_points_to_the_rewrite():
+    from lbi_engine.models.maxpool_relu import keep_maxpool
+
     module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2)).eval()
-    with pytest.raises(UnsupportedLayerError, match=r"rewrite_maxpool"):
+    with keep_maxpool(), pytest.raises(UnsupportedLayerError, match=r"ReLU\(a - b\)"):
         LiftedNetwork.from_module(module, (1, 8, 8))
 
 
 def test_lifting_inside_the_context_rewrites_and_refuses_what_it_cannot():
-    from lbi_engine.models.maxpool_relu import lift_maxpool_as_relu
+    from lbi_engine.models.maxpool_relu import keep_maxpool, lift_maxpool_as_relu
 
     torch.manual_seed(0)
     module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
@@ -72,5 +76,6 @@ def test_lifting_inside_the_context_rewrites_and_refuses_what_it_cannot():
     with lift_maxpool_as_relu(), pytest.raises(UnsupportedLayerError,
                                                match=r"Layer '1' \(MaxPool2d.*padding"):
         LiftedNetwork.from_module(padded, (1, 8, 8))
-    with pytest.raises(UnsupportedLayerError, match="--maxpool-relu"):  # outside: refused
+    with keep_maxpool(), pytest.raises(UnsupportedLayerError, match="MaxPool2d"):
         LiftedNetwork.from_module(module, (1, 10, 10))
+    assert len(LiftedNetwork.from_module(module, (1, 10, 10))) == 4  # the default rewrites

@@ -243,8 +243,8 @@ class Branchy(nn.Module):
 
 
 REFUSALS = [
-    (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Sequential(nn.ReLU(), nn.MaxPool2d(2))), (1, 6, 6),
-     [r"'1\.1'", "MaxPool2d", "position 2", "AvgPool2d", r"ReLU\(a - b\)"]),
+    (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Sequential(nn.Tanh(), nn.MaxPool2d(2, padding=1))),
+     (1, 6, 6), [r"'1\.1'", "MaxPool2d", "position 2", "padding", "AvgPool2d"]),
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,),
      [r"'1'", "GELU", "position 1", "not monotone", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.SiLU()), (4,), [r"'1'", "SiLU", "softplus"]),

@@ -44,6 +44,8 @@ def test_own_network_doc_examples_run(tmp_path: Path) -> None:
     for name in ("encoder:", "encoder_legacy:", "encoder_sd:", "encoder_whole:",
                  "encoder-from-onnx:"):
         assert name in out, out
-    assert out.count("max |difference|") == 8 and "refused: " in out
-    assert "max-pool as ReLU layers: 4 lifted layers" in out
+    assert out.count("max |difference|") == 9 and "refused: " in out
+    assert out.count("max-pool as ReLU layers: 4 lifted layers") == 2  # ONNX and .pt2
+    assert "2 lifted layer(s) added" in out
+    assert "colour reconstruction: RGB 32x32" in out
     assert (tmp_path / "mymodels" / "encoder_whole.safetensors").exists()

@@ -136,8 +136,8 @@ class _Touch:
 
 
 @pytest.mark.parametrize(("module", "shape", "patterns"), [
-    (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2)), (1, 8, 8),
-     ["max_pool2d", "MaxPool2d", "AvgPool2d", "ReLU"]),
+    (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, padding=1)), (1, 8, 8),
+     ["MaxPool2d", "padding", "AvgPool2d", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,), ["gelu", "GELU", "ReLU"]),
     (Residual(), (6,), ["add", "residual", "skip connection"]),
     (nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)), (4,), ["layer_norm", "BatchNorm"]),

@@ -62,6 +62,8 @@ CASES = [
     (lambda: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True), (2, 6, 9)),
     (lambda: nn.AvgPool2d((2, 3), stride=(1, 2), divisor_override=5), (1, 5, 7)),
     (lambda: nn.AvgPool2d(2, stride=3), (1, 8, 8)),  # windows skip the last row/col
+    (lambda: nn.AvgPool2d(2), (3, 8, 6)),  # windows tile the input (the copy adjoint)
+    (lambda: nn.AvgPool2d((2, 3)), (2, 7, 8)),  # tiling but for the last row and 2 columns
     (lambda: nn.AdaptiveAvgPool2d(3), (2, 7, 8)),
     (lambda: nn.AdaptiveAvgPool2d((2, None)), (1, 5, 4)),
     (lambda: nn.AdaptiveAvgPool2d(1), (3, 4, 4)),

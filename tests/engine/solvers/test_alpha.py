@@ -285,7 +285,8 @@ def test_the_final_record_counts_every_step_of_the_search() -> None:
     from lbi_engine.api import InversionRequest, iterate, prepare
     from lbi_engine.models.zoo import load_zoo
 
-    request = InversionRequest(network="mnist-cnn-ae", split="train", index=7, noise_std=0.02,
+    request = InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                               split="train", index=7, noise_std=0.02,
                                report_every=5)
     records = list(iterate(prepare(request, load_zoo("mnist-cnn-ae"))))
     last = records[-1]

@@ -11,7 +11,8 @@ from lbi_engine.api import InversionRequest, run_to_end
 
 
 def _psnr(method: str, index: int, std: float, bundle: object) -> tuple[float, object]:
-    request = InversionRequest(network="mnist-cnn-ae", split="val", index=index, noise_std=std,
+    request = InversionRequest(network="mnist-cnn-ae", regulariser="tv",
+                               split="val", index=index, noise_std=std,
                                method=method)
     _, last, _ = run_to_end(request, bundle)
     return float(last.psnr[0]), last

@@ -147,3 +147,48 @@ def test_the_warmup_yields_the_cpu_to_the_window_but_only_its_own_thread(monkeyp
         _forget_bundles()
     assert seen == [min(19, mine + warmup.WARM_NICE)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_a_run_never_waits_for_the_warmups_iteration(monkeypatch) -> None:
+    """The first run after launch shows its curve at once: it waits for the loaded network
+    only, not for the warm-up's throw-away iteration (low priority: seconds on a busy
+    machine, during which the window showed "k = —")."""
+    from lbi_gui.engine.child import _Channel
+
+    fake = make_fake_engine()
+    real_iterate = fake.iterate
+    release = threading.Event()
+    warm_thread: list[str] = []
+
+    def slow_iterate(prepared: Any, **kw: Any) -> Any:
+        if threading.current_thread().name == "lbi-engine-warmup":
+            warm_thread.append("iterating")
+            release.wait(30)  # the warm-up's first iteration takes "forever"
+        return real_iterate(prepared, **kw)
+
+    fake.iterate = slow_iterate
+    monkeypatch.setattr(engine, "ENGINE_FACTORY", lambda: fake)
+    events: list[Any] = []
+    try:
+        request = {**default_request(), "network": "fake-net", "max_iter": 5, "tol": 0.0}
+        warm = Warmup(request)
+        assert warm.prepared.wait(30)
+        chan = _Channel(1, events.append, warm)
+        chan.submit(m.Prepare(1, 1, dict(request)))
+        chan.submit(m.Run(1, m.RunJob(run_id=1, request=dict(request))))
+        deadline = threading.Event()
+        for _ in range(300):
+            if any(isinstance(e, m.RunDone) for e in events):
+                break
+            deadline.wait(0.1)
+        assert any(isinstance(e, m.Prepared) for e in events)
+        assert any(isinstance(e, m.ProgressReport) for e in events)
+        assert any(isinstance(e, m.RunDone) for e in events), events
+        assert not warm.done.is_set()  # the run finished while the warm-up still iterated
+        release.set()
+        assert warm.done.wait(30)
+        chan.close()
+        chan.thread.join(10)
+    finally:
+        release.set()
+        _forget_bundles()
