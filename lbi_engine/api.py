@@ -300,11 +300,18 @@ def _warm_up(network: Any, method: str, device: torch.device, dtype: torch.dtype
     """
     for layer in network.layers:
         layer.affine.norm()
+        for amap in getattr(layer, "extra", ()):  # the other inputs' maps of a graph
+            amap.norm()
     encoder = network.to(device=device, dtype=dtype)
     x = torch.zeros((1, *encoder.input_shape), device=device, dtype=dtype)
     with torch.no_grad():
+        if not getattr(encoder, "is_chain", True):  # a graph (MATH.md §5.6)
+            states = [x, *encoder.forward_states(x)]
+            for index in range(len(encoder.layers)):
+                for j, amap in encoder.terms(index):
+                    amap.adjoint(amap.apply(states[j]))
         h = x
-        for layer in encoder.layers:
+        for layer in encoder.layers if getattr(encoder, "is_chain", True) else ():
             z = layer.affine.apply(h)
             layer.affine.adjoint(z)
             h = layer.activation.sigma(z)

@@ -155,8 +155,11 @@ def objective_parts(
         regulariser = make_regulariser(regulariser)
     terms = []
     prev = x0
-    for layer, target in zip(layers, [*aux, y_delta], strict=True):
-        terms.append(layer.activation.bregman(target, layer.affine.apply(prev)))
+    states = [x0, *aux, y_delta]
+    for index, (layer, target) in enumerate(zip(layers, states[1:], strict=True)):
+        z = layer.affine.apply(prev) if getattr(network, "is_chain", True) else \
+            network.pre_activation_of(index, states)  # a graph (MATH.md §5.6)
+        terms.append(layer.activation.bregman(target, z))
         prev = target
     bregman = torch.stack(terms, dim=1)
     reg = _alpha_times(alpha, regulariser.value(x0))

@@ -141,7 +141,9 @@ def make_noisy_data(
     with torch.no_grad():
         states = list(network.forward_states(x_true))
         x_prev = states[-2] if len(layers) > 1 else x_true
-        z = network.pre_activation(len(layers) - 1, x_prev)
+        z = network.pre_activation(len(layers) - 1, x_prev) if getattr(
+            network, "is_chain", True) else network.pre_activation_of(  # a graph (§5.6)
+            len(layers) - 1, [x_true, *states])
         y = states[-1]
         n = draw_standard_normal(tuple(y.shape), gen, y)
         y_delta = last.project(y + s * n)

@@ -141,6 +141,12 @@ class InversionProblem:
         layers = self.network.layers
         terms = []
         prev = x0
+        if not getattr(self.network, "is_chain", True):  # a graph (MATH.md §5.6)
+            states = [x0, *aux, self.y_delta]
+            for index, layer in enumerate(layers):
+                z = self.network.pre_activation_of(index, states)
+                terms.append(layer.activation.bregman(states[index + 1], z))
+            layers = []  # the chain loop below has nothing left to do
         for index, layer in enumerate(layers):
             target = aux[index] if index < len(layers) - 1 else self.y_delta
             z = layer.affine.apply(prev)

@@ -114,6 +114,16 @@ class Network(Protocol):
     def pre_activation(self, index: int, x_prev: Tensor, /) -> Tensor:
         """W_l x_{l-1} + b_l of layer ``index`` (0-based)."""
 
+    @property
+    def is_chain(self) -> bool:
+        """False when a layer takes several earlier states (a graph, MATH.md §5.6)."""
+
+    def terms(self, index: int, /) -> Sequence[tuple[int, Operator]]:
+        """[(state j, A_{l,j}), ...] of layer ``index`` (states: 0 the input)."""
+
+    def pre_activation_of(self, index: int, states: Sequence[Tensor], /) -> Tensor:
+        """sum_j A_{l,j} x_j + b_l of layer ``index`` from states [x_0, x_1, ...]."""
+
 
 class Regulariser(Protocol):
     """The prior R on images (B, C, H, W) or vectors, as the solvers use it.

@@ -141,6 +141,19 @@ _RULES: dict[type[nn.Module], Callable[[Any, Shape], Shape | None]] = {
 }
 
 
+def leaf_output_shape(leaf: nn.Module, sample_shape: Sequence[int]) -> Shape | None:
+    """One sample's output shape of a known layer (exact type), or None (then run it).
+
+    The importers track the sample shape while they build a chain; running each layer on a
+    zero sample costs as much as a forward pass (seconds for a large convolutional network),
+    only to learn a shape these formulas give."""
+    rule = _RULES.get(type(leaf))
+    if rule is None or (leaf.training and isinstance(leaf, (nn.BatchNorm1d, nn.BatchNorm2d))):
+        return None
+    new = rule(leaf, (2, *(int(v) for v in sample_shape)))
+    return None if new is None or len(new) < 1 or new[0] != 2 else tuple(new[1:])
+
+
 def _leaves_in_order(module: nn.Module) -> list[nn.Module] | None:
     """The leaves of nested ``nn.Sequential`` containers in execution order, else None."""
     if type(module) is not nn.Sequential:

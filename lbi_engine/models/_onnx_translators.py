@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import UnsupportedLayerError
+from lbi_engine.models._chain_shapes import leaf_output_shape
 from lbi_engine.models._onnx_graph import BATCHES
 from lbi_engine.operators import Reshape, ScaleShift
 
@@ -81,6 +82,10 @@ class _NodeContext:
             key = base if base not in self.seq._modules else f"{base}_{self.index}_{k}"
             self.seq.add_module(key, m)
             self.budget().check(m, self.shape)  # memory estimate before the real dry run
+            known = leaf_output_shape(m, self.shape)
+            if known is not None:
+                self.shape = known
+                continue
             with torch.no_grad():
                 self.shape = tuple(m(torch.zeros(1, *self.shape)).shape[1:])
 

@@ -1,4 +1,5 @@
-"""The ATen allow-list of the ``.pt2`` importer: one exported graph -> an ``nn.Sequential``.
+"""The ATen allow-list of the ``.pt2`` importer: one exported graph -> an ``nn.Sequential``
+(a ``_graph_module.SegmentGraph`` of them where tensors are added or concatenated).
 
 A room of :mod:`lbi_engine.models.pt2_import`. The graph JSON (``torch.export`` schema) is walked
 node by node; each node's ``target`` (e.g. ``torch.ops.aten.conv2d.default``) must be in
@@ -20,9 +21,13 @@ from torch import nn
 
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.limits import _check_shape
+from lbi_engine.models._chain_shapes import leaf_output_shape
+from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_graph import BATCHES, PROBE, match_values
 from lbi_engine.models._pt2_translate import translate
 
+_ADD = {"aten.add.Tensor", "aten.add_.Tensor"}
+_CAT = {"aten.cat.default", "aten.concat.default"}
 _BATCH = "batch"  # the symbolic batch size (aten.sym_size.int(x, 0))
 _PASS = {"aten.alias.default", "aten.clone.default", "aten.contiguous.default",
          "aten.detach.default", "aten.lift_fresh_copy.default", "aten.dropout.default",
@@ -47,7 +52,7 @@ def _target(node: dict[str, Any]) -> str:
     return t[len("torch.ops."):] if t.startswith("torch.ops.") else t
 
 
-class GraphTranslator:
+class GraphTranslator(SegmentedWalk):
     """Walks one exported graph (a chain from the user input to the output)."""
 
     def __init__(self, program: dict[str, Any], tensors: dict[str, torch.Tensor], path: Path,
@@ -81,14 +86,14 @@ class GraphTranslator:
             raise UnsupportedLayerError(f"{path.name!r} has {len(user)} tensor inputs and the "
                                         f"outputs {kinds}{mutation}; only single-input, "
                                         "single-output chains can be lifted.")
-        self.current = user[0]
+        # the segments of a graph (residual additions, concatenation) and the open one
+        self.graph_parts = SegmentGraphBuilder(user[0])
         self.out_name = outs[0]["user_output"]["arg"]["as_tensor"]["name"]
         sizes = self.graph["tensor_values"][self.current]["sizes"]
         dims = [s.get("as_int") for s in sizes]
         self.static_batch = dims[0] if dims and dims[0] is not None else None
         self.shape = self._input_shape(dims[1:], input_shape)
         self.shapes = {self.current: self.shape}
-        self.seq = nn.Sequential()
         self.node: dict[str, Any] = {}
         self.index = 0
 
@@ -120,6 +125,8 @@ class GraphTranslator:
         kind, v = next(iter(arg.items()))
         if kind == "as_tensor":
             return self.consts.get(v["name"], ("tensor", v["name"]))
+        if kind == "as_tensors":  # torch.cat's list
+            return [self.consts.get(t["name"], ("tensor", t["name"])) for t in v]
         if kind == "as_none":
             return None
         if kind == "as_sym_int":
@@ -150,11 +157,15 @@ class GraphTranslator:
             base = str(self.node.get("name", "node")).replace(".", "_") or "node"
             key = base if base not in self.seq._modules else f"{base}_{k}"
             self.seq.add_module(key, m.eval())  # eval: a probe must not touch BN statistics
+            known = leaf_output_shape(m, self.shape)
+            if known is not None:
+                self.shape = known
+                continue
             with torch.no_grad():
                 self.shape = tuple(m(torch.zeros(2, *self.shape)).shape[1:])
 
     # --- the walk --------------------------------------------------------------------------
-    def build(self) -> tuple[nn.Sequential, tuple[int, ...]]:
+    def build(self) -> tuple[nn.Module, tuple[int, ...]]:
         nodes = list(self.graph["nodes"])
         consumers: dict[str, list[int]] = {}
         for j, n in enumerate(nodes):
@@ -174,41 +185,71 @@ class GraphTranslator:
             if target == "aten.sym_size.int":
                 self._sym_size(args)
                 continue
+            if target in _CAT:
+                self._merge_cat(args)
+                continue
             if not tensors:  # weight-only ops (t, permute of a weight) are folded
                 self._fold(target, args)
                 continue
-            if tensors[0] != self.current or len(tensors) > 1:
-                self._refuse_branch(nodes, tensors)
+            if len(tensors) > 1:
+                if target not in _ADD or len(tensors) != 2 or float(args.get("alpha", 1)) != 1:
+                    self._refuse_branch(tensors)
+                self._merge("add", tensors, self.shapes.get(tensors[0]))
+                continue
+            if tensors[0] != self.current and self.graph_parts.switch_to(tensors[0]):
+                self.shape = self.shapes[tensors[0]]  # a branch from an earlier tensor
+            if tensors[0] != self.current:
+                self._refuse_branch(tensors)
             if self._uses(self.current, index - 1) > 1:
                 end = self._activation_region(nodes, index - 1)
-                if end is None:
-                    self._refuse_branch(nodes, [self.current], after=index - 1)
-                    self.refuse(f"the tensor '{self.current}' feeds several nodes (a branch or "
-                                "skip connection, or an activation lbi does not recognise); "
-                                "only plain chains can be lifted")
-                index = end + 1
-                continue
+                if end is not None:
+                    index = end + 1
+                    continue
+                self.graph_parts.close()  # several nodes use it: a branch point
             if target not in _PASS or args.get("train"):
                 translate(self, target, args)
             self._advance()
         if self.current != self.out_name:
             raise UnsupportedLayerError(f"{self.path.name!r}: the output '{self.out_name}' is not "
                                         f"the end of the chain '{self.current}'.")
-        return self.seq, start
+        return self.graph_parts.module(), start
 
-    def _refuse_branch(self, nodes: list[dict[str, Any]], tensors: list[str],
-                       after: int | None = None) -> None:
-        """Refuse at the node where the chain splits or merges again (the skip's end)."""
-        if after is not None:  # the tensor is used again further down: name that node
-            later = [j for j in self.consumers.get(tensors[0], []) if j > after and
-                     _target(nodes[j]) != "aten.sym_size.int"]
-            if not later:
-                return
-            self.index, self.node = later[0], nodes[later[0]]
-        self.refuse(f"it combines or reuses the tensors {tensors} while the chain is at "
-                    f"'{self.current}': a residual addition, skip connection or branch, which "
-                    "a lifted chain cannot represent. Remove the skip connection, or export only "
-                    "the chain part of the network")
+    def _refuse_branch(self, tensors: list[str]) -> NoReturn:
+        self.refuse(f"it combines or uses the tensors {tensors} while the chain is at "
+                    f"'{self.current}' in a way lbi does not lift (sums of two tensors and "
+                    "concatenation of channels are lifted as a graph, MATH.md §5.6; other "
+                    "combinations, e.g. products, are not affine)")
+
+    def _merge(self, kind: str, tensors: list[str], shape: tuple[int, ...] | None) -> None:
+        """A sum or channel concatenation of computed tensors: a node of the graph."""
+        if kind == "add" and (shape is None or self.shapes.get(tensors[1]) != shape):
+            self.refuse(f"it adds tensors of shapes {[self.shapes.get(t) for t in tensors]}; "
+                        "lbi lifts sums of tensors of one shape")
+        if not self.graph_parts.merge(kind, tensors, self._output_name()):
+            self._refuse_branch(tensors)
+        assert shape is not None  # checked above for sums, computed for concatenations
+        self.shape = shape
+        self.shapes[self.current] = shape
+
+    def _merge_cat(self, args: dict[str, Any]) -> None:
+        items = args.get("tensors")
+        if not isinstance(items, list) or not all(isinstance(v, tuple) for v in items):
+            self.refuse("it concatenates constants; lbi lifts concatenations of computed "
+                        "tensors along channels")
+        names = [v[1] for v in items]
+        shapes = [self.shapes.get(t) for t in names]
+        cat = concat_shape(shapes, int(args.get("dim", 0)))
+        if cat is None:
+            self.refuse(f"it concatenates {shapes} along dim {args.get('dim', 0)}; lbi lifts "
+                        "the concatenation of channels (dim 1) of equal-sized maps")
+        self._merge("cat", names, cat)
+
+    def _output_name(self) -> str:
+        outs = self.node.get("outputs", [])
+        t = outs[0].get("as_tensor") if outs else None
+        if t is None:
+            self.refuse("it does not produce one tensor")
+        return str(t["name"])
 
     def _advance(self) -> None:
         outs = self.node.get("outputs", [])

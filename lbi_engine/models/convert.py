@@ -44,8 +44,17 @@ def _flat_layers(module: Any, shape: tuple[int, ...]) -> Any:
 
     ref = next(iter(module.parameters()), None)
     dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
+    from lbi_engine.errors import UnsupportedLayerError
+    from lbi_engine.models.fx_chain import NotAChain
+
     walker = ModuleWalker(torch.zeros(2, *shape, dtype=dtype))
-    walker.walk(module.eval())
+    try:
+        walker.walk(module.eval())
+    except NotAChain as exc:  # cards list layers in a chain; a graph's file is read directly
+        raise UnsupportedLayerError(
+            f"lbi convert writes a chain of layers, and this network adds or concatenates "
+            f"tensors (a graph: {str(exc).split(':')[0]}); invert the ONNX/.pt2 file directly "
+            "(lbi invert --network FILE), which lifts the graph.") from exc
     return nn.Sequential(*[e.module for e in walker.entries])
 
 

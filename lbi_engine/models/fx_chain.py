@@ -71,9 +71,15 @@ def _name(node: fx.Node) -> str:
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
+class NotAChain(UnsupportedLayerError):
+    """A node combines or reuses tensors: the module is a graph, not a chain (the cue for
+    :mod:`lbi_engine.models.graph_lifting`)."""
+
+
 def _refuse(node: fx.Node, where: str, position: int, why: str,
-            alternative: str) -> NoReturn:
-    raise UnsupportedLayerError(f"Node '{node.name}' ({node.op} {_name(node)}, position "
+            alternative: str, error: type[UnsupportedLayerError] = UnsupportedLayerError
+            ) -> NoReturn:
+    raise error(f"Node '{node.name}' ({node.op} {_name(node)}, position "
                                 f"{position}) in '{where}' cannot be lifted: {why}. {alternative}")
 
 
@@ -240,13 +246,14 @@ def walk_fx(walker: Any, module: nn.Module, name: str) -> None:
             _refuse(node, where, position, f"it combines several tensors "
                     f"({', '.join(repr(n.name) for n in tensors)}): a residual addition or a "
                     "branch, which a lifted chain cannot represent",
-                    "Remove the skip connection, or invert only the chain part of the network.")
+                    "Remove the skip connection, or invert only the chain part of the network.",
+                    NotAChain)
         if not tensors or tensors[0] is not chain:
             used = repr(tensors[0].name) if tensors else "no tensor"
             previous = repr(chain.name) if chain is not None else "(none)"
             _refuse(node, where, position, f"it uses {used} instead of the previous layer's "
                     f"output {previous} (a skip connection or branch)",
-                    "Only plain chains of layers can be lifted.")
+                    "Only plain chains of layers can be lifted.", NotAChain)
         sub = _module_for(node, gm, env, chain, where, position)
         label = prefix + (str(node.target) if node.op == "call_module" else node.name)
         env[node] = walker.add(label, sub)

@@ -326,6 +326,8 @@ class ModuleWalker:
         return y
 
     def walk(self, module: nn.Module, name: str = "") -> None:
+        if not name and not self.entries:
+            refuse_early(module)
         # a Sequential subclass with its own forward is traced like any user module
         if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
             for cname, child in module.named_children():
@@ -366,6 +368,41 @@ class ModuleWalker:
             "lifted_layers_added": relu_levels(module.kernel_size)})
         self._nonneg = nonneg  # max of non-negative values
         return self.x
+
+
+def _plain_leaves(module: nn.Module, name: str = "") -> Any:
+    """(name, leaf) of a plain (nested) nn.Sequential in walking order; stops at the first
+    module the walker would trace with torch.fx (its layers are known only by tracing)."""
+    if isinstance(module, nn.Sequential) and type(module).forward is nn.Sequential.forward:
+        for cname, child in module.named_children():
+            if not (yield from _plain_leaves(child, f"{name}.{cname}" if name else cname)):
+                return False
+        return True
+    if not is_leaf(module):
+        return False
+    yield name or type(module).__name__, module
+    return True
+
+
+def refuse_early(module: nn.Module) -> None:
+    """Name the first parameter-free layer that cannot be lifted (GELU, LayerNorm, an
+    upsampling, ...) before any layer is lifted: the walk itself lifts and runs every layer
+    before it, which takes seconds for a large network. Stops at the first MaxPool2d (its
+    rewrite adds layers, so later positions would differ from the walker's)."""
+    from lbi_engine.activations import activation_from_module
+
+    for position, (name, leaf) in enumerate(_plain_leaves(module)):
+        if isinstance(leaf, nn.MaxPool2d):
+            return
+        if isinstance(leaf, LiftedActivation) or next(leaf.parameters(False), None) is not None:
+            continue
+        found = refusal_for_type(type(leaf))
+        if found is not None:
+            refuse(name, leaf, position, *found)
+        try:
+            activation_from_module(leaf)
+        except UnsupportedLayerError as exc:
+            raise UnsupportedLayerError(f"{layer_label(name, leaf, position)}: {exc}") from exc
 
 
 def _pair2(v: Any) -> tuple[int, int]:

@@ -1,5 +1,12 @@
 """LiftedNetwork: a feed-forward network seen as L lifted layers x_l = sigma_l(W_l x_{l-1} + b_l).
 
+More generally (residual additions, channel concatenation: MATH.md §5.6) a layer's
+pre-activation may combine several earlier states, x_l = sigma_l(sum_{j in in(l)} A_{l,j} x_j
++ b_l) with in(l) a subset of {0, .., l-1} (x_0 the input): ``LiftedLayer.inputs`` names them
+and ``LiftedLayer.extra`` holds the maps of all but the first (``affine`` maps the first; the
+biases of all maps add). A layer without ``inputs`` takes the previous state, so a chain is
+the special case and keeps its objects and numbers.
+
 Grouping rule (MATH.md §5.1): every run of affine layers followed by one proximal activation
 is one lifted layer, its affine part the composition of the run. A trailing run of affine
 layers gets the identity activation (Psi = 0). Two activations in a row: the second one gets
@@ -38,11 +45,15 @@ _VERIFY_RTOL = {torch.float64: 1e-10, torch.float32: 1e-4}
 
 @dataclass
 class LiftedLayer:
-    """One lifted layer: x_out = activation.sigma(affine.apply(x_in))."""
+    """One lifted layer: x_out = activation.sigma(affine.apply(x_in)), or in a graph
+    x_out = activation.sigma(affine.apply(x_{inputs[0]}) + sum_k extra[k].apply(x_{inputs[k+1]}))
+    with states numbered 0 (the network input) .. L (layer l's output is state l + 1)."""
 
     affine: AffineMap
     activation: ProximalActivation
     source: str  # the original layers it came from, e.g. "0:Conv2d, 1:ReLU"
+    inputs: tuple[int, ...] | None = None  # None: the previous state (a chain layer)
+    extra: tuple[AffineMap, ...] = ()  # the maps of inputs[1:]
 
 
 def check_input_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
@@ -107,6 +118,11 @@ class LiftedNetwork:
         #: dict per rewritten layer (layer, geometry, lifted_layers_added)
         self.rewrites: list[dict[str, Any]] = []
         self.input_shape = _check_shape(input_shape)
+        self.is_chain = all(lay.inputs in (None, (i,)) and not lay.extra
+                            for i, lay in enumerate(self.layers))
+        if not self.is_chain:
+            self.output_shape = self._check_graph()
+            return
         shape = self.input_shape
         for i, layer in enumerate(self.layers):
             if layer.affine.in_shape != shape:
@@ -114,6 +130,49 @@ class LiftedNetwork:
                                          f"{layer.affine.in_shape} but receives {shape}.")
             shape = layer.affine.out_shape
         self.output_shape = shape
+
+    # --- the graph (MATH.md §5.6) -----------------------------------------------------------
+    def terms(self, index: int) -> list[tuple[int, AffineMap]]:
+        """[(state j, A_{l,j}), ...] of layer ``index``: its pre-activation is the sum of
+        A.apply(x_j) (states: 0 the input, i + 1 the output of layer i)."""
+        layer = self.layers[index]
+        inputs = layer.inputs if layer.inputs is not None else (index,)
+        return list(zip(inputs, (layer.affine, *layer.extra), strict=True))
+
+    def consumers(self, state: int) -> list[tuple[int, AffineMap]]:
+        """[(layer l, A_{l,state}), ...]: every term in which state ``state`` is an input."""
+        return [(i, amap) for i in range(len(self.layers)) for j, amap in self.terms(i)
+                if j == state]
+
+    def pre_activation_of(self, index: int, states: Sequence[Tensor]) -> Tensor:
+        """z_l = sum_j A_{l,j} x_j + b_l from ``states`` = [x_0, x_1, ...] (at least l + 1)."""
+        z: Tensor | None = None
+        for j, amap in self.terms(index):
+            part = amap.apply(states[j])
+            z = part if z is None else z + part
+        assert z is not None  # every layer has a term
+        return z
+
+    def _check_graph(self) -> tuple[int, ...]:
+        """Shapes and order of a graph network; its output shape."""
+        shapes = [self.input_shape]
+        for i, layer in enumerate(self.layers):
+            if layer.inputs is not None and len(layer.inputs) != 1 + len(layer.extra):
+                raise InputError(f"Layer {i} ({layer.source}) names {len(layer.inputs)} inputs "
+                                 f"but has {1 + len(layer.extra)} maps; give one map per input.")
+            out = layer.affine.out_shape
+            for j, amap in self.terms(i):
+                if not 0 <= j <= i:
+                    raise InputError(f"Layer {i} ({layer.source}) takes state {j}; a layer may "
+                                     f"only take the input (0) or earlier layers' outputs "
+                                     f"(1..{i}): order the layers topologically.")
+                if amap.in_shape != shapes[j] or amap.out_shape != out:
+                    raise ShapeMismatchError(
+                        f"Layer {i} ({layer.source}) maps state {j} of shape {shapes[j]} "
+                        f"with a map {amap.in_shape} -> {amap.out_shape}; expected "
+                        f"{shapes[j]} -> {out}.")
+            shapes.append(out)
+        return shapes[-1]
 
     # --- evaluation ------------------------------------------------------------------------
     def _check_input(self, x: Tensor) -> None:
@@ -127,15 +186,25 @@ class LiftedNetwork:
     def forward(self, x: Tensor) -> Tensor:
         """sigma_L(W_L ... sigma_1(W_1 x + b_1) ... + b_L): the original module's forward."""
         self._check_input(x)
+        if not self.is_chain:
+            return self._graph_states(x)[-1]
         for layer in self.layers:
             x = layer.activation.sigma(layer.affine.apply(x))
         return x
+
+    def _graph_states(self, x: Tensor) -> list[Tensor]:
+        states = [x]
+        for i, layer in enumerate(self.layers):
+            states.append(layer.activation.sigma(self.pre_activation_of(i, states)))
+        return states[1:]
 
     __call__ = forward
 
     def forward_states(self, x: Tensor) -> list[Tensor]:
         """[x_1, ..., x_L], the post-activation state of every lifted layer."""
         self._check_input(x)
+        if not self.is_chain:
+            return self._graph_states(x)
         states = []
         for layer in self.layers:
             x = layer.activation.sigma(layer.affine.apply(x))
@@ -147,6 +216,10 @@ class LiftedNetwork:
         if not -len(self.layers) <= l < len(self.layers):
             raise InputError(f"layer index {l} is out of range for '{self.name}' with "
                              f"{len(self.layers)} layers (0-based).")
+        if not self.is_chain and len(self.terms(l)) > 1:
+            raise InputError(f"layer {l} of '{self.name}' takes the states "
+                             f"{[j for j, _ in self.terms(l)]}, not one previous state; use "
+                             "pre_activation_of(l, states).")
         return self.layers[l].affine.apply(x_prev)
 
     # --- bookkeeping -----------------------------------------------------------------------
@@ -166,7 +239,9 @@ class LiftedNetwork:
            dtype: torch.dtype | None = None) -> LiftedNetwork:
         """A new network with every affine map moved/cast (activations hold no tensors)."""
         layers = [LiftedLayer(lay.affine.to(device=device, dtype=dtype), lay.activation,
-                              lay.source) for lay in self.layers]
+                              lay.source, lay.inputs,
+                              tuple(m.to(device=device, dtype=dtype) for m in lay.extra))
+                  for lay in self.layers]
         out = LiftedNetwork(layers, self.input_shape, self.name)
         out.rewrites = [dict(r) for r in self.rewrites]
         return out
@@ -191,11 +266,15 @@ class LiftedNetwork:
                         "activation_spec": act.spec() if hasattr(act, "spec") else None,
                         "norm": lay.affine.norm(), "norm_method": lay.affine.norm_method,
                         "source": lay.source})
+            if not self.is_chain:  # what each node merges (states: 0 input, i + 1 layer i)
+                out[-1]["inputs"] = [j for j, _ in self.terms(i)]
         return out
 
     def __repr__(self) -> str:
         body = "\n".join(f"  [{i}] {lay.affine.describe()} -> "
                          f"{getattr(lay.activation, 'name', '?')}"
+                         + ("" if self.is_chain else
+                            f"  (from states {[j for j, _ in self.terms(i)]})")
                          for i, lay in enumerate(self.layers))
         return f"LiftedNetwork '{self.name}' {self.input_shape} -> {self.output_shape}\n{body}"
 
@@ -227,8 +306,19 @@ class LiftedNetwork:
             ref = next(iter(module.buffers()), None)
         dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
         device = ref.device if ref is not None else torch.device("cpu")
+        from lbi_engine.models.graph_lifting import NotAChain, lift_graph
+
         walker = ModuleWalker(torch.zeros(2, *shape, dtype=dtype, device=device))
-        walker.walk(module)
+        try:
+            walker.walk(module)
+        except NotAChain:  # residual additions or concatenation: lift the graph (§5.6)
+            layers = [LiftedLayer(*fields) for fields in lift_graph(
+                module, torch.zeros(2, *shape, dtype=dtype, device=device),
+                name or type(module).__name__)]
+            net = cls(layers, shape, name or type(module).__name__)
+            if verify:
+                verify_against(net, module, what=f"module '{net.name}'")
+            return net
         if not walker.entries:
             layers = [LiftedLayer(IdentityMap(shape), _identity(), "identity")]
         else:

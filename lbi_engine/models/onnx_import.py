@@ -1,10 +1,13 @@
 """ONNX model -> equivalent nn.Sequential -> LiftedNetwork, with the ``onnx`` package only.
 
-The graph must be a chain from its one input to its one output; weights come from
-initializers or Constant nodes. Affine ops become torch.nn layers (asymmetric pads become a
-ZeroPad2d in front); activation ops go through ``activation_from_onnx`` so that refusals
-(Gelu, LogSoftmax, ...) say why in the same words as for torch modules. An op that cannot be
-lifted is refused naming the node, its op type, its index in the graph and an alternative.
+The graph goes from its one input to its one output; weights come from initializers or
+Constant nodes. A chain becomes one nn.Sequential; a graph whose tensors are added (``Add`` of
+two computed tensors: residual blocks) or concatenated along channels (``Concat``, axis 1)
+becomes a ``_graph_module.SegmentGraph`` of such chains, lifted as a DAG (MATH.md §5.6).
+Affine ops become torch.nn layers (asymmetric pads become a ZeroPad2d in front); activation
+ops go through ``activation_from_onnx`` so that refusals (Gelu, LogSoftmax, ...) say why in
+the same words as for torch modules. An op that cannot be lifted is refused naming the node,
+its op type, its index in the graph and an alternative.
 
 This module walks the graph (chain checks, constants, activations, refusals); the affine op
 translators live in ``_onnx_translators``.
@@ -26,6 +29,7 @@ from lbi_engine.errors import (
     UnsupportedLayerError,
 )
 from lbi_engine.limits import _check_shape
+from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_graph import BATCHES, ELEMENTWISE, FOLD_OPS, fold, match_activation
 from lbi_engine.models._onnx_translators import _OpTranslators
 from lbi_engine.models.importers import check_model_file
@@ -52,7 +56,7 @@ _SUPPORTED = ("Gemm, MatMul(+Add), Conv, ConvTranspose, AveragePool, GlobalAvera
               "Gather, Concat, Slice, ...), and the activations Relu, LeakyRelu, Sigmoid, Tanh, "
               "Clip, Softmax, Softplus, Softsign, Elu, HardSigmoid")
 
-class _Builder(_OpTranslators):
+class _Builder(SegmentedWalk, _OpTranslators):
     """Walks the graph once, appending torch modules and tracking the sample shape.
 
     The per-op translators (``_op_*``) and node helpers come from ``_onnx_translators``.
@@ -71,7 +75,8 @@ class _Builder(_OpTranslators):
             raise UnsupportedLayerError(f"ONNX model {path.name!r} has {len(inputs)} data inputs "
                                         f"({[i.name for i in inputs]}); only single-input chains "
                                         "can be lifted.")
-        self.current = inputs[0].name
+        # the segments of a graph (residual additions, concatenation) and the open one
+        self.graph_parts = SegmentGraphBuilder(inputs[0].name)
         self.shape = self._input_shape(inputs[0], input_shape)
         dim0 = inputs[0].type.tensor_type.shape.dim
         # the batch size the exporter traced with (torch.onnx.export(dynamo=True) writes it
@@ -80,7 +85,6 @@ class _Builder(_OpTranslators):
             and dim0[0].dim_value > 0 else None
         self.shape_vals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
-        self.seq = nn.Sequential()
         self.node: Any = None
         self.index = 0
 
@@ -104,7 +108,7 @@ class _Builder(_OpTranslators):
                             f"ONNX input shape of {self.path.name!r}")
 
     # --- the walk --------------------------------------------------------------------------
-    def build(self) -> tuple[nn.Sequential, tuple[int, ...]]:
+    def build(self) -> tuple[nn.Module, tuple[int, ...]]:
         from onnx import numpy_helper
 
         nodes = list(self.graph.node)
@@ -131,28 +135,29 @@ class _Builder(_OpTranslators):
             if n.op_type == "Constant" or self._fold(n):
                 continue
             data = [i for i in n.input if i and i not in self.consts and i not in self.shape_vals]
-            if len(data) > 1 and self.current in data:
+            if len(data) > 1:
+                if self.current in data:
+                    end = self._activation_region(nodes, index - 1)
+                    if end is not None:
+                        index = end + 1
+                        continue
+                if self._merge(n, data):
+                    continue
+                self.refuse(f"it combines the tensors {data} in a way lbi does not lift (a sum "
+                            "of two tensors and a concatenation of channels are lifted as a "
+                            "graph; MATH.md §5.6); write the combination as an addition or "
+                            "torch.cat(.., dim=1)")
+            if data and data[0] != self.current and self.graph_parts.switch_to(data[0]):
+                self.shape = self.shapes[data[0]]  # a branch from an earlier tensor
+            if not data or data[0] != self.current:
+                self.refuse(f"it does not take the previous node's output '{self.current}' nor "
+                            "a tensor that several nodes use (a branch); check the graph")
+            if self._chain_uses(self.current, index - 1) > 1:
                 end = self._activation_region(nodes, index - 1)
                 if end is not None:
                     index = end + 1
                     continue
-                self.refuse(f"it combines the tensors {data}: a residual addition or branch, "
-                            "which a lifted chain cannot represent; remove the skip "
-                            "connection, or export only the chain part of the network")
-            if not data or data[0] != self.current:
-                self.refuse(f"it does not take the previous node's output '{self.current}' (a "
-                            "branch or skip connection); only plain chains can be lifted")
-            if self._chain_uses(self.current, index - 1) > 1:
-                end = self._activation_region(nodes, index - 1)
-                if end is None:
-                    self._refuse_branch(nodes, index - 1)
-                    self.refuse(f"the tensor '{self.current}' feeds several nodes (a branch or "
-                                "skip connection, or an activation written as several ops "
-                                "that lbi does not recognise); only plain chains can be "
-                                "lifted: export standard layers (nn.Softplus, nn.Softsign, ...) "
-                                "in an nn.Sequential")
-                index = end + 1
-                continue
+                self.graph_parts.close()  # several nodes use it: a branch point
             self._translate(n.op_type)
             self.current = n.output[0]
             self.shapes[self.current] = self.shape
@@ -161,18 +166,32 @@ class _Builder(_OpTranslators):
             raise UnsupportedLayerError(f"ONNX model {self.path.name!r}: the graph outputs {outs} "
                                         f"are not the end of the chain '{self.current}'; only "
                                         "single-output chains can be lifted.")
-        return self.seq, start_shape
+        return self.graph_parts.module(), start_shape
 
-    def _refuse_branch(self, nodes: list[Any], first: int) -> None:
-        """Name the node where the chain's tensor is used a second time (the skip's end)."""
-        later = [j for j in self.consumers.get(self.current, [])
-                 if j > first and nodes[j].op_type != "Shape"]
-        if later:
-            self.index, self.node = later[0], nodes[later[0]]
-            self.refuse(f"it reuses the tensor '{self.current}' that node index {first} also "
-                        "consumes: a residual addition, skip connection or branch, which a "
-                        "lifted chain cannot represent; remove the skip connection, or export "
-                        "only the chain part of the network")
+    def _merge(self, n: Any, data: list[str]) -> bool:
+        """Add of two tensors or Concat of channels: a node of the graph (MATH.md §5.6)."""
+        if n.op_type == "Add" and len(data) == 2 == len(n.input):
+            shapes = [self.shapes.get(t) for t in data]
+            if shapes[0] is None or shapes[0] != shapes[1]:
+                self.refuse(f"it adds tensors of shapes {shapes}; lbi lifts sums of tensors of "
+                            "one shape (no broadcasting between computed tensors)")
+            shape = shapes[0]
+            kind = "add"
+        elif n.op_type == "Concat" and len(data) == len(n.input):
+            shapes = [self.shapes.get(t) for t in data]
+            cat = concat_shape(shapes, int(self.attrs()["axis"]))
+            if cat is None:
+                self.refuse(f"it concatenates {shapes} along axis {self.attrs()['axis']}; lbi "
+                            "lifts the concatenation of channels (axis 1) of equal-sized maps")
+            shape, kind = cat, "cat"
+        else:
+            return False
+        if not self.graph_parts.merge(kind, data, n.output[0]):
+            self.refuse(f"one of its inputs {data} is neither the previous node's output nor a "
+                        "tensor that several nodes use; check the graph")
+        self.shape = shape
+        self.shapes[n.output[0]] = shape
+        return True
 
     def _chain_uses(self, name: str, after: int) -> int:
         """How many later nodes (Shape excluded: it only reads the shape) or outputs use it."""
@@ -285,8 +304,9 @@ def _max_graph_nodes() -> int:
 
 
 def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
-                    ) -> tuple[nn.Sequential, tuple[int, ...]]:
-    """The nn.Sequential lbi builds from an ONNX file, and the sample shape it takes."""
+                    ) -> tuple[nn.Module, tuple[int, ...]]:
+    """The nn.Sequential lbi builds from an ONNX file (a ``SegmentGraph`` of them where the
+    file adds or concatenates tensors), and the sample shape it takes."""
     import onnx
 
     p = check_model_file(path, "ONNX")

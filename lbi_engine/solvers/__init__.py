@@ -40,7 +40,8 @@ def resolve_method(method: str, problem: Problem) -> str:
     """The method a request runs: ``auto`` is ``one-layer`` for one lifted layer (the
     accelerated solver) and ``joint`` for several; ``pdhg`` is an alias of ``one-layer``."""
     if method == "auto":
-        return "one-layer" if problem.depth == 1 else "joint"
+        graph = not getattr(problem.network, "is_chain", True)
+        return "one-layer" if problem.depth == 1 and not graph else "joint"
     return "one-layer" if method == "pdhg" else method
 
 
@@ -80,6 +81,11 @@ def solve(
         options = SolverOptions.from_dict(options)
     if report_every < 1:
         raise InputError(f"report_every={report_every}: must be at least 1.")
+    if not getattr(problem.network, "is_chain", True) and \
+            resolve_method(method, problem) not in ("joint", "backprop"):
+        from lbi_engine.solvers.joint import graph_refusal
+
+        raise InputError(graph_refusal(f"method {method!r}"))
     return METHODS[method](problem, stop or StopRule(), options, init, cancel, report_every)
 
 

@@ -75,11 +75,20 @@ class JointFista:
         self.layers = problem.network.layers
         self.reg = problem.reg
         self.alpha = float(problem.alpha)
-        norms = [float(layer.affine.norm()) for layer in self.layers]
+        network = problem.network
         depth = len(self.layers)
-        bounds = [norms[0] ** 2 + norms[0]] + [
-            1.0 + norms[i] ** 2 + norms[i - 1] + norms[i] for i in range(1, depth)
-        ]
+        # a graph network (residual additions, concatenation; MATH.md §5.6): its terms
+        self._graph: list[list[tuple[int, Any]]] | None = None
+        if not getattr(network, "is_chain", True):
+            self._graph = [[(j, sparse_or_self(cast(AffineMap, amap), xs[0]))
+                            for j, amap in network.terms(i)]
+                           for i in range(depth)]
+            bounds = graph_bounds(network)
+        else:
+            norms = [float(layer.affine.norm()) for layer in self.layers]
+            bounds = [norms[0] ** 2 + norms[0]] + [
+                1.0 + norms[i] ** 2 + norms[i - 1] + norms[i] for i in range(1, depth)
+            ]
         self.taus = [step_scale / m for m in bounds]
         self.lam = self.taus[0] * self.alpha
         self.k_norm_sq = float(self.reg.K_norm_sq())
@@ -127,7 +136,8 @@ class JointFista:
         # (a LiftedNetwork's layers hold AffineMaps; the Layer protocol promises an Operator)
         self.maps = [sparse_or_self(cast(AffineMap, layer.affine), like) for layer in self.layers]
         # one sample: the gradient on buffers made once, on flat 1-D views of y and grad
-        self._one = OneSampleGradient.build(self.layers, self.maps, problem.y_delta, batch)
+        self._one = None if self._graph is not None else \
+            OneSampleGradient.build(self.layers, self.maps, problem.y_delta, batch)
         self._y_flat = [part.view(-1) for part in self._y[0].split(self._sizes)]
         self._slot_flat = [[part.view(-1) for part in slot[0].split(self._sizes)]
                         for slot in self._slots]  # per slot, for the records
@@ -224,6 +234,8 @@ class JointFista:
         return self._views(grad)
 
     def _gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
+        if self._graph is not None:
+            return self._graph_gradient(ys, g_blocks)
         layers, depth, maps = self.layers, len(self.layers), self.maps
         z_prev = None
         for i, layer in enumerate(layers):
@@ -234,6 +246,26 @@ class JointFista:
             if z_prev is not None:  # the x_i - z_i part of the Bregman term of layer i
                 g_blocks[i].add_(ys[i]).sub_(z_prev.reshape(ys[i].shape))
             z_prev = z
+
+    def _graph_gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
+        """grad f over a graph (MATH.md §5.6): x_j gets x_j - z_j from the layer that makes it
+        and A_{l,j}^T (sigma_l(z_l) - x_l) from every layer l that takes it."""
+        assert self._graph is not None
+        depth = len(self.layers)
+        for g in g_blocks:
+            g.zero_()
+        for i, (layer, terms) in enumerate(zip(self.layers, self._graph, strict=True)):
+            z: Tensor | None = None
+            for j, amap in terms:
+                part = amap.apply(ys[j])
+                z = part if z is None else z + part
+            assert z is not None  # every layer has a term
+            target = ys[i + 1] if i + 1 < depth else self.problem.y_delta
+            r = layer.activation.sigma(z) - target.reshape(z.shape)
+            for j, amap in terms:
+                g_blocks[j].add_(amap.adjoint(r).reshape(g_blocks[j].shape))
+            if i + 1 < depth:
+                g_blocks[i + 1].add_(ys[i + 1]).sub_(z.reshape(ys[i + 1].shape))
 
     def objective_parts(self) -> dict[str, Tensor]:
         """``problem.objective_parts`` at the current iterates (``_joint_records``)."""
@@ -435,6 +467,24 @@ def _compiled_aux_proxes(layers: Any, like: Tensor) -> list[Any]:
     from lbi_engine.solvers._prox_kernel import compiled_prox
 
     return [compiled_prox(layer.activation, like) for layer in layers[:-1]]
+
+
+def graph_bounds(network: Any) -> list[float]:
+    """m_j with diag(m) >= hess f block-wise for a graph network (MATH.md §5.6):
+    m_j = [j > 0] (1 + sum_{k in in(j-1)} ||A_{j-1,k}||)
+          + sum_{l takes x_j} ||A_{l,j}|| (1 + sum_{k in in(l)} ||A_{l,k}||);
+    for a chain this is the chain's m_0 = ||W_1||^2 + ||W_1|| and
+    m_l = 1 + ||W_{l+1}||^2 + ||W_l|| + ||W_{l+1}||."""
+    depth = len(network.layers)
+    terms = [network.terms(i) for i in range(depth)]
+    norms = [[float(amap.norm()) for _, amap in t] for t in terms]
+    m = [0.0] * depth
+    for i, (t, n) in enumerate(zip(terms, norms, strict=True)):
+        if i + 1 < depth:  # the layer's own Bregman term in its output x_{i+1}
+            m[i + 1] += 1.0 + sum(n)
+        for (j, _), a in zip(t, n, strict=True):
+            m[j] += a * (1.0 + sum(n))
+    return m
 
 
 def _round32(v: float) -> float:

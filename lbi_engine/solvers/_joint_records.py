@@ -21,6 +21,8 @@ def records_objective(state: Any) -> dict[str, Tensor]:
     convolutions on the CPU): records on the path of alpha "auto" come every few steps,
     and the maps' own convolutions made each record cost ~10 steps (issue #23)."""
     problem, xs, maps = state.problem, state.xs, state.maps
+    if state._graph is not None:  # a graph network: the problem's own sums (MATH.md §5.6)
+        return problem.objective_parts(xs[0], list(xs[1:]))
     fast = None
     if state._one is not None and state._relu_aux:
         kept = state._zx is not None  # the iterates' pre-activations, kept by the compiled step

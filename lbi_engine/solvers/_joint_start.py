@@ -6,6 +6,8 @@ solve of a run, so it is computed once per code tensor.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -45,9 +47,13 @@ def compute_backprojection_start(problem: Problem) -> Tensor:
     net = problem.network
     layers = net.layers
     r = problem.y_delta
-    for layer in reversed(layers):
-        zero = torch.zeros((1, *layer.affine.in_shape), dtype=r.dtype, device=r.device)
-        r = layer.affine.adjoint(r - layer.affine.apply(zero)).reshape(-1, *layer.affine.in_shape)
+    if not getattr(net, "is_chain", True):
+        r = _graph_backprojection(net, r)
+    else:
+        for layer in reversed(layers):
+            zero = torch.zeros((1, *layer.affine.in_shape), dtype=r.dtype, device=r.device)
+            r = layer.affine.adjoint(r - layer.affine.apply(zero)).reshape(
+                -1, *layer.affine.in_shape)
     v = r.reshape(problem.zeros_input().shape)
     lo = -float(problem.display_offset)
     hi = float(problem.data_range) - float(problem.display_offset)
@@ -62,3 +68,23 @@ def compute_backprojection_start(problem: Problem) -> Tensor:
                        .reshape(len(part), batch, -1).pow(2).sum(dim=2))
     best = torch.cat(misfits).argmin(dim=0)  # the first of equal misfits, the smallest scale
     return (scales[best].reshape(-1, *([1] * (v.dim() - 1))) * v).clamp(lo, hi)
+
+
+def _graph_backprojection(net: Any, y: Tensor) -> Tensor:
+    """v = the adjoint of the networks' affine parts applied to the code, over a graph
+    (MATH.md §5.6): each layer's residual r_l - b_l goes back through every term's A_{l,j}^T
+    and adds up at state j; for a chain this is W_1^T (... W_L^T (y - b_L) ... - b_1)."""
+    depth = len(net.layers)
+    back: dict[int, Tensor] = {depth: y}
+    for index in reversed(range(depth)):
+        r = back.pop(index + 1, None)
+        if r is None:  # a state nothing downstream uses
+            continue
+        zeros = [torch.zeros((1, *amap.in_shape), dtype=y.dtype, device=y.device)
+                 for _, amap in net.terms(index)]
+        bias = sum((amap.apply(z) for (_, amap), z in zip(net.terms(index), zeros, strict=True)),
+                   torch.zeros((), dtype=y.dtype, device=y.device))
+        for j, amap in net.terms(index):
+            part = amap.adjoint(r - bias).reshape(-1, *amap.in_shape)
+            back[j] = part if j not in back else back[j] + part
+    return back[0]

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.solver_settings import SolverOptions
 from lbi_engine.solvers import _joint_accel as _accel
@@ -31,6 +32,16 @@ from lbi_engine.solvers.base import (
 )
 from lbi_engine.solvers.driver import Changes, Method, drive
 from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
+
+
+def graph_refusal(what: str) -> str:
+    """The one line that refuses a method on a network with residual additions or
+    concatenation (MATH.md §5.6: only the joint method's accelerated step is graph-aware)."""
+    return (f"{what} runs on chains of layers only, and this network adds or concatenates "
+            "tensors (a residual or concatenating graph); use method 'joint' (its accelerated "
+            "step: TV regulariser without box, steps 'auto', n_inner 1, no Anderson) or "
+            "'backprop'.")
+
 
 # Any tau_l < 2/||W_{l+1}||^2 makes the x_l step non-increasing (descent lemma, MATH.md §5.3).
 AUX_SAFE = 1.9
@@ -85,6 +96,11 @@ def run_joint(
                 aux = problem.forward_aux(x0)
         yield from _run_accelerated(problem, monitor, x0, aux, init, options)
         return
+    if not getattr(problem.network, "is_chain", True):
+        raise InputError(graph_refusal("the joint method's coordinate descent (steps "
+                                       f"{options.steps!r}, n_inner {options.n_inner}, "
+                                       f"anderson {options.anderson}, regulariser "
+                                       f"{getattr(problem.reg, 'name', '?')!r})"))
     method = CoordinateDescent(problem, options, x0, aux, init.get("dual"))
     block = method.block
     monitor.extras.update(tau_x=block.tau_x, tau_z=block.tau_z, tau_aux=method.taus)

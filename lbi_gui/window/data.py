@@ -60,7 +60,7 @@ class DataMixin:
     def _data_misfit(self, req: dict[str, Any]) -> str | None:
         """Why the bundled dataset in ``req`` cannot be the input of the network on screen
         (None: it can, or its input size is not known yet)."""
-        from lbi_gui import compat
+        from lbi_engine.models import zoo_data as compat
 
         info = self.info
         want = compat.DATASET_SHAPES.get(req["dataset"])

@@ -1,5 +1,6 @@
 """Small user-style modules the exporter tests (ONNX, .pt2) share: a hand-written forward
-with a functional view, and a residual block that must be refused."""
+with a functional view, a residual block (lifted as a graph) and a product of computed
+tensors (refused: not affine)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,14 @@ class Residual(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + torch.relu(self.lin(x))
+
+
+class Product(nn.Module):
+    """x * relu(W x + b): a product of two computed tensors, which is not affine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.relu(self.lin(x))

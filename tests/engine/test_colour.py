@@ -235,3 +235,29 @@ def test_sixteen_bit_colour_png_keeps_its_depth(tmp_path) -> None:
     np.testing.assert_allclose(got, np.moveaxis(values, -1, 0) / 65535.0, rtol=0, atol=1e-7)
     with Image.open(path) as im:  # Pillow's own decode agrees on the high byte
         np.testing.assert_array_equal(np.asarray(im), (values >> 8).astype(np.uint8))
+
+
+# -- unsupported layers named before anything is lifted ----------------------------------------
+@pytest.mark.parametrize("fmt", ["onnx", "pt2"])
+def test_an_unsupported_layer_is_named_before_any_layer_is_lifted(tmp_path, monkeypatch,
+                                                                   fmt) -> None:
+    import lbi_engine.models.layer_lifting as lifting
+    from lbi_engine.errors import UnsupportedLayerError
+    from lbi_engine.models.zoo import load_network
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3), nn.GELU()).eval()
+    path = tmp_path / f"gelu.{fmt}"
+    if fmt == "pt2":
+        _save_pt2(net, (3, SIDE, SIDE), path)
+    else:
+        pytest.importorskip("onnx")
+        with _quiet():
+            torch.onnx.export(net, (torch.randn(1, 3, SIDE, SIDE),), str(path), dynamo=False)
+
+    def lifted(*args, **kwargs):
+        raise AssertionError("a layer was lifted before the unsupported one was named")
+
+    monkeypatch.setattr(lifting, "lift_module", lifted)
+    with pytest.raises(UnsupportedLayerError, match=r"(?i)gelu.*not monotone"):
+        load_network(path)

@@ -226,6 +226,15 @@ class SequentialWithSkip(nn.Sequential):
         return super().forward(x) + x
 
 
+class Product(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc1(x) * x
+
+
 class HardBatch(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -248,8 +257,7 @@ REFUSALS = [
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,),
      [r"'1'", "GELU", "position 1", "not monotone", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.SiLU()), (4,), [r"'1'", "SiLU", "softplus"]),
-    (Residual(), (4,), ["'add'", "residual", "fc2"]),
-    (Skip(), (4,), ["'fc2'", "skip connection"]),
+    (Product(), (4,), ["'mul'", "sum a \\+ b", "torch.cat"]),
     (nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5).train()), (4,),
      [r"'1'", "Dropout", "model.eval()"]),
     (nn.Sequential(nn.Linear(4, 4), nn.LSTM(4, 4)), (4,), [r"'1'", "LSTM", "unroll"]),
@@ -259,7 +267,6 @@ REFUSALS = [
     (nn.Sequential(nn.Linear(4, 4), nn.Bilinear(4, 4, 2)), (4,), ["Bilinear"]),
     (nn.Sequential(nn.Conv1d(1, 2, 3)), (1, 8), ["Conv1d", "Conv2d"]),
     (Branchy(), (4,), ["Branchy", "torch.fx", "nn.Sequential"]),
-    (SequentialWithSkip(nn.Linear(4, 4), nn.ReLU()), (4,), ["residual"]),
     (HardBatch(), (2, 3), ["batch size", r"x\.reshape\(x\.size\(0\)"]),
 ]
 
@@ -271,6 +278,18 @@ def test_unsupported_layers_are_refused_with_name_and_alternative(module, shape,
         LiftedNetwork.from_module(module, shape)
     for p in patterns:
         assert re.search(p, str(info.value)), f"{p!r} not in: {info.value}"
+
+
+@pytest.mark.parametrize("module", [Residual(), Skip(), SequentialWithSkip(nn.Linear(4, 4),
+                                                                           nn.ReLU())],
+                         ids=["Residual", "Skip", "SequentialWithSkip"])
+def test_residuals_and_skips_lift_as_graphs_with_the_modules_forward(module):
+    """Residual additions lift as a graph (MATH.md §5.6); an unused branch is dropped."""
+    net = LiftedNetwork.from_module(module.double(), (4,))
+    x = torch.randn(5, 4, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.allclose(net(x), module(x), atol=1e-12)
+    assert net.is_chain == isinstance(module, Skip)
 
 
 def test_attention_refused():

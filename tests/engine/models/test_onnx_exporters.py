@@ -26,7 +26,7 @@ from torch import nn
 
 from lbi_engine.errors import UnsupportedLayerError
 from lbi_engine.models.network import LiftedNetwork
-from tests.engine._export_nets import Residual, ViewNet
+from tests.engine._export_nets import Product, ViewNet
 
 pytest.importorskip("onnxscript")  # the dynamo exporter needs it
 
@@ -151,7 +151,7 @@ def test_dynamo_specific_forms_load(tmp_path, dynamo):
 
 
 @pytest.mark.parametrize(("module", "shape", "patterns"), [
-    (Residual(), (6,), ["Add", "residual", "skip connection"]),
+    (Product(), (6,), ["Mul", "combines the tensors"]),
     (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, padding=1)), (1, 8, 8),
      ["MaxPool", "padding", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,), ["Gelu", "ReLU"]),

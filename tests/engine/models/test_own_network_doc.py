@@ -48,4 +48,7 @@ def test_own_network_doc_examples_run(tmp_path: Path) -> None:
     assert out.count("max-pool as ReLU layers: 4 lifted layers") == 2  # ONNX and .pt2
     assert "2 lifted layer(s) added" in out
     assert "colour reconstruction: RGB 32x32" in out
+    for kind in ("residual", "depthwise", "concat"):  # graphs from both default exports
+        for ext in ("onnx", "pt2"):
+            assert re.search(rf"{kind}\.{ext}: \d+ lifted layers, [1-9]\d* merging", out), out
     assert (tmp_path / "mymodels" / "encoder_whole.safetensors").exists()

@@ -22,7 +22,7 @@ from lbi_engine.errors import ModelFileError, UnsupportedLayerError
 from lbi_engine.models.model_files import sniff_model_format
 from lbi_engine.models.network import LiftedNetwork
 from lbi_engine.models.zoo import load_model_file
-from tests.engine._export_nets import Residual, ViewNet
+from tests.engine._export_nets import Product, ViewNet
 
 
 def _bn_stats(m: nn.Module) -> nn.Module:
@@ -139,7 +139,7 @@ class _Touch:
     (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, padding=1)), (1, 8, 8),
      ["MaxPool2d", "padding", "AvgPool2d", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,), ["gelu", "GELU", "ReLU"]),
-    (Residual(), (6,), ["add", "residual", "skip connection"]),
+    (Product(), (6,), ["mul", "combines or uses"]),
     (nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)), (4,), ["layer_norm", "BatchNorm"]),
     (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Upsample(scale_factor=2)), (1, 6, 6),
      ["upsample", "allow-list", "ConvTranspose2d"]),
