@@ -1,14 +1,14 @@
 """Steps of a default run (alpha "auto") on training digits: the alpha search's cost by count.
 
 ``PYTHONPATH=. python -m benchmarks.alpha_search_steps [--network NAME] [--digits 3,70,...]
-[--stds 0.05,0.01] [--guess G] [--slope S]``
+[--stds 0.05,0.01] [--guess G] [--slope S] [--creep-ratio Q]``
 
 Iteration counts do not depend on the machine's load, so this is how the search's constants
 (``alpha.GUESS``, the settle test) were compared; times are in bench_multilayer's table.
 Prints per noise level the mean PSNR, solver steps (every solve of the path and the final one,
 ``extras["solver_steps"]``), solves of the
-search, and the stop reasons. ``--guess`` and ``--slope`` override ``alpha.GUESS`` and
-``alpha.SLOPE`` for the run.
+search, and the stop reasons. ``--guess``, ``--slope`` and ``--creep-ratio`` override
+``alpha.GUESS``, ``alpha.SLOPE`` and ``alpha.CREEP_RATIO`` for the run.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ def main() -> None:
     parser.add_argument("--stds", default="0.05,0.01")
     parser.add_argument("--guess", type=float, default=None)
     parser.add_argument("--slope", type=float, default=None)
+    parser.add_argument("--creep-ratio", type=float, default=None,
+                        help="override alpha.CREEP_RATIO (inf: no creep test in the settle rule)")
     args = parser.parse_args()
     from lbi_engine.api import InversionRequest, iterate, prepare
     from lbi_engine.models.zoo import load_zoo
@@ -35,6 +37,8 @@ def main() -> None:
         alpha.GUESS = args.guess
     if args.slope is not None:
         alpha.SLOPE = args.slope
+    if args.creep_ratio is not None:
+        alpha.CREEP_RATIO = args.creep_ratio
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)
     print(f"{args.network}, training digits {args.digits}, GUESS {alpha.GUESS:g}, "

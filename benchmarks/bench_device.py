@@ -73,7 +73,8 @@ def _synced(fn):  # noqa: ANN001, ANN202 - a tiny wrapper
 # the joint method on bench_sizes' geometries at a fixed alpha, per device (the CPU with one
 # torch thread, and CUDA when torch finds it; skipped with a line otherwise) and batch size:
 # seconds per iteration and throughput (samples x iterations per second). Sized to finish in
-# under 5 minutes on a GPU machine (``--quick``: tiny stand-ins, for the smoke test).
+# under 5 minutes on a GPU machine (``--devices cuda`` leaves the CPU rows out: 4 min on this
+# loaded 2-core machine; ``--quick``: tiny stand-ins, for the smoke test).
 
 MARK_START = "<!-- bench_device: start -->"
 MARK_END = "<!-- bench_device: end -->"
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--quick", action="store_true", help="tiny stand-ins (seconds)")
     parser.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
     parser.add_argument("--batches", default="1,16", help="batch sizes (default 1,16)")
+    parser.add_argument("--devices", default=None,
+                        help="comma-separated subset of the devices present (default: all; "
+                             "on a GPU machine `--devices cuda` skips the CPU's ~2-4 min)")
     parser.add_argument("--steps", type=int, default=None,
                         help="iterations per timing (default 20, quick 3)")
     args = parser.parse_args(argv)
@@ -136,7 +140,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from benchmarks import bench_sizes
 
     rows: list[dict[str, Any]] = []
-    for device in devices():
+    present = devices()
+    if "cuda" not in present:
+        print("cuda: skipped (torch finds no CUDA device on this machine)", flush=True)
+    chosen = present if args.devices is None else [
+        d for d in args.devices.split(",") if d in present]
+    for device in chosen:
         for name in bench_sizes.GEOMETRIES:
             for batch in batches:
                 m = joint_rate(name, device, batch, steps, quick=args.quick)
@@ -146,7 +155,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     info = machine()
     gpu = info.get("gpu", "none")
     command = ("PYTHONPATH=. python -m benchmarks.bench_device" + (" --quick" if args.quick
-               else "") + f" --batches {args.batches} --write")
+               else "") + f" --batches {args.batches}" + (
+                   f" --devices {args.devices}" if args.devices else "") + " --write")
     lines = [MARK_START, "## Devices: joint iterations per second (bench_device)", "",
              f"`{command}` — CPU {info.get('cpu', '?')} (one torch thread), GPU {gpu}"
              + ("" if torch.cuda.is_available() else

@@ -6,8 +6,9 @@ initialisation, seed 0).
 [--budget SECONDS]`` (one torch thread). Per geometry:
 
 * per iteration: seconds per step of the joint method (fixed alpha, no stop by tolerance)
-  against one forward + one backward pass of the same ``nn.Module`` through autograd (what
-  a gradient of 1/2 ||E(x) - y||^2 costs a PyTorch user), in interleaved rounds; the ratio
+  against one forward + one backward pass of the same ``nn.Module`` through autograd, the
+  gradient in x only (what a gradient of 1/2 ||E(x) - y||^2 costs a PyTorch user), in
+  interleaved rounds; the ratio
   is the median of the per-round ratios (``_common.interleaved``);
 * at the defaults: ``lbi invert --network NET.onnx --truth X.npy --noise-std 0.05`` in a
   child process (exported by ``torch.onnx.export``; auto-alpha by the discrepancy rule,
@@ -133,6 +134,8 @@ def per_iteration(module: nn.Module, truth: np.ndarray, steps: int, rounds: int,
 
     problem = _problem(module, truth, alpha)
     stop = StopRule(max_iter=steps, tol=0)
+    for parameter in module.parameters():  # the floor is the gradient in x alone
+        parameter.requires_grad_(False)
     x = torch.from_numpy(truth)[None].clone().requires_grad_(True)
     y = problem.y_delta.detach()
 
@@ -247,15 +250,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                                               if args.only else "") + (
         f" --budget {args.budget:g}" if args.budget != 600.0 else "") + " --write"
     info = machine()
+    shown_load = "?" if load is None else f"{load:.1f}"
     lines = [MARK_START, "## Inversion at natural sizes (bench_sizes)", "",
              f"`{command}` — {info.get('cpu', '?')}, {info['cpu_count']} cores, torch "
-             f"{info['torch']}, one torch thread; load average {load} at the start"
+             f"{info['torch']}, one torch thread; load average {shown_load} at the start"
              + (" (quick: tiny stand-ins, indicative only)" if args.quick else "") + ".",
              "step: one joint iteration at a fixed alpha; fwd+bwd: one forward and one "
              "backward pass of the module through autograd; ratio: median of per-round "
              "ratios. The defaults run is `lbi invert --network NET.onnx --truth X.npy "
-             f"--noise-std {NOISE}` with `--time-budget {args.budget:g}`; iterations are "
-             "summed over the alpha path's solves and the final solve. L-BFGS: "
+             f"--noise-std {NOISE} --threads 1` with `--time-budget {args.budget:g}`; "
+             "iterations are summed over the alpha path's solves and the final solve. L-BFGS: "
              f"`benchmarks/_hand_written.lbfgs_curve` at alpha in {list(LBFGS_GRID)}.", "",
              *table(rows), "", *[f"- {r['name']}: {r['note']}" for r in rows], MARK_END]
     text = "\n".join(lines)

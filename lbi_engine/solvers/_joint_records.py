@@ -15,6 +15,11 @@ import torch
 from torch import Tensor
 
 
+def _wide(t: Tensor) -> Tensor:
+    """float32 and lower as float64 (exact); float64 as it is."""
+    return t.double() if t.is_floating_point() and t.element_size() < 8 else t
+
+
 def records_objective(state: Any) -> dict[str, Tensor]:
     """``problem.objective_parts`` at a ``JointFista``'s iterates (typed Any: importing
     the class here would close an import cycle), with the step's maps (CSR
@@ -46,8 +51,10 @@ def records_objective(state: Any) -> dict[str, Tensor]:
             first_z = z
         if i + 1 < depth and state._relu_aux:  # iterates clamped into dom Psi by step()
             terms.append(layer.activation.bregman_in_domain(target, z))
-        else:
-            terms.append(layer.activation.bregman(target, z))
+        else:  # in float64: a smooth kind's terms (entropies ~ log 2 each) cancel to a
+            # small sum, whose float32 rounding (~sqrt(n) eps) exceeded the stop rule's
+            # tolerance on 32k entries: the run could never stop by it
+            terms.append(layer.activation.bregman(_wide(target), _wide(z)).to(z.dtype))
     bregman = torch.stack(terms, dim=1)
     reg = state.alpha * state._tv_value(xs[0])
     # the forward pass of x_0 starts with the W_1 x_0 + b_1 of the first Bregman term

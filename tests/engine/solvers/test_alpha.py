@@ -317,3 +317,39 @@ def test_an_implausible_measured_slope_falls_back_to_the_prior_one() -> None:
     steep = [point(1e-3, 1.1), point(1.1e-3, 2.0)]
     assert _local_slope(steep, 1.0) == SLOPE
     assert _local_slope(plausible[:1], 1.0) == SLOPE
+
+
+def _settle_steps(residuals: list[float]) -> int | None:
+    """The iteration at which ``alpha._Settled`` ends a path solve whose records (every
+    PATH_REPORT steps) carry these residuals (objective = residual), or None."""
+    from types import SimpleNamespace
+
+    from lbi_engine.solvers.alpha import PATH_REPORT, _Settled
+
+    settled = _Settled()
+    records = [SimpleNamespace(iteration=PATH_REPORT * k, discrepancy=torch.tensor([d]),
+                               objective=torch.tensor([d])) for k, d in enumerate(residuals)]
+    for record in records:
+        if settled(record, records[0]):
+            return int(record.iteration)
+    return None
+
+
+def test_a_creeping_residual_is_not_settled_until_its_tail_is_small() -> None:
+    from lbi_engine.solvers.alpha import CREEP_RATIO, PATH_MIN_STEPS, PATH_RTOL
+
+    # moves of 0.1 % per span, shrinking by 0.99 per span: each below PATH_RTOL, but the
+    # geometric tail (q / (1 - q) = 99 moves) is 10 % of d: not settled until it is small
+    q = 0.99
+    creeping = [1.0 - 1e-3 * sum(q ** j for j in range(k)) for k in range(2000)]
+    steps = _settle_steps(creeping)
+    assert steps is not None and steps > 10 * PATH_MIN_STEPS
+    k = steps // 5
+    tail = 1e-3 * q ** (k - 1) * q / (1 - q)
+    assert tail <= PATH_RTOL * creeping[k] * 1.01  # it ended where the tail met the rule
+    # the same first moves shrinking fast (ratio below CREEP_RATIO): settled at the minimum
+    fast = [1.0 - 1e-3 * sum((0.5 * CREEP_RATIO) ** j for j in range(k)) for k in range(50)]
+    assert _settle_steps(fast) == PATH_MIN_STEPS
+    # moves at rounding level never count as creeping: a flat residual settles at once
+    flat = [0.5 + 1e-9 * (-1) ** k for k in range(50)]
+    assert _settle_steps(flat) == PATH_MIN_STEPS

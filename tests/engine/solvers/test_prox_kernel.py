@@ -47,10 +47,13 @@ def test_compiled_prox_solves_the_optimality_condition_and_matches_torch(activat
     scale = 1 + t / (1 - u.abs()).clamp_min(1e-12) if isinstance(activation, Tanh) else \
         1 + t / (u * (1 - u)).clamp_min(1e-12)
     assert float((residual / scale)[inside].abs().max()) <= 1e-13
-    # a strided (B, n) view, as the joint step passes a block's columns of its buffer
-    w = torch.cat([v, v], dim=1)
+    # a strided (B, n) view, as the joint step passes a block's columns of its buffer,
+    # started at the last call's roots (those of v) for a moved v: the same root
+    moved = v + 0.1 * torch.sin(torch.arange(400, dtype=F64))
+    w = torch.cat([moved, moved], dim=1)
     prox(w[:, 400:], t)
-    assert torch.equal(w[:, 400:], u) and torch.equal(w[:, :400], v)
+    assert torch.allclose(w[:, 400:], activation.prox(moved, t), rtol=0, atol=4e-15)
+    assert torch.equal(w[:, :400], moved)
 
 
 def test_compiled_prox_float32_matches_torch_to_float32_rounding():
