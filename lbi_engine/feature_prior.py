@@ -266,9 +266,13 @@ def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -
 
 def zoo_training_inputs(bundle: Any) -> tuple[Tensor, str]:
     """The bundled training split that a zoo network was trained on (display space)."""
-    from lbi_engine.data import load_mnist
+    from lbi_engine.data import NATURAL_FILE, load_mnist, natural_split
 
     dataset = (bundle.card.get("training") or {}).get("data", "")
+    if NATURAL_FILE in str(dataset):
+        patches = torch.from_numpy(natural_split("train"))
+        return patches, "lbi_engine.data.natural_split('train') (resources/datasets/" \
+            f"{NATURAL_FILE} training split, {patches.shape[0]} patches)"
     if "mnist_5k" not in str(dataset):
         raise InputError(f"{bundle.name}: no bundled training split is known for its data "
                          f"({dataset!r}); give --samples.")

@@ -172,7 +172,7 @@ def resolve_input_prior(path: str | None, network: str, weights_sha256: str | No
 #: (benchmarks/bench_input_prior.py; its weight rule is calibrated on this network): what
 #: ``--regulariser auto`` picks there. The box is [0, 1] in network space: these networks take
 #: uncentred [0, 1] inputs.
-AUTO_GAUSSIAN = ("mnist-cnn-ae",)
+AUTO_GAUSSIAN = ("mnist-cnn-ae", "natural-cnn-ae")
 AUTO = "auto"
 
 

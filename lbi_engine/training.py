@@ -59,6 +59,8 @@ class Recipe:
     batch_size: int = 0
     seed: int = 0
     last_bias: float | None = None  # initial bias of the last layer (keeps a final ReLU alive)
+    dataset: str = "mnist"  # bundled training data: "mnist" or "natural" (colour patches)
+    optimiser: str = "sgd"  # "sgd" (with ``momentum``) or "adam"
     notes: list[str] = field(default_factory=list)
 
 
@@ -97,6 +99,21 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
         notes=["Uncentred [0, 1] inputs (the decoder ends in ReLU).",
                "The last ConvTranspose2d bias starts at 0.1: with PyTorch's default init and "
                "seed 0 the final ReLU is zero everywhere and never trains."]),
+    Recipe(
+        name="natural-cnn-ae",
+        description="Colour-patch CNN autoencoder: 3 lifted encoder layers conv-ReLU, "
+                    "conv-ReLU, linear code of size 256, on 32x32 RGB photograph patches",
+        reference="scripts/make_natural_npz.py (data); same shape as mnist-cnn-ae, MATH.md §9.3",
+        layers=[_conv("Conv2d", 3, 32), _RELU, _conv("Conv2d", 32, 64), _RELU,
+                {"type": "Flatten", "start_dim": 1, "end_dim": -1}, _lin(4096, 256),
+                _lin(256, 4096), {"type": "Unflatten", "dim": 1, "unflattened_size": [64, 8, 8]},
+                _conv("ConvTranspose2d", 64, 32), _RELU, _conv("ConvTranspose2d", 32, 3)],
+        encoder_layers=6, input_shape=(3, 32, 32), centred=False, dataset="natural",
+        optimiser="adam", epochs=40, lr=1e-3, batch_size=64, seed=0,
+        notes=["Uncentred [0, 1] RGB inputs; linear (identity) output layer.",
+               "Trained on the 6000 training patches of five photographs; validated on 600 "
+               "patches of two other photographs (astronaut, chelsea): the split is by "
+               "photograph (resources/datasets/PROVENANCE.md)."]),
 ]}
 
 
@@ -203,20 +220,41 @@ def _safetensors_bytes(module: Any) -> bytes:
     return save({k: v.detach().contiguous() for k, v in module.state_dict().items()})
 
 
+def _training_data(dataset: str) -> tuple[Any, Any, dict[str, str]]:
+    """Train and validation images (tensors) of a bundled dataset, and how the card names them."""
+    import torch
+
+    from lbi_engine.data import MNIST_FILE, NATURAL_FILE, load_mnist, natural_split
+
+    if dataset == "natural":
+        x_train, x_val = (torch.from_numpy(natural_split(s)) for s in ("train", "val"))
+        return x_train, x_val, {
+            "data": f"bundled colour patches resources/datasets/{NATURAL_FILE}",
+            "train_split": f"train ({x_train.shape[0]} 32x32 patches of 5 photographs)",
+            "validation_split": f"val ({x_val.shape[0]} patches of astronaut and chelsea)"}
+    x_train, _ = load_mnist("train")
+    x_val, _ = load_mnist("val")
+    return x_train, x_val, {
+        "data": f"bundled MNIST subset resources/datasets/{MNIST_FILE}",
+        "train_split": f"train ({x_train.shape[0]} images, 400 per class)",
+        "validation_split": f"val ({x_val.shape[0]} images, 100 per class)"}
+
+
 def _fit(recipe: Recipe, module: Any, epochs: int, seed: int,
          progress: ProgressCallback | None, host: dict[str, Any], t0: float) -> dict[str, Any]:
     """SGD on the MSE; returns the card's preprocessing and training sections."""
     import torch
 
-    from lbi_engine.data import MNIST_FILE, load_mnist
-
-    x_train, _ = load_mnist("train")
-    x_val, _ = load_mnist("val")
+    x_train, x_val, data_info = _training_data(recipe.dataset)
     offset = float(x_train.double().mean()) if recipe.centred else 0.0
     if recipe.last_bias is not None:
         last = [m for m in module if getattr(m, "bias", None) is not None][-1]
         torch.nn.init.constant_(last.bias, recipe.last_bias)
-    opt = torch.optim.SGD(module.parameters(), lr=recipe.lr, momentum=recipe.momentum)
+    opt: torch.optim.Optimizer
+    if recipe.optimiser == "adam":
+        opt = torch.optim.Adam(module.parameters(), lr=recipe.lr)
+    else:
+        opt = torch.optim.SGD(module.parameters(), lr=recipe.lr, momentum=recipe.momentum)
     gen = torch.Generator().manual_seed(seed)  # own stream: the shuffles depend only on seed
     inputs = x_train - offset
     module.train()
@@ -237,11 +275,10 @@ def _fit(recipe: Recipe, module: Any, epochs: int, seed: int,
     return {
         "preprocessing": {"offset": offset, "scale": 1.0},
         "training": {
-            "data": f"bundled MNIST subset resources/datasets/{MNIST_FILE}",
-            "train_split": f"train ({x_train.shape[0]} images, 400 per class)",
-            "validation_split": f"val ({x_val.shape[0]} images, 100 per class)",
+            **data_info,
             "loss": "MSE, mean over pixels and batch, in network input space",
-            "optimiser": "SGD", "lr": recipe.lr, "momentum": recipe.momentum,
+            "optimiser": "Adam" if recipe.optimiser == "adam" else "SGD", "lr": recipe.lr,
+            "momentum": recipe.momentum,
             "batch_size": recipe.batch_size, "epochs": epochs, "seed": seed,
             "shuffle": "torch.randperm with torch.Generator().manual_seed(seed) per epoch",
             "init": "PyTorch default after torch.manual_seed(seed)"

@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "docs" / "screenshot_1280x720.png"))
     p.add_argument("--max-iter", type=int, default=None, help="default: the app's own")
     p.add_argument("--sample", type=int, default=7)
+    p.add_argument("--network", default=None, help="zoo network (default: the app's own)")
+    p.add_argument("--dataset", default=None, help="bundled dataset (default: the network's)")
     p.add_argument("--noise-std", type=float, default=0.33)
     p.add_argument("--alpha", default="auto",
                    help="auto (the app's default: one run, alpha chosen from the data) or a "
@@ -63,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     request = {"index": args.sample, "alpha": alpha, "noise_std": args.noise_std}
     if args.max_iter is not None:
         request["max_iter"] = args.max_iter
+    if args.network is not None:
+        from lbi_engine.models import zoo_data
+
+        request["network"] = args.network
+        shape = zoo_data.zoo_input_shape(args.network)
+        dataset = args.dataset or zoo_data.dataset_for(shape, "mnist") or "mnist"
+        request.update(dataset=dataset, split=zoo_data.FIRST_SPLIT.get(dataset, "val"))
     win = MainWindow(request, restore_layout=False)
     win.resize(width, height)
     win.show()

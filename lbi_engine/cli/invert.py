@@ -120,7 +120,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     one.add_argument("--truth", metavar="X.npy", help="ground-truth array in display range [0, 1]")
     one.add_argument("--data", metavar="Y.npy",
                      help="measured output y^delta; no ground truth, no noise added")
-    src.add_argument("--dataset", choices=("mnist", "cartoon"),
+    src.add_argument("--dataset", choices=("mnist", "natural", "cartoon"),
                      help="bundled dataset of --sample " + c.request_default("dataset"))
     src.add_argument("--split", metavar="SPLIT",
                      help="mnist: train|val|all; cartoon: disc|squares|rectangles|mixtures "

@@ -68,7 +68,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    metavar="LIST",
                    help="sample indices, e.g. 0-4 or 0,3,7; the MNIST splits are sorted by "
                         "label, so the default picks the digits 0, 2, 4, 6, 8 of val")
-    p.add_argument("--dataset", choices=("mnist", "cartoon"), default="mnist")
+    p.add_argument("--dataset", choices=("mnist", "natural", "cartoon"), default="mnist")
     p.add_argument("--split", default="val", help="mnist: train|val|all; cartoon: a family")
     p.add_argument("--seed", type=c.nonnegative_int, default=0,
                    help="base noise seed (sample INDEX uses SEED + INDEX)")

@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from lbi_engine.data.datasets import (
     MNIST_FILE,
+    NATURAL_FILE,
     dataset_size,
     list_datasets,
     list_splits,
     mnist_split,
+    natural_split,
     sample_array,
 )
 from lbi_engine.data.files import read_array, read_idx, read_image, read_torchvision_folder
@@ -52,9 +54,9 @@ _TENSOR_API = ("as_batch", "get_sample", "load_array", "load_idx", "load_image",
                "load_torchvision_folder")
 
 __all__ = [
-    "MNIST_FILE", "Preprocessing", "dataset_size", "list_datasets", "list_splits",
-    "mnist_split", "read_array", "read_idx", "read_image", "read_torchvision_folder",
-    "resources_dir", "sample_array",
+    "MNIST_FILE", "NATURAL_FILE", "Preprocessing", "dataset_size", "list_datasets",
+    "list_splits", "mnist_split", "natural_split", "read_array", "read_idx", "read_image",
+    "read_torchvision_folder", "resources_dir", "sample_array",
     # torch (_TENSOR_API)
     "as_batch", "get_sample", "load_array", "load_idx", "load_image", "load_mnist",
     "load_torchvision_folder",

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 #: Image shape (C, H, W) of each bundled dataset's samples and the split to offer first.
 DATASET_SHAPES: dict[str, tuple[int, int, int]] = {"mnist": (1, 28, 28),
+                                                   "natural": (3, 32, 32),
                                                    "cartoon": (1, 64, 64)}
-FIRST_SPLIT = {"mnist": "val", "cartoon": "disc"}
+FIRST_SPLIT = {"mnist": "val", "natural": "val", "cartoon": "disc"}
 
 
 def zoo_input_shape(network: str) -> tuple[int, ...] | None:

@@ -81,7 +81,7 @@ def test_get_sample_matches_load_mnist():
         get_sample("mnist", "test", 0)
     with pytest.raises(InputError, match="dataset"):
         get_sample("cifar", "train", 0)
-    assert list_datasets() == ["mnist", "cartoon"]
+    assert list_datasets() == ["mnist", "natural", "cartoon"]
     assert list_splits("cartoon") == ["disc", "squares", "rectangles", "mixtures"]
 
 
