@@ -67,9 +67,8 @@ def _onnx_shape(path: Path) -> tuple[int, ...] | None:
     """The single data input's dims after the batch, when all are fixed numbers."""
     import onnx
 
-    from lbi_engine.models.footprint import check_onnx_external_data
-
     from lbi_engine.limits import check_bytes
+    from lbi_engine.models.footprint import check_onnx_external_data
 
     # the importer's checks, before onnx.load reads the whole file and parses it
     size = path.stat().st_size
