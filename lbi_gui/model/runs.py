@@ -216,11 +216,14 @@ class RunResult:
         method = r.get("method")
         if method == "auto" and m.get("method_run"):
             method = f"auto: {m['method_run']}"  # what auto ran, as result.json says
+        regulariser = r.get("regulariser")
+        if regulariser == "auto" and m.get("regulariser_run"):  # what auto ran, likewise
+            regulariser = f"auto: {str(m['regulariser_run']).split(' (')[0]}"
         return {
             "run": self.run_id,
             "network": _network_name(r),
             "method": method,
-            "regulariser": r.get("regulariser"),
+            "regulariser": regulariser,
             "alpha": self.alpha_used,  # what ran (a number, so the column sorts)
             "alpha rule": self.alpha_rule,
             "noise": r.get("noise_std"),

@@ -299,3 +299,14 @@ def test_same_sample_compares_network_and_sample_and_optionally_the_noise() -> N
     assert same_sample(a, dict(a, noise_std=0.5))
     assert not same_sample(a, dict(a, noise_std=0.5), noise=True)
     assert not same_sample(a, dict(a, seed=a.get("seed", 0) + 1), noise=True)
+
+
+def test_table_says_which_regulariser_auto_ran() -> None:
+    """The Runs table shows what ran, as result.json's regulariser_run says: 'auto' alone
+    hides whether the learned prior or TV was used."""
+    run = _run(1, regulariser="auto")
+    run.metrics["regulariser_run"] = "gaussian + box [0, 1] (03bdc639cae0)"
+    assert run.table_row()["regulariser"] == "auto: gaussian + box [0, 1]"
+    named = _run(2, regulariser="tv")
+    named.metrics["regulariser_run"] = "total variation (isotropic)"
+    assert named.table_row()["regulariser"] == "tv"  # a named choice is shown as named
