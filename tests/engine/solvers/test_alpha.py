@@ -353,3 +353,21 @@ def test_a_creeping_residual_is_not_settled_until_its_tail_is_small() -> None:
     # moves at rounding level never count as creeping: a flat residual settles at once
     flat = [0.5 + 1e-9 * (-1) ** k for k in range(50)]
     assert _settle_steps(flat) == PATH_MIN_STEPS
+
+
+def test_an_unreachable_target_keeps_the_largest_alpha_that_fits_as_well() -> None:
+    """When the residual stays above the discrepancy target down to alpha_min, the search
+    keeps the largest alpha whose residual is within FIT_FLOOR of the smallest reached, not
+    alpha_min: below it the data are fitted no better and only the noise comes in."""
+    from lbi_engine.solvers.alpha import FIT_FLOOR, PathPoint, _fit_floor
+
+    def point(alpha: float, residual: float) -> PathPoint:
+        return PathPoint(alpha, residual, 0.0, 0.0, 20, 0.0)
+
+    # a residual that flattens at 14.8 below alpha 1e-2 (target 9.85 is out of reach)
+    path = [point(3e-2, 19.0), point(1.2e-2, 15.6), point(3e-3, 15.0), point(1e-4, 14.8)]
+    assert 15.6 <= (1 + FIT_FLOOR) * 14.8 < 19.0
+    assert path[_fit_floor(path)].alpha == 1.2e-2
+    # a residual still falling steeply at alpha_min: alpha_min it is
+    falling = [point(1e-2, 40.0), point(1e-3, 20.0), point(1e-4, 10.0)]
+    assert path[_fit_floor(path)].alpha == 1.2e-2 and falling[_fit_floor(falling)].alpha == 1e-4
