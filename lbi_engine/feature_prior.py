@@ -179,28 +179,34 @@ def read_prior_card(base: str | os.PathLike[str], kind: str, version: int, what:
     return tensors_path, card_path, card
 
 
-def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
-    """Reads a prior written by :func:`save_feature_priors` (hash checked; tensors only)."""
+def read_prior_tensors(tensors_path: Path, card_path: Path, card: dict[str, Any],
+                       what: str) -> dict[str, Tensor]:
+    """The tensors of a prior's safetensors file, read once as a regular file within the
+    memory limit (the parsed copy included) and hashed as read: the bytes loaded are the bytes
+    the card's ``tensors_sha256`` checks."""
     from safetensors import SafetensorError
     from safetensors.torch import load as load_safetensors
 
     from lbi_engine.limits import check_bytes, read_regular
 
-    tensors_path, card_path, card = read_prior_card(
-        base, "lbi-feature-prior", PRIOR_FORMAT_VERSION, "feature prior",
-        "lbi feature-prior NETWORK --samples FILE --out BASE")
-    # read once (a regular file within the memory limit, the parsed copy included) and
-    # hash what was read: the bytes loaded are the bytes checked
     size = os.stat(tensors_path).st_size
-    check_bytes(2 * size, f"feature prior {tensors_path}", "use a smaller prior")
-    data = read_regular(tensors_path, "feature prior", error=ModelFileError)
+    check_bytes(2 * size, f"{what} {tensors_path}", "use a smaller prior")
+    data = read_regular(tensors_path, what, error=ModelFileError)
     if hashlib.sha256(data).hexdigest() != card.get("tensors_sha256"):
         raise ModelFileError(f"{tensors_path} does not match the sha256 in {card_path}; the file "
                              "is damaged or was replaced: create the prior again.")
     try:
-        tensors = load_safetensors(data)
+        return load_safetensors(data)
     except (SafetensorError, OSError, ValueError) as exc:
-        raise ModelFileError(f"feature prior {tensors_path} is unreadable ({exc}).") from exc
+        raise ModelFileError(f"{what} {tensors_path} is unreadable ({exc}).") from exc
+
+
+def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
+    """Reads a prior written by :func:`save_feature_priors` (hash checked; tensors only)."""
+    tensors_path, card_path, card = read_prior_card(
+        base, "lbi-feature-prior", PRIOR_FORMAT_VERSION, "feature prior",
+        "lbi feature-prior NETWORK --samples FILE --out BASE")
+    tensors = read_prior_tensors(tensors_path, card_path, card, "feature prior")
     layers = []
     i = 1
     while f"x{i}.mean" in tensors:

@@ -25,7 +25,13 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError, ModelFileError
-from lbi_engine.feature_prior import DEFAULT_RANK, fit_gaussian, prior_paths, read_prior_card
+from lbi_engine.feature_prior import (
+    DEFAULT_RANK,
+    fit_gaussian,
+    prior_paths,
+    read_prior_card,
+    read_prior_tensors,
+)
 from lbi_engine.regularisers import (
     GaussianPrior,
     LowRankGaussian,
@@ -79,11 +85,6 @@ def load_input_prior(base: str | os.PathLike[str],
     """Reads a prior written by :func:`save_input_prior`: card kind and version, the tensor
     file's size and sha256, then the tensors' shapes, finiteness and a positive diagonal; with
     ``input_shape``, that the prior has its size. The prior's label is the file's sha256."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load as load_safetensors
-
-    from lbi_engine.limits import check_bytes, read_regular
-
     tensors_path, card_path, card = read_prior_card(
         base, INPUT_PRIOR_KIND, INPUT_PRIOR_VERSION, "input prior",
         "lbi prior NETWORK --samples FILE --out BASE")
@@ -91,18 +92,7 @@ def load_input_prior(base: str | os.PathLike[str],
     if size > MAX_TENSOR_BYTES:
         raise ModelFileError(f"{tensors_path} is {size} bytes, more than an input prior can "
                              f"be ({MAX_TENSOR_BYTES}); it is not one: create the prior again.")
-    # read once as a regular file within the memory limit and hash what was read: the bytes
-    # loaded are the bytes checked
-    check_bytes(2 * size, f"input prior {tensors_path}", "use a smaller prior")
-    data = read_regular(tensors_path, "input prior", error=ModelFileError)
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != card.get("tensors_sha256"):
-        raise ModelFileError(f"{tensors_path} does not match the sha256 in {card_path}; the file "
-                             "is damaged or was replaced: create the prior again.")
-    try:
-        tensors = load_safetensors(data)
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise ModelFileError(f"input prior {tensors_path} is unreadable ({exc}).") from exc
+    tensors = read_prior_tensors(tensors_path, card_path, card, "input prior")
     if set(tensors) != {"mean", "factor", "diag"}:
         raise ModelFileError(f"{tensors_path} holds {sorted(tensors)}, not the tensors of an "
                              "input prior (mean, factor, diag); create the prior again.")
@@ -119,7 +109,8 @@ def load_input_prior(base: str | os.PathLike[str],
         raise InputError(f"the input prior {card_path} has {mean.numel()} values per sample but "
                          f"the network's input {tuple(input_shape)} has {math.prod(input_shape)}; "
                          "fit a prior for this network (lbi prior NETWORK --out BASE).")
-    return LowRankGaussian(mean, factor, diag, label=digest), card
+    # the label: the file's sha256, which read_prior_tensors checked against the card
+    return LowRankGaussian(mean, factor, diag, label=str(card["tensors_sha256"])), card
 
 
 def zoo_input_prior_base(name: str) -> Path:
