@@ -116,3 +116,20 @@ def test_factory_names_and_errors() -> None:
         LowRankGaussian(prior.mean, prior.factor, -prior.diag)
     x = torch.full((1, 36), 2.0, dtype=torch.float64)
     assert math.isinf(float(reg.value(x)[0]))  # outside the box
+
+
+def test_float32_value_is_summed_in_float64() -> None:
+    """The value of a float32 image is the float64 value of the same numbers, rounded once.
+    With the shipped colour prior (a small diagonal under strong low-rank directions, so that
+    Woodbury's two terms nearly cancel) a float32 evaluation was 1e-4 off, which kept the
+    objective stop rule (tol 1e-4) from ever firing on natural-cnn-ae."""
+    from lbi_engine.data import natural_split
+    from lbi_engine.input_prior import load_input_prior
+    from lbi_engine.resource_files import resources_dir
+
+    prior, _ = load_input_prior(resources_dir() / "models" / "natural-cnn-ae.input.prior")
+    reg = GaussianPrior(prior)
+    x32 = torch.from_numpy(natural_split("val")[:4])
+    got = reg.value(x32)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), reg.value(x32.double()), rtol=2e-7, atol=0.0)
