@@ -1,4 +1,4 @@
-"""The bundled colour network (natural-cnn-ae) at lbi's defaults against hand-written L-BFGS.
+"""A zoo network at lbi's defaults against hand-written L-BFGS (default: natural-cnn-ae).
 
 For each validation patch and noise level: lbi as a user runs it (``lbi_engine.api`` with the
 request's defaults: regulariser ``auto``, auto α, method auto), TV at auto α for reference,
@@ -13,6 +13,11 @@ to decide that ``auto`` takes the learned prior on this network and are left out
 Usage::
 
     PYTHONPATH=. python -m benchmarks.bench_natural [--quick] [--write]
+    PYTHONPATH=. python -m benchmarks.bench_natural --network mnist-cnn-ae --dataset mnist \
+        --samples 15,215,415,615,815,995 --stds 0.01,0.05 --write
+
+The second form checks the MNIST CNN at low noise on validation digits that no calibration
+(alpha rules: 30/230/430/630/830, bench_input_prior's 60/160/...) and no other benchmark used.
 """
 
 from __future__ import annotations
@@ -32,11 +37,12 @@ ALPHAS = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 MARK_START, MARK_END = "<!-- natural:start -->", "<!-- natural:end -->"
 
 
-def _lbi(bundle: Any, index: int, std: float, regulariser: str) -> dict[str, Any]:
+def _lbi(bundle: Any, index: int, std: float, regulariser: str, network: str = NETWORK,
+         dataset: str = "natural") -> dict[str, Any]:
     from lbi_engine import api
     from lbi_engine.solvers import final
 
-    request = api.InversionRequest(network=NETWORK, dataset="natural", split="val", index=index,
+    request = api.InversionRequest(network=network, dataset=dataset, split="val", index=index,
                                    seed=index, noise_std=std, regulariser=regulariser)
     t0 = time.perf_counter()
     prepared = api.prepare(request, bundle)
@@ -46,12 +52,12 @@ def _lbi(bundle: Any, index: int, std: float, regulariser: str) -> dict[str, Any
     return metrics
 
 
-def run(patches: tuple[int, ...], stds: tuple[float, ...], alphas: tuple[float, ...]
-        ) -> list[str]:
+def run(patches: tuple[int, ...], stds: tuple[float, ...], alphas: tuple[float, ...],
+        network: str = NETWORK, dataset: str = "natural") -> list[str]:
     from lbi_engine.models.zoo import load_network
 
-    bundle = load_network(NETWORK)
-    _lbi(bundle, patches[0], stds[0], "tv")  # one untimed run: kernel compilation aside
+    bundle = load_network(network)
+    _lbi(bundle, patches[0], stds[0], "tv", network, dataset)  # untimed: compilation aside
     lines = ["| σ | decoder (dB) | lbi defaults: prior, α | PSNR (dB) | time (s) | stop | "
              "TV at auto α (dB) | L-BFGS best grid α | PSNR (dB) | time (s) | "
              "lbi − L-BFGS (dB) | time lbi / L-BFGS |",
@@ -59,8 +65,8 @@ def run(patches: tuple[int, ...], stds: tuple[float, ...], alphas: tuple[float, 
     for std in stds:
         rows: list[dict[str, Any]] = []
         for index in patches:  # interleaved per patch: the machine's load falls on all alike
-            d = _lbi(bundle, index, std, "auto")
-            tv = _lbi(bundle, index, std, "tv")
+            d = _lbi(bundle, index, std, "auto", network, dataset)
+            tv = _lbi(bundle, index, std, "tv", network, dataset)
             problem = d["prepared"].problem
             curves = {a: lbfgs_curve(problem.network, problem.y_delta, problem.x_true, a)
                       for a in alphas}
@@ -92,28 +98,46 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two patches, one noise level")
     parser.add_argument("--write", action="store_true", help="write the table to RESULTS.md")
+    parser.add_argument("--network", default=NETWORK)
+    parser.add_argument("--dataset", default="natural")
+    parser.add_argument("--samples", default=None, help="comma-separated validation indices")
+    parser.add_argument("--stds", default=None, help="comma-separated noise stds")
     args = parser.parse_args(argv)
     patches = PATCHES[:2] if args.quick else PATCHES
     stds = STDS[:1] if args.quick else STDS
+    if args.samples:
+        patches = tuple(int(v) for v in args.samples.split(","))
+    if args.stds:
+        stds = tuple(float(v) for v in args.stds.split(","))
     alphas = ALPHAS[1:4] if args.quick else ALPHAS
     restore = threads(2)
     load = load_average()
     try:
-        lines = run(patches, stds, alphas)
+        lines = run(patches, stds, alphas, args.network, args.dataset)
     finally:
         restore()
+    natural = args.network == NETWORK
+    start, end = (MARK_START, MARK_END) if natural else \
+        (f"<!-- defaults-vs-lbfgs {args.network}:start -->",
+         f"<!-- defaults-vs-lbfgs {args.network}:end -->")
+    options = "".join(f" --{k} {v}" for k, v in (("network", args.network),
+                                                 ("dataset", args.dataset),
+                                                 ("samples", args.samples),
+                                                 ("stds", args.stds)) if v and not natural)
+    where = ("validation patches (photographs astronaut and chelsea, not used in training nor "
+             "by any choice of this round)") if natural else \
+        f"{args.dataset} validation samples that no calibration and no other benchmark used"
     text = "\n".join([
-        MARK_START, "## The colour network natural-cnn-ae at its defaults vs hand-written L-BFGS",
-        "", f"`PYTHONPATH=. python -m benchmarks.bench_natural{' --quick' if args.quick else ''} "
-        f"--write`; validation patches {list(patches)} (photographs astronaut and chelsea, "
-        "not used in training nor by any choice of this round), noise seed = patch index, "
+        start, f"## {args.network} at its defaults vs hand-written L-BFGS",
+        "", f"`PYTHONPATH=. python -m benchmarks.bench_natural{' --quick' if args.quick else ''}"
+        f"{options} --write`; {where}: {list(patches)}, noise seed = sample index, "
         f"2 threads, load average {load} at the start. Times are solver seconds (lbi: the "
         "α search included; L-BFGS: to its final iterate at its best grid α, the grid "
-        f"{list(alphas)} itself not counted). Means over the patches.", "", *lines, "",
-        MARK_END])
+        f"{list(alphas)} itself not counted). Means over the samples.", "", *lines, "",
+        end])
     print(text)
     if args.write:
-        write_section(text, MARK_START, MARK_END)
+        write_section(text, start, end)
     return 0
 
 
