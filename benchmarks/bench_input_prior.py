@@ -23,8 +23,9 @@ import argparse
 import json
 import math
 import time
-from pathlib import Path
 from typing import Any
+
+from benchmarks._common import write_section
 
 REPORT_DIGITS = (60, 160, 360, 560, 760, 960)  # classes 0, 1, 3, 5, 7, 9
 CALIBRATION_DIGITS = (30, 230, 430, 630, 830)  # classes 0, 2, 4, 6, 8
@@ -150,15 +151,7 @@ def main() -> None:
         MARK_END,
     ])
     if args.write:
-        path = Path(__file__).resolve().parent / "RESULTS.md"
-        old = path.read_text(encoding="utf-8")
-        if MARK_START in old:
-            head, rest = old.split(MARK_START, 1)
-            tail = rest.split(MARK_END, 1)[1] if MARK_END in rest else ""
-            new = head + text + tail
-        else:
-            new = old.rstrip("\n") + "\n\n" + text + "\n"
-        path.write_text(new, encoding="utf-8")
+        write_section(text, MARK_START, MARK_END)
     print(text)
 
 

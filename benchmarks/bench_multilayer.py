@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import _curves
+from benchmarks._common import write_section
 from benchmarks._hand_written import deepinv_curve, deepinv_step, deepinv_version, lbfgs_curve
 from benchmarks._step_cost import step_cost
 
@@ -376,15 +377,8 @@ def main() -> None:
         MARK_END,
     ])
     if args.write:
+        write_section(text, MARK_START, MARK_END)
         path = Path(__file__).resolve().parent / "RESULTS.md"
-        old = path.read_text(encoding="utf-8")
-        if MARK_START in old:
-            head, rest = old.split(MARK_START, 1)
-            tail = rest.split(MARK_END, 1)[1] if MARK_END in rest else ""
-            new = head + text + tail
-        else:
-            new = old.rstrip("\n") + "\n\n" + text + "\n"
-        path.write_text(new, encoding="utf-8")
         _curves.write(path.parent, curves, "multilayer_curves")
     print(text)
 
