@@ -134,6 +134,8 @@ def _check_npy_header(p: Path) -> None:
     Why: np.load allocates the array its header describes before reading the data, so a
     damaged or malicious header (shape (100000, 100000, 100000)) would exhaust memory.
     """
+    from tokenize import TokenError
+
     import numpy as np
 
     fmt = np.lib.format
@@ -152,7 +154,8 @@ def _check_npy_header(p: Path) -> None:
             if version not in readers:
                 raise ValueError(f"unsupported .npy format version {version}")
             shape, _fortran, dtype = readers[version](fh)
-        except (ValueError, EOFError, SyntaxError) as exc:
+        except (ValueError, EOFError, SyntaxError, TokenError, RecursionError,
+                MemoryError) as exc:  # numpy parses the header text as a Python literal
             raise DataFileError(f"{p} has a damaged .npy header ({exc}); save the array again "
                                 "with np.save(path, array)") from exc
         data_bytes = size - fh.tell()

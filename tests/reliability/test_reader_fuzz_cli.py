@@ -236,7 +236,7 @@ ONNX_EDIT = st.one_of(
     st.tuples(st.just("op"), st.integers(0, 2), ONNX_OPS),
     st.tuples(st.just("attr"), st.integers(0, 2), st.tuples(
         st.sampled_from(["axis", "transB", "alpha", "kernel_shape", "pads", "strides",
-                         "group", "to"]), BIG_INTS)),
+                         "group", "to"]), BIG_INTS.map(lambda v: v % 2**63))),
     st.tuples(st.just("dims"), st.integers(0, 1), st.lists(BIG_INTS, max_size=3)),
     st.tuples(st.just("input"), st.integers(0, 2), st.sampled_from(["x", "W", "B", "f", "",
                                                                       "nowhere"])),
@@ -325,3 +325,9 @@ def test_long_fuzz_of_pt2(bounded: BoundedCli, pt2_parts: dict[str, bytes], tmp_
 def test_long_fuzz_of_onnx(bounded: BoundedCli, kit: Kit, tmp_path: Path,
                            edits: list) -> None:
     _check_onnx(bounded, kit, tmp_path, edits)
+
+
+def test_an_npy_header_numpy_cannot_tokenize_is_one_line(bounded: BoundedCli, kit: Kit,
+                                                         tmp_path: Path) -> None:
+    """Found by the long fuzz: a header '{' made numpy's literal parser raise TokenError."""
+    _check_npy(bounded, kit, tmp_path, "<f4", False, (1,), 1, b"", "{")
