@@ -220,6 +220,7 @@ def pt2_sequential(path: str | Path,
     archive = Pt2Archive(p)  # one budget for the whole load: members, JSON, tensors, layers
     try:
         program = archive.program()
+        _check_node_count(program, p)  # before the tensors are read and the graph walked
         return GraphTranslator(program, archive.tensors(), p, input_shape,
                                archive.budget).build()
     except LbiError:
@@ -227,3 +228,16 @@ def pt2_sequential(path: str | Path,
     except Exception as exc:  # malformed JSON structure or tensor metadata
         raise ModelFileError(f".pt2 file {str(p)!r} is inconsistent ({type(exc).__name__}: "
                              f"{exc}); save it again with torch.export.save.") from exc
+
+
+def _check_node_count(program: dict[str, Any], path: Path) -> None:
+    """The bound on ONNX graphs (``LBI_MAX_GRAPH_NODES``) for exported programs too: the walk
+    visits every node (an ONNX graph of 20,000 nodes took 76 s)."""
+    from lbi_engine.models.onnx_import import MAX_NODES_ENV, _max_graph_nodes
+
+    nodes = program["graph_module"]["graph"]["nodes"]
+    most = _max_graph_nodes()
+    if isinstance(nodes, list) and len(nodes) > most:
+        raise ModelFileError(f".pt2 file {str(path)!r} has {len(nodes):,} graph nodes; lbi "
+                             f"lifts graphs of at most {most:,} (raise the bound with "
+                             f"{MAX_NODES_ENV}={len(nodes)} if the network really is that deep)")

@@ -305,3 +305,27 @@ def test_a_normal_tiled_tiff_still_reads_exactly(tmp_path: Path) -> None:
     pixels = np.arange(256, dtype=np.uint8).reshape(16, 16)
     path = _tiled_tiff(tmp_path / "ok.tif", 16, pixels.tobytes())
     np.testing.assert_allclose(read_image(path)[0, 0], pixels / 255.0, rtol=1e-7)  # float32
+
+
+def test_a_pt2_graph_of_too_many_nodes_is_refused_before_it_is_walked(
+        base_pt2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lbi_engine.errors import LbiError, ModelFileError
+    from lbi_engine.models.pt2_import import pt2_sequential
+
+    def deepen(name: str, data: bytes) -> bytes:
+        if not name.endswith("models/model.json"):
+            return data
+        program = json.loads(data)
+        nodes = program["graph_module"]["graph"]["nodes"]
+        nodes.extend([nodes[-1]] * (5001 - len(nodes)))
+        return json.dumps(program).encode()
+
+    deep = _rewrite(base_pt2, tmp_path / "deep.pt2", deepen)
+    with pytest.raises(ModelFileError, match=r"deep.pt2' has 5,001 graph nodes; .* "
+                                             r"LBI_MAX_GRAPH_NODES=5001"):
+        pt2_sequential(deep)
+    monkeypatch.setenv("LBI_MAX_GRAPH_NODES", "6000")  # lifted: the walk decides
+    try:
+        pt2_sequential(deep)
+    except LbiError as exc:
+        assert "graph nodes" not in str(exc)
