@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from lbi_engine.errors import DataFileError
+from lbi_engine.errors import DataFileError, LbiError
 from lbi_engine.limits import MemoryLimitError
 from lbi_gui.model.session import load_session
 from tests.reliability import hostile_files as hf
@@ -86,3 +88,48 @@ def test_session_arrays_are_still_checked(tmp_path: Path) -> None:
                       arrays={"current__shown": np.array(["a", "b"])})
     with pytest.raises(DataFileError, match="current__shown"):
         load_session(path)
+
+
+# ---- fuzzing: any value at any field --------------------------------------------------------
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats()
+                    | st.text(max_size=6),
+                    lambda kids: st.lists(kids, max_size=3)
+                    | st.dictionaries(st.text(max_size=6), kids, max_size=3), max_leaves=8)
+TOP = ["kind", "format_version", "request", "gui", "runs", "current"]
+RUN_KEYS = ["run_id", "request", "stop_reason", "iterations", "elapsed", "metrics", "notes",
+            "segments", "restart_notes", "network", "preprocessing", "decoder_psnr"]
+CURRENT_KEYS = ["has_curves", "has_shown", "restart_notes"]
+GUI_KEYS = ["alpha_c", "levels", "pad"]
+SESSION_CHANGES = (st.dictionaries(st.sampled_from(TOP), JSON, max_size=2),
+                   st.lists(st.dictionaries(st.sampled_from(RUN_KEYS), JSON, max_size=4),
+                            max_size=2),
+                   st.dictionaries(st.sampled_from(CURRENT_KEYS), JSON, max_size=2),
+                   st.dictionaries(st.sampled_from(GUI_KEYS), JSON, max_size=2))
+FUZZ = settings(max_examples=40, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _check_session(folder: Path, top: dict, runs: list, current: dict, gui: dict) -> None:
+    meta = {"runs": runs, "current": {"has_curves": False, "has_shown": False, **current},
+            "gui": gui, **top}
+    path = hf.session(folder, "fuzz.lbisession", meta)
+    try:
+        load_session(path)
+    except LbiError as exc:
+        assert "\n" not in str(exc).strip(), str(exc)
+
+
+@FUZZ
+@given(*SESSION_CHANGES)
+def test_a_mutated_session_loads_or_is_one_lbi_error(tmp_path: Path, top: dict, runs: list,
+                                                     current: dict, gui: dict) -> None:
+    _check_session(tmp_path, top, runs, current, gui)
+
+
+@pytest.mark.slow
+@settings(max_examples=1500, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(*SESSION_CHANGES)
+def test_long_fuzz_of_sessions(tmp_path: Path, top: dict, runs: list, current: dict,
+                               gui: dict) -> None:
+    _check_session(tmp_path, top, runs, current, gui)
