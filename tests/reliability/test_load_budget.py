@@ -140,7 +140,7 @@ def test_crafted_pt2_archives_are_refused_within_one_budget(base_pt2: Path, tmp_
                                                            bounded: BoundedCli) -> None:
     """Probe shapes of 8000 x 8000 (an adaptive pool's output size) and 7503 x 7503 (a
     transposed convolution's stride of 300), a 400 MB member shared by tensors of one value,
-    and 30 tensor lists of 10 MB each: exit 2, one line naming the file and the memory
+    and 15 tensor lists of 10 MB each: exit 2, one line naming the file and the memory
     limit, < 1 GiB."""
     root = _root(base_pt2)
     config_text = ('{"config": {' + ",".join(f'"k{i}": 0' for i in range(10**6)) + "}}").encode()
@@ -152,7 +152,7 @@ def test_crafted_pt2_archives_are_refused_within_one_budget(base_pt2: Path, tmp_
                            _edit_op("conv_transpose2d.input", "stride", [300, 300])),
         "shared": _shared_member(base_pt2, tmp_path / "shared.pt2", 400 * 2**20, 5),
         "configs": _rewrite(base_pt2, tmp_path / "configs.pt2", extra={
-            f"{root}data/constants/c{k}_config.json": config_text for k in range(30)}),
+            f"{root}data/constants/c{k}_config.json": config_text for k in range(15)}),
     }
     for name, path in cases.items():
         outcome = bounded.run("invert", "--network", path, "--sample", "0", "--out",
@@ -317,14 +317,15 @@ def test_a_pt2_graph_of_too_many_nodes_is_refused_before_it_is_walked(
             return data
         program = json.loads(data)
         nodes = program["graph_module"]["graph"]["nodes"]
-        nodes.extend([nodes[-1]] * (5001 - len(nodes)))
+        nodes.extend([nodes[-1]] * (51 - len(nodes)))
         return json.dumps(program).encode()
 
     deep = _rewrite(base_pt2, tmp_path / "deep.pt2", deepen)
-    with pytest.raises(ModelFileError, match=r"deep.pt2' has 5,001 graph nodes; .* "
-                                             r"LBI_MAX_GRAPH_NODES=5001"):
+    monkeypatch.setenv("LBI_MAX_GRAPH_NODES", "50")  # the bound of 5,000, smaller: faster
+    with pytest.raises(ModelFileError, match=r"deep.pt2' has 51 graph nodes; .* "
+                                             r"LBI_MAX_GRAPH_NODES=51"):
         pt2_sequential(deep)
-    monkeypatch.setenv("LBI_MAX_GRAPH_NODES", "6000")  # lifted: the walk decides
+    monkeypatch.setenv("LBI_MAX_GRAPH_NODES", "51")  # lifted: the walk decides
     try:
         pt2_sequential(deep)
     except LbiError as exc:
