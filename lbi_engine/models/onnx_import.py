@@ -129,8 +129,12 @@ class _Builder(SegmentedWalk, _OpTranslators):
                 a = self.attrs()
                 value: Any = a.get("value", a.get("value_float", a.get("value_floats",
                               a.get("value_int", a.get("value_ints")))))
-                self.consts[n.output[0]] = numpy_helper.to_array(value) \
-                    if hasattr(value, "dims") else np.array(value)
+                if hasattr(value, "dims"):  # a tensor: a numpy copy, charged like initializers
+                    self.load_budget.charge(_tensor_bytes(value),
+                                            f"Constant node '{n.name or n.output[0]}'")
+                    self.consts[n.output[0]] = numpy_helper.to_array(value)
+                else:
+                    self.consts[n.output[0]] = np.array(value)
         self.outputs = {o.name for o in self.graph.output}
         self.consumers: dict[str, list[int]] = {}
         for index, n in enumerate(nodes):

@@ -330,3 +330,25 @@ def test_a_pt2_graph_of_too_many_nodes_is_refused_before_it_is_walked(
         pt2_sequential(deep)
     except LbiError as exc:
         assert "graph nodes" not in str(exc)
+
+
+def test_onnx_constant_nodes_are_charged_like_initializers(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from lbi_engine.models.onnx_import import onnx_sequential
+    from tests.reliability.kit import tiny_module, tiny_onnx
+
+    model = tiny_onnx(tiny_module())
+    values = numpy_helper.from_array(np.zeros((2, 2**20), np.float32), "v")  # 8 MiB
+    model.graph.node.extend([helper.make_node("Constant", [], [f"c{k}"], name=f"const{k}",
+                                              value=values) for k in range(6)])
+    path = tmp_path / "consts.onnx"
+    onnx.save(model, str(path))
+    # the file (48 MiB, counted twice) fits 120M; its six arrays (48 MiB more) do not
+    monkeypatch.setenv("LBI_MEMORY_LIMIT", "120M")
+    with pytest.raises(MemoryLimitError, match="consts.onnx.*Constant node 'const"):
+        onnx_sequential(path)
+    monkeypatch.setenv("LBI_MEMORY_LIMIT", "1G")
+    assert onnx_sequential(path)[1] == (1, 28, 28)
