@@ -160,6 +160,30 @@ def _check_safetensors(bounded: BoundedCli, kit: Kit, folder: Path, header: dict
     _check(bounded, folder, "--network", path, "--sample", "0")
 
 
+ST_EDITS = st.lists(st.tuples(st.sampled_from(["1.weight", "1.bias"]),
+                              st.sampled_from(["dtype", "shape", "data_offsets"]),
+                              st.lists(BIG_INTS, max_size=3) | JSON), min_size=1, max_size=2)
+
+
+def _check_safetensors_edit(bounded: BoundedCli, kit: Kit, folder: Path,
+                            edits: list[tuple[str, str, Any]]) -> None:
+    """The kit's own weights file with fields of its header changed (its data kept)."""
+    data = kit.safetensors.read_bytes()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    for key, field, value in edits:
+        header[key][field] = value
+    _check_safetensors(bounded, kit, folder, header, None, data[8 + n:])
+
+
+@FAST
+@given(ST_EDITS)
+def test_an_edited_safetensors_header_loads_or_is_one_line(bounded: BoundedCli, kit: Kit,
+                                                           tmp_path: Path,
+                                                           edits: list) -> None:
+    _check_safetensors_edit(bounded, kit, tmp_path, edits)
+
+
 @FAST
 @given(*SAFETENSORS)
 def test_a_safetensors_header_loads_or_is_one_line(bounded: BoundedCli, kit: Kit,
@@ -307,6 +331,15 @@ def test_long_fuzz_of_images(bounded: BoundedCli, kit: Kit, tmp_path: Path, fmt:
 def test_long_fuzz_of_safetensors(bounded: BoundedCli, kit: Kit, tmp_path: Path,
                                   header: dict, declared: int | None, body: bytes) -> None:
     _check_safetensors(bounded, kit, tmp_path, header, declared, body)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@LONG
+@given(ST_EDITS)
+def test_long_fuzz_of_safetensors_edits(bounded: BoundedCli, kit: Kit, tmp_path: Path,
+                                        edits: list) -> None:
+    _check_safetensors_edit(bounded, kit, tmp_path, edits)
 
 
 @pytest.mark.slow
