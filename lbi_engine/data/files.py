@@ -159,6 +159,10 @@ def _check_npy_header(p: Path) -> None:
             raise DataFileError(f"{p} has a damaged .npy header ({exc}); save the array again "
                                 "with np.save(path, array)") from exc
         data_bytes = size - fh.tell()
+    if any(not 0 <= int(d) < 2**62 for d in shape):  # numpy's own reader overflows on them
+        raise DataFileError(f"{p} has a damaged .npy header (shape {tuple(shape)}: every "
+                            "size must be a whole number >= 0); save the array again with "
+                            "np.save(path, array)")
     if dtype.hasobject:
         raise DataFileError(f"{p}: it holds Python objects (a pickle), which lbi does not load; "
                             "save a numeric array with np.save(path, array)")

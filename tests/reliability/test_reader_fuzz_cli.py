@@ -362,5 +362,7 @@ def test_long_fuzz_of_onnx(bounded: BoundedCli, kit: Kit, tmp_path: Path,
 
 def test_an_npy_header_numpy_cannot_tokenize_is_one_line(bounded: BoundedCli, kit: Kit,
                                                          tmp_path: Path) -> None:
-    """Found by the long fuzz: a header '{' made numpy's literal parser raise TokenError."""
+    """Found by the long fuzz: a header '{' made numpy's literal parser raise TokenError,
+    a shape (-1, 2**70) numpy's reader an OverflowError."""
     _check_npy(bounded, kit, tmp_path, "<f4", False, (1,), 1, b"", "{")
+    _check_npy(bounded, kit, tmp_path, "<f4", False, (-1, 2**70), 1, bytes(3136), None)
