@@ -20,7 +20,9 @@ import json
 import math
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +219,7 @@ def _field(where: str, value: Any, kind: type, what: str) -> Any:
     return value
 
 
-def _part(where: str, build: Any) -> Any:
+def _part(where: str, build: Callable[[], Any]) -> Any:
     """``build()``, with any error it raises named by the field ``where``."""
     try:
         return build()
@@ -250,7 +252,7 @@ def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
         prefix = f"run{i}__"
         _field(f"runs[{i}]", run_meta, dict, "an object")
         run_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-        run = _part(f"runs[{i}]", lambda m=run_meta, a=run_arrays: RunResult.from_parts(m, a))
+        run = _part(f"runs[{i}]", partial(RunResult.from_parts, run_meta, run_arrays))
         # a run's parameters can be loaded back into the panels: never with a file's consent
         run.request = _no_consent(run.request)
         run.segments = [(k, _no_consent(req)) for k, req in run.segments]
