@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lbi_engine.solvers.backend import jit as _jit
+from lbi_engine.operators.backend import jit as _jit
 
 #: numpy views of the tensors the products were called with, by (address, size): the
 #: fast path calls them on the same buffers thousands of times, and ``Tensor.numpy()`` costs

@@ -26,10 +26,10 @@ from typing import Protocol, cast
 import torch
 from torch import Tensor
 
+from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.protocols import Layer, Operator
 from lbi_engine.solvers._inplace import dense_matrix
 from lbi_engine.solvers._sparse_maps import SparseLinear
-from lbi_engine.solvers.backend import numba_enabled
 
 # activations whose sigma the fast path applies in place, by class name
 _IN_PLACE = ("ReLU", "Identity")
