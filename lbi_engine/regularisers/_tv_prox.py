@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lbi_engine.finite_differences import DivAdd, GradInto, grad_norm_sq
+from lbi_engine.operators.finite_differences import DivAdd, GradInto, grad_norm_sq
 from lbi_engine.operators.backend import numba_enabled
 
 __all__ = ["THETA", "INNER_MAX", "CHECK_EVERY", "TVProx", "compiled_kernel",
@@ -146,7 +146,7 @@ class TVProx:
         kernel's own loop where it runs (float64 sums; the torch formula costs ~10 small
         operations, as much as a product with W on small networks)."""
         if self.kernel is None:
-            from lbi_engine.finite_differences import tv_aniso_value, tv_iso_value
+            from lbi_engine.operators.finite_differences import tv_aniso_value, tv_iso_value
 
             return tv_iso_value(x) if self.isotropic else tv_aniso_value(x)
         from lbi_engine.regularisers._tv_kernel import _gap_parts

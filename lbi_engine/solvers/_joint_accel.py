@@ -35,7 +35,7 @@ from torch import Tensor
 from lbi_engine.operators import AffineMap
 from lbi_engine.protocols import Problem
 from lbi_engine.regularisers import GaussianPrior, TotalVariation, TVProx
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._joint_one import OneSampleGradient
 from lbi_engine.solvers._joint_records import records_objective
 from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
