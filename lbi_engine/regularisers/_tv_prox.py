@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lbi_engine.operators.finite_differences import DivAdd, GradInto, grad_norm_sq
 from lbi_engine.operators.backend import numba_enabled
+from lbi_engine.operators.finite_differences import DivAdd, GradInto, grad_norm_sq
 
 __all__ = ["THETA", "INNER_MAX", "CHECK_EVERY", "TVProx", "compiled_kernel",
            "dual_ball_projection"]
