@@ -11,8 +11,9 @@ FISTA stall at gaps of 1e-2 in the prototype. So the prox (a ROF denoising probl
 regulariser's own (``TotalVariation.fgp``: FGP warm-started from the last dual until its
 duality gap is small relative to ||u - y_k||^2, lam = tau alpha; Villa, Salzo, Baldassarre &
 Verri 2013; Bello-Cruz, Gonçalves & Krislock 2020). Momentum restarts
-per sample when it points uphill (gradient scheme of O'Donoghue & Candès 2015), which keeps
-the iteration close to monotone and gives the linear rate near the solution.
+per sample when it points uphill (``_momentum``: the gradient scheme of O'Donoghue & Candès
+2015), which keeps the iteration close to monotone and gives the linear rate near the
+solution.
 
 One iteration = one product with W (at x_{k+1}) and one with W^T (at y_k): W y_k is the same
 combination of the cached W x_k, W x_{k-1} as y_k is of x_k, x_{k-1}. The inner TV steps cost
@@ -38,6 +39,7 @@ from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, sigma_inplace
+from lbi_engine.solvers._momentum import Momentum
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import StopReason
 
@@ -108,12 +110,11 @@ class AcceleratedBlock:
             self._p.copy_(z.reshape(field))
         dual_prox_plan(inner, self._p)(0.0, self.alpha)  # a warm start inside the ball
         zero_unused(self._p, img)
-        self._t = torch.ones(b, dtype=dtype, device=device)  # FISTA's t_k per sample
-        self._beta = torch.zeros(b, dtype=dtype, device=device)
+        # FISTA's t_k and the extrapolation coefficient beta per sample (``_momentum``)
+        self._rule = Momentum(b, x, None if momentum is None else momentum[1])
+        self._beta = self._rule.coef
         if momentum is not None:
             self._x[1].copy_(momentum[0].reshape(x.shape))
-            self._t.copy_(momentum[1][0])
-            self._beta.copy_(momentum[1][1])
         self._beta_x = self._beta.view(-1, *([1] * (x.dim() - 1)))
         self._sigma_ = sigma_inplace(self.activation)
         self._dense = dense_matrix(self.affine)
@@ -137,7 +138,7 @@ class AcceleratedBlock:
     @property
     def momentum_state(self) -> tuple[Tensor, Tensor]:
         """(x_{k-1}, [t_k; beta_k]): with x and z the complete state (live buffers)."""
-        return self._x[1 - self._cur], torch.stack((self._t, self._beta))
+        return self._x[1 - self._cur], self._rule.state
 
     def _forward(self, x: Tensor) -> Tensor:
         if self._dense is not None:
@@ -190,16 +191,12 @@ class AcceleratedBlock:
 
     # -- momentum, changes, freezing ------------------------------------------------------------
     def _momentum(self, x: Tensor, x_new: Tensor) -> None:
-        """t_{k+1} and beta for the next extrapolation; restart (t = 1) where the step
-        x_new - x points against y - x_new (O'Donoghue & Candès' gradient test)."""
+        """beta for the next extrapolation, restarted where the step x_new - x points
+        against y - x_new (O'Donoghue & Candès' gradient test)."""
         batch = self.batch
         torch.sub(self._y, x_new, out=self._d)
-        uphill = torch.linalg.vecdot(self._d.view(batch, -1),
-                                     (x_new - x).view(batch, -1)) > 0
-        t = torch.where(uphill, torch.ones_like(self._t), self._t)
-        t_next = (1.0 + torch.sqrt(1.0 + 4.0 * t * t)) / 2.0
-        torch.div(t - 1.0, t_next, out=self._beta)
-        self._t.copy_(t_next)
+        self._rule.advance(torch.linalg.vecdot(self._d.view(batch, -1),
+                                               (x_new - x).view(batch, -1)) > 0)
 
     def _changes(self, monitor: RunMonitor, cur: int, nxt: int) -> tuple[Tensor, Tensor]:
         """Relative changes of x and the dual; non-finite samples stop (DIVERGED) and, like
