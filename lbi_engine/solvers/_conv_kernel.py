@@ -1,4 +1,4 @@
-"""One sample's products with a convolution as a gathered GEMM, in compiled code (issue #23).
+"""One sample's products with a convolution as a gathered GEMM, in compiled code.
 
 The joint method's one-sample step (``_joint_one``) takes a product with every W_l and every
 W_l^T per step. As CSR matrices (``_sparse_maps``) the zoo CNN's two convolutions cost

@@ -375,7 +375,7 @@ class JointFista:
         """accept() of the step's iterate for one sample, whose finiteness it checks for free:
         the restart test's <y - x+, x+ - x> is finite iff x+ is (x and y are). Returns False,
         keeping the current iterate, when it is not (the caller stops the run as diverged);
-        the per-step norms of RunMonitor.accept then need not be taken (issue #23)."""
+        the per-step norms of RunMonitor.accept then need not be taken."""
         mine, x, scratch = self._slots[self._in], self._x, self._slots[self._is]
         step = torch.sub(mine, x, out=scratch)
         dot = float(torch.sub(self._y, mine, out=self._grad).mul_(step).sum())

@@ -1,4 +1,4 @@
-"""The joint method's gradient for one sample on the CPU, on buffers made once (issue #23).
+"""The joint method's gradient for one sample on the CPU, on buffers made once.
 
     grad_{x_0} f = W_1^T (sigma_1(z_1) - x_1),
     grad_{x_l} f = (x_l - z_l) + W_{l+1}^T (sigma_{l+1}(z_{l+1}) - x_{l+1}),
