@@ -113,7 +113,7 @@ class TVProx:
 
     @staticmethod
     def compiles_on(device: torch.device | str) -> bool:
-        """Whether a prox built for ``device`` runs the compiled kernel (None: torch)."""
+        """Whether a prox built for ``device`` runs the compiled kernel (else torch)."""
         return torch.device(device).type == "cpu" and compiled_kernel() is not None
 
     @property
