@@ -29,6 +29,8 @@ class FusedStep:
         self._y, self._grad = state._y[0].numpy(), state._grad[0].numpy()
         self._tau = state._tau.numpy()
         self._prox = prox = state.tv_prox  # compiled: FusedStep is made only then
+        self._lam = state.lam  # the prox's kernel arguments for it, made once
+        self._args = (*prox.arrays, *prox.kernel_arguments(state.lam))
         self._scratch = np.zeros(1, dtype=self._y.dtype)
         # compile (or load from numba's cache) the kernels for this dtype on a 2x2 image
         tiny, img = np.zeros(5, dtype=self._y.dtype), np.zeros((1, 1, 2, 2), self._y.dtype)
@@ -46,10 +48,11 @@ class FusedStep:
         the state's free slot and the next y, advances the momentum; returns the restart
         test's dot product (not finite: nothing but the slot was written)."""
         new, x = self._slots[state._in], self._slots[state._ix]
-        v_img, y_img = self._prox.arrays
-        inner, dot = prox_gradient_step(
-            self._y, self._grad, self._tau, state._n0, new, x, v_img, y_img,
-            *self._prox.kernel_arguments(state.lam))
+        if state.lam != self._lam:
+            self._lam = state.lam
+            self._args = (*self._prox.arrays, *self._prox.kernel_arguments(state.lam))
+        inner, dot = prox_gradient_step(self._y, self._grad, self._tau, state._n0, new, x,
+                                        *self._args)
         state.inner_steps += int(inner)
         if math.isfinite(dot):
             coef = state.momentum.advance(dot > 0.0)

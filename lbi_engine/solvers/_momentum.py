@@ -94,5 +94,8 @@ class ScalarMomentum:
         return coef
 
 
+_FLOAT32 = struct.Struct("f")
+
+
 def _round32(v: float) -> float:
-    return struct.unpack("f", struct.pack("f", v))[0]
+    return float(_FLOAT32.unpack(_FLOAT32.pack(v))[0])
