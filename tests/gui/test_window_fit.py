@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtWidgets
 
-from lbi_gui.window.main_window import FRAME_MARGIN, MainWindow, fit_geometry
+from lbi_gui.window.layout import FRAME_MARGIN, fit_geometry
+from lbi_gui.window.main_window import MainWindow
 
 SCREENS = [(1280, 720), (1024, 700), (1920, 1080)]
 INPUTS = (QtWidgets.QAbstractSpinBox, QtWidgets.QComboBox, QtWidgets.QLineEdit,
