@@ -16,6 +16,7 @@ from lbi_gui.model import session as sessions
 from lbi_gui.model.runs import RunResult
 from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
+from lbi_gui.window.data import DataInputs
 from lbi_gui.window.host import WindowHost
 
 RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
@@ -29,8 +30,9 @@ SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"
 class FileCommands:
     """Open…/Save…/Export… and their error handling; never leaves the window unusable."""
 
-    def __init__(self, window: WindowHost) -> None:
+    def __init__(self, window: WindowHost, inputs: DataInputs) -> None:
         self.w = window
+        self.inputs = inputs
         #: The window itself as a widget: the parent of the dialogs opened here.
         self.parent = window.window()
 
@@ -77,7 +79,7 @@ class FileCommands:
         for panel in self.w.panels:
             panel.set_values(back)
         # the data panel's splits and thumbnails follow the dataset put back
-        self.w.show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
+        self.inputs.show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
         self.w.sync_request()
 
     # ---- data -----------------------------------------------------------------------------

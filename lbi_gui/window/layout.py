@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6 import QtCore, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
+
+from lbi_gui.settings import settings
 
 #: The window's preferred size; it opens smaller when the screen's available area is smaller.
 PREFERRED_SIZE = (1600, 1000)
@@ -71,3 +73,57 @@ def titled_column(sections: list[tuple[str, QtWidgets.QWidget]]) -> QtWidgets.QW
         lay.addWidget(group)
     lay.addStretch(1)
     return box
+
+
+def available_area(widget: QtWidgets.QWidget) -> QtCore.QRect:
+    """The available area (without panels/taskbars) of the screen ``widget`` is on."""
+    screen = widget.screen() or QtGui.QGuiApplication.primaryScreen()
+    return screen.availableGeometry() if screen is not None else QtCore.QRect(0, 0, 1280, 720)
+
+
+def restore_layout(window: QtWidgets.QMainWindow) -> bool:
+    """The remembered geometry and dock layout; False when there is none."""
+    s = settings()
+    geometry, state = s.value("window/geometry"), s.value("window/state")
+    if geometry is not None and window.restoreGeometry(geometry):
+        # Qt's restore clamps to the screen it sees now; the size the user chose is
+        # remembered on its own, and shrunk only to this screen's available area.
+        size = s.value("window/size")
+        wanted = window.geometry()
+        if isinstance(size, QtCore.QSize) and size.isValid():
+            wanted.setSize(size)
+        if not window.isMaximized():
+            window.setGeometry(fit_geometry(available_area(window), wanted))
+    return state is not None and bool(window.restoreState(state))
+
+
+def save_layout(window: QtWidgets.QMainWindow, readable: bool) -> None:
+    """Remembers geometry and docks; a layout whose image views are squeezed below a
+    readable size (not ``readable``) is not remembered (the next launch starts from the
+    default)."""
+    s = settings()
+    s.setValue("window/geometry", window.saveGeometry())
+    normal = window.normalGeometry() if window.isMaximized() else window.geometry()
+    s.setValue("window/size", normal.size())
+    if readable:
+        s.setValue("window/state", window.saveState())
+    else:
+        s.remove("window/state")
+
+
+def status_widgets(bar: QtWidgets.QStatusBar) -> tuple[
+        QtWidgets.QLabel, QtWidgets.QLabel, QtWidgets.QLabel, QtWidgets.QLabel,
+        QtWidgets.QLabel, QtWidgets.QProgressBar]:
+    """The permanent widgets of the status bar: state, iteration, speed, time, why the run
+    stopped, and the progress bar."""
+    state, iteration = QtWidgets.QLabel("Loading the engine…"), QtWidgets.QLabel("k = —")
+    speed, time = QtWidgets.QLabel("— it/s"), QtWidgets.QLabel("0.0 s")
+    reason, progress = QtWidgets.QLabel(""), QtWidgets.QProgressBar()
+    progress.setMaximumWidth(120)
+    progress.setTextVisible(False)
+    for w in (state, iteration, speed, time, progress, reason):
+        bar.addPermanentWidget(w)
+    iteration.setMinimumWidth(70)
+    speed.setMinimumWidth(60)
+    reason.setMinimumWidth(120)
+    return state, iteration, speed, time, reason, progress

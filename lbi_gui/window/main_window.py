@@ -23,7 +23,6 @@ from lbi_gui.engine.messages import PreparedInfo, Progress
 from lbi_gui.model import AppModel
 from lbi_gui.model.runs import RunResult
 from lbi_gui.params import DEFAULT_REQUEST, default_request, describe_change
-from lbi_gui.settings import settings
 from lbi_gui.widgets.aux_strip import AuxStrip
 from lbi_gui.widgets.curves import CurvesPanel
 from lbi_gui.widgets.data_panel import DataPanel
@@ -34,11 +33,12 @@ from lbi_gui.widgets.panel import ParamPanel
 from lbi_gui.widgets.regularisation_panel import RegularisationPanel
 from lbi_gui.widgets.run_table import RunTable
 from lbi_gui.widgets.solver_panel import SolverPanel
+from lbi_gui.window import layout
 from lbi_gui.window.actions import build_actions
 from lbi_gui.window.controller import RunController
 from lbi_gui.window.data import DataInputs, FieldShortcuts
 from lbi_gui.window.files import FileCommands
-from lbi_gui.window.layout import DOCK_MAX_MIN_WIDTH, add_dock, fit_geometry, titled_column
+from lbi_gui.window.layout import DOCK_MAX_MIN_WIDTH, add_dock, titled_column
 from lbi_gui.window.run import RunView
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=True, foreground="#333333")
@@ -87,16 +87,17 @@ class MainWindow(QtWidgets.QMainWindow):
         self._closing = False
         self._user_guide: UserGuide | None = None
         self._sized = False  # the docks get their proportions when the window first shows
-        self.runner = RunView(self)
-        self.files = FileCommands(self)
         self.inputs = DataInputs(self)
+        self.files = FileCommands(self, self.inputs)
+        self.runner = RunView(self, self.files)
         self._build_layout()
         self.actions_ = build_actions(self, self._action_slots())
         for dock in self.docks.values():
             self.actions_.view_menu.addAction(dock.toggleViewAction())
         self.actions_.view_menu.addSeparator()
         self.actions_.view_menu.addAction(self.actions_.reset_layout)
-        self._build_status()
+        (self.status_state, self.status_iter, self.status_speed, self.status_time,
+         self.status_reason, self.progress) = layout.status_widgets(self.statusBar())
         self._change_timer = QtCore.QTimer(self, singleShot=True, interval=CHANGE_DEBOUNCE_MS)
         self._change_timer.timeout.connect(self._apply_change)
         if request:
@@ -106,7 +107,7 @@ class MainWindow(QtWidgets.QMainWindow):
             panel.changed.connect(self.panel_changed)
         self._wire()
         self._default_state = self.saveState()
-        self._restored = restore_layout and self._restore_layout()
+        self._restored = restore_layout and layout.restore_layout(self)
         self.files.update_recent_menu()
         self.inputs.show_data_early()
         self._field_shortcuts = FieldShortcuts(self)
@@ -163,12 +164,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.docks["curves"].raise_()
         self.setCorner(QtCore.Qt.Corner.BottomLeftCorner, left)
         self.setCorner(QtCore.Qt.Corner.BottomRightCorner, right)
-        self.setGeometry(fit_geometry(self._available()))
-
-    def _available(self) -> QtCore.QRect:
-        """The available area (without panels/taskbars) of the screen the window is on."""
-        screen = self.screen() or QtGui.QGuiApplication.primaryScreen()
-        return screen.availableGeometry() if screen is not None else QtCore.QRect(0, 0, 1280, 720)
+        self.setGeometry(layout.fit_geometry(layout.available_area(self)))
 
     def _default_dock_sizes(self) -> None:
         """Dock proportions that fit the content (only meaningful once the window is shown)."""
@@ -191,49 +187,9 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.image_grid.isVisible() and not self.image_grid.readable():
             self.reset_layout()
 
-    def _build_status(self) -> None:
-        bar = self.statusBar()
-        self.status_state = QtWidgets.QLabel("Loading the engine…")
-        self.status_iter = QtWidgets.QLabel("k = —")
-        self.status_speed = QtWidgets.QLabel("— it/s")
-        self.status_time = QtWidgets.QLabel("0.0 s")
-        self.status_reason = QtWidgets.QLabel("")
-        self.progress = QtWidgets.QProgressBar()
-        self.progress.setMaximumWidth(120)
-        self.progress.setTextVisible(False)
-        for w in (self.status_state, self.status_iter, self.status_speed, self.status_time,
-                  self.progress, self.status_reason):
-            bar.addPermanentWidget(w)
-        self.status_iter.setMinimumWidth(70)
-        self.status_speed.setMinimumWidth(60)
-        self.status_reason.setMinimumWidth(120)
-
-    def _restore_layout(self) -> bool:
-        """The remembered geometry and dock layout; False when there is none."""
-        s = settings()
-        geometry, state = s.value("window/geometry"), s.value("window/state")
-        if geometry is not None and self.restoreGeometry(geometry):
-            # Qt's restore clamps to the screen it sees now; the size the user chose is
-            # remembered on its own, and shrunk only to this screen's available area.
-            size = s.value("window/size")
-            wanted = self.geometry()
-            if isinstance(size, QtCore.QSize) and size.isValid():
-                wanted.setSize(size)
-            if not self.isMaximized():
-                self.setGeometry(fit_geometry(self._available(), wanted))
-        return state is not None and bool(self.restoreState(state))
-
     def save_layout(self) -> None:
-        """Remembers geometry and docks; a layout whose image views are squeezed below a
-        readable size is not remembered (the next launch starts from the default)."""
-        s = settings()
-        s.setValue("window/geometry", self.saveGeometry())
-        normal = self.normalGeometry() if self.isMaximized() else self.geometry()
-        s.setValue("window/size", normal.size())
-        if self.image_grid.isVisible() and not self.image_grid.readable():
-            s.remove("window/state")
-        else:
-            s.setValue("window/state", self.saveState())
+        """Remembers geometry and docks (not a layout that squeezes the images)."""
+        layout.save_layout(self, not self.image_grid.isVisible() or self.image_grid.readable())
 
     def reset_layout(self) -> None:
         """The default docks at proportions that fit this window (View → Reset layout)."""
@@ -407,12 +363,6 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def export_runs_table(self, path: str | None = None) -> bool:
         return self.files.export_runs_table(path)
-
-    def remember_opened(self, request: dict[str, Any]) -> None:
-        self.files.remember_opened(request)
-
-    def show_data(self, values: dict[str, Any]) -> None:
-        self.inputs.show_data(values)
 
     # ---- misc -----------------------------------------------------------------------------
     def show_user_guide(self) -> UserGuide:

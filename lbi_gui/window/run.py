@@ -21,6 +21,7 @@ from lbi_gui.params import (
     feature_prior_available,
 )
 from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
+from lbi_gui.window.files import FileCommands
 from lbi_gui.window.host import WindowHost
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
@@ -37,8 +38,9 @@ STATE_TEXT = {"booting": "Starting engine…", "idle": "Ready", "preparing": "Pr
 class RunView:
     """Run, Pause/Resume, Stop, Finish now, Reset, Run all; draws what the worker sends."""
 
-    def __init__(self, window: WindowHost) -> None:
+    def __init__(self, window: WindowHost, files: FileCommands) -> None:
         self.w = window
+        self.files = files
         #: The window itself as a widget: the parent of the dialogs opened here.
         self.parent = window.window()
         #: A run was started: its first update clears the previous run's curves (they stay
@@ -262,7 +264,7 @@ class RunView:
         changed_problem = self.w.info is None or not from_run and self._problem_differs(info)
         self.w.info = info
         self.w.good_request = dict(info.request) if info.request else self.w.current_request()
-        self.w.remember_opened(self.w.good_request)
+        self.files.remember_opened(self.w.good_request)
         self.w.network_panel.clear_problem()
         self.w.network_panel.show_network(info.network_name, info.layers, info.card,
                                         info.input_shape, info.output_shape)
