@@ -178,8 +178,7 @@ class NetworkPanel(ParamPanel):
 
     def _ref(self, data: Any) -> Any:
         """The network reference behind an item's data (see :meth:`_key`)."""
-        refs = getattr(self, "_refs", {})
-        return refs.get(data, data) if isinstance(data, str) else data
+        return self._refs.get(data, data) if isinstance(data, str) else data
 
     def is_file(self, ref: Any) -> bool:
         """Whether ``ref`` names a network file (the user's own), not a zoo network."""

@@ -26,7 +26,7 @@ class DataInputs:
     def __init__(self, window: WindowHost) -> None:
         self.w = window
 
-    def match_network_and_data(self, key: str) -> None:
+    def match_network_and_data(self, key: str, old: dict[str, Any] | None = None) -> None:
         """Keep a zoo network and a bundled dataset compatible: choosing one brings the other
         along (the circle perceptron takes 64×64 cartoons, the MNIST networks 28×28 digits)."""
         from lbi_engine.models import zoo_data as compat
@@ -38,7 +38,7 @@ class DataInputs:
             dataset = compat.dataset_for(compat.zoo_input_shape(req["network"]), req["dataset"])
             if dataset and dataset != req["dataset"]:
                 split = compat.FIRST_SPLIT.get(dataset)
-                self.w.data_panel.set_values({"dataset": dataset, "split": split, "index": 0})
+                self.w.model.selection.update({"dataset": dataset, "split": split, "index": 0})
                 self.load_splits(dataset)
                 self.load_thumbnails(dataset, self.w.data_panel.values()["split"], 0,
                                       THUMBS_PER_PAGE)
@@ -53,11 +53,11 @@ class DataInputs:
                 # fit it is refused instead (the engine decides when its shape is unknown).
                 misfit = self._data_misfit(req)
                 if misfit:
-                    self._refuse_data(misfit)
+                    self._refuse_data(misfit, old)
                 return
             network = compat.network_for(req["dataset"], req["network"], zoo)
             if network and network != req["network"]:
-                self.w.network_panel.set_values({"network": network})
+                self.w.model.selection.update({"network": network})
                 self.w.statusBar().showMessage(
                     f"{req['dataset']} images do not fit {req['network']}: switched the "
                     f"network to {network}", 6000)
@@ -81,11 +81,11 @@ class DataInputs:
         return (f"{req['dataset']} images are {want[1]}×{want[2]}; {name} takes inputs of "
                 f"shape {'×'.join(map(str, shape))}.")
 
-    def _refuse_data(self, why: str) -> None:
+    def _refuse_data(self, why: str, old: dict[str, Any] | None) -> None:
         """Keep the network and the data that fit it; say why the new data was refused."""
         from lbi_gui.dialogs.messages import show_error
 
-        good = self.w.pending_old or self.w.good_request or {}
+        good = old or self.w.good_request or {}
         self.show_data({k: good.get(k) for k in ("dataset", "split", "index") if k in good})
         show_error(self.w.window(), "These images do not fit the network", why,
                    fix="Keep your network and pick data of its input size, tick “Resize "

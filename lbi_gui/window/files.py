@@ -47,8 +47,7 @@ class FileCommands:
         """Load a network file (TorchScript, ONNX, state dict + card; pickles ask first)."""
         remember_dir("network", path)
         self.w.network_panel.select_network(path)
-        self.w.network_panel.allow_pickle = False
-        self.w.panel_changed("network")
+        self.w.panel_changed("network")  # as if chosen in the panel (consent is reset)
         self.w.flush_changes()
 
     def on_prepare_failed(self, err: ErrorInfo) -> None:
@@ -56,8 +55,7 @@ class FileCommands:
         req = err.request or {}
         if err.unsafe and not req.get("allow_pickle"):
             if confirm_pickle(self.parent, str(req.get("network")), err.message):
-                self.w.network_panel.allow_pickle = True
-                self.w.sync_request()
+                self.w.model.selection.update({"allow_pickle": True})
                 self.w.controller.prepare(self.w.current_request())
                 return
             self._revert_problem()
@@ -76,8 +74,7 @@ class FileCommands:
         if good is None:
             return
         back = {k: good.get(k) for k in PROBLEM_KEYS if k in good}
-        for panel in self.w.panels:
-            panel.set_values(back)
+        self.w.model.selection.update(back)  # the panels follow the model
         # the data panel's splits and thumbnails follow the dataset put back
         self.inputs.show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
         self.w.sync_request()

@@ -62,8 +62,6 @@ class WindowHost(Protocol):
     autorun: bool
     #: A session was just opened: the next prepare keeps its restored iterate.
     restoring: bool
-    #: The request before the edits not yet applied (None: nothing pending).
-    pending_old: dict[str, Any] | None
 
     # Qt's own (the dialogs' parent is ``window()``, the top-level widget itself).
     def window(self) -> QtWidgets.QWidget: ...

@@ -22,7 +22,7 @@ from lbi_gui.dialogs.user_guide import UserGuide
 from lbi_gui.engine.messages import PreparedInfo, Progress
 from lbi_gui.model import AppModel
 from lbi_gui.model.runs import RunResult
-from lbi_gui.params import DEFAULT_REQUEST, default_request, describe_change
+from lbi_gui.params import default_request
 from lbi_gui.widgets.aux_strip import AuxStrip
 from lbi_gui.widgets.curves import CurvesPanel
 from lbi_gui.widgets.data_panel import DataPanel
@@ -39,13 +39,10 @@ from lbi_gui.window.controller import RunController
 from lbi_gui.window.data import DataInputs, FieldShortcuts
 from lbi_gui.window.files import FileCommands
 from lbi_gui.window.layout import DOCK_MAX_MIN_WIDTH, add_dock, titled_column
+from lbi_gui.window.parameters import Parameters
 from lbi_gui.window.run import RunView
 
 pg.setConfigOptions(imageAxisOrder="row-major", antialias=True, foreground="#333333")
-
-#: Milliseconds a parameter must stay unchanged before it restarts a run (slider drags).
-CHANGE_DEBOUNCE_MS = 150
-
 
 class MainWindow(QtWidgets.QMainWindow):
     """lbi's desktop window. ``request``: initial parameters; ``autorun``: Run when ready."""
@@ -81,7 +78,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.shown_result: RunResult | None = None
         self.autorun = autorun
         self.restoring = False  # a session was opened: the next prepare keeps its iterate
-        self.pending_old: dict[str, Any] | None = None  # the request before unapplied edits
         #: Ask about unsaved runs on quit ($LBI_GUI_CONFIRM_QUIT=0: never; tests, scripts).
         self.confirm_quit = os.environ.get("LBI_GUI_CONFIRM_QUIT", "1") != "0"
         self._closing = False
@@ -98,13 +94,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.actions_.view_menu.addAction(self.actions_.reset_layout)
         (self.status_state, self.status_iter, self.status_speed, self.status_time,
          self.status_reason, self.progress) = layout.status_widgets(self.statusBar())
-        self._change_timer = QtCore.QTimer(self, singleShot=True, interval=CHANGE_DEBOUNCE_MS)
-        self._change_timer.timeout.connect(self._apply_change)
-        if request:
-            self.model.selection.update(request)
-        self.set_request(self.model.selection.request)
-        for panel in self.panels:
-            panel.changed.connect(self.panel_changed)
+        self.params = Parameters(self, self.inputs, self.runner, request)
         self._wire()
         self._default_state = self.saveState()
         self._restored = restore_layout and layout.restore_layout(self)
@@ -207,71 +197,24 @@ class MainWindow(QtWidgets.QMainWindow):
         """The session file the runs were saved to or opened from (None: none)."""
         return self.model.session_path
 
-    # ---- parameters -----------------------------------------------------------------------
+    # ---- parameters (the model's selection; see window/parameters.py) --------------------
     def current_request(self) -> dict[str, Any]:
-        """The request the panels describe (InversionRequest fields)."""
-        req = dict(self.model.selection.request)
-        for panel in self.panels:
-            req.update(panel.values())
-        return req
+        return self.params.current_request()
 
     def sync_request(self) -> None:
-        """The model's selection takes what the panels show now."""
-        self.model.selection.replace(self.current_request())
+        self.params.sync_request()
 
     def set_request(self, request: dict[str, Any]) -> None:
-        """Show ``request`` in every panel without triggering runs."""
-        for panel in self.panels:
-            panel.set_values(request)
-        self.reg_panel.set_method(self.solver_panel.values()["method"])
-        # fields without a widget (time_budget, options) come from the selection
-        self.model.selection.update({k: v for k, v in request.items() if k in DEFAULT_REQUEST})
-        self.sync_request()
-        self.noise_panel.set_measured(bool(self.model.selection.request.get("data")))
+        self.params.set_request(request)
 
     def panel_changed(self, key: str) -> None:
-        """A user edit in a panel: the selection follows now, the run after the debounce."""
-        selection = self.model.selection
-        if self.pending_old is None:
-            self.pending_old = dict(selection.request)
-        if key == "method":
-            self.reg_panel.set_method(self.solver_panel.values()["method"])
-        if key in ("network", "dataset"):
-            self.inputs.match_network_and_data(key)
-        self.sync_request()
-        self.noise_panel.set_measured(bool(selection.request.get("data")))
-        if key in ("network", "input_shape"):
-            self.network_panel.allow_pickle = False
-            selection.update({"allow_pickle": False})
-        self._change_timer.start()
-
-    def _apply_change(self) -> None:
-        old, self.pending_old = self.pending_old, None
-        if old is None:
-            return
-        new = self.current_request()
-        if self.controller.engine_info is None:
-            self.inputs.preview_truth()  # the booted handler prepares what is on screen then
-            return
-        outcome = self.controller.change(old, new)
-        self.runner.refresh_stale()
-        if outcome == "restart":
-            self.statusBar().showMessage(f"Warm restart: {describe_change(old, new)}", 4000)
-        elif outcome == "stopped":
-            self.statusBar().showMessage("Network or data changed: run stopped", 4000)
+        self.params.panel_changed(key)
 
     def apply_request(self, request: dict[str, Any]) -> None:
-        """Show ``request`` and apply it at once, as an edit of what was on screen."""
-        old = dict(self.model.selection.request)
-        self.set_request(request)
-        self.pending_old = old
-        self._apply_change()
+        self.params.apply_request(request)
 
     def flush_changes(self) -> None:
-        """Apply pending (debounced) parameter edits now."""
-        if self._change_timer.isActive():
-            self._change_timer.stop()
-            self._apply_change()
+        self.params.flush_changes()
 
     # ---- wiring ---------------------------------------------------------------------------
     def _wire(self) -> None:
@@ -413,7 +356,7 @@ class MainWindow(QtWidgets.QMainWindow):
             event.ignore()
             return
         self._closing = True
-        self._change_timer.stop()
+        self.params.stop()
         self.save_layout()
         self.controller.shutdown()
         event.accept()

@@ -299,16 +299,12 @@ class RunView:
         """A method the new network cannot use (PDHG on a multi-layer network) falls back to
         joint, with a note, instead of failing at the next Run."""
         if n_layers == 1 and self.w.solver_panel.values()["method"] == "layerwise":
-            self.w.solver_panel.set_values({"method": "auto"})
-            self.w.reg_panel.set_method("auto")
-            self.w.sync_request()
+            self.w.model.selection.update({"method": "auto"})
             self.w.statusBar().showMessage(
                 "Layer-wise needs at least two layers; this network has one: method set to "
                 "auto (one layer)", 8000)
         if n_layers > 1 and self.w.solver_panel.values()["method"] == "pdhg":
-            self.w.solver_panel.set_values({"method": "joint"})
-            self.w.reg_panel.set_method("joint")
-            self.w.sync_request()
+            self.w.model.selection.update({"method": "joint"})
             self.w.statusBar().showMessage(
                 f"PDHG inverts a single layer; this network has {n_layers}: method set to "
                 "joint", 8000)
