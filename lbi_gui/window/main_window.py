@@ -34,7 +34,7 @@ from lbi_gui.widgets.regularisation_panel import RegularisationPanel
 from lbi_gui.widgets.run_table import RunTable
 from lbi_gui.widgets.solver_panel import SolverPanel
 from lbi_gui.window import layout
-from lbi_gui.window.actions import build_actions
+from lbi_gui.window.actions import Slot, build_actions
 from lbi_gui.window.controller import RunController
 from lbi_gui.window.data import DataInputs, FieldShortcuts
 from lbi_gui.window.files import FileCommands
@@ -108,7 +108,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # A thread backend imports torch in this process: only after the window shows.
         QtCore.QTimer.singleShot(0, self.controller.boot)
 
-    def _action_slots(self) -> dict[str, Any]:
+    def _action_slots(self) -> dict[str, Slot]:
         r, f = self.runner, self.files
         return {"run": r.run, "pause": r.toggle_pause, "stop": r.stop, "finish": r.finish_now,
                 "reset": r.reset, "switch": self.solver_panel.toggle_joint_layerwise,
