@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     from lbi_gui.dialogs.messages import install_excepthook
     from lbi_gui.window.main_window import MainWindow
 
-    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    existing = QtWidgets.QApplication.instance()
+    # a window needs a QApplication; a QCoreApplication made elsewhere cannot show one
+    app = existing if isinstance(existing, QtWidgets.QApplication) else \
+        QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("lbi-gui")
     app.setOrganizationName("lbi")
     app.setApplicationDisplayName("lbi")
