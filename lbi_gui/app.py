@@ -4,7 +4,7 @@ The options mirror ``lbi invert`` so that a command line can open the window pre
 (``--run`` starts at once). Parsing needs no torch or Qt. The engine runs, by default, in a
 child process (:mod:`lbi_gui.engine.process`) that ends with the app; :func:`main` starts it
 first of all, before importing Qt, so that its torch import and network loading overlap the
-window's construction (:mod:`lbi_gui.engine.prestart`, issue #20).
+window's construction (:mod:`lbi_gui.engine.prestart`).
 """
 
 from __future__ import annotations

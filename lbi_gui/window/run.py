@@ -116,7 +116,7 @@ class RunView:
             methods.remove("one-layer")  # inverts one layer; the others cover deep networks
             if not feature_prior_available(str(request.get("network")),
                                            request.get("feature_prior")):
-                # refused before running rather than run to return noise (issue #23)
+                # refused before running rather than run to return noise
                 methods = [m for m in methods if m not in PRIOR_METHODS]
         self.w.controller.run_all(request, methods)
         self.w.docks["runs"].raise_()
