@@ -56,7 +56,8 @@ MAX_JSON_BYTES = 32 * 2**20
 def save_session(path: str | Path, state: SessionState) -> Path:
     """Write ``state`` to ``path`` atomically (the caller has confirmed any overwrite)."""
     path = Path(path)
-    arrays: dict[str, np.ndarray] = {}
+    # Any, not np.ndarray: numpy's stub would let the ** below reach allow_pickle (a bool)
+    arrays: dict[str, Any] = {}
     runs_meta = []
     for i, run in enumerate(state.runs):
         runs_meta.append(run.to_json())
