@@ -1,5 +1,7 @@
-"""Choosing alpha from the data: warm-started solves at a few alphas, each starting where the
-last one ended.
+"""Choosing alpha from the data for a whole-network run (alpha "auto" of every method the
+``api`` runs): warm-started solves at a few alphas, each starting where the last one ended.
+The walk, the quasi-optimality function, the interpolation and the ratio are ``path.py``'s;
+the rules and their calibration are here.
 
 Why warm starts: the solution moves continuously with alpha, so each solve starts next to
 its answer and needs a fraction of a cold solve's iterations. A path solve ends when its
@@ -48,12 +50,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
 from lbi_engine.settings.solver import ALPHA_RULES as RULES
 from lbi_engine.settings.solver import ALPHA_START
+from lbi_engine.solvers.alpha.path import (
+    discrepancy_ratio,
+    geometric,
+    log_linear,
+    quasi_minimum,
+    quasi_optimality,
+)
 from lbi_engine.solvers.base import IterateRecord
 
 #: The range of alpha, and quasi-optimality's step between path neighbours (four per decade).
@@ -339,9 +347,8 @@ def _geometric_path(problem: Problem, solve: PathSolve, start: float, alpha_min:
     """Quasi-optimality's path: warm solves at start, start * factor, .. down to alpha_min."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
-    alpha = start
     init: dict[str, Any] | None = None
-    while alpha_min * (1 - 1e-9) <= alpha <= ALPHA_MAX:
+    for alpha in geometric(start, factor, alpha_min, ALPHA_MAX):
         first, last = yield from _solve_at(problem, alpha, solve, init,
                                            f"alpha path: {alpha:.3g}",
                                            sum(p.seconds for p in path),
@@ -351,7 +358,6 @@ def _geometric_path(problem: Problem, solve: PathSolve, start: float, alpha_min:
         init = _warm(last, problem)
         if last.stop_reason in _FATAL:
             break
-        alpha *= factor
     return path, finals
 
 
@@ -388,7 +394,7 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
         residual = path[here].discrepancy
         if last.stop_reason in _FATAL or not (math.isfinite(residual) and residual > 0):
             return path, finals, alpha, here
-        if abs(math.log(residual / target)) <= MATCH:
+        if abs(math.log(discrepancy_ratio(residual, target))) <= MATCH:
             return path, finals, alpha, here
         if residual <= target:
             if below is None or alpha > path[below].alpha:
@@ -422,7 +428,8 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
         chosen = _interpolate(path[below], path[above], target)
         return path, finals, chosen, min((below, above),
                                          key=lambda i: abs(math.log(path[i].alpha / chosen)))
-    best = min(range(len(path)), key=lambda i: abs(math.log(path[i].discrepancy / target)))
+    best = min(range(len(path)),
+               key=lambda i: abs(math.log(discrepancy_ratio(path[i].discrepancy, target))))
     return path, finals, path[best].alpha, best
 
 
@@ -441,9 +448,8 @@ def _fit_floor(path: list[PathPoint]) -> int:
 
 def _interpolate(lo: PathPoint, hi: PathPoint, target: float) -> float:
     """log alpha linear in log residual between a point below and one above the target."""
-    span = math.log(hi.discrepancy) - math.log(lo.discrepancy)
-    t = (math.log(target) - math.log(lo.discrepancy)) / span if span > 0 else 0.5
-    return math.exp(math.log(lo.alpha) + t * (math.log(hi.alpha) - math.log(lo.alpha)))
+    return log_linear((lo.alpha, lo.discrepancy), (hi.alpha, hi.discrepancy), target,
+                      log_values=True, flat=0.5)
 
 
 def _local_slope(path: list[PathPoint], target: float) -> float:
@@ -523,7 +529,4 @@ def _quasi_optimal_index(finals: list[IterateRecord]) -> int:
     """argmin_k ||x_k - x_{k+1}|| (sample 0); the last point for a one-point path."""
     if len(finals) < 2:
         return len(finals) - 1
-    xs = [r.x[:1].reshape(-1).to(torch.float64) for r in finals]
-    steps: list[Tensor] = [torch.linalg.vector_norm(b - a)
-                           for a, b in zip(xs[:-1], xs[1:], strict=True)]
-    return int(torch.stack(steps).argmin())
+    return quasi_minimum(quasi_optimality([r.x[:1] for r in finals]), "global")
