@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -61,6 +61,56 @@ def at_first_local_minimum(steps: Sequence[float]) -> bool:
     """Whether the newest step is not smaller than the one before: a walk down the path that
     reads the first local minimum can stop there."""
     return len(steps) >= 2 and steps[-2] <= steps[-1]
+
+
+@dataclass(frozen=True)
+class QuasiOptimality:
+    """A quasi-optimality rule: warm solves at ``start``, ``start * factor``, .. within
+    [lowest, highest], alpha read off the minimum of ||x_k - x_{k+1}|| (``minimum``); a
+    first-local rule stops walking once it has seen its minimum."""
+
+    start: float
+    factor: float
+    lowest: float
+    highest: float
+    minimum: Minimum
+
+
+Record = TypeVar("Record")
+Result = TypeVar("Result")
+#: ``solve_at(alpha)``: one warm solve on the path (yielding whatever the caller streams);
+#: returns the iterate the rule compares and whether the search must stop there (cancelled,
+#: out of time, diverged).
+SolveAt = Callable[[float], Generator[Record, None, tuple[Tensor, bool]]]
+
+
+def quasi_optimality_walk(rule: QuasiOptimality, solve_at: SolveAt[Record],
+                          ) -> Generator[Record, None, tuple[list[float], int | None]]:
+    """Walks ``rule``'s path with ``solve_at`` and returns the alphas solved at and the
+    index k of the chosen step (between alphas k and k + 1; 0 for a one-point path), or
+    None when a solve stopped the search."""
+    alphas: list[float] = []
+    xs: list[Tensor] = []
+    for alpha in geometric(rule.start, rule.factor, rule.lowest, rule.highest):
+        x, stop = yield from solve_at(alpha)
+        alphas.append(alpha)
+        xs.append(x)
+        if stop:
+            return alphas, None
+        if rule.minimum == "first-local" and at_first_local_minimum(quasi_optimality(xs)):
+            break
+    if len(xs) < 2:
+        return alphas, len(xs) - 1
+    return alphas, quasi_minimum(quasi_optimality(xs), rule.minimum)
+
+
+def drain(search: Generator[object, None, Result]) -> Result:
+    """The return value of a search whose records nobody streams."""
+    while True:
+        try:
+            next(search)
+        except StopIteration as done:
+            return done.value
 
 
 def log_linear(lo: tuple[float, float], hi: tuple[float, float], target: float, *,

@@ -37,7 +37,7 @@ iterations in all.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -48,12 +48,13 @@ from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers.alpha.path import (
     Budget,
     OutOfBudget,
-    at_first_local_minimum,
+    QuasiOptimality,
     discrepancy_ratio,
-    geometric,
+    drain,
     log_linear,
     quasi_minimum,
     quasi_optimality,
+    quasi_optimality_walk,
     residual_norms,
 )
 from lbi_engine.solvers.base import CancelToken, StopReason, StopRule, final
@@ -61,6 +62,9 @@ from lbi_engine.solvers.base import CancelToken, StopReason, StopRule, final
 START, FACTOR, LOWEST, HIGHEST = 0.1, 3.0, 1e-6, 1e4
 SEARCH_ITER = 120
 SATURATION = 0.03
+#: Quasi-optimality on the input stage: the first local minimum on a factor-3 path from
+#: 9 START down to LOWEST.
+QUASI = QuasiOptimality(START * FACTOR * FACTOR, 1 / FACTOR, LOWEST, HIGHEST, "first-local")
 
 
 @dataclass
@@ -119,11 +123,14 @@ def search_alpha(problem: Problem, data: Tensor, delta: Tensor, eta: float,
 
     try:
         if rule == "quasi-optimality":
-            for alpha in geometric(START * FACTOR * FACTOR, 1 / FACTOR, LOWEST, HIGHEST):
-                ratio(alpha)
-                if at_first_local_minimum(_steps(results)):
-                    break
-            return _quasi_optimal(results, spent.used, trail, saturated=False)
+            def solve_at(alpha: float) -> Generator[None, None, tuple[Tensor, bool]]:
+                ratio(alpha)  # cancellation and the budget end the walk by exceptions
+                return results[alpha][1], False
+                yield  # a generator with nothing to stream
+
+            alphas, k = drain(quasi_optimality_walk(QUASI, solve_at))
+            assert k is not None  # solve_at never stops the walk itself
+            return _pair(results, alphas, k, spent.used, trail, saturated=False)
         return _discrepancy(ratio, results, state, eta, spent, trail)
     except _Cancelled:
         x_now = state["x"]
@@ -185,16 +192,18 @@ def _saturated(results: dict, eta: float, used: int, trail: list) -> AlphaSearch
     return AlphaSearch(alpha, x, dual, used, trail, saturated=floor > eta)
 
 
-def _steps(results: dict) -> list[float]:
-    """||x_k - x_{k+1}|| between neighbouring alphas tried, from the largest down."""
-    return quasi_optimality([results[a][1] for a in sorted(results, reverse=True)])
-
-
 def _quasi_optimal(results: dict, used: int, trail: list, saturated: bool) -> AlphaSearch:
-    """The first local minimum of the quasi-optimality function from the largest alpha down;
-    alpha the geometric mean of its pair, the warm start the pair's smaller alpha's result."""
+    """The first local minimum of the quasi-optimality function among the alphas tried, from
+    the largest down."""
     alphas = sorted(results, reverse=True)
-    k = quasi_minimum(_steps(results), "first-local")
+    k = quasi_minimum(quasi_optimality([results[a][1] for a in alphas]), "first-local")
+    return _pair(results, alphas, k, used, trail, saturated)
+
+
+def _pair(results: dict, alphas: list[float], k: int, used: int, trail: list,
+          saturated: bool) -> AlphaSearch:
+    """alpha the geometric mean of the chosen step's pair (the step measures the middle of its
+    interval), the warm start the pair's smaller alpha's result."""
     near = alphas[k + 1]
     _, x, dual = results[near]
     return AlphaSearch(math.sqrt(alphas[k] * near), x, dual, used, trail, saturated=saturated)

@@ -50,17 +50,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
 from lbi_engine.settings.solver import ALPHA_RULES as RULES
 from lbi_engine.settings.solver import ALPHA_START
 from lbi_engine.solvers.alpha.path import (
+    QuasiOptimality,
     discrepancy_ratio,
-    geometric,
     log_linear,
-    quasi_minimum,
-    quasi_optimality,
+    quasi_optimality_walk,
 )
 from lbi_engine.solvers.base import IterateRecord
 
@@ -133,6 +133,11 @@ GUESS = 0.22
 #: digits): G = 0.22 / 0.1 took 832 / 580, 261 / 281 and 219 / 203 mean steps at std 0.01 /
 #: 0.05 / 0.1 (19 % fewer in all), mean PSNR 31.48 / 31.48, 26.90 / 26.87, 24.66 / 24.67 dB.
 GUESS_BOX = 0.1
+
+
+#: Quasi-optimality on a whole network: the global minimum on a quarter-decade path from
+#: ALPHA_START down to ALPHA_MIN (``stream_alpha``'s start, factor and alpha_min override).
+QUASI = QuasiOptimality(ALPHA_START, FACTOR, ALPHA_MIN, ALPHA_MAX, "global")
 
 
 @dataclass
@@ -263,12 +268,9 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
             problem, solve, target, first, alpha_min, guessing)
     else:
         target, guessing = None, 0.0
-        path, finals = yield from _geometric_path(
-            problem, solve, ALPHA_START if start is None else start, alpha_min, factor)
-        if finals[-1].stop_reason in _FATAL:
-            near = len(path) - 1
-        else:
-            near = _quasi_optimal_index(finals)
+        rule_path = dataclasses.replace(QUASI, start=ALPHA_START if start is None else start,
+                                        factor=factor, lowest=alpha_min)
+        path, finals, near = yield from _geometric_path(problem, solve, rule_path)
         chosen = path[near].alpha
     # The result: a warm solve at the chosen alpha from the path point ``near`` (at a path
     # point it continues that point's iterate, so it only confirms convergence).
@@ -340,25 +342,27 @@ def first_guess(problem: Problem, target: float) -> float:
     return min(max(guess, ALPHA_MIN), ALPHA_MAX) if math.isfinite(guess) else ALPHA_START
 
 
-def _geometric_path(problem: Problem, solve: PathSolve, start: float, alpha_min: float,
-                    factor: float,
+def _geometric_path(problem: Problem, solve: PathSolve, rule: QuasiOptimality,
                     ) -> Generator[IterateRecord, None, tuple[list[PathPoint],
-                                                              list[IterateRecord]]]:
-    """Quasi-optimality's path: warm solves at start, start * factor, .. down to alpha_min."""
+                                                              list[IterateRecord], int]]:
+    """Quasi-optimality's path (``rule``): warm solves from rule.start down to rule.lowest;
+    returns the path, its final records and the chosen point (the last one when a solve
+    was cancelled, ran out of time or diverged)."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
-    init: dict[str, Any] | None = None
-    for alpha in geometric(start, factor, alpha_min, ALPHA_MAX):
+
+    def solve_at(alpha: float) -> Generator[IterateRecord, None, tuple[Tensor, bool]]:
+        init = _warm(finals[-1], problem) if finals else None
         first, last = yield from _solve_at(problem, alpha, solve, init,
                                            f"alpha path: {alpha:.3g}",
                                            sum(p.seconds for p in path),
                                            path_tol=QUASI_TOL)
         path.append(_point(alpha, first, last))
         finals.append(last)
-        init = _warm(last, problem)
-        if last.stop_reason in _FATAL:
-            break
-    return path, finals
+        return last.x[:1], last.stop_reason in _FATAL
+
+    _, k = yield from quasi_optimality_walk(rule, solve_at)
+    return path, finals, len(path) - 1 if k is None else k
 
 
 def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha: float,
@@ -523,10 +527,3 @@ class _Settled:
                                         <= PATH_RTOL * abs(d))
         self.calm = self.calm + 1 if still else 0
         return self.calm >= 2 and k - int(first.iteration) >= PATH_MIN_STEPS
-
-
-def _quasi_optimal_index(finals: list[IterateRecord]) -> int:
-    """argmin_k ||x_k - x_{k+1}|| (sample 0); the last point for a one-point path."""
-    if len(finals) < 2:
-        return len(finals) - 1
-    return quasi_minimum(quasi_optimality([r.x[:1] for r in finals]), "global")

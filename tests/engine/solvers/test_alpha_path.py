@@ -13,13 +13,17 @@ import torch
 
 from lbi_engine.solvers.alpha.path import (
     Budget,
+    Minimum,
     OutOfBudget,
+    QuasiOptimality,
     at_first_local_minimum,
     discrepancy_ratio,
+    drain,
     geometric,
     log_linear,
     quasi_minimum,
     quasi_optimality,
+    quasi_optimality_walk,
 )
 
 
@@ -89,3 +93,37 @@ def test_budget_caps_each_solve_and_runs_out() -> None:
     timed = Budget(iterations=10, per_solve=5, seconds=1e-9, started=time.perf_counter() - 1)
     with pytest.raises(OutOfBudget):
         timed.cap()
+
+
+def _scalar_path(values: dict[float, float], stop_at: float | None = None):
+    """solve_at over iterates x(alpha) = values[alpha] (a 1-vector); records the alphas asked."""
+    asked: list[float] = []
+
+    def solve_at(alpha: float):
+        asked.append(alpha)
+        yield alpha  # the streamed "record"
+        key = min(values, key=lambda a: abs(math.log(a / alpha)))
+        return torch.tensor([values[key]]), key == stop_at
+    return solve_at, asked
+
+
+@pytest.mark.parametrize(("minimum", "solves", "k"), [("global", 6, 3), ("first-local", 3, 0)])
+def test_the_walk_reads_its_minimum_and_a_first_local_rule_stops_there(
+        minimum: Minimum, solves: int, k: int) -> None:
+    # steps between neighbours 1, 3, 2 | 0.5, 4: first local minimum at k 0, global at k 3
+    alphas = [8.0, 4.0, 2.0, 1.0, 0.5, 0.25]
+    xs = np.cumsum([0.0, 1.0, 3.0, 2.0, 0.5, 4.0])
+    solve_at, asked = _scalar_path(dict(zip(alphas, xs, strict=True)))
+    rule = QuasiOptimality(8.0, 0.5, 0.25, 10.0, minimum)
+    streamed = list(quasi_optimality_walk(rule, solve_at))
+    assert asked == alphas[:solves] and streamed == asked
+    walked, chosen = drain(quasi_optimality_walk(rule, _scalar_path(
+        dict(zip(alphas, xs, strict=True)))[0]))
+    assert walked == alphas[:solves] and chosen == k
+
+
+def test_a_solve_that_must_stop_ends_the_walk_without_a_choice() -> None:
+    solve_at, asked = _scalar_path({1.0: 0.0, 0.5: 1.0, 0.25: 3.0}, stop_at=0.5)
+    walked, chosen = drain(quasi_optimality_walk(
+        QuasiOptimality(1.0, 0.5, 0.1, 1.0, "global"), solve_at))
+    assert walked == asked == [1.0, 0.5] and chosen is None
