@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     from lbi_engine.api import InversionRequest, iterate, prepare
     from lbi_engine.models.zoo import load_zoo
-    from lbi_engine.solvers import alpha
+    from lbi_engine.solvers.alpha import whole as alpha
 
     if args.guess is not None:
         alpha.GUESS = alpha.GUESS_BOX = args.guess

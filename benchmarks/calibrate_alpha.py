@@ -1,4 +1,4 @@
-"""The constants of alpha "auto" (lbi_engine/solvers/alpha.py), measured on TRAINING digits from
+"""The constants of alpha "auto" (solvers/alpha/whole.py), measured on TRAINING digits from
 converged solves: the discrepancy factor TAU and the first guess's factor GUESS.
 
 ``PYTHONPATH=. python -m benchmarks.calibrate_alpha [--network NAME] [--digits 3,70,...]``

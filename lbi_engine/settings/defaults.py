@@ -22,7 +22,7 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "resize": False,
     "noise_std": 0.05,
     "seed": 0,
-    # "auto": chosen from the data on a warm-started path (lbi_engine/solvers/alpha.py)
+    # "auto": chosen from the data on a warm-started path (lbi_engine/solvers/alpha/whole.py)
     "alpha": "auto",
     # the rule for alpha "auto": "auto" = discrepancy when the noise level is known, else
     # quasi-optimality

@@ -28,7 +28,7 @@ DESCRIPTIONS = {
 }
 METHOD_NAMES = tuple(DESCRIPTIONS)
 
-#: Rules for alpha "auto" (lbi_engine/solvers/alpha.py) and the start of its path, which is
+#: Rules for alpha "auto" (lbi_engine/solvers/alpha/whole.py) and the start of its path, which is
 #: also the weight a solve starts with before the rule has chosen.
 ALPHA_RULES = ("discrepancy", "quasi-optimality")
 ALPHA_START = 0.1
@@ -118,7 +118,7 @@ class SolverOptions:
     inner_max_iter: iteration cap of each intermediate stage of the layer-wise method.
     input_alpha: the layer-wise input stage's alpha when the noise level is known:
         ``"quasi-optimality"`` (default: the first local minimum of ||x_k - x_{k+1}|| on a
-        geometric search, lbi_engine/solvers/_stage_alpha.py says why), ``"discrepancy"``
+        geometric search, lbi_engine/solvers/alpha/stage.py says why), ``"discrepancy"``
         (the largest alpha whose result reproduces the code to eta times the noise level) or
         ``"given"`` (the run's alpha).
     anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the

@@ -8,7 +8,7 @@ x_l (x_L = y_delta), keeping the lifted Bregman loss and a learned Gaussian feat
 
 solved by FISTA (``_feature_stage.py``). The last stage solves the input problem
 B_{Psi_1}(x_1, W_1 x + b_1) + alpha R(x) with the user's regulariser (``pdhg``'s block), alpha
-from the discrepancy principle on the measured code (``_stage_alpha.py``) unless
+from the discrepancy principle on the measured code (``alpha/stage.py``) unless
 ``input_alpha="given"``. Without feature priors a network with hidden layers is refused
 before anything runs: the stages are then under-determined and return noise (FINDINGS §1).
 
@@ -33,7 +33,7 @@ from lbi_engine.protocols import Problem
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._feature_stage import RELATIVE_FLOOR, GaussianStage, stage_weights
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers._stage_alpha import search_alpha
+from lbi_engine.solvers.alpha.stage import search_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
 from lbi_engine.solvers.driver import Changes, Method, iterate, new_monitor
 from lbi_engine.solvers.pdhg import BlockMethod, make_block

@@ -1,7 +1,7 @@
 """Regularisation panel: R, Auto α, α (log slider), the a-priori rule α = C·δ, per-layer α.
 
 "Auto α" (on by default) sends ``alpha="auto"``: the engine chooses α by a few warm-started
-solves (lbi_engine/solvers/alpha.py) and the slider then shows the chosen value. Moving the slider
+solves (lbi_engine/solvers/alpha/) and the slider then shows the chosen value. Moving the slider
 (or "α = C·δ") switches Auto off, so the next run, or the warm restart of a running one,
 uses the user's α.
 """

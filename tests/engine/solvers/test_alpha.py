@@ -1,4 +1,4 @@
-"""alpha "auto" (lbi_engine/solvers/alpha.py): the path, the rules, and the run record.
+"""alpha "auto" (lbi_engine/solvers/alpha/whole.py): the path, the rules, and the run record.
 
 Properties checked, not stored numbers: the discrepancy search's answer meets its target
 and is the crossing found by an independent bisection on cold solves, from starts above,
@@ -160,7 +160,7 @@ def test_a_path_solve_stops_once_its_residual_has_settled() -> None:
 
 def test_tau_below_one_and_the_chosen_alpha_grows_with_the_noise() -> None:
     # a good estimate fits part of the noise, so its residual lies below the noise norm
-    # (alpha.py's docstring); tau is a fraction, not Morozov's worst-case factor >= 1, and
+    # (alpha/whole.py's docstring); tau is a fraction, not Morozov's worst-case factor >= 1, and
     # the fraction shrinks with the relative noise (more of a smaller noise is fitted)
     problem = _problem()
     y_norm = float(problem.y_delta.norm())

@@ -201,7 +201,7 @@ def test_input_alpha_by_quasi_optimality_is_the_first_local_minimum() -> None:
     minimum; alpha is that pair's geometric mean (recomputed from independent solves)."""
     from dataclasses import replace
 
-    from lbi_engine.solvers._stage_alpha import sub_problem
+    from lbi_engine.solvers.alpha import sub_problem
 
     problem = _problem(std=0.05)
     last = final(iter(run(problem, "layerwise", stop=StopRule(max_iter=5000))))

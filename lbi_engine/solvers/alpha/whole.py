@@ -1,5 +1,7 @@
-"""Choosing alpha from the data: warm-started solves at a few alphas, each starting where the
-last one ended.
+"""Choosing alpha from the data for a whole-network run (alpha "auto" of every method the
+``api`` runs): warm-started solves at a few alphas, each starting where the last one ended.
+The walk, the quasi-optimality function, the interpolation and the ratio are ``path.py``'s;
+the rules and their calibration are here.
 
 Why warm starts: the solution moves continuously with alpha, so each solve starts next to
 its answer and needs a fraction of a cold solve's iterations. A path solve ends when its
@@ -54,6 +56,12 @@ from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
 from lbi_engine.settings.solver import ALPHA_RULES as RULES
 from lbi_engine.settings.solver import ALPHA_START
+from lbi_engine.solvers.alpha.path import (
+    QuasiOptimality,
+    discrepancy_ratio,
+    log_linear,
+    quasi_optimality_walk,
+)
 from lbi_engine.solvers.base import IterateRecord
 
 #: The range of alpha, and quasi-optimality's step between path neighbours (four per decade).
@@ -125,6 +133,11 @@ GUESS = 0.22
 #: digits): G = 0.22 / 0.1 took 832 / 580, 261 / 281 and 219 / 203 mean steps at std 0.01 /
 #: 0.05 / 0.1 (19 % fewer in all), mean PSNR 31.48 / 31.48, 26.90 / 26.87, 24.66 / 24.67 dB.
 GUESS_BOX = 0.1
+
+
+#: Quasi-optimality on a whole network: the global minimum on a quarter-decade path from
+#: ALPHA_START down to ALPHA_MIN (``stream_alpha``'s start, factor and alpha_min override).
+QUASI = QuasiOptimality(ALPHA_START, FACTOR, ALPHA_MIN, ALPHA_MAX, "global")
 
 
 @dataclass
@@ -255,12 +268,9 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
             problem, solve, target, first, alpha_min, guessing)
     else:
         target, guessing = None, 0.0
-        path, finals = yield from _geometric_path(
-            problem, solve, ALPHA_START if start is None else start, alpha_min, factor)
-        if finals[-1].stop_reason in _FATAL:
-            near = len(path) - 1
-        else:
-            near = _quasi_optimal_index(finals)
+        rule_path = dataclasses.replace(QUASI, start=ALPHA_START if start is None else start,
+                                        factor=factor, lowest=alpha_min)
+        path, finals, near = yield from _geometric_path(problem, solve, rule_path)
         chosen = path[near].alpha
     # The result: a warm solve at the chosen alpha from the path point ``near`` (at a path
     # point it continues that point's iterate, so it only confirms convergence).
@@ -332,27 +342,27 @@ def first_guess(problem: Problem, target: float) -> float:
     return min(max(guess, ALPHA_MIN), ALPHA_MAX) if math.isfinite(guess) else ALPHA_START
 
 
-def _geometric_path(problem: Problem, solve: PathSolve, start: float, alpha_min: float,
-                    factor: float,
+def _geometric_path(problem: Problem, solve: PathSolve, rule: QuasiOptimality,
                     ) -> Generator[IterateRecord, None, tuple[list[PathPoint],
-                                                              list[IterateRecord]]]:
-    """Quasi-optimality's path: warm solves at start, start * factor, .. down to alpha_min."""
+                                                              list[IterateRecord], int]]:
+    """Quasi-optimality's path (``rule``): warm solves from rule.start down to rule.lowest;
+    returns the path, its final records and the chosen point (the last one when a solve
+    was cancelled, ran out of time or diverged)."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
-    alpha = start
-    init: dict[str, Any] | None = None
-    while alpha_min * (1 - 1e-9) <= alpha <= ALPHA_MAX:
+
+    def solve_at(alpha: float) -> Generator[IterateRecord, None, tuple[Tensor, bool]]:
+        init = _warm(finals[-1], problem) if finals else None
         first, last = yield from _solve_at(problem, alpha, solve, init,
                                            f"alpha path: {alpha:.3g}",
                                            sum(p.seconds for p in path),
                                            path_tol=QUASI_TOL)
         path.append(_point(alpha, first, last))
         finals.append(last)
-        init = _warm(last, problem)
-        if last.stop_reason in _FATAL:
-            break
-        alpha *= factor
-    return path, finals
+        return last.x[:1], last.stop_reason in _FATAL
+
+    _, k = yield from quasi_optimality_walk(rule, solve_at)
+    return path, finals, len(path) - 1 if k is None else k
 
 
 def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha: float,
@@ -388,7 +398,7 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
         residual = path[here].discrepancy
         if last.stop_reason in _FATAL or not (math.isfinite(residual) and residual > 0):
             return path, finals, alpha, here
-        if abs(math.log(residual / target)) <= MATCH:
+        if abs(math.log(discrepancy_ratio(residual, target))) <= MATCH:
             return path, finals, alpha, here
         if residual <= target:
             if below is None or alpha > path[below].alpha:
@@ -422,7 +432,8 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
         chosen = _interpolate(path[below], path[above], target)
         return path, finals, chosen, min((below, above),
                                          key=lambda i: abs(math.log(path[i].alpha / chosen)))
-    best = min(range(len(path)), key=lambda i: abs(math.log(path[i].discrepancy / target)))
+    best = min(range(len(path)),
+               key=lambda i: abs(math.log(discrepancy_ratio(path[i].discrepancy, target))))
     return path, finals, path[best].alpha, best
 
 
@@ -441,9 +452,8 @@ def _fit_floor(path: list[PathPoint]) -> int:
 
 def _interpolate(lo: PathPoint, hi: PathPoint, target: float) -> float:
     """log alpha linear in log residual between a point below and one above the target."""
-    span = math.log(hi.discrepancy) - math.log(lo.discrepancy)
-    t = (math.log(target) - math.log(lo.discrepancy)) / span if span > 0 else 0.5
-    return math.exp(math.log(lo.alpha) + t * (math.log(hi.alpha) - math.log(lo.alpha)))
+    return log_linear((lo.alpha, lo.discrepancy), (hi.alpha, hi.discrepancy), target,
+                      log_values=True, flat=0.5)
 
 
 def _local_slope(path: list[PathPoint], target: float) -> float:
@@ -517,13 +527,3 @@ class _Settled:
                                         <= PATH_RTOL * abs(d))
         self.calm = self.calm + 1 if still else 0
         return self.calm >= 2 and k - int(first.iteration) >= PATH_MIN_STEPS
-
-
-def _quasi_optimal_index(finals: list[IterateRecord]) -> int:
-    """argmin_k ||x_k - x_{k+1}|| (sample 0); the last point for a one-point path."""
-    if len(finals) < 2:
-        return len(finals) - 1
-    xs = [r.x[:1].reshape(-1).to(torch.float64) for r in finals]
-    steps: list[Tensor] = [torch.linalg.vector_norm(b - a)
-                           for a, b in zip(xs[:-1], xs[1:], strict=True)]
-    return int(torch.stack(steps).argmin())

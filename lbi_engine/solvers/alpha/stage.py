@@ -1,4 +1,5 @@
-"""alpha of the input stage of the layer-wise method, when the noise level is known.
+"""alpha of the input stage of the layer-wise method, when the noise level is known: its own
+rules over ``path.py``'s walk, quasi-optimality function, interpolation, ratio and budget.
 
 The input stage solves min_x B_{Psi_1}(x_1^est, W_1 x + b_1) + alpha R(x) with data x_1^est,
 the features the earlier stages estimated. Two rules (``SolverOptions.input_alpha``):
@@ -36,20 +37,34 @@ iterations in all.
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import cast
 
-import torch
 from torch import Tensor
 
 from lbi_engine.protocols import Problem
 from lbi_engine.settings.solver import SolverOptions
+from lbi_engine.solvers.alpha.path import (
+    Budget,
+    OutOfBudget,
+    QuasiOptimality,
+    discrepancy_ratio,
+    drain,
+    log_linear,
+    quasi_minimum,
+    quasi_optimality,
+    quasi_optimality_walk,
+    residual_norms,
+)
 from lbi_engine.solvers.base import CancelToken, StopReason, StopRule, final
 
 START, FACTOR, LOWEST, HIGHEST = 0.1, 3.0, 1e-6, 1e4
 SEARCH_ITER = 120
 SATURATION = 0.03
+#: Quasi-optimality on the input stage: the first local minimum on a factor-3 path from
+#: 9 START down to LOWEST.
+QUASI = QuasiOptimality(START * FACTOR * FACTOR, 1 / FACTOR, LOWEST, HIGHEST, "first-local")
 
 
 @dataclass
@@ -85,28 +100,21 @@ def search_alpha(problem: Problem, data: Tensor, delta: Tensor, eta: float,
     from lbi_engine.solvers.pdhg import run_pdhg
 
     state: dict[str, Tensor | None] = {"x": x0, "dual": None}
-    used = 0
+    spent = Budget(budget, SEARCH_ITER, time_budget)
     trail: list[tuple[float, float]] = []
     results: dict[float, tuple[float, Tensor, Tensor | None]] = {}
 
-    start = time.perf_counter()
-
     def ratio(alpha: float) -> float:
-        nonlocal used
-        cap = min(SEARCH_ITER, budget - used)
-        left = None if time_budget is None else time_budget - (time.perf_counter() - start)
-        if cap < 1 or (left is not None and left <= 0):
-            raise _OutOfBudget
+        """A warm solve at ``alpha`` (from the last one's iterate and dual) under the budget;
+        its mean discrepancy ratio."""
+        cap, left = spent.cap()
         sub = sub_problem(problem, data, alpha)
         init = {"x": state["x"]} | ({"dual": state["dual"]} if state["dual"] is not None else {})
         rec = final(run_pdhg(sub, StopRule(max_iter=cap, tol=tol, time_budget=left), options,
                              init, cancel, cap))
-        used += rec.iteration
+        spent.spend(rec.iteration)
         state["x"], state["dual"] = rec.x, rec.extras.get("dual")
-        with torch.no_grad():
-            residual = problem.network.forward(rec.x) - problem.y_delta
-            disc = residual.reshape(problem.batch, -1).norm(dim=1)
-        value = float((disc / delta).mean())
+        value = float(discrepancy_ratio(residual_norms(problem, rec.x), delta).mean())
         trail.append((alpha, value))
         results[alpha] = (value, rec.x, state["dual"])
         if rec.stop_reasons and StopReason.CANCELLED.value in rec.stop_reasons:
@@ -115,56 +123,61 @@ def search_alpha(problem: Problem, data: Tensor, delta: Tensor, eta: float,
 
     try:
         if rule == "quasi-optimality":
-            alpha = START * FACTOR * FACTOR
-            ratio(alpha)
-            while alpha / FACTOR >= LOWEST:
-                alpha /= FACTOR
-                ratio(alpha)
-                steps = _steps(results)
-                if len(steps) >= 2 and steps[-2] <= steps[-1]:
-                    break
-            return _quasi_optimal(results, used, trail, saturated=False)
-        alpha = START
-        r = ratio(alpha)
-        if r <= eta:  # go up while the data are still reproduced
-            lo = alpha
-            while r <= eta and alpha < HIGHEST:
-                lo, alpha = alpha, alpha * FACTOR
-                r = ratio(alpha)
-            hi = alpha
-        else:
-            hi = alpha
-            while r > eta and alpha > LOWEST:
-                hi, alpha, previous = alpha, alpha / FACTOR, r
-                r = ratio(alpha)
-                if r > eta and r > (1.0 - SATURATION) * previous:  # saturated: see above
-                    state["x"], state["dual"] = results[START][1], results[START][2]
-                    for above in (START * FACTOR, START * FACTOR * FACTOR):
-                        ratio(above)
-                    return _saturated(results, eta, used, trail)
-            lo = alpha
-        r_lo, r_hi = results[lo][0], results[hi][0]
-        if lo != hi and r_lo <= eta < r_hi:
-            # one log-linear interpolation of the ratio between the bracket
-            frac = (eta - r_lo) / (r_hi - r_lo) if r_hi > r_lo else 0.0
-            mid = math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo)))
-            state["x"], state["dual"] = results[lo][1], results[lo][2]
-            if ratio(mid) <= eta:
-                lo = mid
-        elif r_hi <= eta:  # the data are reproduced even at the highest alpha tried
-            lo = hi
-        _, x, dual = results[lo]
-        return AlphaSearch(lo, x, dual, used, trail)
+            def solve_at(alpha: float) -> Generator[None, None, tuple[Tensor, bool]]:
+                ratio(alpha)  # cancellation and the budget end the walk by exceptions
+                return results[alpha][1], False
+                yield  # a generator with nothing to stream
+
+            alphas, k = drain(quasi_optimality_walk(QUASI, solve_at))
+            assert k is not None  # solve_at never stops the walk itself
+            return _pair(results, alphas, k, spent.used, trail, saturated=False)
+        return _discrepancy(ratio, results, state, eta, spent, trail)
     except _Cancelled:
         x_now = state["x"]
         assert x_now is not None  # x0, then every solve's x: never None
-        return AlphaSearch(trail[-1][0], x_now, state["dual"], used, trail, cancelled=True)
-    except _OutOfBudget:
+        return AlphaSearch(trail[-1][0], x_now, state["dual"], spent.used, trail, cancelled=True)
+    except OutOfBudget:
         if not results:
-            return AlphaSearch(START, x0, None, used, trail, exhausted=True)
-        found = _saturated(results, eta, used, trail)
+            return AlphaSearch(START, x0, None, spent.used, trail, exhausted=True)
+        found = _saturated(results, eta, spent.used, trail)
         found.exhausted = True
         return found
+
+
+def _discrepancy(ratio: Callable[[float], float], results: dict, state: dict, eta: float,
+                 spent: Budget, trail: list) -> AlphaSearch:
+    """The largest alpha whose mean ratio is within eta: a factor-3 walk from START towards
+    the crossing, then one log-linear interpolation of the ratio inside the bracket; the
+    saturation fallback when the ratio stops falling above eta (module docstring)."""
+    alpha = START
+    r = ratio(alpha)
+    if r <= eta:  # go up while the data are still reproduced
+        lo = alpha
+        while r <= eta and alpha < HIGHEST:
+            lo, alpha = alpha, alpha * FACTOR
+            r = ratio(alpha)
+        hi = alpha
+    else:
+        hi = alpha
+        while r > eta and alpha > LOWEST:
+            hi, alpha, previous = alpha, alpha / FACTOR, r
+            r = ratio(alpha)
+            if r > eta and r > (1.0 - SATURATION) * previous:  # saturated: see above
+                state["x"], state["dual"] = results[START][1], results[START][2]
+                for above in (START * FACTOR, START * FACTOR * FACTOR):
+                    ratio(above)
+                return _saturated(results, eta, spent.used, trail)
+        lo = alpha
+    r_lo, r_hi = results[lo][0], results[hi][0]
+    if lo != hi and r_lo <= eta < r_hi:
+        mid = log_linear((lo, r_lo), (hi, r_hi), eta, log_values=False, flat=0.0)
+        state["x"], state["dual"] = results[lo][1], results[lo][2]
+        if ratio(mid) <= eta:
+            lo = mid
+    elif r_hi <= eta:  # the data are reproduced even at the highest alpha tried
+        lo = hi
+    _, x, dual = results[lo]
+    return AlphaSearch(lo, x, dual, spent.used, trail)
 
 
 def _saturated(results: dict, eta: float, used: int, trail: list) -> AlphaSearch:
@@ -179,17 +192,18 @@ def _saturated(results: dict, eta: float, used: int, trail: list) -> AlphaSearch
     return AlphaSearch(alpha, x, dual, used, trail, saturated=floor > eta)
 
 
-def _steps(results: dict) -> list[float]:
-    """||x_k - x_{k+1}|| between neighbouring alphas tried, from the largest down."""
-    xs = [results[a][1].reshape(-1).double() for a in sorted(results, reverse=True)]
-    return [float((b - a).norm()) for a, b in zip(xs[:-1], xs[1:], strict=True)]
-
-
 def _quasi_optimal(results: dict, used: int, trail: list, saturated: bool) -> AlphaSearch:
-    """The first local minimum of the quasi-optimality function from the largest alpha down;
-    alpha the geometric mean of its pair, the warm start the pair's smaller alpha's result."""
-    alphas, steps = sorted(results, reverse=True), _steps(results)
-    k = next((k for k in range(len(steps) - 1) if steps[k] <= steps[k + 1]), len(steps) - 1)
+    """The first local minimum of the quasi-optimality function among the alphas tried, from
+    the largest down."""
+    alphas = sorted(results, reverse=True)
+    k = quasi_minimum(quasi_optimality([results[a][1] for a in alphas]), "first-local")
+    return _pair(results, alphas, k, used, trail, saturated)
+
+
+def _pair(results: dict, alphas: list[float], k: int, used: int, trail: list,
+          saturated: bool) -> AlphaSearch:
+    """alpha the geometric mean of the chosen step's pair (the step measures the middle of its
+    interval), the warm start the pair's smaller alpha's result."""
     near = alphas[k + 1]
     _, x, dual = results[near]
     return AlphaSearch(math.sqrt(alphas[k] * near), x, dual, used, trail, saturated=saturated)
@@ -199,5 +213,3 @@ class _Cancelled(Exception):
     pass
 
 
-class _OutOfBudget(Exception):
-    pass

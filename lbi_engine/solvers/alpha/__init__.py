@@ -1,0 +1,67 @@
+"""Choosing alpha from the data, for every method and stage: one machinery, two rule families.
+
+``path.py``: the pieces every rule runs on (the geometric path of warm-started solves, the
+quasi-optimality function and its global or first-local minimum, the log-linear
+interpolation between bracketing alphas, the discrepancy ratio, the iteration/time budget).
+
+``whole.py``: alpha "auto" of a whole-network run (one-layer, joint and the other methods
+through ``api``): the discrepancy principle by a secant search on the residual of sample 0
+with a noise-dependent tau, or quasi-optimality's global minimum on a quarter-decade path.
+
+``stage.py``: the layer-wise method's input stage: quasi-optimality's first local minimum on a
+factor-3 path, or the discrepancy principle on the mean ratio with a saturation fallback.
+
+The two families were calibrated on different residuals (the whole network's against the
+stage's, which carries the earlier stages' error), so each keeps its own constants and rule.
+"""
+
+from lbi_engine.solvers.alpha.stage import AlphaSearch, search_alpha, sub_problem
+from lbi_engine.solvers.alpha.whole import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    ALPHA_START,
+    CREEP_FLOOR,
+    CREEP_RATIO,
+    FACTOR,
+    FIT_FLOOR,
+    GUESS,
+    GUESS_BOX,
+    MATCH,
+    MAX_JUMP,
+    MAX_POINTS,
+    MAX_SLOPE,
+    MIN_SLOPE,
+    PATH_MIN_STEPS,
+    PATH_REPORT,
+    PATH_RTOL,
+    PATH_SPAN,
+    QUASI_TOL,
+    RHO_KNEE,
+    RULES,
+    SLOPE,
+    TAU,
+    TAU_MIN,
+    TAU_SLOPE,
+    AlphaChoice,
+    PathPoint,
+    PathSolve,
+    _fit_floor,
+    _local_slope,
+    _Settled,
+    _warm,
+    _with_alpha,
+    expected_noise_norm,
+    first_guess,
+    stream_alpha,
+    tau_for,
+)
+
+__all__ = [
+    "ALPHA_MAX", "ALPHA_MIN", "ALPHA_START", "CREEP_FLOOR", "CREEP_RATIO", "FACTOR",
+    "FIT_FLOOR", "GUESS", "GUESS_BOX", "MATCH", "MAX_JUMP", "MAX_POINTS", "MAX_SLOPE",
+    "MIN_SLOPE", "PATH_MIN_STEPS", "PATH_REPORT", "PATH_RTOL", "PATH_SPAN", "QUASI_TOL",
+    "RHO_KNEE", "RULES", "SLOPE", "TAU", "TAU_MIN", "TAU_SLOPE", "AlphaChoice", "AlphaSearch",
+    "PathPoint", "PathSolve", "_Settled", "_fit_floor", "_local_slope", "_warm", "_with_alpha",
+    "expected_noise_norm", "first_guess", "search_alpha", "stream_alpha", "sub_problem",
+    "tau_for",
+]
