@@ -91,6 +91,20 @@ def test_noise_quick_reports_decoder_best_grid_auto_and_objectives(tmp_path: Pat
     assert float(row[11]) == pytest.approx(0.1**2 / 8, rel=1e-3)  # the Gaussian prior's rule
 
 
+def test_natural_quick_runs_the_noise_study_on_the_residual_colour_network(tmp_path: Path,
+                                                                          cli) -> None:
+    code, _, err = cli("reproduce", "natural", "--quick", "--threads", "1", "--out", tmp_path)
+    assert code == 0, err
+    report = (tmp_path / "report.md").read_text()
+    assert "Network `natural-res-ae`" in report and "validation patches" in report
+    row = _table_row(report, "0.1")
+    numbers = [float(row[k]) for k in (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13)]
+    assert all(math.isfinite(v) for v in numbers)
+    assert 15 < float(row[2]) < 40  # the decoder's PSNR on a photograph patch
+    assert "--dataset natural" in report
+    assert Image.open(tmp_path / "noise_patches.png").mode in ("RGB", "RGBA")
+
+
 def test_convergence_tv_construction_meets_the_source_condition_exactly() -> None:
     """W^T v† is a TV subgradient at x† (xi† = -div p, |p| <= 1, <xi†, x†> = TV(x†)), v† lives
     on the active rows, and z† = W x† + b has the designed signs: the theorem's assumptions."""

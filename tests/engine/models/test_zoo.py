@@ -27,7 +27,8 @@ from lbi_engine.models.zoo import (
 )
 from lbi_engine.training import RECIPES, evaluate_mse, train
 
-ZOO = ["circle-perceptron", "mnist-cnn-ae", "mnist-perceptron-ae", "natural-cnn-ae"]
+ZOO = ["circle-perceptron", "mnist-cnn-ae", "mnist-perceptron-ae", "natural-cnn-ae",
+       "natural-res-ae"]
 CARD_KEYS = {"format_version", "name", "architecture", "input_shape", "preprocessing", "weights",
              "torch_version", "date", "reference", "description"}
 TRAIN_KEYS = {"data", "train_split", "validation_split", "epochs", "optimiser", "lr", "momentum",
@@ -63,7 +64,7 @@ def test_encoder_is_lifted_and_equals_the_torch_encoder(bundles, name):
     torch_encoder = b.module[:n_enc]
     if name == "circle-perceptron":
         x = torch.cat([get_sample("cartoon", "disc", 0), get_sample("cartoon", "mixtures", 1)])
-    elif name == "natural-cnn-ae":
+    elif name.startswith("natural-"):
         x = torch.from_numpy(natural_split("val")[:64])
     else:
         x = load_mnist("val")[0][:64]
@@ -89,10 +90,14 @@ def test_decoder_reaches_the_recorded_mse(bundles, name):
     assert float(b.decode(b.encode(x), clamp=True).min()) >= 0.0
 
 
-def test_natural_decoder_reaches_the_recorded_mse_on_colour_patches(bundles):
-    b = bundles["natural-cnn-ae"]
+@pytest.mark.parametrize("name, lifted", [("natural-cnn-ae", 3), ("natural-res-ae", 5)])
+def test_natural_decoder_reaches_the_recorded_mse_on_colour_patches(bundles, name, lifted):
+    b = bundles[name]
     assert tuple(b.input_shape) == (3, 32, 32)
-    assert len(b.encoder.layers) == 3  # conv-ReLU, conv-ReLU, linear code of 256
+    # conv-ReLU, conv-ReLU, linear code of 256; the residual network adds its block's inner
+    # conv-ReLU and the ReLU after the sum, one lifted layer with two inputs
+    assert len(b.encoder.layers) == lifted
+    assert b.encoder.is_chain == (name == "natural-cnn-ae")
     for split in ("train", "val"):
         x = torch.from_numpy(natural_split(split))
         mse = float(((b.decode(b.encode(x)).double() - x.double()) ** 2).mean())
