@@ -3,7 +3,7 @@
 ``resources/`` (bundled networks, the MNIST subset, icons) stays a top-level folder of the
 checkout but is installed as the package ``lbi_resources``, so wheels, ``pip install .``, pipx
 and cluster workers carry it and lbi finds it with ``importlib.resources``
-(:mod:`lbi_engine.resource_files`). pyproject.toml cannot add a renamed package to the ones
+(:mod:`lbi_engine.data.resource_files`). pyproject.toml cannot add a renamed package to the ones
 ``packages.find`` discovers, hence this file.
 
 The user guide (``docs/USER_GUIDE.md``, shown by Help → User guide) is copied into that

@@ -48,7 +48,7 @@ def write(folder: Path, methods: dict[float, dict[str, list[Curve]]], stem: str
     ``{stem}_sigma{std}.png`` (mean PSNR against log time), and one CSV ``{stem}.csv`` of
     every run's points (sigma, method, run, seconds, psnr). Returns the paths written."""
     from lbi_engine.io import atomic_write_bytes
-    from lbi_engine.plotting import Series, line_plot
+    from lbi_engine.results.plotting import Series, line_plot
 
     written = []
     rows = io.StringIO()

@@ -29,7 +29,7 @@ STEPS = "balanced"
 
 def inversion_seconds(case: Case, iterations: int) -> float:
     """Wall time of one complete solve() of ``iterations`` iterations."""
-    from lbi_engine.solver_settings import SolverOptions
+    from lbi_engine.settings.solver import SolverOptions
     from lbi_engine.solvers import StopRule, solve
 
     problem = _strip_truth(case.problem)

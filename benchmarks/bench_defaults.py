@@ -181,9 +181,9 @@ def stop_study(quick: bool) -> list[str]:
     import torch
 
     from lbi_engine import data, noise
-    from lbi_engine import feature_prior as fp
     from lbi_engine.errors import InputError
     from lbi_engine.models.zoo import load_network
+    from lbi_engine.priors import feature as fp
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
     from lbi_engine.solvers import StopRule, final, solve

@@ -91,8 +91,8 @@ def circle(batch: int = 1, dtype: torch.dtype = torch.float32, quick: bool = Fal
 
     A batch holds the same disc with B independent noise draws (seed, seed+1, ...).
     """
+    from lbi_engine.data.cartoons import cartoon
     from lbi_engine.models.network import LiftedNetwork
-    from lbi_engine.shapes import cartoon
 
     if quick:
         side, rows = 32, 128

@@ -19,7 +19,7 @@ _LAZY = {
     "make_activation": "lbi_engine.activations",
     "make_regulariser": "lbi_engine.regularisers",
     "InversionProblem": "lbi_engine.problem",
-    "StopRule": "lbi_engine.solver_settings",  # torch-free
+    "StopRule": "lbi_engine.settings.solver",  # torch-free
     "CancelToken": "lbi_engine.solvers.base",
     "solve": "lbi_engine.api",  # a request or problem -> SolveResult (the records: .solvers)
     "SolveResult": "lbi_engine.api",

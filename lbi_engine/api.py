@@ -22,7 +22,7 @@ from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.protocols import Problem
 from lbi_engine.request import DTYPES, FORMAT_VERSION, InversionRequest
-from lbi_engine.solver_settings import StopRule
+from lbi_engine.settings.solver import StopRule
 from lbi_engine.solvers import solve as solve_records
 from lbi_engine.solvers import warm_start
 from lbi_engine.solvers.alpha import PATH_REPORT, stream_alpha
@@ -175,7 +175,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         )
     encoder = _warm_up(bundle.encoder, request.method, device, dtype)
     input_shape = tuple(encoder.input_shape)
-    from lbi_engine.input_prior import run_regulariser
+    from lbi_engine.priors.input import run_regulariser
 
     regulariser, regulariser_rule = run_regulariser(
         request.regulariser, request.network, getattr(bundle, "sha256", None), input_shape,
@@ -264,8 +264,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
 def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any:
     """The learned feature prior for the layer-wise method: the request's file, else the one
     shipped beside a zoo network's weights, else None. Checked against the weights' hash."""
-    from lbi_engine import feature_prior as fp
     from lbi_engine.models.zoo import list_zoo
+    from lbi_engine.priors import feature as fp
 
     if len(encoder.layers) < 2:
         return None

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError, ShapeMismatchError
-from lbi_engine.finite_differences import check_image, tv_aniso_value, tv_iso_value
+from lbi_engine.operators.finite_differences import check_image, tv_aniso_value, tv_iso_value
 from lbi_engine.protocols import Network
 from lbi_engine.regularisers import Regulariser, make_regulariser
 

@@ -22,7 +22,7 @@ from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.protocols import Network, Regulariser
 
 if TYPE_CHECKING:
-    from lbi_engine.feature_prior import FeaturePriors
+    from lbi_engine.priors.feature import FeaturePriors
 
 
 @dataclass
@@ -43,7 +43,7 @@ class InversionProblem:
         image_shape: how to view a flat input as an image for the regulariser and SSIM;
             inferred for image-shaped inputs and for flat inputs of square length.
         feature_priors: learned priors on the auxiliary variables x_1 .. x_{L-1}
-            (``lbi_engine.feature_prior.FeaturePriors``); the layer-wise method needs them.
+            (``lbi_engine.priors.feature.FeaturePriors``); the layer-wise method needs them.
     """
 
     network: Network  # a LiftedNetwork (typed by its protocol: no eager import of models)

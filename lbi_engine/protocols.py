@@ -217,7 +217,7 @@ class Problem(Protocol):
     layer_alphas: list[float] | None
     image_shape: tuple[int, ...] | None
     extras: dict[str, Any]
-    feature_priors: Any  # lbi_engine.feature_prior.FeaturePriors | None
+    feature_priors: Any  # lbi_engine.priors.feature.FeaturePriors | None
 
     @property
     def reg(self) -> InputRegulariser: ...

@@ -4,7 +4,7 @@ JSON-serialisable and versioned; ``lbi invert --record FILE`` repeats a run from
 GUI saves it with every export and session. Kept apart from ``api.py`` (which turns it into a
 problem and runs it) so that readers of records need not read the runner.
 
-Importable without torch (tests/engine/test_request_without_torch.py): the GUI builds and
+Importable without torch (tests/engine/settings/test_without_torch.py): the GUI builds and
 checks its requests with this class before the engine has loaded, and the CLI parses records
 without it. torch is imported only where a device must be looked at (``validate`` for
 ``device="cuda"``, ``resolved_device`` for "auto") or a torch dtype is asked for (``DTYPES``).
@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from lbi_engine._record_types import hint_name, json_type_ok
 from lbi_engine.errors import FormatVersionError, InputError
-from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
-from lbi_engine.solver_settings import (
+from lbi_engine.settings.defaults import REQUEST_DEFAULTS as D
+from lbi_engine.settings.record_types import hint_name, json_type_ok
+from lbi_engine.settings.solver import (
     ALPHA_RULES,
     ALPHA_START,
     METHOD_NAMES,

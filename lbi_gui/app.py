@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             from lbi_gui.engine import prestart
 
             prestart.discard()
+    from lbi_engine.data.resource_files import resources_dir
     from lbi_engine.errors import DataFileError
-    from lbi_engine.resource_files import resources_dir
 
     try:
         icon = resources_dir() / "icons" / "lbi.png"

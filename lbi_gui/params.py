@@ -14,9 +14,9 @@ import copy
 import typing
 from typing import Any
 
-from lbi_engine._record_types import hint_name, json_type_ok
 from lbi_engine.errors import InputError
 from lbi_engine.request import InversionRequest
+from lbi_engine.settings.record_types import hint_name, json_type_ok
 
 
 def request_fields(request: InversionRequest) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def feature_prior_available(network: str, feature_prior: str | None) -> bool:
     alone (the GUI process never imports torch): a chosen prior, or the zoo's shipped one."""
     from pathlib import Path
 
-    from lbi_engine.resource_files import resources_dir
+    from lbi_engine.data.resource_files import resources_dir
 
     if feature_prior:  # NAME, NAME.json or NAME.safetensors: both files must exist
         text = str(feature_prior).removesuffix(".safetensors").removesuffix(".json")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from lbi_engine import resource_files
+from lbi_engine.data import resource_files
 from lbi_engine.errors import DataFileError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,9 +1,9 @@
 """The ``lbi`` command: invert, sweep, reproduce, train, list, convert, feature-prior.
 
 A thin layer: argument parsing, progress bars and calls into the engine (``lbi_engine.api``,
-``lbi_engine.experiments``, ``lbi_engine.training``, ``lbi_engine.models.zoo``). Subcommand modules
-are imported when the parser is built, but torch is only imported when a command runs, so
-``lbi --help`` is instant.
+``lbi_engine.experiments``, ``lbi_engine.models.training``, ``lbi_engine.models.zoo``).
+Subcommand modules are imported when the parser is built, but torch is only imported when a
+command runs, so ``lbi --help`` is instant.
 """
 
 from __future__ import annotations

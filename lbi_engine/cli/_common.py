@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from lbi_engine.solver_settings import METHOD_NAMES, STEP_RULES, TOL_MODES  # noqa: F401
+from lbi_engine.settings.solver import METHOD_NAMES, STEP_RULES, TOL_MODES  # noqa: F401
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -37,7 +37,7 @@ TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when th
 
 def request_default(name: str) -> str:
     """'(default: X)' for a flag whose default lives in the run record (torch-free)."""
-    from lbi_engine.request_defaults import REQUEST_DEFAULTS
+    from lbi_engine.settings.defaults import REQUEST_DEFAULTS
 
     return f"(default: {REQUEST_DEFAULTS[name]})"
 

@@ -50,9 +50,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
 def fit_inputs(args: argparse.Namespace) -> tuple[Any, Any, str, str]:
     """(bundle, clean inputs in display space, where they came from, the command with BASE)
     for a prior fit: --samples, else a zoo network's bundled training split."""
-    from lbi_engine import feature_prior as fp
     from lbi_engine.errors import InputError
     from lbi_engine.models.zoo import list_zoo, load_network
+    from lbi_engine.priors import feature as fp
 
     if args.allow_code:
         c.warn("--allow-code: the model file may be loaded by running code stored in it")
@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace) -> int:
     import torch
 
-    from lbi_engine import feature_prior as fp
     from lbi_engine.errors import InputError
+    from lbi_engine.priors import feature as fp
 
     torch.manual_seed(0)
     bundle, inputs, source, command = fit_inputs(args)

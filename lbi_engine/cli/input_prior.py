@@ -38,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_locked(args: argparse.Namespace) -> int:
     import torch
 
-    from lbi_engine import input_prior as ip
-    from lbi_engine.feature_prior import DEFAULT_RANK
+    from lbi_engine.priors import input as ip
+    from lbi_engine.priors.feature import DEFAULT_RANK
 
     bundle, inputs, source, command = fit_inputs(args)
     net_inputs = torch.as_tensor(bundle.preprocessing.apply(inputs.double()))

@@ -293,12 +293,12 @@ def build_request(args: argparse.Namespace) -> Any:
     for name in ("network", *_SOURCES):
         data[name] = _resolve_path(data.get(name), record_dir)
     if data.get("feature_prior"):  # a BASE name: resolved through its card
-        from lbi_engine.feature_prior import prior_paths
+        from lbi_engine.priors.feature import prior_paths
 
         card = _resolve_path(str(prior_paths(data["feature_prior"])[1]), record_dir)
         data["feature_prior"] = card
     if data.get("input_prior"):
-        from lbi_engine.feature_prior import prior_paths
+        from lbi_engine.priors.feature import prior_paths
 
         data["input_prior"] = _resolve_path(str(prior_paths(data["input_prior"])[1]), record_dir)
     return InversionRequest.from_dict(data)

@@ -31,7 +31,7 @@ def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from lbi_engine import training
+    from lbi_engine.models import training
     from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
 
     out = prepare_output_folder(args.out)

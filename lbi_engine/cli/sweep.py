@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from lbi_engine.cli import _common as c
-from lbi_engine.request_defaults import REQUEST_DEFAULTS as D
+from lbi_engine.settings.defaults import REQUEST_DEFAULTS as D
 
 DESCRIPTION = """\
 Run a grid of inversions: every combination of alpha x noise std x method, each on the same

@@ -15,7 +15,7 @@ labels int64 ``(B,)``; conventions in docs/CONTRACTS.md):
 
 A network that expects a different value range (e.g. centred MNIST) declares it with
 :class:`Preprocessing`; PSNR and display always use [0, 1] with data range 1. Bundled files are
-found by :func:`resources_dir` (importlib.resources, lbi_engine/resource_files.py). Nothing is
+found by :func:`resources_dir` (importlib.resources, lbi_engine/data/resource_files.py). Nothing is
 downloaded, ever.
 """
 
@@ -36,7 +36,7 @@ from lbi_engine.data.datasets import (
 )
 from lbi_engine.data.files import read_array, read_idx, read_image, read_torchvision_folder
 from lbi_engine.data.preprocessing import Preprocessing
-from lbi_engine.resource_files import resources_dir
+from lbi_engine.data.resource_files import resources_dir
 
 if TYPE_CHECKING:
     from lbi_engine.data.tensors import (

@@ -5,7 +5,7 @@ without) the engine loading torch; :mod:`lbi_engine.data.tensors` wraps the same
 tensors for the engine. Images are float32 ``(B, C, H, W)`` in the display range [0, 1];
 labels int64 ``(B,)``.
 
-The npz is found by :func:`resources_dir` (lbi_engine/resource_files.py): the checkout's
+The npz is found by :func:`resources_dir` (lbi_engine/data/resource_files.py): the checkout's
 ``resources/`` folder, installed as the package ``lbi_resources`` and located with
 importlib.resources, so wheels and non-editable installs find them too. Nothing is downloaded,
 ever.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from lbi_engine.data.resource_files import resources_dir
 from lbi_engine.errors import DataFileError, InputError
-from lbi_engine.resource_files import resources_dir
 
 __all__ = ["MNIST_FILE", "NATURAL_FILE", "list_datasets", "list_splits", "dataset_size",
            "mnist_split", "natural_split", "sample_array"]
@@ -39,7 +39,7 @@ def list_datasets() -> list[str]:
 
 def list_splits(dataset: str) -> list[str]:
     """Splits of a dataset; for ``"cartoon"`` the split is the shape family."""
-    from lbi_engine.shapes import CARTOON_KINDS
+    from lbi_engine.data.cartoons import CARTOON_KINDS
 
     if dataset == "mnist":
         return list(_MNIST_SPLITS)
@@ -183,7 +183,7 @@ def sample_array(dataset: str, split: str, index: int, *, size: int | None = Non
         patch = _natural_patch(split, int(index), side)
         return (patch.astype(np.float32) / np.float32(255.0)).transpose(2, 0, 1)[None].copy()
     if dataset == "cartoon":
-        from lbi_engine.shapes import cartoon
+        from lbi_engine.data.cartoons import cartoon
 
         image = cartoon(split, int(index), 64 if size is None else int(size))
         return np.asarray(image, dtype=np.float32)[None, None]

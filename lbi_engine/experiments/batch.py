@@ -107,8 +107,8 @@ def prepare_batch(
     alpha, device and dtype; sample i's noise is drawn with ``seeds[i]``."""
     from lbi_engine import noise
     from lbi_engine.api import DTYPES, PreparedRun
-    from lbi_engine.input_prior import run_regulariser
     from lbi_engine.models.zoo import load_network
+    from lbi_engine.priors.input import run_regulariser
     from lbi_engine.problem import InversionProblem
 
     request.validate()

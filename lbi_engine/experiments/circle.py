@@ -33,7 +33,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     """Runs the experiment and writes figures + report.md into ``out_dir``."""
     from lbi_engine import metrics
     from lbi_engine.api import InversionRequest, iterate, prepare
-    from lbi_engine.plotting import Series, image_grid, line_plot
+    from lbi_engine.results.plotting import Series, image_grid, line_plot
 
     report = Report("Circle: Landweber vs TV inversion of a ReLU perceptron "
                     "(paper Sec. 5.1, Fig. 1)", Path(out_dir), quick=quick, overwrite=overwrite)

@@ -127,9 +127,9 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
     """``prior``: "tv" (the paper's) or "tikhonov" (R = ½||x||², the earlier variant)."""
     from lbi_engine import metrics, noise
     from lbi_engine.experiments.batch import torch_threads
-    from lbi_engine.plotting import Series, line_plot, log_slope
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
+    from lbi_engine.results.plotting import Series, line_plot, log_slope
     from lbi_engine.solvers import SolverOptions, StopRule, final, solve
 
     if prior not in PRIORS:

@@ -71,7 +71,7 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
         spread_indices,
     )
     from lbi_engine.models.zoo import load_network
-    from lbi_engine.plotting import image_grid
+    from lbi_engine.results.plotting import image_grid
 
     report = Report(setup.title, Path(out_dir), quick=quick, overwrite=overwrite)
     count = setup.quick_samples if quick else setup.samples

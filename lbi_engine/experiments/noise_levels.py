@@ -86,7 +86,7 @@ def warm_grid(problem: Problem, method: str, max_iter: int | None = None,
     alpha's; stops GRID_PAST points past the best mean PSNR (or after ``limit`` points)."""
     import dataclasses
 
-    from lbi_engine.request_defaults import REQUEST_DEFAULTS
+    from lbi_engine.settings.defaults import REQUEST_DEFAULTS
     from lbi_engine.solvers import StopRule, final, solve, warm_start
 
     stop = StopRule(max_iter=max_iter or REQUEST_DEFAULTS["max_iter"],
@@ -132,7 +132,7 @@ def run_study(study: Study, out_dir: str | Path, quick: bool = False, overwrite:
         spread_indices,
     )
     from lbi_engine.models.zoo import load_network
-    from lbi_engine.plotting import Series, image_grid, line_plot
+    from lbi_engine.results.plotting import Series, image_grid, line_plot
 
     report = Report(study.title, Path(out_dir), quick=quick, overwrite=overwrite)
     stds = QUICK["stds"] if quick else study.stds

@@ -31,8 +31,8 @@ from lbi_engine.errors import InputError
 from lbi_engine.experiments.cells import solve_cell
 from lbi_engine.experiments.report import mean, table
 from lbi_engine.io import atomic_write_text
-from lbi_engine.request_defaults import REQUEST_DEFAULTS
 from lbi_engine.results.exports import csv_text, restore_cell
+from lbi_engine.settings.defaults import REQUEST_DEFAULTS
 
 RESULTS = "results.csv"
 KEY_COLUMNS = ("network", "network_sha256", "dataset", "split", "index", "seed", "noise_std",
@@ -277,7 +277,7 @@ def aggregate(rows: Sequence[dict[str, str]]
 def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) -> list[Path]:
     """psnr_vs_alpha.png, psnr_vs_noise.png and summary.md from the rows (overwritten)."""
     from lbi_engine.io import atomic_write_text as write
-    from lbi_engine.plotting import Series, line_plot
+    from lbi_engine.results.plotting import Series, line_plot
 
     stats = aggregate(rows)
     if not stats:

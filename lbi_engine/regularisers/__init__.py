@@ -23,7 +23,7 @@ dual part have K = 0 (same shape as x), h = 0 and prox_{h*} = 0, so a solver tha
 ``has_dual`` still computes the right thing.
 
 Images are ``(B, H, W)`` or ``(B, C, H, W)``; the gradient acts on the last two dims and has
-shape ``(B, 2, *image_shape)`` (see ``lbi_engine.finite_differences``).
+shape ``(B, 2, *image_shape)`` (see ``lbi_engine.operators.finite_differences``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lbi_engine.errors import InputError
-from lbi_engine.finite_differences import div, grad, grad_norm_sq
+from lbi_engine.operators.finite_differences import div, grad, grad_norm_sq
 from lbi_engine.regularisers._base import CONSTRAINT_TOL, Regulariser
 from lbi_engine.regularisers._gaussian import GaussianPrior, LowRankGaussian
 from lbi_engine.regularisers._gradient import GradientTikhonov, TotalVariation
@@ -52,7 +52,7 @@ REGULARISER_NAMES = (
     "tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box", "none",
 )
 #: Regularisers fitted on data: the name alone does not build one (it needs the fitted prior,
-#: which the caller loads: lbi_engine.input_prior), so they are listed apart.
+#: which the caller loads: lbi_engine.priors.input), so they are listed apart.
 LEARNED_REGULARISER_NAMES = ("gaussian",)
 _ALIASES = {"gauss": "gaussian", "gaussian-prior": "gaussian",
             "tv-iso": "tv", "tv-isotropic": "tv", "tv-anisotropic": "tv-aniso",
@@ -180,5 +180,5 @@ def _gaussian(prior: Any, lo: float, hi: float) -> Regulariser:
             "regulariser 'gaussian' needs a fitted input prior: zoo networks ship one "
             "(lbi invert NETWORK --regulariser gaussian+box), else fit one with `lbi prior "
             "NETWORK --samples FILE` and pass --input-prior BASE (Python: "
-            "lbi_engine.input_prior.gaussian_regulariser).")
+            "lbi_engine.priors.input.gaussian_regulariser).")
     return GaussianPrior(prior, lo, hi)

@@ -1,7 +1,7 @@
 """A learned Gaussian prior on the input: R(x) = ½ (x - mu)^T Sigma^{-1} (x - mu) (MATH.md §4.3).
 
 A room of ``lbi_engine.regularisers`` (import from there). mu and Sigma are fitted on clean
-samples (``lbi prior``, ``lbi_engine.input_prior``); Sigma is stored as low rank plus diagonal,
+samples (``lbi prior``, ``lbi_engine.priors.input``); Sigma is stored as low rank plus diagonal,
 Sigma = U U^T + diag(d) with U (n, k), d > 0, so every product with Sigma^{-1} or with
 (Sigma + t I)^{-1} costs O(n k) by Woodbury:
 

@@ -1,7 +1,7 @@
 """Regularisers with a dual part K = grad: TV (isotropic, anisotropic) and gradient-Tikhonov.
 
 A room of ``lbi_engine.regularisers`` (import from there). Both act through the image
-gradient of ``lbi_engine.finite_differences``, so PDHG handles them with the operator
+gradient of ``lbi_engine.operators.finite_differences``, so PDHG handles them with the operator
 L = alpha grad and a dual prox (MATH.md §4.1, §4.2); the shared operator lives in
 ``_GradientDual`` so the two kinds cannot drift apart.
 """
@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor
 
-from lbi_engine.finite_differences import (
+from lbi_engine.operators.finite_differences import (
     check_image,
     div,
     grad,

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
-from lbi_engine.solver_settings import DESCRIPTIONS, SolverOptions
+from lbi_engine.settings.solver import DESCRIPTIONS, SolverOptions
 from lbi_engine.solvers.backprop import run_backprop
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule, final
 from lbi_engine.solvers.joint import run_joint

@@ -41,10 +41,10 @@ import torch
 from numpy.typing import DTypeLike
 from torch import Tensor
 
-from lbi_engine.finite_differences import DivAdd, GradInto, zero_unused
+from lbi_engine.operators.finite_differences import DivAdd, GradInto, zero_unused
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TotalVariation
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, sigma_inplace
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.backend import numba_enabled

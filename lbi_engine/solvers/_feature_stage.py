@@ -20,7 +20,7 @@ from torch import Tensor
 from lbi_engine.protocols import Activation, Layer, Problem
 
 if TYPE_CHECKING:  # the solvers get priors from the problem, they never load them
-    from lbi_engine.feature_prior import GaussianFeaturePrior
+    from lbi_engine.priors.feature import GaussianFeaturePrior
 
 
 def _per_sample(v: Tensor, like: Tensor) -> Tensor:

@@ -6,7 +6,7 @@ method slower in wall time than Condat–Vũ although it needs 10-20x fewer prod
 Here a whole prox (all FGP steps and the duality-gap tests) is one loop nest over the pixels,
 with the same arithmetic and the same stopping rule as ``AcceleratedBlock._prox`` (torch).
 
-Conventions as ``lbi_engine.finite_differences``: images ``(L, H, W)`` per sample (L: channels
+Conventions as ``operators.finite_differences``: images ``(L, H, W)`` per sample (L: channels
 or leading dims), gradient fields ``(2, L, H, W)``, forward differences, Neumann boundary, the
 entries grad never writes (last row of component 0, last column of component 1) kept 0.
 Imports numba (about 1 s) and compiles on the first call: import only when about to be used.

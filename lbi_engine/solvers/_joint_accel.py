@@ -37,7 +37,7 @@ from torch import Tensor
 from lbi_engine.operators import AffineMap
 from lbi_engine.protocols import Problem
 from lbi_engine.regularisers import GaussianPrior, TotalVariation
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers import _accelerated as _acc
 from lbi_engine.solvers._fgp_torch import fgp_prox
 from lbi_engine.solvers._joint_one import OneSampleGradient

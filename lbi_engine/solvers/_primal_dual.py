@@ -29,10 +29,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from lbi_engine.finite_differences import DivAdd, GradInto, zero_unused
+from lbi_engine.operators.finite_differences import DivAdd, GradInto, zero_unused
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import GradientTikhonov, TotalVariation
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._anderson import Anderson
 from lbi_engine.solvers._inplace import (
     FusedTV,

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import Problem
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers.base import CancelToken, StopReason, StopRule, final
 
 START, FACTOR, LOWEST, HIGHEST = 0.1, 3.0, 1e-6, 1e4

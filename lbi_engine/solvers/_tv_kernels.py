@@ -8,7 +8,7 @@ and they release the GIL, so a GUI thread keeps running while a solver computes.
 (benchmarks/NOTES.md, "Fused TV kernels"): 0.7 ms instead of 1.85 ms per step for 64 images
 of 64x64, the iteration 1.27x the floor of the two products instead of 1.66x.
 
-Conventions (as ``lbi_engine.finite_differences``): images are ``(B, L, H, W)`` (L: channels
+Conventions (as ``operators.finite_differences``): images are ``(B, L, H, W)`` (L: channels
 or any leading dims, flattened), gradient fields ``(B, 2, L, H, W)`` with forward differences
 and Neumann boundary; the entries grad never writes (last row of component 0, last column of
 component 1) must be 0 on input and are written as 0. All arrays C-contiguous, one dtype

@@ -52,8 +52,8 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
-from lbi_engine.solver_settings import ALPHA_RULES as RULES
-from lbi_engine.solver_settings import ALPHA_START
+from lbi_engine.settings.solver import ALPHA_RULES as RULES
+from lbi_engine.settings.solver import ALPHA_START
 from lbi_engine.solvers.base import IterateRecord
 
 #: The range of alpha, and quasi-optimality's step between path neighbours (four per decade).

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import InputRegulariser, Problem
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
 from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 # torch-free, so that run records validate before torch loads; re-exported here for solvers
-from lbi_engine.solver_settings import TOL_MEANING, TOL_MODES, StopRule  # noqa: F401
+from lbi_engine.settings.solver import TOL_MEANING, TOL_MODES, StopRule  # noqa: F401
 
 
 class StopReason(str, Enum):

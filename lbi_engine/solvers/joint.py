@@ -19,7 +19,7 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers import _joint_accel as _accel
 from lbi_engine.solvers import _joint_start as _start
 from lbi_engine.solvers._monitor import RunMonitor

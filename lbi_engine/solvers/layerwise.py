@@ -30,7 +30,7 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Problem
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._feature_stage import RELATIVE_FLOOR, GaussianStage, stage_weights
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._stage_alpha import search_alpha

@@ -15,7 +15,7 @@ import torch
 
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._primal_dual import PrimalDualBlock

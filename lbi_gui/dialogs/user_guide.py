@@ -18,7 +18,7 @@ def guide_path() -> Path | None:
     if bundle:
         roots.insert(0, Path(bundle))
     try:
-        from lbi_engine.resource_files import resources_dir
+        from lbi_engine.data.resource_files import resources_dir
 
         roots.append(resources_dir())
     except Exception:

@@ -50,7 +50,7 @@ def test_no_arguments_prints_help(cli) -> None:
 
 def test_parser_copies_match_the_engine() -> None:
     from lbi_engine.regularisers import LEARNED_REGULARISER_NAMES, REGULARISER_NAMES
-    from lbi_engine.solver_settings import STEP_RULES
+    from lbi_engine.settings.solver import STEP_RULES
     from lbi_engine.solvers import METHODS
 
     assert _common.METHOD_NAMES == tuple(METHODS)

@@ -73,7 +73,7 @@ def dense(affine: object) -> tuple[np.ndarray, np.ndarray]:
 
 def diff_matrices(h: int, w: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Forward differences with Neumann boundary (MATH.md §4.1) on row-major (h, w) images,
-    written independently of lbi_engine.finite_differences."""
+    written independently of lbi_engine.operators.finite_differences."""
     def d1(n: int) -> sp.csr_matrix:
         d = sp.diags([-np.ones(n), np.ones(n - 1)], [0, 1], shape=(n, n)).tolil()
         d[n - 1, :] = 0
@@ -120,7 +120,7 @@ def with_feature_prior(problem: InversionProblem, count: int = 300, spread: floa
                        rank: int = 8, seed: int = 0) -> InversionProblem:
     """Attach a Gaussian feature prior fitted on ``count`` perturbed copies of the truth (the
     layer-wise method needs one for networks with hidden layers)."""
-    from lbi_engine.feature_prior import fit_feature_priors
+    from lbi_engine.priors.feature import fit_feature_priors
 
     g = torch.Generator().manual_seed(seed)
     base = problem.x_true[:1] if problem.x_true is not None else \

@@ -11,7 +11,6 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from lbi_engine.errors import InputError, ShapeMismatchError
-from lbi_engine.finite_differences import div
 from lbi_engine.metrics import (
     discrepancy,
     l2_norm,
@@ -23,6 +22,7 @@ from lbi_engine.metrics import (
     tv_aniso,
     tv_iso,
 )
+from lbi_engine.operators.finite_differences import div
 from lbi_engine.regularisers import make_regulariser
 from tests.engine._nets import StandInIdentity, StandInLayer, StandInNet, StandInRelu
 

@@ -11,7 +11,7 @@ import torch
 from lbi_engine import api
 from lbi_engine.errors import InputError
 from lbi_engine.request import InversionRequest
-from lbi_engine.solver_settings import StopRule
+from lbi_engine.settings.solver import StopRule
 
 
 def _request(**overrides: object) -> InversionRequest:

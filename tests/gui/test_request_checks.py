@@ -11,7 +11,7 @@ from lbi_gui.params import DEFAULT_REQUEST, REQUEST_TYPES, default_request, requ
 
 
 def test_the_choices_name_exactly_the_engines_methods_and_step_rules() -> None:
-    from lbi_engine.solver_settings import METHOD_NAMES, STEP_RULES
+    from lbi_engine.settings.solver import METHOD_NAMES, STEP_RULES
     from lbi_gui.params import METHOD_LABELS, STEP_MODES
 
     assert sorted(METHOD_LABELS) == sorted(METHOD_NAMES)

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from lbi_engine.feature_prior import fit_feature_priors
 from lbi_engine.models.network import LiftedNetwork
 from lbi_engine.noise import make_noisy_data
+from lbi_engine.priors.feature import fit_feature_priors
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import METHODS, StopRule, solve

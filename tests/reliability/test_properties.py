@@ -19,7 +19,7 @@ from torch import nn
 
 from lbi_engine.activations import make_activation
 from lbi_engine.errors import InputError, LbiError
-from lbi_engine.finite_differences import div, grad, grad_norm_sq
+from lbi_engine.operators.finite_differences import div, grad, grad_norm_sq
 from lbi_engine.regularisers import REGULARISER_NAMES, make_regulariser
 
 # Derandomised (a fixed example sequence) so CI never flakes, no example database on disk;

@@ -28,8 +28,8 @@ from lbi_engine.data import (
     load_torchvision_folder,
     resources_dir,
 )
+from lbi_engine.data.cartoons import cartoon
 from lbi_engine.errors import DataFileError, InputError, ShapeMismatchError
-from lbi_engine.shapes import cartoon
 
 ROOT = Path(__file__).resolve().parents[3]
 NPZ = ROOT / "resources" / "datasets" / "mnist_5k.npz"

@@ -9,8 +9,8 @@ import pytest
 
 from lbi_engine.data import dataset_size, list_datasets, list_splits, natural_split, sample_array
 from lbi_engine.data.datasets import NATURAL_FILE, _natural_arrays
+from lbi_engine.data.resource_files import resources_dir
 from lbi_engine.errors import InputError
-from lbi_engine.resource_files import resources_dir
 
 
 def test_listed_with_its_splits_and_sizes():

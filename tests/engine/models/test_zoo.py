@@ -13,6 +13,7 @@ from torch import nn
 from lbi_engine.data import get_sample, load_mnist, natural_split
 from lbi_engine.errors import InputError, ModelFileError
 from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.models.training import RECIPES, evaluate_mse, train
 from lbi_engine.models.zoo import (
     build_module,
     describe_module,
@@ -25,7 +26,6 @@ from lbi_engine.models.zoo import (
     zoo_card,
     zoo_dir,
 )
-from lbi_engine.training import RECIPES, evaluate_mse, train
 
 ZOO = ["circle-perceptron", "mnist-cnn-ae", "mnist-perceptron-ae", "natural-cnn-ae",
        "natural-res-ae"]

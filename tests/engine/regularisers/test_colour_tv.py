@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from lbi_engine.finite_differences import grad_norm_sq, tv_iso_value
+from lbi_engine.operators.finite_differences import grad_norm_sq, tv_iso_value
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final, solve
 from tests.engine._nets import gaussian_init, lift

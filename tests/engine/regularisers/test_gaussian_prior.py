@@ -124,8 +124,8 @@ def test_float32_value_is_summed_in_float64() -> None:
     Woodbury's two terms nearly cancel) a float32 evaluation was 1e-4 off, which kept the
     objective stop rule (tol 1e-4) from ever firing on natural-cnn-ae."""
     from lbi_engine.data import natural_split
-    from lbi_engine.input_prior import load_input_prior
-    from lbi_engine.resource_files import resources_dir
+    from lbi_engine.data.resource_files import resources_dir
+    from lbi_engine.priors.input import load_input_prior
 
     prior, _ = load_input_prior(resources_dir() / "models" / "natural-cnn-ae.input.prior")
     reg = GaussianPrior(prior)

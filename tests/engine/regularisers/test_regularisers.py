@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from lbi_engine.errors import InputError
-from lbi_engine.finite_differences import div, grad, grad_norm_sq
+from lbi_engine.operators.finite_differences import div, grad, grad_norm_sq
 from lbi_engine.regularisers import REGULARISER_NAMES, make_regulariser
 
 SHAPES = [(2, 5, 7), (1, 3, 4, 6), (2, 1, 6), (2, 6, 1), (1, 1, 1), (2, 2, 3, 1, 5), (1, 2, 2, 2)]

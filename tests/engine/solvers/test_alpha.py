@@ -16,7 +16,7 @@ import math
 import pytest
 import torch
 
-from lbi_engine.solver_settings import ALPHA_START
+from lbi_engine.settings.solver import ALPHA_START
 from lbi_engine.solvers import StopRule, final, solve
 from lbi_engine.solvers.alpha import (
     GUESS,

@@ -181,7 +181,7 @@ def test_paper_and_old_rules_stay_selectable() -> None:
 
 
 def test_unsupported_regulariser_helper() -> None:
-    from lbi_engine.solver_settings import SolverOptions
+    from lbi_engine.settings.solver import SolverOptions
 
     plain = _problem(batch=1)
     boxed = _problem(batch=1, reg=make_regulariser("tv+box"))

@@ -16,8 +16,8 @@ import pytest
 import torch
 from torch import nn
 
-from lbi_engine.finite_differences import DivAdd, GradInto, div, grad, zero_unused
 from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.operators.finite_differences import DivAdd, GradInto, div, grad, zero_unused
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final, solve, warm_start

@@ -17,11 +17,11 @@ import pytest
 import torch
 from torch import nn
 
-from lbi_engine.finite_differences import div, grad, zero_unused
 from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.operators.finite_differences import div, grad, zero_unused
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
-from lbi_engine.solver_settings import SolverOptions
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers import StopRule, final, solve
 from lbi_engine.solvers._inplace import FUSED_TV_ENV, FUSED_TV_MIN_PIXELS, fused_tv_plan
 from lbi_engine.solvers._primal_dual import PrimalDualBlock

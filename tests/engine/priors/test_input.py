@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from lbi_engine import input_prior as ip
 from lbi_engine.errors import InputError, ModelFileError
+from lbi_engine.priors import input as ip
 
 
 def _ledoit_wolf(x: np.ndarray) -> np.ndarray:

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from lbi_engine import solver_settings
 from lbi_engine.errors import InputError
 from lbi_engine.request import InversionRequest
+from lbi_engine.settings import solver as solver_settings
 
 _PROBE = """
 import sys

@@ -1,4 +1,4 @@
-"""Learned Gaussian feature priors (lbi_engine/feature_prior.py, docs/LAYERWISE.md)."""
+"""Learned Gaussian feature priors (lbi_engine/priors/feature.py, docs/LAYERWISE.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from lbi_engine import feature_prior as fp
 from lbi_engine.errors import ModelFileError
+from lbi_engine.priors import feature as fp
 from tests.engine._solver_cases import disc, problem_for, relu_mlp, with_feature_prior
 
 

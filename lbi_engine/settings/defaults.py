@@ -30,7 +30,7 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     # per-entry noise std of measured data (--data), for the discrepancy rule
     "noise_level": None,
     # "auto": the learned Gaussian prior + box where a zoo network ships one measured better
-    # than TV (lbi_engine/input_prior.py AUTO_GAUSSIAN), else TV; result.json says which ran
+    # than TV (lbi_engine/priors/input.py AUTO_GAUSSIAN), else TV; result.json says which ran
     "regulariser": "auto",
     "method": "auto",
     "steps": "auto",
@@ -46,9 +46,9 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "layer_alphas": None,
     "allow_pickle": False,
     "options": {},
-    # layer-wise: BASE of a feature prior (lbi_engine/feature_prior.py)
+    # layer-wise: BASE of a feature prior (lbi_engine/priors/feature.py)
     "feature_prior": None,
-    # regulariser gaussian: BASE of an input prior (lbi_engine/input_prior.py); None: the
+    # regulariser gaussian: BASE of an input prior (lbi_engine/priors/input.py); None: the
     # one shipped beside a zoo network
     "input_prior": None,
 }

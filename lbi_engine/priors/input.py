@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError, ModelFileError
-from lbi_engine.feature_prior import (
+from lbi_engine.priors.feature import (
     DEFAULT_RANK,
     fit_gaussian,
     prior_paths,

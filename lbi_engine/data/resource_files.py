@@ -43,7 +43,7 @@ def _checkout() -> Path | None:
     never reads another checkout's or an older install's files; an editable install gives the
     same folder either way. pyproject.toml beside it tells a checkout from site-packages.
     """
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     folder = root / "resources"
     if (root / "pyproject.toml").is_file() and _is_resources(folder):
         return folder
