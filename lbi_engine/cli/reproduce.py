@@ -27,7 +27,7 @@ experiments (MATH.md Sec. 9 has the exact specifications and the paper's ambigui
                     the best alpha of a wide grid (0.56 .. 1e-4) and at alpha auto; delta^2
   natural           the noise study on 32x32 colour photograph patches (natural-res-ae, a
                     residual autoencoder; validation photographs astronaut and chelsea), noise
-                    std 0.2 .. 0.02: decoder vs TV (best grid alpha, alpha auto) vs the learned
+                    std 0.1 .. 0.02: decoder vs TV (best grid alpha, alpha auto) vs the learned
                     Gaussian prior + box
   convergence       a-priori rule alpha(delta), TV prior with an exact source condition:
                     symmetric Bregman distance against delta (log-log, O(delta)), fitted slope

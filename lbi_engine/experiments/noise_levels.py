@@ -58,8 +58,8 @@ MNIST = Study("mnist-cnn-ae", "mnist", (0.33, 0.25, 0.2, 0.15, 0.1, 0.05, 0.02, 
               "Noise study: decoder vs inversion of the CNN encoder (paper Sec. 5.2, Fig. 4-5)",
               "digit", "digits", "evenly spaced: the split is sorted by label")
 # The residual colour network: fewer stds and patches than MNIST's (a colour solve costs
-# several times a digit's), the range where decoder and inversion trade places.
-NATURAL = Study("natural-res-ae", "natural", (0.2, 0.1, 0.05, 0.02), 4,
+# several times a digit's: about a minute at std 0.05 on a busy 2-core machine).
+NATURAL = Study("natural-res-ae", "natural", (0.1, 0.05, 0.02), 3,
                 "Natural-image noise study: decoder vs inversion of the residual colour "
                 "encoder", "patch", "patches",
                 "evenly spaced over the split: its first half is astronaut, its second chelsea")

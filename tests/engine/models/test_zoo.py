@@ -222,3 +222,16 @@ def test_tensor_hash_depends_on_values_names_and_dtype():
     assert tensor_sha256(a) != tensor_sha256({"w": torch.ones(3, 2)})
     assert tensor_sha256(a) != tensor_sha256({"w": torch.ones(2, 3, dtype=torch.float64)})
     assert Path(zoo_dir()).name == "models"
+
+
+def test_the_residual_colour_network_gets_the_natural_patches():
+    """The window and `lbi invert --network natural-res-ae --sample K` pick its dataset from
+    the card's input shape, before torch loads."""
+    from lbi_engine.models.zoo_data import dataset_for, zoo_input_shape
+
+    assert zoo_input_shape("natural-res-ae") == (3, 32, 32)
+    assert dataset_for(zoo_input_shape("natural-res-ae"), "mnist") == "natural"
+    card = zoo_card("natural-res-ae")
+    assert card["format_version"] == 2
+    assert card["training"]["command"] == "lbi train natural-res-ae --threads 1"
+    assert card["training"]["val_mse"] < zoo_card("natural-cnn-ae")["training"]["val_mse"]
