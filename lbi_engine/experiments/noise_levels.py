@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 METHOD = "joint"
 GRID_START, GRID_FACTOR, GRID_MIN, GRID_PAST = 10 ** -0.25, 10 ** -0.25, 1e-4, 2
+GRID_FLAT_DB = 0.01  # PSNRs this close to the best are a plateau, not a point past it
 PRIOR = "gaussian+box"  # the learned input prior the network ships (lbi prior), with its box
 
 
@@ -80,10 +81,22 @@ def _mean_psnr(record: IterateRecord) -> float:
     return float(record.psnr.mean()) if record.psnr is not None else -math.inf
 
 
+def grid_progress(best: float, since: int, psnr: float) -> tuple[float, int]:
+    """(best PSNR so far, grid points past it) after a point of PSNR ``psnr``.
+
+    A point is past the best only where the PSNR has fallen: at large alpha the reconstruction
+    is the same flat image for several grid points (equal PSNRs), and counting that plateau
+    stopped the grid before it reached the useful range."""
+    if psnr > best:
+        return psnr, 0
+    return best, since + 1 if psnr < best - GRID_FLAT_DB else since
+
+
 def warm_grid(problem: Problem, method: str, max_iter: int | None = None,
               limit: int | None = None) -> list[tuple[float, IterateRecord]]:
     """(alpha, final record) along the wide grid, each solve warm-started from the previous
-    alpha's; stops GRID_PAST points past the best mean PSNR (or after ``limit`` points)."""
+    alpha's; stops GRID_PAST points past the best mean PSNR (points whose PSNR fell more than
+    GRID_FLAT_DB below it), at GRID_MIN, or after ``limit`` points."""
     import dataclasses
 
     from lbi_engine.settings.defaults import REQUEST_DEFAULTS
@@ -100,8 +113,7 @@ def warm_grid(problem: Problem, method: str, max_iter: int | None = None,
         for key in ("x_prev", "momentum"):
             init.pop(key, None)
         out.append((alpha, last))
-        psnr = _mean_psnr(last)
-        best, since = (psnr, 0) if psnr > best else (best, since + 1)
+        best, since = grid_progress(best, since, _mean_psnr(last))
         alpha *= GRID_FACTOR
     return out
 
@@ -219,7 +231,7 @@ other setting at the CLI default (objective stop rule, tolerance 1e-4{
 {", ".join(map(str, indices))} of `{study.dataset}` ({study.spacing}); sample i's
 noise uses seed i. Best grid α: the grid point with the best mean PSNR over the {items} (grid
 from {GRID_START:.3g} down by a factor {GRID_FACTOR:.3g} until {GRID_PAST} points past the
-best). α auto: `lbi invert --alpha auto` per {item} (discrepancy rule with the noise std; at
+best, i.e. more than {GRID_FLAT_DB:g} dB below it). α auto: `lbi invert --alpha auto` per {item} (discrepancy rule with the noise std; at
 std 0 quasi-optimality), mean of the PSNRs, geometric mean of the chosen α. Gaussian prior:
 `lbi invert --regulariser {PRIOR}` per {item} (the learned input prior shipped beside the
 network, fitted on the training split; α auto = its noise-scaled rule, MATH.md §4.3).""")

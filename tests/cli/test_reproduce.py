@@ -105,6 +105,20 @@ def test_natural_quick_runs_the_noise_study_on_the_residual_colour_network(tmp_p
     assert Image.open(tmp_path / "noise_patches.png").mode in ("RGB", "RGBA")
 
 
+def test_the_alpha_grid_walks_over_a_plateau_and_stops_past_the_peak() -> None:
+    from lbi_engine.experiments.noise_levels import GRID_PAST, grid_progress
+
+    # the flat image of large alphas (equal PSNRs), then the rise, the peak and the fall
+    psnrs = [13.85, 13.85, 13.85, 13.85, 16.2, 21.0, 24.4, 24.3, 23.1, 21.9, 20.0]
+    best, since, seen = -math.inf, 0, []
+    for psnr in psnrs:
+        if since >= GRID_PAST:
+            break
+        seen.append(psnr)
+        best, since = grid_progress(best, since, psnr)
+    assert best == 24.4 and seen == psnrs[:9]  # stopped two falling points past the peak
+
+
 def test_convergence_tv_construction_meets_the_source_condition_exactly() -> None:
     """W^T v† is a TV subgradient at x† (xi† = -div p, |p| <= 1, <xi†, x†> = TV(x†)), v† lives
     on the active rows, and z† = W x† + b has the designed signs: the theorem's assumptions."""
