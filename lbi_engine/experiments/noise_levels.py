@@ -232,7 +232,8 @@ other setting at the CLI default (objective stop rule, tolerance 1e-4{
 noise uses seed i. Best grid α: the grid point with the best mean PSNR over the {items} (grid
 from {GRID_START:.3g} down by a factor {GRID_FACTOR:.3g} until {GRID_PAST} points past the
 best, i.e. more than {GRID_FLAT_DB:g} dB below it). α auto: `lbi invert --alpha auto` per
-{item} (discrepancy rule with the noise std; at std 0 quasi-optimality), mean of the PSNRs, geometric mean of the chosen α. Gaussian prior:
+{item} (discrepancy rule with the noise std; at std 0 quasi-optimality), mean of the PSNRs,
+geometric mean of the chosen α. Gaussian prior:
 `lbi invert --regulariser {PRIOR}` per {item} (the learned input prior shipped beside the
 network, fitted on the training split; α auto = its noise-scaled rule, MATH.md §4.3).""")
     report.add("## PSNR per noise level\n\n" + table(
