@@ -213,17 +213,17 @@ def run_study(study: Study, out_dir: str | Path, quick: bool = False, overwrite:
          Series(std_axis, [lv["prior_psnr"] for lv in levels], "Gaussian prior + box (α auto)",
                 "v-")],
         title=f"Mean PSNR over {count} validation {items}", xlabel="noise std on the code",
-        ylabel="PSNR (dB)",
+        ylabel="PSNR (dB)", overwrite=overwrite,
     )
     delta_plot = line_plot(
         report.path("noise_delta_squared.png"),
         [Series(std_axis, [lv["delta_squared"] for lv in levels], "mean δ²", "o-")],
         title="Noise level δ² = B_Ψ(y^δ, W x_(L-1)† + b)", xlabel="noise std on the code",
-        ylabel="δ²",
+        ylabel="δ²", overwrite=overwrite,
     )
     digits = image_grid(report.path(f"noise_{items}.png"), grid_rows,
                         row_labels=["truth", "decoder", "best grid α", "α auto"],
-                        captions=captions)
+                        captions=captions, overwrite=overwrite)
     report.add(f"""
 Network `{network}` (sha256 `{str(bundle.sha256)[:16]}…`), method `{METHOD}` with TV, every
 other setting at the CLI default (objective stop rule, tolerance 1e-4{

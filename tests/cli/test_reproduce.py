@@ -103,6 +103,10 @@ def test_natural_quick_runs_the_noise_study_on_the_residual_colour_network(tmp_p
     assert 15 < float(row[2]) < 40  # the decoder's PSNR on a photograph patch
     assert "--dataset natural" in report
     assert Image.open(tmp_path / "noise_patches.png").mode in ("RGB", "RGBA")
+    # --overwrite replaces the figures too (they were refused after the whole study had run)
+    code, _, err = cli("reproduce", "natural", "--quick", "--threads", "1", "--overwrite",
+                       "--out", tmp_path)
+    assert code == 0, err
 
 
 def test_the_alpha_grid_walks_over_a_plateau_and_stops_past_the_peak() -> None:
