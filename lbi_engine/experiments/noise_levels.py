@@ -146,7 +146,7 @@ def run_study(study: Study, out_dir: str | Path, quick: bool = False, overwrite:
     from lbi_engine.models.zoo import load_network
     from lbi_engine.results.plotting import Series, image_grid, line_plot
 
-    report = Report(study.title, Path(out_dir), quick=quick, overwrite=overwrite)
+    report = Report(study.title, Path(out_dir), quick=quick, overwrite=report.overwrite)
     stds = QUICK["stds"] if quick else study.stds
     count = QUICK["samples"] if quick else study.samples
     max_iter = QUICK["max_iter"] if quick else None
@@ -213,17 +213,17 @@ def run_study(study: Study, out_dir: str | Path, quick: bool = False, overwrite:
          Series(std_axis, [lv["prior_psnr"] for lv in levels], "Gaussian prior + box (α auto)",
                 "v-")],
         title=f"Mean PSNR over {count} validation {items}", xlabel="noise std on the code",
-        ylabel="PSNR (dB)", overwrite=overwrite,
+        ylabel="PSNR (dB)", overwrite=report.overwrite,
     )
     delta_plot = line_plot(
         report.path("noise_delta_squared.png"),
         [Series(std_axis, [lv["delta_squared"] for lv in levels], "mean δ²", "o-")],
         title="Noise level δ² = B_Ψ(y^δ, W x_(L-1)† + b)", xlabel="noise std on the code",
-        ylabel="δ²", overwrite=overwrite,
+        ylabel="δ²", overwrite=report.overwrite,
     )
     digits = image_grid(report.path(f"noise_{items}.png"), grid_rows,
                         row_labels=["truth", "decoder", "best grid α", "α auto"],
-                        captions=captions, overwrite=overwrite)
+                        captions=captions, overwrite=report.overwrite)
     report.add(f"""
 Network `{network}` (sha256 `{str(bundle.sha256)[:16]}…`), method `{METHOD}` with TV, every
 other setting at the CLI default (objective stop rule, tolerance 1e-4{

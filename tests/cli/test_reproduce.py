@@ -62,6 +62,12 @@ def test_mnist_perceptron_quick_uses_batches_of_distinct_digits(tmp_path: Path, 
     assert (tmp_path / "mnist-perceptron_digits.png").exists()
 
 
+def test_overwrite_replaces_report_and_figures(tmp_path: Path, cli) -> None:
+    assert cli("reproduce", "convergence", "--quick", "--out", tmp_path)[0] == 0
+    code, _, err = cli("reproduce", "convergence", "--quick", "--overwrite", "--out", tmp_path)
+    assert code == 0, err
+
+
 def test_existing_report_is_not_overwritten(tmp_path: Path, cli) -> None:
     (tmp_path / "report.md").write_text("keep me")
     code, _, err = cli("reproduce", "convergence", "--quick", "--out", tmp_path)
