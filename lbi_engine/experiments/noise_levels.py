@@ -146,7 +146,7 @@ def run_study(study: Study, out_dir: str | Path, quick: bool = False, overwrite:
     from lbi_engine.models.zoo import load_network
     from lbi_engine.results.plotting import Series, image_grid, line_plot
 
-    report = Report(study.title, Path(out_dir), quick=quick, overwrite=report.overwrite)
+    report = Report(study.title, Path(out_dir), quick=quick, overwrite=overwrite)
     stds = QUICK["stds"] if quick else study.stds
     count = QUICK["samples"] if quick else study.samples
     max_iter = QUICK["max_iter"] if quick else None
