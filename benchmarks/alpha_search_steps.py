@@ -1,14 +1,15 @@
 """Steps of a default run (alpha "auto") on training digits: the alpha search's cost by count.
 
 ``PYTHONPATH=. python -m benchmarks.alpha_search_steps [--network NAME] [--digits 3,70,...]
-[--stds 0.05,0.01] [--guess G] [--slope S] [--creep-ratio Q]``
+[--stds 0.05,0.01] [--regulariser tv] [--guess G] [--slope S] [--creep-ratio Q]``
 
 Iteration counts do not depend on the machine's load, so this is how the search's constants
 (``alpha.GUESS``, the settle test) were compared; times are in bench_multilayer's table.
 Prints per noise level the mean PSNR, solver steps (every solve of the path and the final one,
 ``extras["solver_steps"]``), solves of the
 search, and the stop reasons. ``--guess``, ``--slope`` and ``--creep-ratio`` override
-``alpha.GUESS``, ``alpha.SLOPE`` and ``alpha.CREEP_RATIO`` for the run.
+``alpha.GUESS`` (and ``alpha.GUESS_BOX``, a boxed prior's), ``alpha.SLOPE`` and
+``alpha.CREEP_RATIO`` for the run.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def main() -> None:
     parser.add_argument("--network", default="mnist-cnn-ae")
     parser.add_argument("--digits", default="3,70,140,210,280,350")
     parser.add_argument("--stds", default="0.05,0.01")
+    parser.add_argument("--regulariser", default="tv")
     parser.add_argument("--guess", type=float, default=None)
     parser.add_argument("--slope", type=float, default=None)
     parser.add_argument("--creep-ratio", type=float, default=None,
@@ -34,21 +36,22 @@ def main() -> None:
     from lbi_engine.solvers import alpha
 
     if args.guess is not None:
-        alpha.GUESS = args.guess
+        alpha.GUESS = alpha.GUESS_BOX = args.guess
     if args.slope is not None:
         alpha.SLOPE = args.slope
     if args.creep_ratio is not None:
         alpha.CREEP_RATIO = args.creep_ratio
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)
-    print(f"{args.network}, training digits {args.digits}, GUESS {alpha.GUESS:g}, "
+    print(f"{args.network} {args.regulariser}, training digits {args.digits}, "
+          f"GUESS {alpha.GUESS:g} / GUESS_BOX {alpha.GUESS_BOX:g}, "
           f"SLOPE {alpha.SLOPE:g}")
     print("| std | mean PSNR (dB) | mean steps | mean solves of the search | stops |")
     print("|---:|---:|---:|---:|---|")
     for std in (float(s) for s in args.stds.split(",")):
         psnr, steps, solves, stops = [], [], [], set()
         for digit in (int(d) for d in args.digits.split(",")):
-            request = InversionRequest(network=args.network, regulariser="tv",
+            request = InversionRequest(network=args.network, regulariser=args.regulariser,
                                        split="train", index=digit,
                                        noise_std=std)
             from lbi_engine.solvers import final

@@ -54,10 +54,10 @@ def _kernel_load_seconds() -> float | None:
 
     code = ("import time, torch, numpy as np\n"
             "t = time.perf_counter()\n"
-            "from lbi_engine.solvers._accelerated import _compiled_prox, _warm_up\n"
-            "k = _compiled_prox()\n"
-            "if k is not None: _warm_up(k, np.float32, True)\n"
-            "print(time.perf_counter() - t if k is not None else -1)\n")
+            "from lbi_engine.regularisers import TVProx, TotalVariation\n"
+            "ok = TVProx.compiles_on('cpu')\n"
+            "if ok: TotalVariation().fgp(1, (2, 2), torch.zeros(1))\n"
+            "print(time.perf_counter() - t if ok else -1)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=False)
     try:

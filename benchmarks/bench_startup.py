@@ -34,7 +34,7 @@ BEGIN, END = "<!-- startup:begin -->", "<!-- startup:end -->"
 EVENTS = ("window", "engine_ready", "first_curve")
 
 
-def _child() -> None:
+def _child(network: str | None = None) -> None:
     """The application with a hook that prints when each event happens (wall clock).
 
     The hook goes in through ``lbi_gui.app.WINDOW_HOOKS``, so the app starts exactly as
@@ -76,7 +76,7 @@ def _child() -> None:
         QtCore.QTimer.singleShot(120_000, report)
 
     app.WINDOW_HOOKS.append(hook)
-    app.main(["--run", "--no-restore"])
+    app.main(["--run", "--no-restore", *(["--network", network] if network else [])])
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
@@ -88,7 +88,8 @@ def _cpu_seconds(pid: int | None) -> float | None:
         return None
 
 
-def launch(root: Path = ROOT, timeout: float = 180.0) -> dict[str, Any]:
+def launch(root: Path = ROOT, timeout: float = 180.0,
+           network: str | None = None) -> dict[str, Any]:
     """One launch of the application in ``root`` (this checkout, or another one's own
     ``--child`` for a comparison); seconds after the process was started."""
     env = dict(os.environ)
@@ -97,7 +98,8 @@ def launch(root: Path = ROOT, timeout: float = 180.0) -> dict[str, Any]:
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     load = os.getloadavg()[0]
     start = time.time()
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_startup", "--child"],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_startup", "--child",
+                           *(["--network", network] if network else [])],
                           cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -121,13 +123,16 @@ def _median(rows: list[dict[str, Any]], key: str) -> float | None:
 
 
 def table(rows: list[dict[str, Any]], base: list[dict[str, Any]] | None = None,
-          base_name: str = "") -> str:
+          base_name: str = "", network: str | None = None) -> str:
     from lbi_gui.settings import engine_backend
 
     platform = os.environ.get("QT_QPA_PLATFORM", "offscreen")
-    cmd = f"--repeat {len(rows)}" + (f" --compare {base_name}" if base else "")
+    cmd = f"--repeat {len(rows)}" + (f" --network {network}" if network else
+                                     f" --compare {base_name}" if base else "")
     loads = [r["load"] for r in rows + (base or [])]
-    lines = ["## Start-up of the window (issue #20)", "",
+    title = f"## Start-up of the window: {network} against the default" if network else \
+        "## Start-up of the window"
+    lines = [title, "",
              f"`python -m benchmarks.bench_startup {cmd} --write` on "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; Qt platform {platform}, "
              f"solver backend {engine_backend()}, `lbi-gui --run` at the defaults (the run is "
@@ -156,17 +161,21 @@ def table(rows: list[dict[str, Any]], base: list[dict[str, Any]] | None = None,
     block("", rows)
     if base:
         block(f"{base_name} ", base)
-        lines.append(f"\nRows named {base_name} are the same benchmark on that checkout, "
-                     "launched alternately with this one (same conditions).")
+        lines.append(f"\nRows named {base_name} are `lbi-gui --run --network {network}`, "
+                     "launched alternately with the default (same conditions)." if network
+                     else f"\nRows named {base_name} are the same benchmark on that "
+                     "checkout, launched alternately with this one (same conditions).")
     return "\n".join(lines)
 
 
-def write(section: str) -> None:
+def write(section: str, network: str | None = None) -> None:
     text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    block = f"{BEGIN}\n{section}\n{END}"
-    if BEGIN in text and END in text:
-        head, _sep, rest = text.partition(BEGIN)
-        _old, _sep, tail = rest.partition(END)
+    begin, end = (BEGIN, END) if not network else (f"<!-- startup {network}:begin -->",
+                                                   f"<!-- startup {network}:end -->")
+    block = f"{begin}\n{section}\n{end}"
+    if begin in text and end in text:
+        head, _sep, rest = text.partition(begin)
+        _old, _sep, tail = rest.partition(end)
         text = head + block + tail
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
@@ -182,28 +191,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", metavar="DIR",
                    help="another checkout (e.g. `git archive <commit> | tar -x -C DIR`): "
                         "launch its own benchmark child alternately with this one's")
+    p.add_argument("--network", metavar="NAME",
+                   help="also launch `lbi-gui --run --network NAME`, alternately with the "
+                        "default network (the natural-image network against MNIST's, say)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        _child()
+        _child(args.network)
         return 0
+    if args.network and args.compare:
+        p.error("give --network or --compare, not both")
     rows: list[dict[str, Any]] = []
     base: list[dict[str, Any]] = []
-    other = Path(args.compare).resolve() if args.compare else None
+    other = Path(args.compare).resolve() if args.compare else ROOT if args.network else None
     for i in range(args.repeat):
         for root, group, name in ((ROOT, rows, "this"), (other, base, "compare")):
             if root is None:
                 continue
-            row = launch(root)
+            row = launch(root, network=args.network if group is base else None)
             group.append(row)
             print(f"{name} launch {i + 1} (load {row['load']:.1f}): "
                   + ", ".join(f"{k} {_fmt(row[k])}" for k in EVENTS)
                   + f", GUI CPU {_fmt(row.get('gui_cpu'))}, engine CPU "
                     f"{_fmt(row.get('engine_cpu'))}", flush=True)
-    section = table(rows, base, other.name if other else "")
+    section = table(rows, base, args.network or (other.name if other else ""), args.network)
     print(section)
     if args.write:
-        write(section)
+        write(section, args.network)
     return 0
 
 

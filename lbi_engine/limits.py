@@ -28,8 +28,9 @@ from typing import IO, Any
 
 from lbi_engine.errors import InputError
 
-__all__ = ["ENV_VAR", "MemoryLimitError", "check_bytes", "format_bytes", "memory_limit",
-           "json_byte_limit", "open_regular", "parse_size", "read_json", "read_regular"]
+__all__ = ["ENV_VAR", "JSON_EXPANSION", "LoadBudget", "MemoryLimitError", "check_bytes",
+           "format_bytes", "memory_limit", "json_byte_limit", "open_regular", "parse_size",
+           "read_json", "read_regular"]
 
 ENV_VAR = "LBI_MEMORY_LIMIT"
 _MIN_LIMIT = 256 * 2**20
@@ -121,6 +122,44 @@ def check_bytes(needed: float, what: str, fix: str) -> None:
             f"{what} would need about {format_bytes(needed)} of memory, more than the limit of "
             f"{format_bytes(limit)}; {fix} (or raise the limit with --memory-limit / "
             f"{ENV_VAR}, e.g. {ENV_VAR}=64G, if the machine really has that much).")
+
+
+#: Python objects that ``json.loads`` makes per byte of text, at most (a list of empty
+#: objects: 24.2x; SECURITY.md, "The budget model").
+JSON_EXPANSION = 24
+
+
+class LoadBudget:
+    """What one load of one file (a model archive, an ONNX graph) holds, counted as it is read.
+
+    Why: a check per item (each tensor, each folded constant, each JSON member below its own
+    cap) lets a file made of many items that each pass exhaust memory together. Every reader
+    of the load charges what it really reads or derives (bytes of members, parsed JSON,
+    tensors, folded constants, projected activations) *before* allocating it; the charge that
+    would take the total past the memory limit raises :class:`MemoryLimitError` naming the
+    file, the item, the running total and the limit.
+    """
+
+    def __init__(self, what: str, fix: str, limit: int | None = None) -> None:
+        self.what, self.fix = what, fix
+        self.limit = memory_limit() if limit is None else int(limit)
+        self.used = 0
+
+    def charge(self, nbytes: float, item: str) -> None:
+        """Count ``nbytes`` more for ``item``; refuse (nothing counted) past the limit."""
+        nbytes = max(0, int(nbytes))
+        if self.used + nbytes > self.limit:
+            raise MemoryLimitError(
+                f"{self.what} would need about {format_bytes(self.used + nbytes)} of memory to "
+                f"load ({item}: {format_bytes(nbytes)}), more than the limit of "
+                f"{format_bytes(self.limit)}; {self.fix} (or raise the limit with "
+                f"--memory-limit / {ENV_VAR}, e.g. {ENV_VAR}=64G, if the machine really has "
+                "that much).")
+        self.used += nbytes
+
+    def charge_json(self, nbytes: int, item: str) -> None:
+        """Count the Python objects that parsing ``nbytes`` of JSON text may make."""
+        self.charge(JSON_EXPANSION * nbytes, f"{item}, parsed")
 
 
 #: Largest input one sample may have (16.7 M values, e.g. 4 x 2048 x 2048): the solvers keep

@@ -4,7 +4,7 @@ The options mirror ``lbi invert`` so that a command line can open the window pre
 (``--run`` starts at once). Parsing needs no torch or Qt. The engine runs, by default, in a
 child process (:mod:`lbi_gui.engine.process`) that ends with the app; :func:`main` starts it
 first of all, before importing Qt, so that its torch import and network loading overlap the
-window's construction (:mod:`lbi_gui.engine.prestart`, issue #20).
+window's construction (:mod:`lbi_gui.engine.prestart`).
 """
 
 from __future__ import annotations
@@ -114,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     from lbi_gui.dialogs.messages import install_excepthook
     from lbi_gui.window.main_window import MainWindow
 
-    app = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    existing = QtWidgets.QApplication.instance()
+    # a window needs a QApplication; a QCoreApplication made elsewhere cannot show one
+    app = existing if isinstance(existing, QtWidgets.QApplication) else \
+        QtWidgets.QApplication(sys.argv[:1])
     app.setApplicationName("lbi-gui")
     app.setOrganizationName("lbi")
     app.setApplicationDisplayName("lbi")

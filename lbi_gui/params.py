@@ -2,7 +2,7 @@
 labels, groups and file suffixes only the window needs.
 
 The schema is the engine's own :class:`lbi_engine.request.InversionRequest`, importable
-without torch (issue #15), so the window builds its defaults and checks a session's values
+without torch, so the window builds its defaults and checks a session's values
 with it before torch is loaded: no second copy of the fields, types or checks lives here.
 What stays here is presentation (labels and order of the choices, which parameters restart a
 run), checked against the engine's names by tests/gui/test_request_checks.py.

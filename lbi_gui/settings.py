@@ -40,7 +40,7 @@ def recent_files(kind: str = "sessions") -> list[str]:
     value = settings().value(f"recent/{kind}", [])
     if isinstance(value, str):
         value = [value]
-    return [str(v) for v in (value or []) if v]
+    return [str(v) for v in value if v] if isinstance(value, (list, tuple)) else []
 
 
 def add_recent(path: str | Path, kind: str = "sessions") -> list[str]:

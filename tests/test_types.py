@@ -1,8 +1,9 @@
-"""Static checks in the default suite (issue #15, "Types"), so that CI enforces them.
+"""Static checks in the default suite, so that CI enforces them.
 
 - mypy, configured by ``[tool.mypy]`` in pyproject.toml, reports no error on the whole of
-  ``lbi_engine`` (no module excluded). It runs in-process through ``mypy.api``; its cache is
-  the repository's ``.mypy_cache`` (about 20-40 s cold, a few seconds warm).
+  ``lbi_engine`` and of ``lbi_gui`` (no module excluded). It runs in-process through
+  ``mypy.api``; its cache is the repository's ``.mypy_cache`` (about 20-40 s cold, a few
+  seconds warm).
 - In the same run, a small program checks that the concrete classes satisfy the Protocols of
   ``lbi_engine.protocols``, and that a class lacking a protocol method is rejected (a needed
   ``type: ignore``: with ``warn_unused_ignores`` an unneeded one is an error, so the check
@@ -69,7 +70,7 @@ rejected: P.Operator = NoAdjoint()  # type: ignore[assignment]
 '''
 
 
-def test_mypy_clean_on_lbi_engine(tmp_path: Path) -> None:
+def test_mypy_clean_on_lbi_engine_and_lbi_gui(tmp_path: Path) -> None:
     try:
         from mypy import api
     except ImportError:
@@ -79,7 +80,7 @@ def test_mypy_clean_on_lbi_engine(tmp_path: Path) -> None:
     stdout, stderr, status = api.run([
         "--config-file", str(ROOT / "pyproject.toml"),
         "--cache-dir", str(ROOT / ".mypy_cache"),
-        str(ROOT / "lbi_engine"), str(program),
+        str(ROOT / "lbi_engine"), str(ROOT / "lbi_gui"), str(program),
     ])
     assert status == 0, f"mypy found errors (exit {status}):\n{stdout}{stderr}"
 

@@ -1,6 +1,6 @@
 """Ground-truth images: the bundled MNIST subset, synthetic cartoons, and the user's own files.
 
-Importable without torch (issue #15), so the window shows samples before the engine has
+Importable without torch, so the window shows samples before the engine has
 loaded torch. Two faces of the same values (float32, display range [0, 1], ``(B, C, H, W)``;
 labels int64 ``(B,)``; conventions in docs/CONTRACTS.md):
 

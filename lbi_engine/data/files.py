@@ -105,12 +105,37 @@ def _check_jpeg_scans(p: Path) -> None:
                                     "it again as a baseline JPEG or PNG")
 
 
+def _tiff_tile_bytes(im: Any) -> int:
+    """Bytes of the buffer libtiff allocates to decode one tile of a tiled TIFF (0 for a
+    striped one, whose strips are clamped to the image). The tile size is the file's own
+    (TileWidth x TileLength tags), independent of the declared image size: a 16 x 16 image
+    may declare one 40000 x 40000 tile, which libtiff allocates and inflates whole."""
+    tags = getattr(im, "tag_v2", None)
+    if tags is None or 322 not in tags or 323 not in tags:
+        return 0
+    try:
+        width, length = int(tags[322]), int(tags[323])
+        bits = tags.get(258, 8)
+        bits = max(int(b) for b in bits) if isinstance(bits, (tuple, list)) else int(bits)
+        samples = int(tags.get(277, len(im.getbands())))
+    except (TypeError, ValueError):
+        return 0  # a damaged tag: Pillow's decoder reports it
+    if width * length > MAX_IMAGE_PIXELS:
+        raise DataFileError(f"its tiles are {width} x {length} = {width * length:,} pixels "
+                            f"(for an image of {im.size[0]} x {im.size[1]}); lbi decodes tiles "
+                            f"of at most {MAX_IMAGE_PIXELS:,} pixels (a normal tile is 256 x "
+                            "256; or the header is corrupt): save it again untiled or as PNG")
+    return width * length * max(1, samples) * max(1, (bits + 7) // 8)
+
+
 def _check_npy_header(p: Path) -> None:
     """Read only the .npy header and refuse what np.load would choke on or over-allocate.
 
     Why: np.load allocates the array its header describes before reading the data, so a
     damaged or malicious header (shape (100000, 100000, 100000)) would exhaust memory.
     """
+    from tokenize import TokenError
+
     import numpy as np
 
     fmt = np.lib.format
@@ -129,10 +154,15 @@ def _check_npy_header(p: Path) -> None:
             if version not in readers:
                 raise ValueError(f"unsupported .npy format version {version}")
             shape, _fortran, dtype = readers[version](fh)
-        except (ValueError, EOFError, SyntaxError) as exc:
+        except (ValueError, EOFError, SyntaxError, TokenError, RecursionError,
+                MemoryError) as exc:  # numpy parses the header text as a Python literal
             raise DataFileError(f"{p} has a damaged .npy header ({exc}); save the array again "
                                 "with np.save(path, array)") from exc
         data_bytes = size - fh.tell()
+    if any(not 0 <= int(d) < 2**62 for d in shape):  # numpy's own reader overflows on them
+        raise DataFileError(f"{p} has a damaged .npy header (shape {tuple(shape)}: every "
+                            "size must be a whole number >= 0); save the array again with "
+                            "np.save(path, array)")
     if dtype.hasobject:
         raise DataFileError(f"{p}: it holds Python objects (a pickle), which lbi does not load; "
                             "save a numeric array with np.save(path, array)")
@@ -175,7 +205,7 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     import numpy as np
     from PIL import Image, ImageOps, UnidentifiedImageError
 
-    from lbi_engine.limits import check_bytes
+    from lbi_engine.limits import MemoryLimitError, check_bytes
 
     p = _require_file(path, "image file")
     kind = _image_kind(p)
@@ -190,9 +220,12 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
         with Image.open(p, formats=[kind]) as im:
             _check_pixels(im.size)  # from the header, before decoding allocates anything
             bands = len(im.getbands())
-            # decoded pixels, float64 copies for conversion and scaling, a resized copy
-            check_bytes(im.size[0] * im.size[1] * bands * 8 * 4, f"image file {p} "
-                        f"({im.size[0]} x {im.size[1]} pixels, {bands} channel(s))",
+            # decoded pixels, float64 copies for conversion and scaling, a resized copy; and
+            # a TIFF's tile buffer, whose size the file chooses apart from the image's
+            tile = _tiff_tile_bytes(im) if kind == "TIFF" else 0
+            check_bytes(im.size[0] * im.size[1] * bands * 8 * 4 + tile, f"image file {p} "
+                        f"({im.size[0]} x {im.size[1]} pixels, {bands} channel(s)"
+                        + (f", a tile buffer of {tile:,} bytes)" if tile else ")"),
                         "downscale the image to about the network's input size first")
             im.load()
             arr = _pil_to_float(ImageOps.exif_transpose(im))  # the orientation a viewer shows
@@ -210,6 +243,8 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
                             "or a .npy array") from exc
     except DataFileError as exc:  # the pixels were read but are unusable: say which file
         raise DataFileError(f"image file {p}: {exc}") from exc
+    except MemoryLimitError:  # (a ValueError too) names the file and the limit itself
+        raise
     except (OSError, ValueError, SyntaxError) as exc:
         raise DataFileError(f"image file {p} is truncated or corrupt ({exc}); save it "
                             "again") from exc

@@ -65,6 +65,16 @@ def _bound(op: str, args: list[np.ndarray | None]) -> int:
     return max((x.size for x in arrays), default=0)
 
 
+def fold_bytes(op: str, args: list[np.ndarray | None]) -> int:
+    """An upper bound on the bytes of the op's output (what a folded constant keeps)."""
+    arrays = [np.asarray(x) for x in args if x is not None]
+    try:
+        values = _bound(op, args)
+    except ValueError:  # shapes that do not broadcast: fold refuses them
+        return 0
+    return values * max([8, *(x.dtype.itemsize for x in arrays)])
+
+
 def fold(node: Any, args: list[np.ndarray | None], opset: int) -> np.ndarray:
     """The output of one allow-listed op on numpy inputs (ONNX semantics, all opsets used)."""
     op, a = node.op_type, _attr(node)
@@ -118,7 +128,8 @@ def fold(node: Any, args: list[np.ndarray | None], opset: int) -> np.ndarray:
         return np.mod(x, y)
     binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
               "Mod": np.fmod, "Max": np.maximum, "Min": np.minimum, "Equal": np.equal}
-    return binary[op](x, y).astype(np.result_type(x, y)) if op != "Equal" else binary[op](x, y)
+    return binary[op](x, y).astype(np.result_type(x, y), copy=False) if op != "Equal" \
+        else binary[op](x, y)
 
 
 def _slice(x: np.ndarray, args: list[np.ndarray | None], a: dict[str, Any],

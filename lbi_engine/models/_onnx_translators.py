@@ -19,7 +19,6 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import UnsupportedLayerError
-from lbi_engine.models._chain_shapes import leaf_output_shape
 from lbi_engine.models._onnx_graph import BATCHES
 from lbi_engine.operators import Reshape, ScaleShift
 
@@ -81,20 +80,17 @@ class _NodeContext:
             base = (self.node.name or self.node.op_type).replace(".", "_") or "node"
             key = base if base not in self.seq._modules else f"{base}_{self.index}_{k}"
             self.seq.add_module(key, m)
-            self.budget().check(m, self.shape)  # memory estimate before the real dry run
-            known = leaf_output_shape(m, self.shape)
-            if known is not None:
-                self.shape = known
-                continue
-            with torch.no_grad():
-                self.shape = tuple(m(torch.zeros(1, *self.shape)).shape[1:])
+            # the output shape without a dry run, charged to the load's budget
+            self.shape = self.budget().check(m, self.shape, key)
 
     def budget(self) -> Any:
-        """The memory budget of this import (lbi_engine.models.footprint.ChainBudget), made once."""
+        """The activations' budget of this import (lbi_engine.models.footprint.ChainBudget,
+        charging the load's LoadBudget), made once."""
         if getattr(self, "_budget", None) is None:
             from lbi_engine.models.footprint import ChainBudget
 
-            self._budget = ChainBudget(f"network of ONNX file {self.path}")
+            self._budget = ChainBudget(f"network of ONNX file {self.path}",
+                                       getattr(self, "load_budget", None))
         return self._budget
 
 

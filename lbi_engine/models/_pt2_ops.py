@@ -20,11 +20,11 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
-from lbi_engine.limits import _check_shape
-from lbi_engine.models._chain_shapes import leaf_output_shape
+from lbi_engine.limits import LoadBudget, _check_shape
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_graph import BATCHES, PROBE, match_values
 from lbi_engine.models._pt2_translate import translate
+from lbi_engine.models.footprint import ChainBudget
 
 _ADD = {"aten.add.Tensor", "aten.add_.Tensor"}
 _CAT = {"aten.cat.default", "aten.concat.default"}
@@ -56,8 +56,11 @@ class GraphTranslator(SegmentedWalk):
     """Walks one exported graph (a chain from the user input to the output)."""
 
     def __init__(self, program: dict[str, Any], tensors: dict[str, torch.Tensor], path: Path,
-                 input_shape: Sequence[int] | None) -> None:
+                 input_shape: Sequence[int] | None, budget: LoadBudget | None = None) -> None:
         self.path = path
+        # each layer's output shape without a dry run, its weights and activations charged
+        # to the load's budget (with the archive's members and tensors)
+        self.chain_budget = ChainBudget(f"network of .pt2 file {str(path)!r}", budget)
         gm = program["graph_module"]
         self.graph, sig = gm["graph"], gm["signature"]
         self.consts: dict[str, Any] = {}
@@ -157,12 +160,7 @@ class GraphTranslator(SegmentedWalk):
             base = str(self.node.get("name", "node")).replace(".", "_") or "node"
             key = base if base not in self.seq._modules else f"{base}_{k}"
             self.seq.add_module(key, m.eval())  # eval: a probe must not touch BN statistics
-            known = leaf_output_shape(m, self.shape)
-            if known is not None:
-                self.shape = known
-                continue
-            with torch.no_grad():
-                self.shape = tuple(m(torch.zeros(2, *self.shape)).shape[1:])
+            self.shape = self.chain_budget.check(m, self.shape, key)
 
     # --- the walk --------------------------------------------------------------------------
     def build(self) -> tuple[nn.Module, tuple[int, ...]]:

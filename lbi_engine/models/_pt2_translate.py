@@ -210,6 +210,14 @@ def _max_pool(a: dict[str, Any]) -> nn.Module:
                         _pair(a.get("dilation"), 1), ceil_mode=bool(a.get("ceil_mode", False)))
 
 
+def _layer_norm(a: dict[str, Any]) -> nn.Module:
+    """Built so that the lifting room refuses it; its size comes from the file and is
+    checked first: a LayerNorm normalises part of one sample, so it is no larger than one."""
+    from lbi_engine.limits import _check_shape
+
+    return nn.LayerNorm(list(_check_shape(a["normalized_shape"], "LayerNorm normalized_shape")))
+
+
 _ACTS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
     "relu": lambda a: nn.ReLU(), "relu_": lambda a: nn.ReLU(), "sigmoid": lambda a: nn.Sigmoid(),
     "tanh": lambda a: nn.Tanh(), "hardsigmoid": lambda a: nn.Hardsigmoid(),
@@ -229,8 +237,7 @@ _ACTS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
     "hardswish": lambda a: nn.Hardswish(), "log_softmax": lambda a: nn.LogSoftmax(int(a["dim"])),
     "_log_softmax": lambda a: nn.LogSoftmax(int(a["dim"])),
     "max_pool2d": _max_pool, "max_pool2d_with_indices": _max_pool,
-    "layer_norm": lambda a: nn.LayerNorm(list(a["normalized_shape"])),
-    "native_layer_norm": lambda a: nn.LayerNorm(list(a["normalized_shape"])),
+    "layer_norm": lambda a: _layer_norm(a), "native_layer_norm": lambda a: _layer_norm(a),
 }
 
 _OPS: dict[str, _Handler] = {

@@ -25,11 +25,11 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import ShapeMismatchError
-from lbi_engine.limits import check_bytes
+from lbi_engine.limits import LoadBudget, check_bytes
 from lbi_engine.models._chain_shapes import chain_output_sizes
 
 __all__ = ["Footprint", "ITERATE_COPIES", "ChainBudget", "check_network_memory",
-           "check_onnx_external_data", "meta_footprint"]
+           "check_onnx_external_data", "meta_footprint", "probe_output_shape"]
 
 ITERATE_COPIES = 12
 _WEIGHT_COPIES = 3
@@ -119,28 +119,73 @@ def check_network_memory(module: nn.Module, input_shape: Sequence[int], where: s
     return fp
 
 
-class ChainBudget:
-    """For importers that build a chain layer by layer (ONNX): before each layer's dry run,
-    its output shape is found on the meta device and the activations so far are checked
-    against the memory limit, so a padding of 30000 is refused instead of allocated."""
+def probe_output_shape(module: nn.Module, sample_shape: Sequence[int]) -> tuple[int, ...]:
+    """One sample's output shape of ``module`` (a layer an importer just built), found without
+    allocating: the layer's formula where it is known, else a batch of 2 on the meta device.
 
-    def __init__(self, where: str) -> None:
+    Why not a real dry run: a layer read from a file may output 20000 x 20000 maps (an
+    adaptive pool's output size, a transposed convolution's stride); a zero batch pushed
+    through it would allocate gigabytes and compute for minutes only to learn a shape.
+    Errors are torch's own (RuntimeError and friends): the importer words them.
+    """
+    from lbi_engine.models._chain_shapes import leaf_output_shape
+    from lbi_engine.models._leaf_modules import LiftedActivation
+    from lbi_engine.operators import Reshape, ScaleShift
+
+    shape = tuple(int(v) for v in sample_shape)
+    known = leaf_output_shape(module, shape)
+    if known is not None:
+        return known
+    # lbi's own elementwise and reshaping modules: their shapes without the meta pass (its
+    # first use imports sympy and torch._dynamo, seconds)
+    if type(module) in (LiftedActivation, nn.LayerNorm, nn.LogSoftmax, nn.Mish, nn.Hardswish,
+                        nn.SELU, nn.Softsign):  # elementwise or per sample: same shape
+        return shape
+    if type(module) is Reshape and math.prod(module.shape) == math.prod(shape):
+        return tuple(module.shape)
+    if type(module) is ScaleShift:
+        full = torch.broadcast_shapes((2, *shape), module.scale.shape, module.shift.shape)
+        if full[0] == 2:
+            return tuple(full[1:])
+    state = {k: torch.empty_like(v, device="meta")
+             for k, v in (*module.named_parameters(), *module.named_buffers())}
+    with torch.no_grad():
+        out = torch.func.functional_call(module, state, (torch.empty(2, *shape, device="meta"),),
+                                         strict=False)
+    return tuple(out.shape[1:])
+
+
+class ChainBudget:
+    """For importers that build a chain layer by layer (ONNX, ``.pt2``): each layer's output
+    shape is found without allocating (:func:`probe_output_shape`), and the layer's weights
+    and the activations a solver will keep of its output are charged to the load's
+    :class:`~lbi_engine.limits.LoadBudget` (with the bytes already read from the file), so a
+    padding of 30000 or an adaptive pool to 20000 x 20000 is refused, not allocated."""
+
+    def __init__(self, where: str, budget: LoadBudget | None = None) -> None:
         self.where = where
+        self.budget = budget if budget is not None else LoadBudget(
+            where, "check the paddings, strides and sizes in the file, or export it again")
         self.values = 0
 
-    def check(self, module: nn.Module, in_shape: Sequence[int]) -> None:
-        try:
-            fp = meta_footprint(module, tuple(in_shape), self.where, shape_errors=True)
-        except ShapeMismatchError:
-            return  # the caller's real dry run reports it in its own words
-        self.values += fp.activations
-        check_bytes(ITERATE_COPIES * fp.itemsize * self.values + _WEIGHT_COPIES * fp.itemsize
-                    * fp.weights, f"{self.where} (at least {self.values:,} activation values "
-                    "per sample)", "check the paddings, strides and sizes in the file, or "
-                    "export it again")
+    def check(self, module: nn.Module, in_shape: Sequence[int], name: str = "") -> tuple[int, ...]:
+        """Charge ``module`` (its weights and its output's activations); its output shape."""
+        out = probe_output_shape(module, in_shape)
+        tensors = (*module.parameters(), *module.buffers())
+        ref = next((t for t in tensors if t.is_floating_point()), None)
+        itemsize = ref.element_size() if ref is not None else 4
+        label = f"layer '{name}'" if name else f"a {type(module).__name__} layer"
+        self.budget.charge(sum(t.numel() * t.element_size() for t in tensors
+                               if t.device.type != "meta"), f"the weights of {label}")
+        values = math.prod(out)
+        self.values += values
+        self.budget.charge(ITERATE_COPIES * itemsize * values,
+                           f"{label}: {values:,} activation values per sample, "
+                           f"{self.values:,} so far")
+        return out
 
 
-def check_onnx_external_data(path: Any) -> None:
+def check_onnx_external_data(path: Any, budget: LoadBudget | None = None) -> None:
     """Refuse an ONNX file whose external tensor data would not fit, before onnx.load reads it.
 
     The graph is parsed without its external data; each external tensor's ``length`` (or the
@@ -175,6 +220,8 @@ def check_onnx_external_data(path: Any) -> None:
         except ValueError:
             continue
         total += max(0, length)
-    if total:
+    if total and budget is not None:
+        budget.charge(2 * total, "its external tensor data")
+    elif total:
         check_bytes(2 * total, f"ONNX file {p} (its external tensor data)",
                     "the data file is damaged or far larger than a network lbi can invert")

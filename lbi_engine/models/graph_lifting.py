@@ -61,6 +61,11 @@ class GraphLifter:
         self.layers: list[LayerFields] = []
         self.shapes: list[tuple[int, ...]] = [tuple(example.shape[1:])]
         self.example = example
+        #: the nodes whose output is known to be >= 0 (after ReLU-like activations, or a
+        #: max-pool of such): a following max-pool's zero padding is then exact
+        self._nonneg: set[fx.Node] = set()
+        #: the MaxPool2d layers written as ReLU layers (as the chain's ModuleWalker.rewrites)
+        self.rewrites: list[dict[str, Any]] = []
 
     # -- the symbolic values ---------------------------------------------------------------
     def _layer(self, s: _Sum, activation: Any) -> _Sum:
@@ -150,11 +155,24 @@ class GraphLifter:
         sub = _module_for(node, gm, env, chain, where, position)
         from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
 
-        if isinstance(sub, nn.MaxPool2d) and REWRITE_MAXPOOL.get():
-            from lbi_engine.models.maxpool_relu import maxpool_as_relu
+        pooled = isinstance(sub, nn.MaxPool2d) and REWRITE_MAXPOOL.get()
+        if isinstance(sub, nn.MaxPool2d) and pooled:
+            from lbi_engine.models.maxpool_relu import (
+                maxpool_as_relu,
+                rewrite_record,
+                why_not_rewritable,
+            )
 
             x = env[chain]
-            steps = list(maxpool_as_relu(sub, int(x.shape[1])).to(x.dtype).named_children())
+            why = why_not_rewritable(sub, chain in self._nonneg)
+            if why is not None or x.dim() != 4:
+                refuse(label, sub, position, "its exact ReLU rewrite does not apply: "
+                       f"{why or 'it needs (C, H, W) samples'}", "Put it after a ReLU, or use "
+                       "padding=0 and ceil_mode=False, or nn.AvgPool2d (affine).")
+            rewritten = maxpool_as_relu(sub, int(x.shape[1]), nonneg_input=chain in self._nonneg,
+                                        in_hw=(int(x.shape[2]), int(x.shape[3])))
+            steps = list(rewritten.to(x.dtype).named_children())
+            self.rewrites.append(rewrite_record(sub, label, tuple(x.shape[1:])))
         else:
             steps = [("", sub)]
         x, s = env[chain], sym[chain]
@@ -174,6 +192,18 @@ class GraphLifter:
                 s.source.append(f"{name}:{type(step).__name__}")
                 s = self._layer(s, lifted)
             x = y
+        if pooled:
+            with torch.no_grad():
+                want = sub(env[chain])
+            if tuple(x.shape) != tuple(want.shape) or not torch.allclose(x, want, atol=1e-5,
+                                                                           rtol=1e-4):
+                refuse(label, sub, position, "its exact ReLU rewrite does not reproduce it on "
+                       "this input", "Report this layer configuration; nn.AvgPool2d works.")
+        # a ReLU-like activation (range [0, ...)) or a max of such values: >= 0
+        lower = getattr(lifted, "lower", None)
+        if (pooled and chain in self._nonneg) or (
+                not isinstance(lifted, AffineMap) and lower is not None and lower >= 0):
+            self._nonneg.add(node)
         env[node], sym[node] = x, s
 
     def _cat_node(self, node: fx.Node, env: dict[fx.Node, Any], sym: dict[fx.Node, _Sum],
@@ -198,10 +228,13 @@ class GraphLifter:
         return self.layers
 
 
-def lift_graph(module: nn.Module, example: Tensor, where: str) -> list[LayerFields]:
+def lift_graph(module: nn.Module, example: Tensor,
+               where: str) -> tuple[list[LayerFields], list[dict[str, Any]]]:
     """The lifted layers (a DAG) of ``module`` traced with torch.fx on ``example`` (a zero
-    batch of 2); UnsupportedLayerError naming the node that cannot be lifted."""
-    return GraphLifter(example).lift(module, where)
+    batch of 2), and the max-pools rewritten as ReLU layers on the way; UnsupportedLayerError
+    naming the node that cannot be lifted."""
+    lifter = GraphLifter(example)
+    return lifter.lift(module, where), lifter.rewrites
 
 
 __all__ = ["NotAChain", "lift_graph"]

@@ -339,7 +339,11 @@ class ModuleWalker:
 
     def _add_maxpool(self, module: nn.MaxPool2d, name: str) -> Tensor:
         """MaxPool2d as its exact ReLU layers (lbi_engine.models.maxpool_relu), by default."""
-        from lbi_engine.models.maxpool_relu import maxpool_as_relu, relu_levels, why_not_rewritable
+        from lbi_engine.models.maxpool_relu import (
+            maxpool_as_relu,
+            rewrite_record,
+            why_not_rewritable,
+        )
 
         label = name or "MaxPool2d"
         nonneg = self._nonneg
@@ -360,12 +364,7 @@ class ModuleWalker:
             refuse(label, module, len(self.entries), f"its ReLU rewrite gives shape "
                    f"{tuple(self.x.shape[1:])}, not {tuple(want.shape[1:])}",
                    "Report this pool configuration; use nn.AvgPool2d meanwhile.")
-        self.rewrites.append({
-            "layer": label, "kernel_size": list(_pair2(module.kernel_size)),
-            "stride": list(_pair2(module.stride or module.kernel_size)),
-            "padding": list(_pair2(module.padding)), "dilation": list(_pair2(module.dilation)),
-            "ceil_mode": bool(module.ceil_mode), "in_shape": list(in_shape),
-            "lifted_layers_added": relu_levels(module.kernel_size)})
+        self.rewrites.append(rewrite_record(module, label, in_shape))
         self._nonneg = nonneg  # max of non-negative values
         return self.x
 
@@ -403,10 +402,6 @@ def refuse_early(module: nn.Module) -> None:
             activation_from_module(leaf)
         except UnsupportedLayerError as exc:
             raise UnsupportedLayerError(f"{layer_label(name, leaf, position)}: {exc}") from exc
-
-
-def _pair2(v: Any) -> tuple[int, int]:
-    return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
 
 def affine_from_modules(modules: Sequence[nn.Module], in_shape: Sequence[int]) -> AffineMap:

@@ -216,6 +216,14 @@ def lift_maxpool_as_relu() -> Iterator[None]:
         REWRITE_MAXPOOL.reset(token)
 
 
+def rewrite_record(m: nn.MaxPool2d, label: str, in_shape: Sequence[int]) -> dict:
+    """What result.json and the network panel say of one rewritten pool."""
+    return {"layer": label, "kernel_size": list(_pair(m.kernel_size)),
+            "stride": list(_pair(m.stride or m.kernel_size)), "padding": list(_pair(m.padding)),
+            "dilation": list(_pair(m.dilation)), "ceil_mode": bool(m.ceil_mode),
+            "in_shape": list(in_shape), "lifted_layers_added": relu_levels(m.kernel_size)}
+
+
 def relu_levels(kernel_size: int | Sequence[int]) -> int:
     """How many lifted ReLU layers the rewrite of a pool with this kernel adds."""
     kh, kw = _pair(kernel_size)

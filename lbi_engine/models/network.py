@@ -312,10 +312,11 @@ class LiftedNetwork:
         try:
             walker.walk(module)
         except NotAChain:  # residual additions or concatenation: lift the graph (§5.6)
-            layers = [LiftedLayer(*fields) for fields in lift_graph(
-                module, torch.zeros(2, *shape, dtype=dtype, device=device),
-                name or type(module).__name__)]
-            net = cls(layers, shape, name or type(module).__name__)
+            fields, rewrites = lift_graph(module, torch.zeros(2, *shape, dtype=dtype,
+                                                          device=device),
+                                          name or type(module).__name__)
+            net = cls([LiftedLayer(*f) for f in fields], shape, name or type(module).__name__)
+            net.rewrites = rewrites
             if verify:
                 verify_against(net, module, what=f"module '{net.name}'")
             return net

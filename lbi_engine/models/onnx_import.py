@@ -28,9 +28,16 @@ from lbi_engine.errors import (
     ShapeMismatchError,
     UnsupportedLayerError,
 )
-from lbi_engine.limits import _check_shape
+from lbi_engine.limits import LoadBudget, _check_shape
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
-from lbi_engine.models._onnx_graph import BATCHES, ELEMENTWISE, FOLD_OPS, fold, match_activation
+from lbi_engine.models._onnx_graph import (
+    BATCHES,
+    ELEMENTWISE,
+    FOLD_OPS,
+    fold,
+    fold_bytes,
+    match_activation,
+)
 from lbi_engine.models._onnx_translators import _OpTranslators
 from lbi_engine.models.importers import check_model_file
 
@@ -62,14 +69,18 @@ class _Builder(SegmentedWalk, _OpTranslators):
     The per-op translators (``_op_*``) and node helpers come from ``_onnx_translators``.
     """
 
-    def __init__(self, model: Any, path: Path, input_shape: Sequence[int] | None) -> None:
+    def __init__(self, model: Any, path: Path, input_shape: Sequence[int] | None,
+                 budget: LoadBudget | None = None) -> None:
         from onnx import numpy_helper
 
         self.path, self.graph = path, model.graph
+        self.load_budget = budget if budget is not None else _onnx_budget(path)
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           13)
-        self.consts: dict[str, np.ndarray] = {
-            t.name: numpy_helper.to_array(t) for t in self.graph.initializer}
+        self.consts: dict[str, np.ndarray] = {}
+        for t in self.graph.initializer:  # each a numpy copy of the protobuf's bytes
+            self.load_budget.charge(_tensor_bytes(t), f"initializer '{t.name}'")
+            self.consts[t.name] = numpy_helper.to_array(t)
         inputs = [i for i in self.graph.input if i.name not in self.consts]
         if len(inputs) != 1:
             raise UnsupportedLayerError(f"ONNX model {path.name!r} has {len(inputs)} data inputs "
@@ -118,8 +129,12 @@ class _Builder(SegmentedWalk, _OpTranslators):
                 a = self.attrs()
                 value: Any = a.get("value", a.get("value_float", a.get("value_floats",
                               a.get("value_int", a.get("value_ints")))))
-                self.consts[n.output[0]] = numpy_helper.to_array(value) \
-                    if hasattr(value, "dims") else np.array(value)
+                if hasattr(value, "dims"):  # a tensor: a numpy copy, charged like initializers
+                    self.load_budget.charge(_tensor_bytes(value),
+                                            f"Constant node '{n.name or n.output[0]}'")
+                    self.consts[n.output[0]] = numpy_helper.to_array(value)
+                else:
+                    self.consts[n.output[0]] = np.array(value)
         self.outputs = {o.name for o in self.graph.output}
         self.consumers: dict[str, list[int]] = {}
         for index, n in enumerate(nodes):
@@ -216,6 +231,9 @@ class _Builder(SegmentedWalk, _OpTranslators):
         for k in range(len(BATCHES)):
             args = [None if not i else self.consts[i] if i in self.consts
                     else self.shape_vals[i][k] for i in n.input]
+            # every folded constant is kept: their total, not only each one, is bounded
+            self.load_budget.charge(fold_bytes(n.op_type, args),
+                                    f"the constant folded by node '{n.name or n.op_type}'")
             vals.append(fold(n, args, self.opset))
             if all(i in self.consts for i in ins):
                 vals.append(vals[0])
@@ -288,6 +306,26 @@ class _Builder(SegmentedWalk, _OpTranslators):
 
 
 #: Most nodes of an ONNX graph lbi lifts (the environment variable raises it).
+def _onnx_budget(path: Path) -> LoadBudget:
+    """The one budget of loading ``path``: file, external data, initializers, folded
+    constants, layers and their activations (SECURITY.md, "The budget model")."""
+    return LoadBudget(f"ONNX file {str(path)!r}", "check that it is the right file, or "
+                      "simplify the graph (e.g. with onnxsim) and export it again")
+
+
+def _tensor_bytes(t: Any) -> int:
+    """Bytes of an initializer as a numpy array, from its dims and data type alone."""
+    import math
+
+    from onnx import helper
+
+    try:
+        item = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except Exception:  # an unknown data type: numpy_helper refuses it with its own words
+        item = 8
+    return math.prod(int(d) for d in t.dims) * max(1, item)
+
+
 MAX_NODES = 5000
 MAX_NODES_ENV = "LBI_MAX_GRAPH_NODES"
 
@@ -310,14 +348,14 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
     import onnx
 
     p = check_model_file(path, "ONNX")
-    from lbi_engine.limits import check_bytes
     from lbi_engine.models.footprint import check_onnx_external_data
 
+    budget = _onnx_budget(p)
     # onnx.load (here and in the external-data check) reads the file whole, then parses it
     # into a second copy
-    check_bytes(2 * p.stat().st_size, f"ONNX file {str(p)!r} ({p.stat().st_size:,} bytes)",
-                "check that it is the right file")
-    check_onnx_external_data(p)  # memory-estimate hook: sizes before anything is read
+    budget.charge(2 * p.stat().st_size, f"the file read and parsed ({p.stat().st_size:,} "
+                  "bytes)")
+    check_onnx_external_data(p, budget)  # memory-estimate hook: sizes before anything is read
     try:
         model = onnx.load(str(p))  # external weights, if any, next to the file
     except Exception as exc:  # protobuf raises DecodeError and friends
@@ -344,7 +382,7 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
                                  f"lbi reads opsets 1 to {newest}: export it again with a "
                                  "released opset (torch.onnx.export(..., opset_version=17)).")
     try:
-        return _Builder(model, p, input_shape).build()
+        return _Builder(model, p, input_shape, budget).build()
     except LbiError:
         raise
     except Exception as exc:  # malformed attributes, tensors, external data

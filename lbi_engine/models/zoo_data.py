@@ -1,7 +1,7 @@
 """Which bundled dataset fits which zoo network (Qt-free, torch-free).
 
 Why: the circle perceptron takes 64×64 images and the MNIST networks 28×28; a person who
-picks a network by clicking (issue #20, defect 1) or types ``lbi invert --network
+picks a network by clicking or types ``lbi invert --network
 circle-perceptron --sample 0`` must get a sample it can invert, never a shape error. Shapes
 come from the zoo's model cards (JSON) and the datasets' fixed image sizes, so this works
 before the engine (torch) has loaded.

@@ -38,6 +38,7 @@ from lbi_engine.regularisers._base import CONSTRAINT_TOL, Regulariser
 from lbi_engine.regularisers._gaussian import GaussianPrior, LowRankGaussian
 from lbi_engine.regularisers._gradient import GradientTikhonov, TotalVariation
 from lbi_engine.regularisers._pointwise import L1, Constraint, Tikhonov
+from lbi_engine.regularisers._tv_prox import TVProx, dual_ball_projection
 
 # The kinds live in rooms (_base, _gradient, _pointwise);
 # this module is the public home of all of them and of the factory, so importers never change.
@@ -45,7 +46,7 @@ __all__ = [
     "REGULARISER_NAMES", "Regulariser", "TotalVariation", "GradientTikhonov", "Tikhonov",
     "L1", "Constraint", "make_regulariser", "grad", "div", "grad_norm_sq", "CONSTRAINT_TOL",
     "LEARNED_REGULARISER_NAMES", "GaussianPrior", "LowRankGaussian", "parse_spec",
-    "regulariser_name",
+    "regulariser_name", "TVProx", "dual_ball_projection",
 ]
 
 REGULARISER_NAMES = (

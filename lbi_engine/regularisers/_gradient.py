@@ -23,6 +23,7 @@ from lbi_engine.operators.finite_differences import (
     tv_iso_value,
 )
 from lbi_engine.regularisers._base import Regulariser, _per_sample
+from lbi_engine.regularisers._tv_prox import INNER_MAX, THETA, TVProx
 
 __all__ = ["TotalVariation", "GradientTikhonov"]
 
@@ -77,6 +78,27 @@ class TotalVariation(_GradientDual):
 
     def subgradient(self, x: Tensor) -> Tensor:
         return -div(self.dual_certificate(x))
+
+    def fgp(self, batch: int, image_shape: tuple[int, ...], like: Tensor,
+            compiled: bool | None = None, theta: float = THETA,
+            inner_max: int = INNER_MAX) -> TVProx:
+        """The prox of lam (TV + box) for ``batch`` images of ``image_shape`` in ``like``'s
+        dtype and device, by FGP on buffers made once (``_tv_prox``). The backend, compiled
+        (numba, CPU) or torch, is chosen here once; ``theta`` and ``inner_max`` set its
+        accuracy (``_tv_prox``)."""
+        return TVProx(self.isotropic, self.lo, self.hi, batch, image_shape, like.dtype,
+                      like.device, compiled, theta=theta, inner_max=inner_max)
+
+    def prox(self, x: Tensor, lam: float, compiled: bool | None = None) -> Tensor:
+        """prox_{lam (TV + box)}(x) to rounding (FGP from 0 until its duality gap is at
+        rounding level) for images x ``(B, *image_shape)``: for tests and scripts; the
+        solvers keep a :meth:`fgp` object and its warm-started dual."""
+        prox = self.fgp(int(x.shape[0]), tuple(x.shape[1:]), x, compiled, theta=0.0,
+                        inner_max=100_000)
+        prox.v.copy_(x)
+        prox.y.copy_(x)
+        prox(float(lam))
+        return prox.u.clone()
 
 
 class GradientTikhonov(_GradientDual):

@@ -8,7 +8,7 @@ Imports numba: import only when about to be used (``_joint_one``).
 
 from __future__ import annotations
 
-from lbi_engine.solvers.backend import jit as _jit
+from lbi_engine.operators.backend import jit as _jit
 
 
 @_jit(fastmath=True)

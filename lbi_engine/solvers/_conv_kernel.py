@@ -1,4 +1,4 @@
-"""One sample's products with a convolution as a gathered GEMM, in compiled code (issue #23).
+"""One sample's products with a convolution as a gathered GEMM, in compiled code.
 
 The joint method's one-sample step (``_joint_one``) takes a product with every W_l and every
 W_l^T per step. As CSR matrices (``_sparse_maps``) the zoo CNN's two convolutions cost
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lbi_engine.solvers.backend import jit as _jit
+from lbi_engine.operators.backend import jit as _jit
 
 #: numpy views of the tensors the products were called with, by (address, size): the
 #: fast path calls them on the same buffers thousands of times, and ``Tensor.numpy()`` costs

@@ -6,7 +6,8 @@
 (docs/LAYERWISE.md). Smooth part + indicator: FISTA with step 1/L, L = ||W_l||^2 + w
 ||Sigma^{-1}|| + beta (grad of the Bregman term in h is W^T (sigma(W h + b) - d), 1-Lipschitz
 in W h: MATH.md §1.2), projection onto dom Psi_{l-1}, and the gradient restart of
-O'Donoghue–Candès per sample (monotone enough in practice, no extra product with W).
+O'Donoghue–Candès per sample (``_momentum``; monotone enough in practice, no extra product
+with W).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import Activation, Layer, Problem
+from lbi_engine.solvers._momentum import Momentum
 
 if TYPE_CHECKING:  # the solvers get priors from the problem, they never load them
     from lbi_engine.priors.feature import GaussianFeaturePrior
@@ -41,8 +43,7 @@ class GaussianStage:
         self.tau = step_scale / max(lipschitz, 1e-30)
         self.x = below.project(x0)
         self.y = self.x.clone()
-        self.t = torch.ones(x0.shape[0], dtype=x0.dtype, device=x0.device)
-        self.restarts = 0
+        self.momentum = Momentum(x0.shape[0], x0)
 
     def gradient(self, h: Tensor) -> Tensor:
         affine = self.layer.affine
@@ -62,13 +63,14 @@ class GaussianStage:
         batch = x_new.shape[0]
         uphill = ((self.y - x_new).reshape(batch, -1)
                   * (x_new - self.x).reshape(batch, -1)).sum(dim=1) > 0
-        t_next = 0.5 * (1.0 + torch.sqrt(1.0 + 4.0 * self.t * self.t))
-        coef = (self.t - 1.0) / t_next
-        coef = torch.where(uphill, torch.zeros_like(coef), coef)
-        self.restarts += int(uphill.sum())
+        coef = self.momentum.advance(uphill)
         self.y = x_new + _per_sample(coef, x_new) * (x_new - self.x)
-        self.t = torch.where(uphill, torch.ones_like(t_next), t_next)
         self.x = x_new
+
+    @property
+    def restarts(self) -> int:
+        """Momentum restarts so far, summed over the samples."""
+        return self.momentum.restarts
 
     def objective(self, h: Tensor) -> dict[str, Tensor]:
         """Per-sample (bregman, prior part = w R + beta/2 ||h||^2, discrepancy)."""

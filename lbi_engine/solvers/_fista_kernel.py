@@ -1,13 +1,13 @@
-"""The joint method's step for one sample after its gradient, in one compiled call (issue #23).
+"""The joint method's step for one sample after its gradient, in one compiled call.
 
 ``JointFista.step`` + ``accept_one`` without the gradient: the gradient step on every block,
-the TV prox of the image block (``_fgp_kernel.fgp_prox``, the same warm-started FGP and
-stopping test), the projection of the auxiliary blocks onto x >= 0 (ReLU), the restart test
-and the momentum extrapolation. As torch calls this was ~13 operations of ~2-5 us each on
-~3000 entries, a third of a step's time beside its six products with W; here it is one loop
-nest. The momentum coefficient is computed by the caller (Python floats rounded to the
-dtype, as ``JointFista._accept_scalar``), so the two paths agree to rounding. Imports numba:
-import only when about to be used.
+the TV prox of the image block (the compiled backend of the state's ``TVProx``, the same
+warm-started FGP and stopping test), the projection of the auxiliary blocks onto x >= 0
+(ReLU), the restart test and the momentum extrapolation. As torch calls this is ~13
+operations of ~2-5 us each on ~3000 entries, a third of a step's time beside its six
+products with W; here it is one loop nest. The momentum rule itself runs between the two
+kernel calls in Python (``_momentum.ScalarMomentum``, as ``JointFista._accept_scalar``), so
+the two paths agree to rounding. Imports numba: import only when about to be used.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from lbi_engine.solvers import _accelerated as _acc
-from lbi_engine.solvers._fgp_kernel import fgp_prox
-from lbi_engine.solvers.backend import jit as _jit
+from lbi_engine.operators.backend import jit as _jit
+from lbi_engine.regularisers._tv_kernel import fgp_prox
 
 
 class FusedStep:
@@ -29,44 +28,46 @@ class FusedStep:
         self._slots = [slot[0].numpy() for slot in state._slots]
         self._y, self._grad = state._y[0].numpy(), state._grad[0].numpy()
         self._tau = state._tau.numpy()
-        self._dual = state.dual.view(state._img[0], 2, *state._img[1:]).numpy()
-        self._images = (state._vbuf.numpy(), state._ybuf.numpy(), state._u.numpy())
+        self._prox = prox = state.tv_prox  # compiled: FusedStep is made only then
+        self._lam = state.lam  # the prox's kernel arguments for it, made once
+        self._args = (*prox.arrays, *prox.kernel_arguments(state.lam))
         self._scratch = np.zeros(1, dtype=self._y.dtype)
         # compile (or load from numba's cache) the kernels for this dtype on a 2x2 image
         tiny, img = np.zeros(5, dtype=self._y.dtype), np.zeros((1, 1, 2, 2), self._y.dtype)
-        prox_gradient_step(tiny, tiny.copy(), tiny.copy(), 4, tiny.copy(), img, img.copy(),
-                           np.zeros((1, 2, 1, 2, 2), dtype=self._y.dtype), img.copy(),
-                           state._active.copy(), 1.0, 1.0, state._iso, _acc.THETA, 0.0, 1,
-                           _acc.CHECK_EVERY, -math.inf, math.inf)
-        accept_momentum(tiny, tiny.copy(), tiny.copy(), 1.0, self._scratch)
+        prox_gradient_step(tiny, tiny.copy(), tiny.copy(), 4, tiny.copy(), tiny.copy(), img,
+                           img.copy(), np.zeros((1, 2, 1, 2, 2), dtype=self._y.dtype),
+                           img.copy(), np.ones(1, dtype=bool), 1.0, 1.0, prox.isotropic,
+                           prox.theta, 0.0, 1, prox.check_every, -math.inf, math.inf)
         # a warm start's first extrapolation as the kernel makes every later one (torch's
         # addcmul may round differently), so that a continued run repeats a straight one
-        extrapolate(self._slots[state._ix], self._slots[state._ip], float(state.coef),
+        extrapolate(self._slots[state._ix], self._slots[state._ip], state.momentum.coef,
                     self._scratch, self._y)
 
     def step(self, state: Any) -> float:
         """The step after the gradient (in ``state._grad``) and the momentum: writes x+ into
-        the state's free slot and the next y, updates t and the coefficient; returns the
-        restart test's dot product (not finite: nothing but the slot was written)."""
+        the state's free slot and the next y, advances the momentum; returns the restart
+        test's dot product (not finite: nothing but the slot was written)."""
         new, x = self._slots[state._in], self._slots[state._ix]
-        v_img, y_img, u_img = self._images
-        state.inner_steps += int(prox_gradient_step(
-            self._y, self._grad, self._tau, state._n0, new, v_img, y_img, self._dual, u_img,
-            state._active, state.lam, 1.0 / (state.lam * state.k_norm_sq), state._iso,
-            _acc.THETA, state._floor, _acc.INNER_MAX, _acc.CHECK_EVERY, state._lo, state._hi))
-        dot, t_next, coef = accept_momentum(self._y, new, x, float(state.t), self._scratch)
+        if state.lam != self._lam:
+            self._lam = state.lam
+            self._args = (*self._prox.arrays, *self._prox.kernel_arguments(state.lam))
+        inner, dot = prox_gradient_step(self._y, self._grad, self._tau, state._n0, new, x,
+                                        *self._args)
+        state.inner_steps += int(inner)
         if math.isfinite(dot):
-            state.t, state.coef = t_next, coef
+            coef = state.momentum.advance(dot > 0.0)
+            extrapolate(new, x, coef, self._scratch, self._y)
         return float(dot)
 
 
 @_jit()
-def prox_gradient_step(y, g, tau, n0, new, v_img, y_img, p, u_img, active, lam, step, iso,
+def prox_gradient_step(y, g, tau, n0, new, x, v_img, y_img, p, u_img, active, lam, step, iso,
                        theta, floor, max_steps, check_every, lo, hi):
     """new = prox(y - tau g): TV (+ box [lo, hi]) prox (FGP) on the first n0 entries, x >= 0
     on the rest.
     ``v_img``, ``y_img``, ``u_img`` are (1, lead, H, W) buffers of the image block, ``p`` its
-    dual (warm start, updated). Returns the FGP steps taken."""
+    dual (warm start, updated). Returns the FGP steps taken and the restart test's
+    <y - new, new - x> (float64; > 0 restarts, not finite iff new is not)."""
     n = y.shape[0]
     for i in range(n):
         new[i] = y[i] - tau[i] * g[i]
@@ -83,30 +84,10 @@ def prox_gradient_step(y, g, tau, n0, new, v_img, y_img, p, u_img, active, lam, 
     for i in range(n0, n):
         if new[i] < 0.0:
             new[i] = 0.0
-    return inner
-
-
-@_jit()
-def accept_momentum(y, new, x, t, scratch):
-    """The restart test and the momentum for x+ = ``new`` (``JointFista._accept_scalar``):
-    dot = <y - x+, x+ - x> (float64; > 0 restarts); t_next and the coefficient rounded to
-    the dtype through ``scratch`` (one entry of it); y = x+ + coef (x+ - x). Returns (dot,
-    t_next, coef); a non-finite dot (x+ not finite) leaves y alone."""
     dot = 0.0
-    for i in range(y.shape[0]):
+    for i in range(n):
         dot += (float(y[i]) - float(new[i])) * (float(new[i]) - float(x[i]))
-    if not math.isfinite(dot):
-        return dot, t, 0.0
-    scratch[0] = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t))
-    t_next = float(scratch[0])
-    if dot > 0.0:
-        t_next = 1.0
-        scratch[0] = 0.0
-    else:
-        scratch[0] = (t - 1.0) / t_next
-    c = scratch[0]
-    extrapolate(new, x, c, scratch, y)
-    return dot, t_next, float(scratch[0])
+    return inner, dot
 
 
 @_jit()

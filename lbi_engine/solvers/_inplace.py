@@ -24,8 +24,13 @@ from torch import Tensor
 from lbi_engine import protocols
 from lbi_engine.activations import Clip
 from lbi_engine.operators import ComposedMap, LinearMap, ReshapeMap
-from lbi_engine.regularisers import GradientTikhonov, Regulariser, TotalVariation
-from lbi_engine.solvers.backend import numba_enabled
+from lbi_engine.operators.backend import numba_enabled
+from lbi_engine.regularisers import (
+    GradientTikhonov,
+    Regulariser,
+    TotalVariation,
+    dual_ball_projection,
+)
 
 if TYPE_CHECKING:  # imported at run time only when a kernel is about to be used (numba)
     from lbi_engine.solvers._tv_kernels import PrimalDualKernel
@@ -36,14 +41,13 @@ Plan = Callable[[float, float], None]
 # -- regulariser: prox of the dual part h* --------------------------------------------------------
 def dual_prox_plan(reg: protocols.Regulariser, p: Tensor) -> Plan:
     """``p <- prox_{step h*}(p)`` in place for a fixed dual buffer p ``(B, 2, *image_shape)``."""
-    if isinstance(reg, TotalVariation) and not reg.isotropic:
+    if isinstance(reg, TotalVariation):  # h* the indicator of the ball: step, alpha unused
+        project = dual_ball_projection(p, reg.isotropic)
 
-        def box(step: float, alpha: float) -> None:
-            p.clamp_(-1.0, 1.0)
+        def ball(step: float, alpha: float) -> None:
+            project()
 
-        return box
-    if isinstance(reg, TotalVariation):
-        return _pixel_ball_plan(p)
+        return ball
     if isinstance(reg, GradientTikhonov):
 
         def shrink(step: float, alpha: float) -> None:
@@ -55,24 +59,6 @@ def dual_prox_plan(reg: protocols.Regulariser, p: Tensor) -> Plan:
         p.copy_(reg.prox_dual(p, step, alpha))
 
     return generic
-
-
-def _pixel_ball_plan(p: Tensor) -> Plan:
-    """Projection onto the pixelwise unit ball over the 2*C components (isotropic TV)."""
-    batch, pixels = p.shape[0], p.shape[-2] * p.shape[-1]
-    comps = p.view(batch, -1, pixels)  # (B, 2*C, H*W)
-    parts = comps.unbind(1)
-    scale = torch.empty(batch, pixels, dtype=p.dtype, device=p.device)
-    scale_b = scale.unsqueeze(1)
-
-    def project(step: float, alpha: float) -> None:
-        torch.mul(parts[0], parts[0], out=scale)
-        for part in parts[1:]:
-            scale.addcmul_(part, part)
-        scale.sqrt_().clamp_min_(1.0)
-        comps.div_(scale_b)
-
-    return project
 
 
 # -- regulariser: prox of the primal part (g and the box) -----------------------------------------

@@ -13,35 +13,32 @@ coordinate descent. With the block steps 1/m_l, m_0 = ||W_1||^2 + ||W_1||,
 m_l = 1 + ||W_{l+1}||^2 + ||W_l|| + ||W_{l+1}|| (block diagonal dominance of
 diag(m) - hess f, since sigma' in [0, 1] for a prox activation), a FISTA step on all blocks
 with the O'Donoghue–Candès gradient restart needs 5-10x fewer steps than the Gauss–Seidel
-sweeps (docs/LAYERWISE.md §Joint). The TV prox of the x_0 block is FGP on its dual,
-warm-started at the last dual: on the CPU the compiled kernel of the accelerated PDHG
-(``_fgp_kernel.fgp_prox``, stopped by the same duality-gap test relative to the step,
-``_accelerated.THETA``), elsewhere the same FGP and test in torch (``_fgp_torch``). At a
-fixed point of the whole iteration the dual is a fixed point of FGP, so the limit is exact;
-``dual`` is that dual (in the unit ball), so alpha K^T dual + grad_{x_0} f = 0 there. With a
-box [lo, hi] the FGP primal is clipped (constrained ROF). The learned Gaussian input prior is
+sweeps (docs/LAYERWISE.md §Joint). The TV prox of the x_0 block is the TV regulariser's own
+(``TotalVariation.fgp``: FGP on its dual, warm-started at the last dual, stopped by a
+duality-gap test relative to the step; compiled on the CPU, torch elsewhere), as in the
+accelerated one-layer method. At a fixed point of the whole iteration the dual is a fixed
+point of FGP, so the limit is exact; ``dual`` is that dual (in the unit ball), so
+alpha K^T dual + grad_{x_0} f = 0 there. With a box [lo, hi] the box is inside the prox
+(constrained ROF). The learned Gaussian input prior is
 smooth and joins f instead (``_smooth_prior``: per-pixel steps, then the clip onto its box).
 """
 
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Callable
 from typing import Any, cast
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from lbi_engine.operators import AffineMap
 from lbi_engine.protocols import Problem
-from lbi_engine.regularisers import GaussianPrior, TotalVariation
+from lbi_engine.regularisers import GaussianPrior, TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers import _accelerated as _acc
-from lbi_engine.solvers._fgp_torch import fgp_prox
 from lbi_engine.solvers._joint_one import OneSampleGradient
 from lbi_engine.solvers._joint_records import records_objective
+from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
 from lbi_engine.solvers._sparse_maps import sparse_or_self
 
 
@@ -109,23 +106,21 @@ class JointFista:
         self._y_views = self._views(self._y)
         self._grad = torch.empty_like(self._y)
         self._grad_views = self._views(self._grad)
-        # the momentum t and its last coefficient: (B,) tensors, or Python floats rounded to
-        # the dtype for one sample (see _accept_scalar)
-        self.t: Any = torch.ones(batch, dtype=like.dtype, device=like.device)
-        self.coef: Any = torch.zeros_like(self.t)
+        # FISTA's momentum with the restart (``_momentum``): (B,) tensors, or Python floats
+        # rounded to the dtype for one sample
+        state = None
         if x_prev is not None and momentum is not None:
             self._prev.copy_(x_prev.reshape(batch, -1))
-            self.t, self.coef = momentum.reshape(2, batch).to(like).clone().unbind(0)
-        torch.addcmul(self._x, self.coef.reshape(-1, 1), self._x - self._prev, out=self._y)
+            state = momentum.reshape(2, batch)
+        rule = Momentum(batch, like, state)
+        torch.addcmul(self._x, rule.coef.reshape(-1, 1), self._x - self._prev, out=self._y)
+        self.momentum: Momentum | ScalarMomentum = rule
         # the per-coordinate step (each block's tau over its entries)
         self._tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
                                for n, t in zip(self._sizes, self.taus, strict=True)])
         self._prior = self._smooth_prior(bounds[0], step_scale, like)
-        # one sample: the momentum coefficients as Python floats rounded to the dtype
-        self._scalar: Callable[[float], float] | None = None
         if batch == 1 and like.dtype in (torch.float32, torch.float64):
-            self._scalar = float if like.dtype == torch.float64 else _round32
-            self.t, self.coef = float(self.t[0]), float(self.coef[0])
+            self.momentum = ScalarMomentum(like.dtype, float(rule.t[0]), float(rule.coef[0]))
         # every auxiliary block's prox a projection onto x >= 0 (ReLU): one clamp for all
         self._relu_aux = all(type(layer.activation).__name__ == "ReLU"
                              for layer in self.layers[:-1])
@@ -142,26 +137,18 @@ class JointFista:
         self._slot_flat = [[part.view(-1) for part in slot[0].split(self._sizes)]
                         for slot in self._slots]  # per slot, for the records
         self._grad_flat = [part.view(-1) for part in self._grad[0].split(self._sizes)]
+        # the TV prox of the x_0 block, its backend (compiled on the CPU) chosen once here;
+        # ``dual`` is its warm-started dual
+        self.tv_prox: TVProx | None = None
+        if self._tv:
+            assert isinstance(inner, TotalVariation)
+            self.tv_prox = inner.fgp(batch, tuple(self.reg.image_shape), like)
         k_shape = self.reg.K(xs[0]).shape
-        self.dual = dual.reshape(k_shape).clone().contiguous() if dual is not None else \
+        self.dual = self.tv_prox.dual if self.tv_prox is not None else \
             torch.zeros(k_shape, dtype=like.dtype, device=like.device)
-        self.restarts = 0
+        if dual is not None:
+            self.dual.copy_(dual.reshape(k_shape))
         self.inner_steps = 0
-        self._kernel = _acc._compiled_prox() if like.device.type == "cpu" and self._tv else None
-        if self._kernel is not None:  # numpy views (B, lead, H, W) for the compiled prox
-            img = tuple(self.reg.image_shape)
-            lead = math.prod(img[:-2]) if len(img) > 2 else 1
-            self._img = (batch, lead, int(img[-2]), int(img[-1]))
-            self._u = torch.empty(self._img, dtype=like.dtype)
-            self._vbuf = torch.empty(self._img, dtype=like.dtype)
-            self._ybuf = torch.empty(self._img, dtype=like.dtype)
-            self._active = torch.ones(batch, dtype=torch.bool).numpy()
-            self._no_field = np.zeros((2, *self._img[1:]), dtype=self._u.numpy().dtype)
-            self._floor = 16.0 * torch.finfo(like.dtype).eps
-            assert isinstance(inner, TotalVariation)  # the kernel is made for TV only
-            self._iso = bool(inner.isotropic)
-            _acc._warm_up(self._kernel, self._u.numpy().dtype, self._iso)
-            self._tv_value(self._u)  # compiles (or loads) the TV loop outside the stopwatch
         self._zx: list[Tensor] | None = None
         self._fused = self._fused_step()
 
@@ -272,35 +259,21 @@ class JointFista:
         return records_objective(self)
 
     def _tv_value(self, x0: Tensor) -> Tensor:
-        """R(x_0) per sample; TV on the CPU by the compiled prox's own TV loop (float64 sums;
-        the torch formula costs ~10 small operations, as much as a product with W). The
-        iterate is in the box (the prox clips), so the raw value is the value."""
-        if self._kernel is None:
+        """R(x_0) per sample (the prox's TV loop; the iterate is in the box, so the raw value
+        is the value)."""
+        if self.tv_prox is None:
             return self.reg.value(x0)
-        from lbi_engine.solvers._fgp_kernel import _gap_parts
-
-        images = x0.reshape(self._img).numpy()
-        values = [_gap_parts(image, image, self._no_field, self._iso)[0] for image in images]
-        return torch.tensor(values, dtype=x0.dtype)
+        return self.tv_prox.value(x0)
 
     def _tv_prox(self, v: Tensor, y: Tensor) -> Tensor:
-        """FGP on the dual of min_u 1/2 ||u - v||^2 + lam TV(u) (u in the box), warm-started;
-        ``y`` is the point the step started from (the compiled prox's accuracy is relative to
-        u - y)."""
-        lam, reg = self.lam, self.reg
-        if self._kernel is not None:
-            self._vbuf.copy_(v.reshape(self._img))
-            self._ybuf.copy_(y.reshape(self._img))
-            dual = self.dual.view(self._img[0], 2, *self._img[1:])
-            self.inner_steps += int(self._kernel(
-                self._vbuf.numpy(), self._ybuf.numpy(), dual.numpy(), self._u.numpy(),
-                self._active, lam, 1.0 / (lam * self.k_norm_sq), self._iso, _acc.THETA,
-                self._floor, _acc.INNER_MAX, _acc.CHECK_EVERY, self._lo, self._hi))
-            return self._u
-        u, self.dual, steps = fgp_prox(reg, v, y, self.dual, lam, self.k_norm_sq, _acc.THETA,
-                                       _acc.INNER_MAX, _acc.CHECK_EVERY, self._lo, self._hi)
-        self.inner_steps += steps
-        return u
+        """The TV (+ box) prox of ``v`` with weight lam, warm-started at ``dual``; ``y`` is
+        the point the step started from (the prox's accuracy is relative to u - y)."""
+        prox = self.tv_prox
+        assert prox is not None  # step() calls this for TV only
+        prox.v.copy_(v.reshape(prox.v.shape))
+        prox.y.copy_(y.reshape(prox.y.shape))
+        self.inner_steps += prox(self.lam)
+        return prox.u
 
     def step(self) -> list[Tensor]:
         """The new iterates (not yet accepted): one prox-gradient step from ``ys``."""
@@ -346,17 +319,11 @@ class JointFista:
         x, scratch = self._x, self._slots[self._is]
         step = torch.sub(mine, x, out=scratch)
         dot = torch.sub(self._y, mine, out=self._grad).mul_(step).sum(dim=1)
-        if self._scalar is not None:  # one sample: the momentum in Python numbers
+        if isinstance(self.momentum, ScalarMomentum):  # one sample: Python numbers
             self._accept_scalar(float(dot), mine, step)
         else:
-            uphill = dot > 0
-            t_next = 0.5 * (1.0 + torch.sqrt(1.0 + 4.0 * self.t * self.t))
-            coef = torch.where(uphill, torch.zeros_like(t_next), (self.t - 1.0) / t_next)
-            if bool(uphill.any()):
-                self.restarts += int(uphill.sum())
+            coef = self.momentum.advance(dot > 0)
             torch.addcmul(mine, coef.reshape(-1, 1), step, out=self._y)
-            self.t = torch.where(uphill, torch.ones_like(t_next), t_next)
-            self.coef = coef
         # rotate: new -> x, x -> prev, prev -> free slot for the next step
         self._ix, self._ip, self._in = self._in, self._ix, self._ip
 
@@ -371,7 +338,8 @@ class JointFista:
         assert one is not None and zx is not None  # _fused is only made with them
         # z at y = x + c (x - x_prev) from those of the iterates (z is affine in x), all
         # layers in one operation on the flat buffers
-        coef = float(self.coef)
+        assert isinstance(self.momentum, ScalarMomentum)  # _fused is made for one sample
+        coef = self.momentum.coef
         if coef == 0.0:
             zy.copy_(zx[self._ix])
         else:
@@ -380,8 +348,6 @@ class JointFista:
         dot = self._fused.step(self)
         if not math.isfinite(dot):
             return False
-        if dot > 0:
-            self.restarts += 1
         one.forward_into(self._slot_flat[self._in], self._zx_views[self._in])  # W x+ + b
         self._ix, self._ip, self._in = self._in, self._ix, self._ip
         return True
@@ -389,7 +355,8 @@ class JointFista:
     def _fused_step(self) -> Any:
         """A ``_fista_kernel.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
         with numba (its kernels loaded here, outside any stopwatch); else None."""
-        if self._one is None or not self._relu_aux or self._kernel is None:
+        if self._one is None or not self._relu_aux or self.tv_prox is None or \
+                not self.tv_prox.compiled:
             return None
         from lbi_engine.solvers._fista_kernel import FusedStep
 
@@ -408,7 +375,7 @@ class JointFista:
         """accept() of the step's iterate for one sample, whose finiteness it checks for free:
         the restart test's <y - x+, x+ - x> is finite iff x+ is (x and y are). Returns False,
         keeping the current iterate, when it is not (the caller stops the run as diverged);
-        the per-step norms of RunMonitor.accept then need not be taken (issue #23)."""
+        the per-step norms of RunMonitor.accept then need not be taken."""
         mine, x, scratch = self._slots[self._in], self._x, self._slots[self._is]
         step = torch.sub(mine, x, out=scratch)
         dot = float(torch.sub(self._y, mine, out=self._grad).mul_(step).sum())
@@ -421,7 +388,12 @@ class JointFista:
     @property
     def one_sample(self) -> bool:
         """Whether :meth:`accept_one` applies (one sample, momentum in Python numbers)."""
-        return self._scalar is not None
+        return isinstance(self.momentum, ScalarMomentum)
+
+    @property
+    def restarts(self) -> int:
+        """Momentum restarts so far, summed over the samples."""
+        return self.momentum.restarts
 
     def last_change(self) -> Tensor:
         """||x - x_prev|| / ||x|| per sample: the last accepted step's relative change."""
@@ -431,28 +403,17 @@ class JointFista:
         return diff / size.clamp_min(1e-12)
 
     def _accept_scalar(self, dot: float, mine: Tensor, step: Tensor) -> None:
-        """The per-sample rule of accept_flat for B = 1 on Python floats (each tiny tensor
-        operation costs as much as a 784-entry one), rounded to the tensor dtype so that
-        momentum_state continues the run exactly."""
-        rnd = self._scalar
-        assert rnd is not None  # set for one sample, the only caller's case
-        t = float(self.t)
-        t_next = rnd(0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t * t)))
-        if dot > 0:
-            self.restarts += 1
-            coef, t_next = 0.0, 1.0
-        else:
-            coef = rnd((t - 1.0) / t_next)
+        """accept_flat's momentum for B = 1 on Python floats (``ScalarMomentum``)."""
+        assert isinstance(self.momentum, ScalarMomentum)  # made for one sample
+        coef = self.momentum.advance(dot > 0)
         torch.add(mine, step, alpha=coef, out=self._y)
-        self.t, self.coef = t_next, coef
 
     @property
     def momentum_state(self) -> tuple[Tensor, Tensor]:
         """(previous iterates flattened and concatenated, [t; coefficient]) for warm starts."""
-        like = self._x
-        t, coef = (torch.as_tensor(v, dtype=like.dtype, device=like.device).reshape(-1)
-                   for v in (self.t, self.coef))
-        return self._prev.clone(), torch.stack((t, coef))
+        rule = self.momentum
+        state = rule.state_on(self._x) if isinstance(rule, ScalarMomentum) else rule.state
+        return self._prev.clone(), state
 
     @staticmethod
     def _per_sample(v: Tensor, like: Tensor) -> Tensor:
@@ -485,7 +446,3 @@ def graph_bounds(network: Any) -> list[float]:
         for (j, _), a in zip(t, n, strict=True):
             m[j] += a * (1.0 + sum(n))
     return m
-
-
-def _round32(v: float) -> float:
-    return struct.unpack("f", struct.pack("f", v))[0]

@@ -1,4 +1,4 @@
-"""The joint method's gradient for one sample on the CPU, on buffers made once (issue #23).
+"""The joint method's gradient for one sample on the CPU, on buffers made once.
 
     grad_{x_0} f = W_1^T (sigma_1(z_1) - x_1),
     grad_{x_l} f = (x_l - z_l) + W_{l+1}^T (sigma_{l+1}(z_{l+1}) - x_{l+1}),
@@ -26,10 +26,10 @@ from typing import Protocol, cast
 import torch
 from torch import Tensor
 
+from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.protocols import Layer, Operator
 from lbi_engine.solvers._inplace import dense_matrix
 from lbi_engine.solvers._sparse_maps import SparseLinear
-from lbi_engine.solvers.backend import numba_enabled
 
 # activations whose sigma the fast path applies in place, by class name
 _IN_PLACE = ("ReLU", "Identity")

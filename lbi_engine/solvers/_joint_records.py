@@ -1,4 +1,4 @@
-"""The joint method's records: the objective's parts at the current iterates (issue #23).
+"""The joint method's records: the objective's parts at the current iterates.
 
 Records on the path of alpha "auto" come every 5 steps, so their cost counts: they use the
 step's maps (CSR convolutions on the CPU; the maps' own convolutions made each record cost
@@ -24,7 +24,7 @@ def records_objective(state: Any) -> dict[str, Tensor]:
     """``problem.objective_parts`` at a ``JointFista``'s iterates (typed Any: importing
     the class here would close an import cycle), with the step's maps (CSR
     convolutions on the CPU): records on the path of alpha "auto" come every few steps,
-    and the maps' own convolutions made each record cost ~10 steps (issue #23)."""
+    and the maps' own convolutions made each record cost ~10 steps."""
     problem, xs, maps = state.problem, state.xs, state.maps
     if state._graph is not None:  # a graph network: the problem's own sums (MATH.md §5.6)
         return problem.objective_parts(xs[0], list(xs[1:]))

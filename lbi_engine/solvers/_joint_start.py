@@ -1,4 +1,4 @@
-"""The joint method's starting point: the back-projection of the code (issue #23).
+"""The joint method's starting point: the back-projection of the code.
 
 Shared by the alpha search's first guess (``alpha.first_guess`` reads R(x_bp)) and the first
 solve of a run, so it is computed once per code tensor.

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lbi_engine.solvers._fgp_kernel import _jit
+from lbi_engine.operators.backend import jit as _jit
+from lbi_engine.operators.backend import numba_enabled
 
 #: The generic root solver's cap on Newton/bisection rounds (``ROOT_MAX_ITER``).
 MAX_ITER = 100
@@ -106,9 +107,7 @@ def compiled_prox(activation: object, like: Tensor) -> Callable[[Tensor, float],
     if kind is None or like.device.type != "cpu" or like.dtype not in (torch.float32,
                                                                         torch.float64):
         return None
-    from lbi_engine.solvers._accelerated import _compiled_prox
-
-    if _compiled_prox() is None:  # numba unusable (or LBI_NO_NUMBA)
+    if not numba_enabled():  # numba unusable (or LBI_NO_NUMBA)
         return None
     eps = float(torch.finfo(like.dtype).eps)
     probe = np.zeros((1, 1), dtype=np.float32 if like.dtype == torch.float32 else np.float64)

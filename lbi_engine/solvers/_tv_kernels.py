@@ -45,7 +45,7 @@ import numba
 import numpy as np
 from numpy.typing import DTypeLike
 
-from lbi_engine.solvers.backend import jit
+from lbi_engine.operators.backend import jit
 
 if TYPE_CHECKING:  # generic only in numba's stubs, not at run time
     from numba.core.dispatcher import Dispatcher
@@ -163,7 +163,7 @@ def _dual_sample(xa, xb, z_old, z_new, dz, b, k, kind, store_dz, norms, xbar, sc
     Work space: ``xbar`` (L, H W + W), zero past H W (the shifted loads of the last row read
     there, their results are discarded); ``scratch`` (2, H W); ``inner`` (H W,) bool, False
     on the last column. The gradient is ``finite_differences.GradInto``'s (entries grad never
-    writes are 0), the isotropic projection ``_inplace._pixel_ball_plan``'s, same order."""
+    writes are 0), the isotropic projection ``regularisers.dual_ball_projection``'s, same order."""
     lead, width = xa.shape[1], xa.shape[3]
     n = xa.shape[2] * width
     m = n - width
@@ -203,7 +203,7 @@ def _dual_sample(xa, xb, z_old, z_new, dz, b, k, kind, store_dz, norms, xbar, sc
         for j in range(n):
             v = zo[j] + s * (right[j] - u[j]) if inner[j] else zero
             zn[j] = _prox1(v, kind, one, shrink)
-    if kind == KIND_ISO:  # pixel norms over the 2L components, in _pixel_ball_plan's order
+    if kind == KIND_ISO:  # pixel norms over the 2L components, in dual_ball_projection's order
         ssq = scratch[1]
         for comp in range(2):
             for c in range(lead):

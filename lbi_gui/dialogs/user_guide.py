@@ -59,11 +59,11 @@ class UserGuide(QtWidgets.QDialog):
         return self.browser.toPlainText()
 
 
-def show_user_guide(parent: QtWidgets.QWidget) -> UserGuide:
-    guide = getattr(parent, "_user_guide", None)
+def show_user_guide(parent: QtWidgets.QWidget, guide: UserGuide | None = None) -> UserGuide:
+    """Show ``guide`` (the one opened before: one window, raised again on the next F1) or a
+    new one; returns it for the caller to keep."""
     if guide is None:
         guide = UserGuide(parent)
-        parent._user_guide = guide  # one window, raised again on the next F1
     guide.show()
     guide.raise_()
     guide.activateWindow()

@@ -1,4 +1,4 @@
-"""The engine child, started before the window and warmed while the window builds (#20).
+"""The engine child, started before the window and warmed while the window builds.
 
 Why: the first curve waits for the child's torch import (~3 s), loading the network and its
 operator norms (~1 s) and the first iteration's one-time work (numba's kernel cache, ~1 s).

@@ -312,7 +312,7 @@ class RunDriver:
         return PreparedInfo(
             request=req, network_name=str(getattr(bundle, "name", req.get("network"))),
             card=_card_with_lifting(bundle),
-            layers=[dict(row) for row in enc.summary()],
+            layers=layer_rows(enc),
             truth=img(prepared.truth_image), decoder=img(prepared.decoder_image),
             decoder_psnr=opt(prepared.decoder_psnr), delta=opt(prepared.delta),
             delta_squared=opt(prepared.delta_squared), noise_norm=opt(prepared.noise_norm),
@@ -352,12 +352,24 @@ class RunDriver:
                         prepared=info)
 
 
+def layer_rows(network: Any) -> list[dict[str, Any]]:
+    """The network panel's rows: the network's summary, plus, for a graph network (one whose
+    summary names each layer's ``inputs``), ``terms``: [state, kind of its map] per input
+    (states: 0 the input, i + 1 the output of layer i), so the panel can say what each
+    lifted node merges."""
+    rows = [dict(row) for row in network.summary()]
+    for i, row in enumerate(rows):
+        if "inputs" in row:
+            row["terms"] = [[int(j), str(m.kind)] for j, m in network.terms(i)]
+    return rows
+
+
 def _card_with_lifting(bundle: Any) -> dict[str, Any]:
     """The bundle's card, plus what lifting rewrote (max-pooling as ReLU layers) under
     "lifting", so that the network panel and an export can say so."""
     card = dict(getattr(bundle, "card", None) or {})
     enc = getattr(bundle, "encoder", None)
     rewrites = list(getattr(enc, "rewrites", None) or [])
-    if rewrites:
+    if rewrites and enc is not None:
         card["lifting"] = {"rewrites": rewrites, "note": enc.rewrite_note()}
     return card

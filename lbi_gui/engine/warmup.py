@@ -1,4 +1,4 @@
-"""The engine child's warm-up: load the engine at once, then warm the first problem (#20).
+"""The engine child's warm-up: load the engine at once, then warm the first problem.
 
 :class:`Warmup` runs in a thread of the child (:mod:`lbi_gui.engine.child`). It imports the
 engine at once, then prepares the window's initial problem (the loaded network is cached for

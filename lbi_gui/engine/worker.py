@@ -133,8 +133,10 @@ class ThreadBackend(QtCore.QObject):
         self.failed = self.worker.failed
         self._thread.start()
 
+    # EngineBackend names the solver's thread ``thread``; it hides QObject.thread() (which
+    # would return the GUI thread this object lives in), deliberately.
     @property
-    def thread(self) -> QtCore.QThread:
+    def thread(self) -> QtCore.QThread:  # type: ignore[override]
         return self._thread
 
     def boot(self) -> None:

@@ -20,7 +20,9 @@ import json
 import math
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from lbi_engine.errors import DataFileError, FormatVersionError, LbiError
 from lbi_engine.io import atomic_write_bytes
-from lbi_engine.limits import check_bytes
+from lbi_engine.limits import check_bytes, json_byte_limit, open_regular
 from lbi_gui.model.runs import CurveStore, RunResult
 from lbi_gui.params import DEFAULT_REQUEST, request_problems
 
@@ -54,7 +56,8 @@ MAX_JSON_BYTES = 32 * 2**20
 def save_session(path: str | Path, state: SessionState) -> Path:
     """Write ``state`` to ``path`` atomically (the caller has confirmed any overwrite)."""
     path = Path(path)
-    arrays: dict[str, np.ndarray] = {}
+    # Any, not np.ndarray: numpy's stub would let the ** below reach allow_pickle (a bool)
+    arrays: dict[str, Any] = {}
     runs_meta = []
     for i, run in enumerate(state.runs):
         runs_meta.append(run.to_json())
@@ -96,8 +99,11 @@ def load_session(path: str | Path) -> SessionState:
     path = Path(path)
     if not path.is_file():
         raise DataFileError(f"{path} does not exist or is not a file; choose a session file.")
+    # a regular file of at most the memory limit, checked on the descriptor that is read (a
+    # FIFO or a device swapped in after is_file() is refused, not read without end)
+    fh = open_regular(path, "session file", error=DataFileError)
     try:
-        with zipfile.ZipFile(path) as zf:
+        with fh, zipfile.ZipFile(fh) as zf:
             names = set(zf.namelist())
             if "session.json" not in names:
                 raise _bad(path, "it has no session.json inside")
@@ -144,7 +150,7 @@ def load_session(path: str | Path) -> SessionState:
         state = _state({**meta, "request": request}, arrays)
         _check_state(state)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise _bad(path, f"an entry is missing or malformed ({exc!r})") from exc
+        raise _bad(path, _why(exc)) from exc
     if consent_warning:
         state.warnings.append(consent_warning)
     return state
@@ -153,10 +159,11 @@ def load_session(path: str | Path) -> SessionState:
 def _check_sizes(path: Path, zf: zipfile.ZipFile) -> None:
     """Refuse before decompressing: declared sizes against the limits (zip bombs)."""
     total = 0
+    most = min(MAX_JSON_BYTES, json_byte_limit())  # parsing makes up to 24x the bytes
     for info in zf.infolist():
-        if info.filename == "session.json" and info.file_size > MAX_JSON_BYTES:
-            raise _bad(path, f"its session.json declares {info.file_size} bytes (a GUI state "
-                             "is a few kB)")
+        if info.filename == "session.json" and info.file_size > most:
+            raise _bad(path, f"its session.json declares {info.file_size:,} bytes, more than "
+                             f"the {most:,} lbi parses (a GUI state is a few kB)")
         total += info.file_size
     check_bytes(total, f"session {path} (its contents unpacked)",
                 "it is damaged or not a session saved by lbi; choose another file")
@@ -191,7 +198,52 @@ def _no_consent(request: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
+class _FieldError(ValueError):
+    """A session field of the wrong shape, named by its path (``runs[2].elapsed``)."""
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, _FieldError):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return f"the entry {exc.args[0]!r} is missing"
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return f"an entry is malformed ({text})"
+
+
+def _field(where: str, value: Any, kind: type, what: str) -> Any:
+    """``value`` if it is a ``kind``; else a _FieldError naming ``where`` and the value."""
+    if not isinstance(value, kind):
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise _FieldError(f"{where}={shown} is not {what}")
+    return value
+
+
+def _part(where: str, build: Callable[[], Any]) -> Any:
+    """``build()``, with any error it raises named by the field ``where``."""
+    try:
+        return build()
+    except _FieldError:
+        raise
+    except KeyError as exc:
+        raise _FieldError(f"{where}: the entry {exc.args[0]!r} is missing (in session.json, "
+                          "or its arrays in arrays.npz)") from exc
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else \
+            type(exc).__name__
+        raise _FieldError(f"{where} is malformed ({text})") from exc
+
+
 def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
+    _field("runs", meta.get("runs", []), list, "a list of runs")
+    current = _field("current", meta.get("current", {}), dict, "an object")
+    for key in ("has_curves", "has_shown"):
+        _field(f"current.{key}", current.get(key, False), bool, "true or false")
+    notes = _field("current.restart_notes", current.get("restart_notes", []), list,
+                   "a list of texts")
+    for i, note in enumerate(notes):
+        _field(f"current.restart_notes[{i}]", note, str, "text")
     request = dict(DEFAULT_REQUEST)
     request.update({k: v for k, v in dict(meta["request"]).items() if k in DEFAULT_REQUEST})
     if request.get("input_shape") is not None:
@@ -199,17 +251,18 @@ def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
     runs = []
     for i, run_meta in enumerate(meta.get("runs", [])):
         prefix = f"run{i}__"
+        _field(f"runs[{i}]", run_meta, dict, "an object")
         run_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
-        run = RunResult.from_parts(run_meta, run_arrays)
+        run = _part(f"runs[{i}]", partial(RunResult.from_parts, run_meta, run_arrays))
         # a run's parameters can be loaded back into the panels: never with a file's consent
         run.request = _no_consent(run.request)
         run.segments = [(k, _no_consent(req)) for k, req in run.segments]
         runs.append(run)
-    current = meta.get("current", {})
     curves = None
     if current.get("has_curves"):
         cur = {k[len("current__"):]: v for k, v in arrays.items() if k.startswith("current__")}
-        curves = CurveStore.from_arrays(cur, current.get("restart_notes", []))
+        curves = _part("current (the curves on screen)",
+                       lambda: CurveStore.from_arrays(cur, notes))
     shown = arrays.get("current__shown") if current.get("has_shown") else None
     gui = meta.get("gui", {})
     if not isinstance(gui, dict):

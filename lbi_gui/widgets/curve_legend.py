@@ -1,4 +1,4 @@
-"""The curves' legends: small, in the emptiest corner of their plot (issue #20, defect 13).
+"""The curves' legends: small, in the emptiest corner of their plot.
 
 pyqtgraph's default legend has 20 × 20-px samples and 9-pt text: with αR and three layers'
 Bregman terms it covered half of a plot of the minimum height, over the curves. Here: 14 × 8
@@ -40,8 +40,8 @@ def tighten(legend: pg.LegendItem) -> None:
 
 class CompactSample(pg.ItemSample):
     """A legend sample 14 × 8 px instead of pyqtgraph's 20 × 20: the rows are then as tall as
-    their 7-pt text, and four entries fit in a plot of the minimum height (defect 13 of
-    issue #20: the legend covered half of a small plot). A click still hides the curve."""
+    their 7-pt text, and four entries fit in a plot of the minimum height (a larger legend
+    covered half of a small plot). A click still hides the curve."""
 
     def __init__(self, item: pg.GraphicsObject) -> None:
         super().__init__(item)

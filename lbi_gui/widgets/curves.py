@@ -186,11 +186,11 @@ class CurvesPanel(QtWidgets.QWidget):
         self.stale = False
         self._order = [key for key, _t, _l in specs]
         self.columns = 3
-        self.scroll = QtWidgets.QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.scroll.setWidget(self.glw)
+        self.plots_area = QtWidgets.QScrollArea()
+        self.plots_area.setWidgetResizable(True)
+        self.plots_area.setFrameShape(QtWidgets.QFrame.Shape.NoFrame)
+        self.plots_area.setHorizontalScrollBarPolicy(QtCore.Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.plots_area.setWidget(self.glw)
         self.glw.setMinimumSize(1, 2 * MIN_PLOT_HEIGHT)
         self.x_key = "iteration"  # or "elapsed" (wall time of the solver, seconds)
         self._store: CurveStore | None = None
@@ -235,7 +235,7 @@ class CurvesPanel(QtWidgets.QWidget):
         lay.setSpacing(0)
         lay.addLayout(options)
         lay.addWidget(self.stale_banner)
-        lay.addWidget(self.scroll)
+        lay.addWidget(self.plots_area)
 
     def minimumSizeHint(self) -> QtCore.QSize:  # Qt override
         return QtCore.QSize(MIN_PLOT_WIDTH, MIN_PLOT_HEIGHT)
@@ -347,7 +347,7 @@ class CurvesPanel(QtWidgets.QWidget):
             place_legend(self.plots[key], legend)
 
     def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
-                     live_until: int) -> None:
+                     live_until: float) -> None:
         """An x range [first, end] that grows by half whenever the data reaches its end (so
         it follows the data instead of squashing it into [0, max_iter]); y ranges that only
         change when the data leaves them. ``live_until`` caps the x range at the iteration the

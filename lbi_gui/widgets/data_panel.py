@@ -9,7 +9,7 @@ import numpy as np
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.imaging import to_qimage
-from lbi_gui.widgets.panel import ParamPanel, form, info_label, set_combo_data
+from lbi_gui.widgets.panel import ParamPanel, form, info_label, set_combo_data, tool_button
 
 THUMBS_PER_PAGE = 12
 THUMB_PX = 44
@@ -43,8 +43,8 @@ class DataPanel(ParamPanel):
         self.thumbs.setMovement(QtWidgets.QListView.Movement.Static)
         self.thumbs.setSpacing(2)
         self.thumbs.setFixedHeight(2 * (THUMB_PX + 22) + 8)
-        self.prev_page = QtWidgets.QToolButton(text="◀")
-        self.next_page = QtWidgets.QToolButton(text="▶")
+        self.prev_page = tool_button("◀")
+        self.next_page = tool_button("▶")
         self.prev_page.setToolTip("Previous samples")
         self.next_page.setToolTip("Next samples")
         self.image_label = info_label("—")

@@ -20,6 +20,7 @@ from PySide6 import QtCore, QtGui, QtWidgets
 from lbi_gui.imaging import error_map, to_view
 from lbi_gui.widgets.image_tools import ContrastTools
 from lbi_gui.widgets.line_profile import LineProfile
+from lbi_gui.widgets.panel import tool_button
 
 TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
           "iterate": "Iterate x", "error": "Error x − x†"}
@@ -76,7 +77,7 @@ class ImageGrid(QtWidgets.QWidget):
         self.readout.setObjectName("pixelReadout")
         self.readout.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
         self.readout.setMinimumWidth(20)  # long read-outs are cut, never widen the window
-        self.fit_button = QtWidgets.QToolButton(text="Fit")
+        self.fit_button = tool_button("Fit")
         self.fit_button.setToolTip("Show the whole image in every view (F)")
         self.fit_button.clicked.connect(self.fit_view)
         row = QtWidgets.QHBoxLayout()

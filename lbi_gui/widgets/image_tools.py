@@ -16,6 +16,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6 import QtWidgets
 
+from lbi_gui.widgets.panel import tool_button
+
 #: (label, pyqtgraph colour map name; "-r" = reversed), napari's usual set.
 LUTS = [("Grey", "CET-L1"), ("Grey inverted", "CET-L1-r"), ("Viridis", "viridis"),
         ("Magma", "magma"), ("Inferno", "inferno"), ("Plasma", "plasma"),
@@ -40,7 +42,7 @@ HIST_BINS = 64
 def toggle_and_plot(text: str, tip: str, height: int
                     ) -> tuple[QtWidgets.QToolButton, pg.PlotWidget]:
     """A checkable tool button and the small (hidden) plot it shows under the images."""
-    button = QtWidgets.QToolButton(text=text)
+    button = tool_button(text)
     button.setCheckable(True)
     button.setToolTip(tip)
     plot = pg.PlotWidget(background="w")
@@ -63,7 +65,7 @@ class ContrastTools(QtWidgets.QWidget):
         self.lut.setSizeAdjustPolicy(
             QtWidgets.QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.lut.setMinimumContentsLength(3)
-        self.auto = QtWidgets.QToolButton(text="Auto")
+        self.auto = tool_button("Auto")
         self.auto.setToolTip(f"Auto contrast: levels from the {CLIP_PERCENT}th to the "
                              f"{100 - CLIP_PERCENT}th percentile of the images' values")
         self.hist_button, self.hist = toggle_and_plot(

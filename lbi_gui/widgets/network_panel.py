@@ -36,6 +36,27 @@ def parse_shape(text: str) -> tuple[int, ...] | None:
     return shape
 
 
+#: Map kinds that only place a state in the result (no weights): shown as the state itself.
+_PLACING_KINDS = ("Identity", "ChannelSlot")
+
+
+def describe_node(index: int, row: dict[str, Any]) -> str:
+    """What lifted node ``index`` (state x_{index+1}) merges, in one line, from a layer row
+    with ``terms`` ([state, map kind] per input; x0 is the network's input): e.g.
+    "x3 = relu(add: Conv2d(x2) + x1)" for a residual block, "x5 = identity(concat: x3 | x4)"
+    for a Fire module's concatenation, "x1 = relu(Conv2d(x0))" for a chain node."""
+    terms = row.get("terms") or [[index, row.get("kind", "")]]
+    kinds = [str(kind) for _j, kind in terms]
+    parts = [f"x{j}" if kind in _PLACING_KINDS else f"{kind}(x{j})" for j, kind in terms]
+    if len(parts) == 1:
+        merged = parts[0]
+    elif "ChannelSlot" in kinds:
+        merged = "concat: " + " | ".join(parts)
+    else:
+        merged = "add: " + " + ".join(parts)
+    return f"x{index + 1} = {row.get('activation', '')}({merged})"
+
+
 class NetworkPanel(ParamPanel):
     """Choose the network; shows its lifted layers or the reason it cannot be lifted."""
 
@@ -67,6 +88,13 @@ class NetworkPanel(ParamPanel):
         self.table.setSelectionBehavior(QtWidgets.QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.setAlternatingRowColors(True)
+        #: A graph network's lifted nodes, one line each with what it merges (hidden for a
+        #: chain, whose table says it all).
+        self.nodes = QtWidgets.QListWidget()
+        self.nodes.setToolTip("The lifted nodes of a network with residual additions or "
+                              "concatenations: x0 is the input, x_i the output of layer i")
+        self.nodes.setMaximumHeight(140)
+        self.nodes.hide()
         self.problem = info_label()
         self.problem.setObjectName("networkProblem")
         self.problem.setStyleSheet("QLabel#networkProblem { background: #fff3f0; color: #8a1f11;"
@@ -85,6 +113,7 @@ class NetworkPanel(ParamPanel):
         outer.addLayout(lay)
         outer.addWidget(self.summary)
         outer.addWidget(self.problem)
+        outer.addWidget(self.nodes)
         outer.addWidget(self.table, 1)
 
         self.combo.activated.connect(lambda _i: self._emit("network"))
@@ -149,8 +178,7 @@ class NetworkPanel(ParamPanel):
 
     def _ref(self, data: Any) -> Any:
         """The network reference behind an item's data (see :meth:`_key`)."""
-        refs = getattr(self, "_refs", {})
-        return refs.get(data, data) if isinstance(data, str) else data
+        return self._refs.get(data, data) if isinstance(data, str) else data
 
     def is_file(self, ref: Any) -> bool:
         """Whether ``ref`` names a network file (the user's own), not a zoo network."""
@@ -194,11 +222,18 @@ class NetworkPanel(ParamPanel):
                     item.setToolTip(str(layer["description"]))
                 self.table.setItem(r, c, item)
         self.table.resizeColumnsToContents()
+        graph = any(len(layer.get("terms") or ()) > 1 for layer in layers)
+        self.nodes.clear()
+        if graph:
+            self.nodes.addItems([describe_node(r, layer) for r, layer in enumerate(layers)])
+        self.nodes.setVisible(graph)
         desc = card.get("description") or card.get("summary") or ""
         note = (card.get("lifting") or {}).get("note")  # e.g. max-pooling as ReLU layers
         desc = f"{desc}<br>{note}" if desc and note else desc or note or ""
-        facts = (f"<b>{name}</b>: {len(layers)} lifted layers, input {_shape(input_shape)}, "
-                 f"output {_shape(output_shape)}")
+        merges = sum(len(layer.get("terms") or ()) > 1 for layer in layers)
+        kind = f" (a graph: {merges} of them merge several states)" if merges else ""
+        facts = (f"<b>{name}</b>: {len(layers)} lifted layers{kind}, input "
+                 f"{_shape(input_shape)}, output {_shape(output_shape)}")
         self.summary.setText(facts + (f"<br>{desc}" if desc else ""))
 
     def show_problem(self, message: str) -> None:

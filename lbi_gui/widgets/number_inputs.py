@@ -85,7 +85,7 @@ class ScientificSpinBox(QtWidgets.QDoubleSpinBox):
         except ValueError:
             return self.value()
 
-    def validate(self, text: str, pos: int) -> object:
+    def validate(self, text: str, pos: int) -> tuple[QtGui.QValidator.State, str, int]:
         t = text.strip().replace(",", ".")
         try:
             v = float(t)

@@ -74,3 +74,11 @@ def info_label(text: str = "") -> QtWidgets.QLabel:
     lab.setWordWrap(True)
     lab.setTextInteractionFlags(QtCore.Qt.TextInteractionFlag.TextSelectableByMouse)
     return lab
+
+
+def tool_button(text: str) -> QtWidgets.QToolButton:
+    """A tool button showing ``text`` (PySide6 accepts ``text=`` as a keyword, but its type
+    stubs do not declare Qt properties as keywords)."""
+    button = QtWidgets.QToolButton()
+    button.setText(text)
+    return button

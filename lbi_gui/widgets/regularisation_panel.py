@@ -113,7 +113,7 @@ class RegularisationPanel(ParamPanel):
                 if la:
                     self.set_layer_count(len(la))
                     for r, a in enumerate(la):
-                        self.layer_table.item(r, 0).setText(f"{float(a):.4g}")
+                        self._layer_cell(r).setText(f"{float(a):.4g}")
                 self.per_layer.setChecked(bool(la))
 
     def gui_state(self) -> dict[str, Any]:
@@ -158,13 +158,23 @@ class RegularisationPanel(ParamPanel):
         self.per_layer.setEnabled(method == "layerwise")
         self.layer_table.setEnabled(method == "layerwise" and self.per_layer.isChecked())
 
+    def _layer_cell(self, row: int) -> QtWidgets.QTableWidgetItem:
+        """The α cell of ``row`` (made when missing: :meth:`set_layer_count` fills every row,
+        but a table resized elsewhere may have empty ones)."""
+        item = self.layer_table.item(row, 0)
+        if item is None:
+            item = QtWidgets.QTableWidgetItem("")
+            self.layer_table.setItem(row, 0, item)
+        return item
+
     def _per_layer_toggled(self, on: bool) -> None:
         self.layer_table.setEnabled(on and self.per_layer.isEnabled())
         if on:
             with QtCore.QSignalBlocker(self.layer_table):
                 for r in range(self.layer_table.rowCount()):
-                    if not self.layer_table.item(r, 0).text():
-                        self.layer_table.item(r, 0).setText(f"{self.alpha.value():.4g}")
+                    cell = self._layer_cell(r)
+                    if not cell.text():
+                        cell.setText(f"{self.alpha.value():.4g}")
         self._emit("layer_alphas")
 
     def _layer_alphas(self) -> list[float] | None:

@@ -16,6 +16,7 @@ from lbi_gui.model import RunList, RunResult
 from lbi_gui.model.run_list import COLUMNS, matches, sort_key
 from lbi_gui.model.run_list import cell_text as _cell
 from lbi_gui.model_bridge import RunListSignals
+from lbi_gui.widgets.panel import tool_button
 
 #: The one column the user edits (free text; words starting with '#' are tags).
 NOTES_COLUMN = COLUMNS.index("notes")
@@ -55,7 +56,8 @@ class CompareView(QtWidgets.QWidget):
         self.glw.ci.setContentsMargins(2, 2, 2, 2)  # the pane is small: pixels go to images
         self.glw.ci.setSpacing(2)
         self.glw.setBackground("w")
-        self.plots, self.items = [], []
+        self.plots: list[pg.PlotItem] = []
+        self.items: list[pg.ImageItem] = []
         for col in range(3):
             plot = self.glw.addPlot(row=0, col=col)
             for axis in ("left", "bottom"):
@@ -156,14 +158,14 @@ class RunTable(QtWidgets.QWidget):
         self.table.sortByColumn(0, QtCore.Qt.SortOrder.AscendingOrder)  # oldest run first
         self.table.setAlternatingRowColors(True)
         self.compare_view = CompareView()
-        self.run_all = QtWidgets.QToolButton(text=RUN_ALL_TEXT)
+        self.run_all = tool_button(RUN_ALL_TEXT)
         self.run_all.setToolTip("Run every method on the current sample, one after another")
-        self.remove = QtWidgets.QToolButton(text="Delete")
+        self.remove = tool_button("Delete")
         self.remove.setToolTip("Remove the selected runs from the table (Delete)")
-        self.load = QtWidgets.QToolButton(text="Load params")
+        self.load = tool_button("Load params")
         self.load.setToolTip("Put the selected run's parameters on screen (to repeat or vary "
                              "it)")
-        self.export_table = QtWidgets.QToolButton(text="CSV…")
+        self.export_table = tool_button("CSV…")
         self.export_table.setToolTip("Save the table (every run, all columns) as CSV")
         self.filter = QtWidgets.QLineEdit()
         self.filter.setPlaceholderText("Filter runs…")
@@ -274,7 +276,7 @@ class RunTable(QtWidgets.QWidget):
         mode = QtCore.QItemSelectionModel.SelectionFlag.Select | \
             QtCore.QItemSelectionModel.SelectionFlag.Rows
         for r in range(self.table.rowCount()):
-            if self.table.item(r, 0).data(QtCore.Qt.ItemDataRole.UserRole + 1) in ids:
+            if self._row_id(r) in ids:
                 self.table.selectionModel().select(self.table.model().index(r, 0), mode)
 
     def _selection_changed(self) -> None:
@@ -324,7 +326,8 @@ class RunTable(QtWidgets.QWidget):
 
     def table_csv(self) -> str:
         """Every run (filtered or not) with every column, in the table's current order."""
-        return self.model.csv(self._row_id(r) for r in range(self.table.rowCount()))
+        ids = (self._row_id(r) for r in range(self.table.rowCount()))
+        return self.model.csv(i for i in ids if i is not None)
 
     def _load_selected(self) -> None:
         sel = self.selected()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6 import QtWidgets
+from PySide6 import QtGui, QtWidgets
 
 from lbi_gui.params import METHODS, STEP_MODES
 from lbi_gui.widgets.number_inputs import ScientificSpinBox
@@ -92,9 +92,13 @@ class SolverPanel(ParamPanel):
         for key, w in (("steps", self.steps), ("tol_mode", self.tol_mode),
                        ("device", self.device), ("dtype", self.dtype)):
             w.activated.connect(lambda _i, k=key: self._emit(k))
-        for key, w in (("max_iter", self.max_iter), ("tol", self.tol),
-                       ("report_every", self.report_every), ("threads", self.threads)):
-            w.valueChanged.connect(lambda _v, k=key: self._emit(k))
+        numbers: tuple[tuple[str, QtWidgets.QAbstractSpinBox], ...] = (
+            ("max_iter", self.max_iter), ("tol", self.tol), ("report_every", self.report_every),
+            ("threads", self.threads))
+        for key, box in numbers:
+            # both spin box kinds have valueChanged; their common base does not declare it
+            box.valueChanged.connect(  # type: ignore[attr-defined]
+                lambda _v, k=key: self._emit(k))
         self._update_switch()
 
     def values(self) -> dict[str, Any]:
@@ -126,17 +130,26 @@ class SolverPanel(ParamPanel):
         if available and self.device.findData("cuda") < 0:
             self.device.addItem("CUDA (GPU)", "cuda")
 
+    def _method_item(self, name: str) -> QtGui.QStandardItem:
+        """The method list's entry for ``name`` (a combo box's own model is a
+        QStandardItemModel, whose items can be disabled one by one)."""
+        model = self.method.model()
+        assert isinstance(model, QtGui.QStandardItemModel)
+        item = model.item(self.method.findData(name))
+        assert item is not None, name
+        return item
+
     def set_layer_count(self, n: int) -> None:
         """One-layer (alias PDHG) inverts one layer: offer it only for one-layer networks
         (others explain why)."""
         for name in ("one-layer", "pdhg"):
-            item = self.method.model().item(self.method.findData(name))
+            item = self._method_item(name)
             item.setEnabled(n == 1)
             item.setToolTip("" if n == 1 else f"This method inverts a single layer; this "
                             f"network has {n}. Use auto, joint or layer-wise.")
         # Layer-wise inverts a network stage by stage: with one layer there are no stages and
         # it would be the one-layer method under another name, so it is not offered.
-        item = self.method.model().item(self.method.findData("layerwise"))
+        item = self._method_item("layerwise")
         item.setEnabled(n > 1)
         item.setToolTip("" if n > 1 else LAYERWISE_NEEDS_LAYERS)
         self._layers = n

@@ -1,3 +1,3 @@
-"""The main window: its layout (main_window), what it does with data, files and runs (the
-data/files/run mixins), its actions and shortcuts, the run controller that talks to the engine
-backend, and the Qt bridge that re-emits the Qt-free model's events as signals."""
+"""The main window: its layout (main_window, layout), the collaborators it hands itself to
+(parameters, run, files, data; typed by host.WindowHost), its actions and shortcuts, and the
+run controller that talks to the engine backend."""

@@ -2,13 +2,43 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from PySide6 import QtGui, QtWidgets
 
+Slot = Callable[[], object]
 
-def _action(window: QtWidgets.QMainWindow, text: str, slot: Any, shortcut: str | None = None,
+
+@dataclass
+class WindowActions:
+    """The main window's actions (menus, toolbar, shortcuts) and the menus filled later."""
+
+    run: QtGui.QAction
+    pause: QtGui.QAction
+    stop: QtGui.QAction
+    finish: QtGui.QAction
+    reset: QtGui.QAction
+    switch: QtGui.QAction
+    run_all: QtGui.QAction
+    open_network: QtGui.QAction
+    import_network: QtGui.QAction
+    open_image: QtGui.QAction
+    open_data: QtGui.QAction
+    open_session: QtGui.QAction
+    save_session: QtGui.QAction
+    save_session_as: QtGui.QAction
+    export: QtGui.QAction
+    quit: QtGui.QAction
+    about: QtGui.QAction
+    guide: QtGui.QAction
+    reset_layout: QtGui.QAction
+    fit_view: QtGui.QAction
+    recent_menu: QtWidgets.QMenu
+    view_menu: QtWidgets.QMenu
+
+
+def _action(window: QtWidgets.QMainWindow, text: str, slot: Slot, shortcut: str | None = None,
             tip: str | None = None, icon: QtWidgets.QStyle.StandardPixmap | None = None
             ) -> QtGui.QAction:
     act = QtGui.QAction(text, window)
@@ -24,81 +54,86 @@ def _action(window: QtWidgets.QMainWindow, text: str, slot: Any, shortcut: str |
     return act
 
 
-def _import_network(w: Any) -> None:
-    from lbi_gui.dialogs.import_network import open_import_dialog
-
-    open_import_dialog(w)
-
-
-def build_actions(w: Any) -> SimpleNamespace:
-    """Create every action of MainWindow ``w`` and put them into menus and the toolbar."""
+def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> WindowActions:
+    """Create every action of the main window ``w``, each calling ``slots[name]``, and put
+    them into menus and the toolbar."""
     sp = QtWidgets.QStyle.StandardPixmap
-    a = SimpleNamespace()
-    a.run = _action(w, "&Run", w.run, "Ctrl+R", "Run the inversion", sp.SP_MediaPlay)
-    a.pause = _action(w, "&Pause", w.toggle_pause, "Space", "Pause / resume", sp.SP_MediaPause)
-    a.stop = _action(w, "&Stop", w.stop, "Esc", "Stop and discard this run", sp.SP_MediaStop)
-    a.finish = _action(w, "&Finish now", w.finish_now, "Ctrl+Return",
-                       "Finish now — keep this iterate as the result", sp.SP_DialogApplyButton)
-    a.reset = _action(w, "Rese&t", w.reset, "Ctrl+Backspace",
-                      "Stop and clear the iterate and curves", sp.SP_BrowserReload)
-    a.switch = _action(w, "Joint ⇄ layer-wise", w.solver_panel.toggle_joint_layerwise,
-                       "Ctrl+L", "Switch between the joint and the layer-wise method")
-    a.run_all = _action(w, "Run &all methods", w.run_all_methods, "Ctrl+Shift+R",
-                        "Run every method on the current sample")
-    a.open_network = _action(w, "Open &network…", w.open_network_dialog, "Ctrl+Shift+N")
-    a.import_network = _action(w, "Im&port network…", lambda: _import_network(w), None,
-                               "Convert ONNX / .pt2 / a state dict + card once into the zoo's "
-                               "safe format and open it")
-    a.open_image = _action(w, "Open &image / NPY…", w.open_image_dialog, "Ctrl+I")
-    a.open_data = _action(w, "Load measured &y…", w.open_data_dialog)
-    a.open_session = _action(w, "&Open session…", w.open_session_dialog, "Ctrl+O")
-    a.save_session = _action(w, "&Save session", w.save_session, "Ctrl+S")
-    a.save_session_as = _action(w, "Save session &as…", w.save_session_as, "Ctrl+Shift+S")
-    a.export = _action(w, "&Export…", w.export_dialog, "Ctrl+E",
-                       "Export the result (images, curves, plots, run record)",
-                       sp.SP_DialogSaveButton)
-    a.quit = _action(w, "&Quit", w.close, "Ctrl+Q", "Quit (stops a running solve cleanly)")
-    a.about = _action(w, "&About lbi", w.show_about)
-    a.guide = _action(w, "&User guide", w.show_user_guide, "F1",
-                      "The user guide: the maths in a few lines and every control explained")
-    a.reset_layout = _action(w, "Reset &layout", w.reset_layout)
-    a.fit_view = _action(w, "&Fit images to view", w.image_grid.fit_view, "Ctrl+0",
-                         "Show the whole image in every view (resets the zoom)")
+
+    def act(name: str, text: str, shortcut: str | None = None, tip: str | None = None,
+            icon: QtWidgets.QStyle.StandardPixmap | None = None) -> QtGui.QAction:
+        return _action(w, text, slots[name], shortcut, tip, icon)
+
+    run = act("run", "&Run", "Ctrl+R", "Run the inversion", sp.SP_MediaPlay)
+    pause = act("pause", "&Pause", "Space", "Pause / resume", sp.SP_MediaPause)
+    stop = act("stop", "&Stop", "Esc", "Stop and discard this run", sp.SP_MediaStop)
+    finish = act("finish", "&Finish now", "Ctrl+Return",
+                 "Finish now — keep this iterate as the result", sp.SP_DialogApplyButton)
+    reset = act("reset", "Rese&t", "Ctrl+Backspace", "Stop and clear the iterate and curves",
+                sp.SP_BrowserReload)
+    switch = act("switch", "Joint ⇄ layer-wise", "Ctrl+L",
+                 "Switch between the joint and the layer-wise method")
+    run_all = act("run_all", "Run &all methods", "Ctrl+Shift+R",
+                  "Run every method on the current sample")
+    open_network = act("open_network", "Open &network…", "Ctrl+Shift+N")
+    import_network = act("import_network", "Im&port network…", None,
+                         "Convert ONNX / .pt2 / a state dict + card once into the zoo's "
+                         "safe format and open it")
+    open_image = act("open_image", "Open &image / NPY…", "Ctrl+I")
+    open_data = act("open_data", "Load measured &y…")
+    open_session = act("open_session", "&Open session…", "Ctrl+O")
+    save_session = act("save_session", "&Save session", "Ctrl+S")
+    save_session_as = act("save_session_as", "Save session &as…", "Ctrl+Shift+S")
+    export = act("export", "&Export…", "Ctrl+E",
+                 "Export the result (images, curves, plots, run record)",
+                 sp.SP_DialogSaveButton)
+    quit_ = act("quit", "&Quit", "Ctrl+Q", "Quit (stops a running solve cleanly)")
+    about = act("about", "&About lbi")
+    guide = act("guide", "&User guide", "F1",
+                "The user guide: the maths in a few lines and every control explained")
+    reset_layout = act("reset_layout", "Reset &layout")
+    fit_view = act("fit_view", "&Fit images to view", "Ctrl+0",
+                   "Show the whole image in every view (resets the zoom)")
 
     bar = w.menuBar()
     file_menu = bar.addMenu("&File")
-    for act in (a.open_network, a.import_network, a.open_image, a.open_data):
-        file_menu.addAction(act)
+    for a in (open_network, import_network, open_image, open_data):
+        file_menu.addAction(a)
     file_menu.addSeparator()
-    file_menu.addAction(a.open_session)
-    a.recent_menu = file_menu.addMenu("Open &recent")
-    file_menu.addAction(a.save_session)
-    file_menu.addAction(a.save_session_as)
+    file_menu.addAction(open_session)
+    recent_menu = file_menu.addMenu("Open &recent")
+    file_menu.addAction(save_session)
+    file_menu.addAction(save_session_as)
     file_menu.addSeparator()
-    file_menu.addAction(a.export)
+    file_menu.addAction(export)
     file_menu.addSeparator()
-    file_menu.addAction(a.quit)
+    file_menu.addAction(quit_)
     run_menu = bar.addMenu("&Run")
-    for act in (a.run, a.pause, a.stop, a.finish, a.reset):
-        run_menu.addAction(act)
+    for a in (run, pause, stop, finish, reset):
+        run_menu.addAction(a)
     run_menu.addSeparator()
-    run_menu.addAction(a.switch)
-    run_menu.addAction(a.run_all)
-    a.view_menu = bar.addMenu("&View")
-    a.view_menu.addAction(a.fit_view)
-    a.view_menu.addSeparator()
+    run_menu.addAction(switch)
+    run_menu.addAction(run_all)
+    view_menu = bar.addMenu("&View")
+    view_menu.addAction(fit_view)
+    view_menu.addSeparator()
     help_menu = bar.addMenu("&Help")
-    help_menu.addAction(a.guide)
-    help_menu.addAction(a.about)
+    help_menu.addAction(guide)
+    help_menu.addAction(about)
 
     tb = w.addToolBar("Run control")
     tb.setObjectName("runToolbar")
     tb.setToolButtonStyle(QtGui.Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-    for act in (a.run, a.pause, a.stop, a.finish, a.reset):
-        tb.addAction(act)
+    for a in (run, pause, stop, finish, reset):
+        tb.addAction(a)
     tb.addSeparator()
-    tb.addAction(a.switch)
-    tb.addAction(a.run_all)
+    tb.addAction(switch)
+    tb.addAction(run_all)
     tb.addSeparator()
-    tb.addAction(a.export)
-    return a
+    tb.addAction(export)
+    return WindowActions(
+        run=run, pause=pause, stop=stop, finish=finish, reset=reset, switch=switch,
+        run_all=run_all, open_network=open_network, import_network=import_network,
+        open_image=open_image, open_data=open_data, open_session=open_session,
+        save_session=save_session, save_session_as=save_session_as, export=export,
+        quit=quit_, about=about, guide=guide, reset_layout=reset_layout, fit_view=fit_view,
+        recent_menu=recent_menu, view_menu=view_menu)

@@ -295,7 +295,7 @@ class RunController(QtCore.QObject):
                            x_raw=out.x_raw, x_display=out.x_display, curves=self.curves,
                            user_action=out.user_action,
                            decoder_psnr=self.run_info.decoder_psnr if self.run_info else None,
-                           segments=list(getattr(out, "segments", []) or []),
+                           segments=list(out.segments),
                            truth=self.run_info.truth if self.run_info else None,
                            **_problem_of(self.run_info))
         self.last_result = result
@@ -339,10 +339,10 @@ def _problem_of(info: PreparedInfo | None) -> dict[str, Any]:
     """What a RunResult keeps of its problem, so an export writes what ``lbi invert`` does."""
     if info is None:
         return {}
-    return {"network": {"name": info.network_name, "sha256": getattr(info, "sha256", None),
+    return {"network": {"name": info.network_name, "sha256": info.sha256,
                         "input_shape": list(info.input_shape),
                         "output_shape": list(info.output_shape), "layers": len(info.layers),
-                        "has_decoder": bool(getattr(info, "has_decoder", False)),
+                        "has_decoder": info.has_decoder,
                         **_rewrites_of(info)},
             "preprocessing": dict(info.preprocessing or {}), "decoder": info.decoder}
 

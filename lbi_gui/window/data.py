@@ -1,7 +1,7 @@
-"""Data before the engine, network/data compatibility, number-field shortcuts (a mixin of
-MainWindow).
+"""Data before the engine, network/data compatibility, number-field shortcuts (collaborators
+of the main window).
 
-Why here: these are the window's start-up and input conveniences (issue #20): the sample,
+Why here: these are the window's start-up and input conveniences: the sample,
 thumbnails and ground truth show from numpy before torch loads; choosing a zoo network brings
 a dataset it can invert (and the other way round); run-control shortcuts work while a number
 field has the focus.
@@ -16,44 +16,49 @@ from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.widgets.data_panel import THUMBS_PER_PAGE
 from lbi_gui.widgets.number_inputs import ScientificSpinBox
+from lbi_gui.window.host import WindowHost
 
 
-class DataMixin:
-    """Needs the MainWindow's panels, controller, image grid and status bar."""
+class DataInputs:
+    """The data panel's sources (bundled sets before and after the engine loads) and the
+    agreement between the network and the data chosen."""
 
-    def _match_network_and_data(self, key: str) -> None:
+    def __init__(self, window: WindowHost) -> None:
+        self.w = window
+
+    def match_network_and_data(self, key: str, old: dict[str, Any] | None = None) -> None:
         """Keep a zoo network and a bundled dataset compatible: choosing one brings the other
         along (the circle perceptron takes 64×64 cartoons, the MNIST networks 28×28 digits)."""
         from lbi_engine.models import zoo_data as compat
 
-        req = self.current_request()
+        req = self.w.current_request()
         if req.get("image") or req.get("data") or req.get("truth"):
             return  # the user's own files: their size is checked (or resized) by the engine
         if key == "network":
             dataset = compat.dataset_for(compat.zoo_input_shape(req["network"]), req["dataset"])
             if dataset and dataset != req["dataset"]:
                 split = compat.FIRST_SPLIT.get(dataset)
-                self.data_panel.set_values({"dataset": dataset, "split": split, "index": 0})
-                self._load_splits(dataset)
-                self._load_thumbnails(dataset, self.data_panel.values()["split"], 0,
+                self.w.model.selection.update({"dataset": dataset, "split": split, "index": 0})
+                self.load_splits(dataset)
+                self.load_thumbnails(dataset, self.w.data_panel.values()["split"], 0,
                                       THUMBS_PER_PAGE)
-                self.statusBar().showMessage(
+                self.w.statusBar().showMessage(
                     f"{req['network']} takes other images: switched the data to {dataset}", 6000)
         else:
-            zoo = [self.network_panel.combo.itemData(i)
-                   for i in range(self.network_panel.combo.count())]
-            zoo = [z for z in zoo if isinstance(z, str) and not self.network_panel.is_file(z)]
+            zoo = [self.w.network_panel.combo.itemData(i)
+                   for i in range(self.w.network_panel.combo.count())]
+            zoo = [z for z in zoo if isinstance(z, str) and not self.w.network_panel.is_file(z)]
             if req["network"] not in zoo:
                 # The user's own network is never swapped for a zoo one: data that does not
                 # fit it is refused instead (the engine decides when its shape is unknown).
                 misfit = self._data_misfit(req)
                 if misfit:
-                    self._refuse_data(misfit)
+                    self._refuse_data(misfit, old)
                 return
             network = compat.network_for(req["dataset"], req["network"], zoo)
             if network and network != req["network"]:
-                self.network_panel.set_values({"network": network})
-                self.statusBar().showMessage(
+                self.w.model.selection.update({"network": network})
+                self.w.statusBar().showMessage(
                     f"{req['dataset']} images do not fit {req['network']}: switched the "
                     f"network to {network}", 6000)
 
@@ -62,7 +67,7 @@ class DataMixin:
         (None: it can, or its input size is not known yet)."""
         from lbi_engine.models import zoo_data as compat
 
-        info = self.info
+        info = self.w.info
         want = compat.DATASET_SHAPES.get(req["dataset"])
         if info is None or want is None or req.get("resize") \
                 or (info.request or {}).get("network") != req["network"]:
@@ -76,35 +81,35 @@ class DataMixin:
         return (f"{req['dataset']} images are {want[1]}×{want[2]}; {name} takes inputs of "
                 f"shape {'×'.join(map(str, shape))}.")
 
-    def _refuse_data(self, why: str) -> None:
+    def _refuse_data(self, why: str, old: dict[str, Any] | None) -> None:
         """Keep the network and the data that fit it; say why the new data was refused."""
         from lbi_gui.dialogs.messages import show_error
 
-        good = self._pending_old or self.good_request or {}
-        self._show_data({k: good.get(k) for k in ("dataset", "split", "index") if k in good})
-        show_error(self, "These images do not fit the network", why,
+        good = old or self.w.good_request or {}
+        self.show_data({k: good.get(k) for k in ("dataset", "split", "index") if k in good})
+        show_error(self.w.window(), "These images do not fit the network", why,
                    fix="Keep your network and pick data of its input size, tick “Resize "
                        "images to the network input”, or open your own image (File → Open "
                        "image…).")
 
-    def _show_data(self, values: dict[str, Any]) -> None:
+    def show_data(self, values: dict[str, Any]) -> None:
         """Dataset, its own splits, split, index and the thumbnails of that page, agreeing
         (after a refusal or a revert: the split combo must not keep the other set's splits)."""
         dataset = values.get("dataset")
         if dataset:
-            self.data_panel.set_values({"dataset": dataset})
-            self._load_splits(dataset)
+            self.w.data_panel.set_values({"dataset": dataset})
+            self.load_splits(dataset)
         if values.get("split"):
-            self.data_panel.set_values({"split": values["split"]})
-        self._load_splits("")  # the size of the split now chosen bounds the index: set it next
+            self.w.data_panel.set_values({"split": values["split"]})
+        self.load_splits("")  # the size of the split now chosen bounds the index: set it next
         if "index" in values:
-            self.data_panel.set_values({"index": values["index"]})
-        index = int(self.data_panel.values()["index"])
-        v = self.data_panel.values()
-        self._load_thumbnails(v["dataset"], v["split"], index - index % THUMBS_PER_PAGE,
+            self.w.data_panel.set_values({"index": values["index"]})
+        index = int(self.w.data_panel.values()["index"])
+        v = self.w.data_panel.values()
+        self.load_thumbnails(v["dataset"], v["split"], index - index % THUMBS_PER_PAGE,
                               THUMBS_PER_PAGE)
 
-    def _show_data_early(self) -> None:
+    def show_data_early(self) -> None:
         """Zoo, datasets, thumbnails and the ground truth before the engine (torch) loads.
 
         All of it is read with numpy (:func:`lbi_gui.engine.data_view`), so the window shows
@@ -115,28 +120,28 @@ class DataMixin:
 
         view = engine.data_view()
         try:
-            self.network_panel.set_zoo(view.list_zoo())
-            self.data_panel.set_datasets(view.list_datasets())
+            self.w.network_panel.set_zoo(view.list_zoo())
+            self.w.data_panel.set_datasets(view.list_datasets())
         except Exception as exc:  # a broken install: the engine will say more
-            self.statusBar().showMessage(f"Bundled data: {exc}", 5000)
+            self.w.statusBar().showMessage(f"Bundled data: {exc}", 5000)
             return
-        self._load_splits(self._request.get("dataset") or "mnist")
-        self.set_request(self._request)
-        self._preview_truth()
+        self.load_splits(self.w.model.selection.request.get("dataset") or "mnist")
+        self.w.set_request(self.w.model.selection.request)
+        self.preview_truth()
 
-    def _preview_truth(self) -> None:
+    def preview_truth(self) -> None:
         """The dataset sample as ground truth while the engine is still starting."""
-        if self.controller.engine_info is not None:
+        if self.w.controller.engine_info is not None:
             return  # the engine's prepare shows the truth (and the decoder output)
-        req = self.current_request()
+        req = self.w.current_request()
         if req.get("image") or req.get("data") or req.get("truth"):
             return  # user files are read by the engine (allow-listed readers)
         try:
             sample = self._data_source().get_sample(req["dataset"], req["split"],
                                                     int(req["index"]))
-            self.image_grid.set_truth(sample[0].detach().cpu().numpy())
+            self.w.image_grid.set_truth(sample[0].detach().cpu().numpy())
         except Exception:  # an unknown set or index: prepare will report it
-            self.image_grid.set_truth(None)
+            self.w.image_grid.set_truth(None)
 
     @staticmethod
     def _data_source() -> Any:
@@ -145,19 +150,19 @@ class DataMixin:
 
         return engine.load_engine() if engine.engine_loaded() else engine.data_view()
 
-    def _load_splits(self, dataset: str) -> None:
+    def load_splits(self, dataset: str) -> None:
         """Splits of ``dataset`` ("" = keep them) and the size of the chosen split."""
         eng = self._data_source()
-        values = self.data_panel.values()
+        values = self.w.data_panel.values()
         try:
             if dataset:
-                self.data_panel.set_splits(list(eng.list_splits(dataset)), None)
-                values = self.data_panel.values()
-            self.data_panel.set_size(eng.dataset_size(values["dataset"], values["split"]))
+                self.w.data_panel.set_splits(list(eng.list_splits(dataset)), None)
+                values = self.w.data_panel.values()
+            self.w.data_panel.set_size(eng.dataset_size(values["dataset"], values["split"]))
         except Exception as exc:  # an unknown dataset name from a session
-            self.statusBar().showMessage(f"Dataset: {exc}", 5000)
+            self.w.statusBar().showMessage(f"Dataset: {exc}", 5000)
 
-    def _load_thumbnails(self, dataset: str, split: str, start: int, count: int) -> None:
+    def load_thumbnails(self, dataset: str, split: str, start: int, count: int) -> None:
         eng = self._data_source()
         images = []
         for i in range(start, start + count):
@@ -165,19 +170,24 @@ class DataMixin:
                 images.append(eng.get_sample(dataset, split, i)[0].detach().cpu().numpy())
             except Exception:  # past the end of the split, or an unknown set
                 break
-        self.data_panel.set_thumbnails(start, images)
+        self.w.data_panel.set_thumbnails(start, images)
 
-    # ---- shortcuts in number fields ------------------------------------------------------
-    def _watch_number_fields(self) -> None:
-        """Run-control shortcuts must work while a number field has the focus: a spin box
-        claims Space, Esc, Ctrl+Return and Ctrl+Backspace for itself (Qt's ShortcutOverride),
-        which left Pause, Stop, Finish now and Reset dead after a value was typed."""
-        self._field_keys = {act.shortcut().toString() for act in self.actions()
-                            if not act.shortcut().isEmpty()}
-        for box in self.findChildren(QtWidgets.QAbstractSpinBox):
+# ---- shortcuts in number fields ----------------------------------------------------------
+class FieldShortcuts(QtCore.QObject):
+    """Run-control shortcuts must work while a number field has the focus: a spin box
+    claims Space, Esc, Ctrl+Return and Ctrl+Backspace for itself (Qt's ShortcutOverride),
+    which left Pause, Stop, Finish now and Reset dead after a value was typed. This filter,
+    installed on every number field of ``window``, lets the window's shortcuts through."""
+
+    def __init__(self, window: QtWidgets.QMainWindow) -> None:
+        super().__init__(window)
+        self._keys = {act.shortcut().toString() for act in window.actions()
+                      if not act.shortcut().isEmpty()}
+        bar = window.statusBar()
+        for box in window.findChildren(QtWidgets.QAbstractSpinBox):
             box.installEventFilter(self)
             if isinstance(box, ScientificSpinBox):  # a refused typed value is said, not lost
-                box.rejected.connect(lambda message: self.statusBar().showMessage(
+                box.rejected.connect(lambda message: bar.showMessage(
                     f"Not accepted: {message}", 10000))
             line = box.findChild(QtWidgets.QLineEdit)
             if line is not None:
@@ -187,7 +197,7 @@ class DataMixin:
         if event.type() == QtCore.QEvent.Type.ShortcutOverride and isinstance(
                 event, QtGui.QKeyEvent):
             keys = QtGui.QKeySequence(event.keyCombination()).toString()
-            if keys in getattr(self, "_field_keys", ()):
+            if keys in self._keys:
                 box = obj if isinstance(obj, QtWidgets.QAbstractSpinBox) else obj.parent()
                 if isinstance(box, QtWidgets.QAbstractSpinBox):
                     box.interpretText()  # the typed value counts (e.g. for Ctrl+R)

@@ -1,4 +1,4 @@
-"""Files for the main window (a mixin): networks, data, sessions, exports, drag-and-drop."""
+"""Files for the main window (its collaborator): networks, data, sessions, exports, drops."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from lbi_engine.errors import LbiError
 from lbi_engine.io import atomic_write_text
 from lbi_gui import export as exporter
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
+from lbi_gui.engine.messages import ErrorInfo
 from lbi_gui.model import session as sessions
+from lbi_gui.model.runs import RunResult
 from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
+from lbi_gui.window.data import DataInputs
+from lbi_gui.window.host import WindowHost
 
 RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
                  "data": "Measured data"}
@@ -23,12 +27,18 @@ IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz)
 SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"
 
 
-class FilesMixin:
+class FileCommands:
     """Open…/Save…/Export… and their error handling; never leaves the window unusable."""
+
+    def __init__(self, window: WindowHost, inputs: DataInputs) -> None:
+        self.w = window
+        self.inputs = inputs
+        #: The window itself as a widget: the parent of the dialogs opened here.
+        self.parent = window.window()
 
     # ---- networks -------------------------------------------------------------------------
     def open_network_dialog(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open network",
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self.parent, "Open network",
                                                         last_dir("network"), NETWORK_FILTER)
         if path:
             self.open_network(path)
@@ -36,45 +46,42 @@ class FilesMixin:
     def open_network(self, path: str) -> None:
         """Load a network file (TorchScript, ONNX, state dict + card; pickles ask first)."""
         remember_dir("network", path)
-        self.network_panel.select_network(path)
-        self.network_panel.allow_pickle = False
-        self._panel_changed("network")
-        self.flush_changes()
+        self.w.network_panel.select_network(path)
+        self.w.panel_changed("network")  # as if chosen in the panel (consent is reset)
+        self.w.flush_changes()
 
-    def _on_prepare_failed(self, err: Any) -> None:
+    def on_prepare_failed(self, err: ErrorInfo) -> None:
         """Explain the failure; ask about pickles; go back to the last problem that worked."""
         req = err.request or {}
         if err.unsafe and not req.get("allow_pickle"):
-            if confirm_pickle(self, str(req.get("network")), err.message):
-                self.network_panel.allow_pickle = True
-                self._request = self.current_request()
-                self.controller.prepare(self._request)
+            if confirm_pickle(self.parent, str(req.get("network")), err.message):
+                self.w.model.selection.update({"allow_pickle": True})
+                self.w.controller.prepare(self.w.current_request())
                 return
             self._revert_problem()
-            self.statusBar().showMessage("Pickled model not loaded", 5000)
+            self.w.statusBar().showMessage("Pickled model not loaded", 5000)
             return
-        if req.get("network") != (self.good_request or {}).get("network"):
-            self.network_panel.show_problem(err.message)
+        if req.get("network") != (self.w.good_request or {}).get("network"):
+            self.w.network_panel.show_problem(err.message)
         self._revert_problem()
-        show_error(self, "Could not prepare the inversion", err.message,
+        show_error(self.parent, "Could not prepare the inversion", err.message,
                    detail=err.detail if not err.is_user_error else None,
                    fix=None if err.is_user_error else "Check the file and the parameters.")
 
     def _revert_problem(self) -> None:
         """Show the last network/data that prepared fine again (or keep the defaults)."""
-        good = self.good_request
+        good = self.w.good_request
         if good is None:
             return
         back = {k: good.get(k) for k in PROBLEM_KEYS if k in good}
-        for panel in self.panels:
-            panel.set_values(back)
+        self.w.model.selection.update(back)  # the panels follow the model
         # the data panel's splits and thumbnails follow the dataset put back
-        self._show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
-        self._request = self.current_request()
+        self.inputs.show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
+        self.w.sync_request()
 
     # ---- data -----------------------------------------------------------------------------
     def _pick_data(self, title: str) -> str | None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, title, last_dir("data"),
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self.parent, title, last_dir("data"),
                                                         IMAGE_FILTER)
         if path:
             remember_dir("data", path)
@@ -94,8 +101,8 @@ class FilesMixin:
         """Use ``path`` as ground truth (``image``: arrays go to ``truth``) or measured y."""
         if key == "image" and Path(path).suffix.lower() in (".npy", ".npz"):
             key = "truth"
-        self.data_panel.set_file(key, path)
-        self.flush_changes()
+        self.w.data_panel.set_file(key, path)
+        self.w.flush_changes()
 
     def open_path(self, path: str) -> None:
         """Route a dropped/command-line file by its suffix."""
@@ -107,7 +114,7 @@ class FilesMixin:
         elif suffix in IMAGE_SUFFIXES:
             self.open_data_file("image", path)
         else:
-            show_error(self, "Unknown kind of file", f"{path}: lbi does not know what to do "
+            show_error(self.parent, "Unknown kind of file", f"{path}: lbi does not know what to do "
                        f"with '{suffix or 'no suffix'}' files.",
                        fix=f"Drop a network ({', '.join(NETWORK_SUFFIXES[:4])}, …), an image "
                            f"({', '.join(IMAGE_SUFFIXES[:4])}, …) or a {SESSION_SUFFIX} file.")
@@ -116,22 +123,22 @@ class FilesMixin:
     def _session_window_state(self) -> dict[str, Any]:
         """What a session adds to the model from the window: widget settings, the curves and
         the iterate on screen."""
-        return {"request": self.current_request(),
-                "gui": {**self.reg_panel.gui_state(), "levels": list(self.image_grid.levels())},
-                "curves": self.controller.curves, "shown": self.image_grid.iterate}
+        return {"request": self.w.current_request(),
+                "gui": {**self.w.reg_panel.gui_state(), "levels": list(self.w.image_grid.levels())},
+                "curves": self.w.controller.curves, "shown": self.w.image_grid.iterate}
 
     def session_state(self) -> sessions.SessionState:
-        return self.model.session_state(**self._session_window_state())
+        return self.w.model.session_state(**self._session_window_state())
 
     def save_session(self) -> bool:
-        if not self.session_path:
+        if not self.w.model.session_path:
             return self.save_session_as()
-        return self.save_session_to(self.session_path, confirmed=True)
+        return self.save_session_to(self.w.model.session_path, confirmed=True)
 
     def save_session_as(self) -> bool:
         path, _ = QtWidgets.QFileDialog.getSaveFileName(
-            self, "Save session", str(Path(last_dir("session")) / f"session{SESSION_SUFFIX}"),
-            SESSION_FILTER)
+            self.parent, "Save session",
+            str(Path(last_dir("session")) / f"session{SESSION_SUFFIX}"), SESSION_FILTER)
         if not path:
             return False
         if not path.endswith(SESSION_SUFFIX):
@@ -140,23 +147,23 @@ class FilesMixin:
 
     def save_session_to(self, path: str, confirmed: bool = False) -> bool:
         """Write the session; asks before replacing a file unless ``confirmed``."""
-        if Path(path).exists() and not confirmed and not confirm_overwrite(self, [path]):
+        if Path(path).exists() and not confirmed and not confirm_overwrite(self.parent, [path]):
             return False
         try:
-            self.model.save(path, **self._session_window_state())  # then every run is saved
+            self.w.model.save(path, **self._session_window_state())  # then every run is saved
         except (OSError, LbiError, TypeError) as exc:
-            show_error(self, "Could not save the session", f"{path}: {exc}",
+            show_error(self.parent, "Could not save the session", f"{path}: {exc}",
                        fix="Choose a folder you can write to, with free space.")
             return False
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.setWindowTitle(f"lbi — {Path(path).name}")
-        self.statusBar().showMessage(f"Session saved to {path}", 4000)
+        self.w.setWindowTitle(f"lbi — {Path(path).name}")
+        self.w.statusBar().showMessage(f"Session saved to {path}", 4000)
         return True
 
     def open_session_dialog(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open session",
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self.parent, "Open session",
                                                         last_dir("session"), SESSION_FILTER)
         if path:
             self.open_session(path)
@@ -164,42 +171,42 @@ class FilesMixin:
     def open_session(self, path: str) -> bool:
         """Read a session completely, then replace the window's state with it (after asking
         about runs not saved and a live run, which it would discard)."""
-        if not self.may_discard("opening the session"):
+        if not self.w.may_discard("opening the session"):
             return False
         try:
             # checked completely first; then the model takes the runs (all saved), the
             # request and the session path
-            state = self.model.open(path)
+            state = self.w.model.open(path)
         except LbiError as exc:
-            show_error(self, "Could not open the session", str(exc))
+            show_error(self.parent, "Could not open the session", str(exc))
             return False
-        self.controller.abandon()
-        self.set_request(state.request)  # the panels show it
-        self.reg_panel.set_gui_state(state.gui)
+        self.w.controller.abandon()
+        self.w.set_request(state.request)  # the panels show it
+        self.w.reg_panel.set_gui_state(state.gui)
         if state.gui.get("levels"):
-            self.image_grid.set_levels(tuple(state.gui["levels"]))
-        self.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
+            self.w.image_grid.set_levels(tuple(state.gui["levels"]))
+        self.w.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
         if state.curves is not None:
-            self.curves.set_run(state.curves)
+            self.w.curves.set_run(state.curves)
         else:
-            self.curves.clear()
-        self.image_grid.set_iterate(state.shown)
-        self.shown_result = state.runs[-1] if state.runs else None
-        self._restoring = True  # the next prepare must not clear the restored iterate
+            self.w.curves.clear()
+        self.w.image_grid.set_iterate(state.shown)
+        self.w.shown_result = state.runs[-1] if state.runs else None
+        self.w.restoring = True  # the next prepare must not clear the restored iterate
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.setWindowTitle(f"lbi — {Path(path).name}")
-        if self.controller.engine_info is not None:
-            self.controller.prepare(self.current_request())
-        self._update_actions()
+        self.w.setWindowTitle(f"lbi — {Path(path).name}")
+        if self.w.controller.engine_info is not None:
+            self.w.controller.prepare(self.w.current_request())
+        self.w.update_actions()
         for note in state.warnings:  # e.g. the file asked to run model code: ignored
-            self.statusBar().showMessage(note, 20000)
+            self.w.statusBar().showMessage(note, 20000)
         return True
 
     def update_recent_menu(self) -> None:
         """File → Open recent: sessions, networks, images and measured data, newest first."""
-        menu = self.actions_.recent_menu
+        menu = self.w.actions_.recent_menu
         menu.clear()
         openers = {"sessions": self.open_session, "networks": self.open_network,
                    "images": lambda p: self.open_data_file("image", p),
@@ -233,78 +240,75 @@ class FilesMixin:
             self.update_recent_menu()
 
     # ---- export ---------------------------------------------------------------------------
-    def export_target(self) -> Any:
+    def export_target(self) -> RunResult | None:
         """The run to export: the one selected in the table, else the one on screen."""
-        selected = self.run_table.selected()
+        selected = self.w.run_table.selected()
         if len(selected) == 1:
             return selected[0]
-        return self.shown_result or (self.run_table.runs[-1] if self.run_table.runs else None)
+        return self.w.shown_result or (self.w.run_table.runs[-1] if self.w.run_table.runs else None)
 
     def export_dialog(self) -> None:
         from lbi_gui.dialogs.export_dialog import ExportDialog
 
         result = self.export_target()
         if result is None:
-            show_error(self, "Nothing to export yet", "No run has finished.",
+            show_error(self.parent, "Nothing to export yet", "No run has finished.",
                        fix="Run an inversion (Ctrl+R), or press 'Finish now' during a run.")
             return
         # the method that ran (auto resolves to one-layer or joint), as result.json names it
         method = result.metrics.get("method_run") or result.request.get("method")
         stem = f"lbi_run{result.run_id}_{method}"
-        dialog = ExportDialog(self, last_dir("export"), stem, result.label)
+        dialog = ExportDialog(self.parent, last_dir("export"), stem, result.label)
         if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
             return
         remember_dir("export", dialog.folder.text())
         self.export_result(result, dialog.paths())
 
-    def load_run_parameters(self, run: Any) -> None:
+    def load_run_parameters(self, run: RunResult) -> None:
         """Put a finished run's parameters on screen ("load these parameters")."""
-        if self.controller.running:
-            self.statusBar().showMessage("Stop the running inversion first", 4000)
+        if self.w.controller.running:
+            self.w.statusBar().showMessage("Stop the running inversion first", 4000)
             return
-        old = dict(self._request)
-        self.set_request(dict(run.request))
-        self._pending_old = old
-        self._apply_change()
-        self.statusBar().showMessage(f"Parameters of run #{run.run_id} loaded", 4000)
+        self.w.apply_request(dict(run.request))
+        self.w.statusBar().showMessage(f"Parameters of run #{run.run_id} loaded", 4000)
 
     def export_runs_table(self, path: str | None = None) -> bool:
         """The runs table as CSV (asks for a file unless ``path``; asks before replacing)."""
         if path is None:
             path, _ = QtWidgets.QFileDialog.getSaveFileName(
-                self, "Export the runs table", str(Path(last_dir("export")) / "runs.csv"),
-                "CSV (*.csv)")
+                self.parent, "Export the runs table",
+                str(Path(last_dir("export")) / "runs.csv"), "CSV (*.csv)")
             if not path:
                 return False
             confirmed = True  # the file dialog asked about replacing
         else:
             confirmed = not Path(path).exists()
-        if not confirmed and not confirm_overwrite(self, [path]):
+        if not confirmed and not confirm_overwrite(self.parent, [path]):
             return False
         try:
-            atomic_write_text(Path(path), self.run_table.table_csv())
+            atomic_write_text(Path(path), self.w.run_table.table_csv())
         except OSError as exc:
-            show_error(self, "Could not export the table", f"{path}: {exc}",
+            show_error(self.parent, "Could not export the table", f"{path}: {exc}",
                        fix="Choose a folder you can write to.")
             return False
         remember_dir("export", path)
-        self.statusBar().showMessage(f"Runs table saved to {path}", 4000)
+        self.w.statusBar().showMessage(f"Runs table saved to {path}", 4000)
         return True
 
-    def export_result(self, result: Any, paths: dict[str, Path]) -> list[Path]:
+    def export_result(self, result: RunResult, paths: dict[str, Path]) -> list[Path]:
         """Write ``paths``; asks once before replacing existing files, else writes nothing."""
         existing = [str(p) for p in paths.values() if p.exists()]
-        if existing and not confirm_overwrite(self, existing):
-            self.statusBar().showMessage("Export cancelled: nothing was written", 4000)
+        if existing and not confirm_overwrite(self.parent, existing):
+            self.w.statusBar().showMessage("Export cancelled: nothing was written", 4000)
             return []
         try:
-            written = exporter.export_files(paths, result, levels=self.image_grid.levels(),
-                                            plot_item=self.curves.export_item(),
+            written = exporter.export_files(paths, result, levels=self.w.image_grid.levels(),
+                                            plot_item=self.w.curves.export_item(),
                                             overwrite=bool(existing))
         except (OSError, LbiError, ValueError, ImportError) as exc:
-            show_error(self, "Export failed", str(exc),
+            show_error(self.parent, "Export failed", str(exc),
                        fix="Choose a folder you can write to. Nothing was changed: the files "
                            "are staged and only moved in once every one was written.")
             return []
-        self.statusBar().showMessage(f"Exported {len(written)} files", 5000)
+        self.w.statusBar().showMessage(f"Exported {len(written)} files", 5000)
         return written

@@ -92,7 +92,7 @@ def main(out_dir: str) -> int:
 
     # 4. layer-wise at a typed α: back to the CNN, α typed (Auto switches off), Ctrl+L, Ctrl+R
     win.network_panel.set_values({"network": "mnist-cnn-ae"})
-    win._panel_changed("network")
+    win.panel_changed("network")
     win.flush_changes()
     wait_until(lambda: win.info.network_name == "mnist-cnn-ae"
                and win.controller.state == "idle")

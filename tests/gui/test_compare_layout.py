@@ -11,6 +11,7 @@ from PySide6 import QtCore, QtWidgets
 from lbi_gui.settings import settings
 from lbi_gui.widgets.image_grid import MIN_VIEW
 from lbi_gui.widgets.run_table import MIN_COMPARE_VIEW
+from lbi_gui.window import layout
 from lbi_gui.window.main_window import MainWindow
 from tests.gui.conftest import wait_idle, wait_ready
 
@@ -24,8 +25,8 @@ def _settle(qtbot: Any, ms: int = 200) -> None:
 def _two_runs(qtbot: Any, fake_engine: Any, monkeypatch: Any, screen: tuple[int, int],
               restore: bool = False) -> MainWindow:
     fake_engine()
-    monkeypatch.setattr(MainWindow, "_available",
-                        lambda self: QtCore.QRect(0, 0, screen[0], screen[1]))
+    monkeypatch.setattr(layout, "available_area",
+                        lambda _widget: QtCore.QRect(0, 0, screen[0], screen[1]))
     win = MainWindow({"network": "fake-net", "max_iter": 20, "alpha": 0.01, "method": "joint"},
                      restore_layout=restore)
     qtbot.addWidget(win)

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from PySide6 import QtCore, QtWidgets
 
-from lbi_gui.window.main_window import FRAME_MARGIN, MainWindow, fit_geometry
+from lbi_gui.window import layout
+from lbi_gui.window.layout import FRAME_MARGIN, fit_geometry
+from lbi_gui.window.main_window import MainWindow
 
 SCREENS = [(1280, 720), (1024, 700), (1920, 1080)]
 INPUTS = (QtWidgets.QAbstractSpinBox, QtWidgets.QComboBox, QtWidgets.QLineEdit,
@@ -37,8 +39,8 @@ def test_fit_geometry_inside_the_available_area(screen: tuple[int, int]) -> None
 @pytest.mark.parametrize("screen", [(1280, 720), (1024, 700)])
 def test_window_opens_inside_a_small_screen(qtbot, fake_engine, monkeypatch, screen) -> None:
     fake_engine()
-    monkeypatch.setattr(MainWindow, "_available",
-                        lambda self: QtCore.QRect(0, 0, screen[0], screen[1]))
+    monkeypatch.setattr(layout, "available_area",
+                        lambda _widget: QtCore.QRect(0, 0, screen[0], screen[1]))
     win = MainWindow(restore_layout=False)
     qtbot.addWidget(win)
     win.show()
@@ -51,7 +53,7 @@ def test_window_opens_inside_a_small_screen(qtbot, fake_engine, monkeypatch, scr
 
 def test_window_remembers_the_users_size(qtbot, fake_engine, monkeypatch) -> None:
     fake_engine()
-    monkeypatch.setattr(MainWindow, "_available", lambda self: QtCore.QRect(0, 0, 1920, 1080))
+    monkeypatch.setattr(layout, "available_area", lambda _w: QtCore.QRect(0, 0, 1920, 1080))
     first = MainWindow(restore_layout=True)
     qtbot.addWidget(first)
     first.show()

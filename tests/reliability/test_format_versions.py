@@ -142,7 +142,7 @@ SESSION_CASES = [
     ("pickled-arrays", lambda: _session_bytes(_good_meta(), arrays=_pickled_npz()),
      DataFileError, ("arrays.npz",)),
     ("runs-malformed", lambda: _session_bytes(_good_meta(runs=[{"run_id": "x"}])),
-     DataFileError, ("malformed",)),
+     DataFileError, ("runs[0]",)),  # the field is named
 ]
 
 

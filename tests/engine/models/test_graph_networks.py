@@ -60,6 +60,10 @@ def _blocks() -> dict[str, tuple[nn.Module, tuple[int, ...]]]:
                                              InvertedResidual(8, 8, 1, 3)), (3, 8, 8)),
         "squeezenet-fire": (nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(inplace=True),
                                           Fire(8, 4, 4, 4), Fire(8, 4, 6, 6)), (3, 8, 8)),
+        # resnet's stem: its padded max-pool follows a ReLU, so zero padding is exact
+        "resnet-stem": (nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1, bias=False),
+                                      nn.BatchNorm2d(4), nn.ReLU(inplace=True),
+                                      nn.MaxPool2d(3, 2, 1), BasicBlock(4, 4)), (3, 12, 12)),
     }
 
 
@@ -73,7 +77,8 @@ def _check_forward(net: LiftedNetwork, module: nn.Module, shape: tuple[int, ...]
     assert float((got - want).abs().max()) <= tol * float(want.abs().max())
 
 
-@pytest.mark.parametrize("name", ["resnet-basic", "mobilenet-inverted", "squeezenet-fire"])
+@pytest.mark.parametrize("name", ["resnet-basic", "mobilenet-inverted", "squeezenet-fire",
+                                  "resnet-stem"])
 def test_torchvision_blocks_lift_from_the_module_with_its_forward(name):
     module, shape = _blocks()[name]
     module = _randomise_bn(module).double()
@@ -86,6 +91,20 @@ def test_torchvision_blocks_lift_from_the_module_with_its_forward(name):
         assert all(row["activation"] == "relu" for row in summary)
     if name == "mobilenet-inverted":  # ReLU6 is the clip; no activation after the addition
         assert {row["activation"] for row in summary} == {"clip", "identity"}
+    if name == "resnet-stem":  # MaxPool2d(3, 2, 1): four ReLU levels, listed as a rewrite
+        assert [r["lifted_layers_added"] for r in net.rewrites] == [4]
+        assert net.rewrites[0]["padding"] == [1, 1]
+
+
+def test_a_padded_max_pool_in_a_graph_without_a_relu_before_it_is_refused_by_name():
+    from torchvision.models.resnet import BasicBlock
+
+    from lbi_engine.errors import UnsupportedLayerError
+
+    module = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.MaxPool2d(3, 2, 1),
+                           BasicBlock(4, 4)).eval()
+    with pytest.raises(UnsupportedLayerError, match="padding=.*does not follow a ReLU"):
+        LiftedNetwork.from_module(module, (3, 8, 8))
 
 
 def _export_onnx(module: nn.Module, shape: tuple[int, ...], path) -> None:
@@ -94,7 +113,8 @@ def _export_onnx(module: nn.Module, shape: tuple[int, ...], path) -> None:
         torch.onnx.export(module, (torch.randn(1, *shape),), str(path))  # the default way
 
 
-@pytest.mark.parametrize("name", ["resnet-basic", "mobilenet-inverted", "squeezenet-fire"])
+@pytest.mark.parametrize("name", ["resnet-basic", "mobilenet-inverted", "squeezenet-fire",
+                                  "resnet-stem"])
 @pytest.mark.parametrize("fmt", ["onnx", "pt2"])
 def test_torchvision_blocks_lift_from_default_exports(tmp_path, name, fmt):
     pytest.importorskip("onnx")

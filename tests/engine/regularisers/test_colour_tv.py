@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from lbi_engine.operators.finite_differences import grad_norm_sq, tv_iso_value
+from lbi_engine.operators.finite_differences import tv_iso_value
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final, solve
 from tests.engine._nets import gaussian_init, lift
@@ -75,28 +75,16 @@ def tv_prox_reference() -> tuple[torch.Tensor, float, torch.Tensor]:
     return v, lam, torch.tensor(u.value).reshape(1, C, H, W)
 
 
-def test_torch_fgp_prox_is_the_vectorial_prox(tv_prox_reference) -> None:
-    from lbi_engine.solvers._fgp_torch import fgp_prox
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fgp_prox_is_the_vectorial_prox(tv_prox_reference, compiled: bool) -> None:
+    """Both backends of the TV regulariser's prox (torch; numba's multichannel loops)."""
+    from lbi_engine.regularisers import TVProx
 
+    if compiled and not TVProx.compiles_on("cpu"):
+        pytest.skip("numba is not usable here")
     v, lam, want = tv_prox_reference
     reg = make_regulariser("tv")
-    dual = torch.zeros(1, 2, C, H, W, dtype=torch.float64)
-    u, _, steps = fgp_prox(reg, v, v, dual, lam, grad_norm_sq((H, W)), 0.0, 20000, 10)
-    assert steps < 20000
-    _is_the_prox(u, v, lam, want)
-
-
-def test_compiled_fgp_prox_is_the_vectorial_prox(tv_prox_reference) -> None:
-    kernel = pytest.importorskip("lbi_engine.solvers._fgp_kernel")
-    v, lam, want = tv_prox_reference
-    vn = v.numpy().copy()
-    p = np.zeros((1, 2, C, H, W))
-    u = np.zeros_like(vn)
-    steps = kernel.fgp_prox(vn, vn.copy(), p, u, np.ones(1, dtype=bool), lam,
-                            1.0 / (lam * grad_norm_sq((H, W))), True, 0.0, 1e-15, 20000, 10,
-                            -np.inf, np.inf)
-    assert steps < 20000
-    _is_the_prox(torch.from_numpy(u), v, lam, want)
+    _is_the_prox(reg.prox(v, lam, compiled=compiled), v, lam, want)
 
 
 def _is_the_prox(u: torch.Tensor, v: torch.Tensor, lam: float, want: torch.Tensor) -> None:

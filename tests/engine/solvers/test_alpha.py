@@ -20,6 +20,7 @@ from lbi_engine.settings.solver import ALPHA_START
 from lbi_engine.solvers import StopRule, final, solve
 from lbi_engine.solvers.alpha import (
     GUESS,
+    GUESS_BOX,
     MATCH,
     MAX_POINTS,
     PATH_MIN_STEPS,
@@ -121,6 +122,22 @@ def test_first_guess_scales_with_the_target_and_falls_back_without_a_prior_value
 
     monkeypatch.setattr(_joint_start, "backprojection_start", lambda p: p.zeros_input())
     assert first_guess(problem, 0.1) == ALPHA_START
+
+
+@pytest.mark.parametrize(("reg", "factor"), [("tv+box", GUESS_BOX), ("tv+nonneg", GUESS)])
+def test_first_guess_of_a_boxed_prior_starts_lower(reg: str, factor: float) -> None:
+    """A box (both bounds finite) keeps the residual up, so its crossing lies at a smaller
+    alpha: the guess uses GUESS_BOX; a one-sided constraint keeps GUESS."""
+    from lbi_engine.solvers._joint_start import backprojection_start
+
+    plain = _problem()
+    problem = problem_for(plain.network, plain.x_true, 1.0, std=0.05, reg=reg)
+    x_bp = backprojection_start(problem)
+    tv = float(problem.reg.value(x_bp)[0])
+    assert math.isfinite(tv) and tv > 0
+    want = factor * 0.1 * float(problem.y_delta.norm()) / tv
+    assert first_guess(problem, 0.1) == pytest.approx(want, rel=1e-5)
+    assert GUESS_BOX < GUESS
 
 
 def test_a_path_solve_stops_once_its_residual_has_settled() -> None:

@@ -1,4 +1,4 @@
-"""lbi_engine.solvers.backend: one switch (LBI_NO_NUMBA) that every numba path obeys, and the
+"""lbi_engine.operators.backend: one switch (LBI_NO_NUMBA) that every numba path obeys, and the
 one ``jit`` every kernel module is compiled with."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from lbi_engine.regularisers import make_regulariser
-from lbi_engine.solvers import _accelerated, _joint_one, backend
+from lbi_engine.operators import backend
+from lbi_engine.regularisers import TVProx, make_regulariser
+from lbi_engine.solvers import _joint_one
 from lbi_engine.solvers._inplace import FUSED_TV_ENV, fused_tv_plan
 
 ENGINE = Path(backend.__file__).resolve().parents[1]
@@ -31,12 +32,14 @@ def test_no_numba_turns_every_numba_path_off(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delenv(backend.NO_NUMBA_ENV, raising=False)
     assert backend.numba_enabled()
     assert _fused_plan() is not None
-    assert _accelerated._compiled_prox() is not None
+    assert TVProx.compiles_on("cpu")
+    assert make_regulariser("tv").fgp(1, (4, 4), torch.zeros(1)).compiled
     assert _joint_one._compiled_sums() is not None
     monkeypatch.setenv(backend.NO_NUMBA_ENV, value)
     assert not backend.numba_enabled()
     assert _fused_plan() is None  # the PDHG kernels used to ignore LBI_NO_NUMBA
-    assert _accelerated._compiled_prox() is None
+    assert not TVProx.compiles_on("cpu")
+    assert not make_regulariser("tv").fgp(1, (4, 4), torch.zeros(1)).compiled
     assert _joint_one._compiled_sums() is None
 
 
@@ -88,7 +91,7 @@ def test_only_the_backend_calls_numba_jit() -> None:
     """One decorator: no other engine module builds numba functions itself."""
     offenders = []
     for path in ENGINE.rglob("*.py"):
-        if path.name == "backend.py" and path.parent.name == "solvers":
+        if path.name == "backend.py" and path.parent.name == "operators":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr in ("njit", "jit") and \
@@ -97,4 +100,4 @@ def test_only_the_backend_calls_numba_jit() -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "numba" and \
                     any(alias.name in ("njit", "jit") for alias in node.names):
                 offenders.append(f"{path.relative_to(ENGINE)}:{node.lineno}")
-    assert not offenders, f"numba.njit/jit outside solvers/backend.py: {offenders}"
+    assert not offenders, f"numba.njit/jit outside operators/backend.py: {offenders}"

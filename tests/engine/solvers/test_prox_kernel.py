@@ -70,13 +70,12 @@ def test_compiled_prox_float32_matches_torch_to_float32_rounding():
 
 def test_compiled_prox_refuses_other_activations_and_numba_off(monkeypatch):
     from lbi_engine.activations import ReLU
-    from lbi_engine.solvers import _accelerated
     from lbi_engine.solvers._prox_kernel import compiled_prox
 
     like = torch.zeros(1, 3)
     assert compiled_prox(ReLU(), like) is None
     assert compiled_prox(Tanh(), like.to(torch.float16)) is None
-    monkeypatch.setattr(_accelerated, "_compiled_prox", lambda: None)
+    monkeypatch.setenv("LBI_NO_NUMBA", "1")
     assert compiled_prox(Tanh(), like) is None
 
 

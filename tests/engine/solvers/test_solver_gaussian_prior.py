@@ -126,28 +126,6 @@ def test_tv_box_accelerated_joint_agrees_with_coordinate_descent() -> None:
     assert float((fast.x - paper.x).abs().max()) < 2e-3
 
 
-def test_torch_fgp_with_a_box_matches_the_compiled_prox() -> None:
-    from lbi_engine.regularisers import TotalVariation
-    from lbi_engine.solvers import _accelerated as acc
-    from lbi_engine.solvers._fgp_torch import fgp_prox
-
-    kernel = acc._compiled_prox()
-    if kernel is None:
-        pytest.skip("numba is not usable here")
-    torch.manual_seed(0)
-    reg = TotalVariation(lo=0.0, hi=1.0)
-    v = torch.rand(1, 1, 10, 10, dtype=torch.float64) * 1.6 - 0.3
-    lam, k2 = 0.08, reg.K_norm_sq((10, 10))
-    dual = torch.zeros_like(reg.K(v))
-    u, _, _ = fgp_prox(reg, v, v, dual, lam, k2, 0.0, 20000, 10, 0.0, 1.0)
-    p = np.zeros((1, 2, 1, 10, 10))
-    out = np.empty((1, 1, 10, 10))
-    kernel(v.numpy().copy(), v.numpy().copy(), p, out, np.ones(1, dtype=bool), lam,
-           1.0 / (lam * k2), True, 0.0, 1e-15, 20000, 10, 0.0, 1.0)
-    assert float(u.min()) >= 0.0 and float(u.max()) <= 1.0 and float(v.max()) > 1.0
-    np.testing.assert_allclose(u.numpy(), out, atol=1e-6)
-
-
 def test_layerwise_input_stage_solves_its_problem_with_the_prior() -> None:
     """The layer-wise method's last stage, x_0 against its estimate of x_1, with the Gaussian
     prior + box, against cvxpy (Sigma inverted densely)."""

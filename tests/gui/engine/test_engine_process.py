@@ -248,7 +248,7 @@ def test_the_gui_process_never_imports_torch(tmp_path: Path) -> None:
             "end = time.time() + 120\n"
             "while not w.run_table.runs and time.time() < end:\n"
             "    app.processEvents(); time.sleep(0.01)\n"
-            "w._load_thumbnails('mnist', 'val', 0, 4)\n"
+            "w.inputs.load_thumbnails('mnist', 'val', 0, 4)\n"
             "print(w.controller.backend.name, len(w.run_table.runs), 'torch' in sys.modules,\n"
             "      flush=True)\n"
             "w.close()\n"

@@ -1,7 +1,9 @@
-"""The solvers' compiled backend: the one numba switch and the one ``jit`` decorator.
+"""The engine's compiled backend: the one numba switch and the one ``jit`` decorator.
 
-Every numba path asks :func:`numba_enabled` before it is taken: the compiled TV prox of the
-accelerated one-layer and joint methods (``_fgp_kernel``), the joint method's compiled step,
+It lives below the regularisers and the solvers (both import it; the regularisers may not
+import the solvers). Every numba path asks :func:`numba_enabled` before it is taken: the
+compiled TV prox that TV regularisers build at construction (``regularisers._tv_kernel``,
+used by the accelerated one-layer and joint methods), the joint method's compiled step,
 convolutions and Bregman sums (``_fista_kernel``, ``_conv_kernel``, ``_bregman_kernel``) and
 the fused TV kernels of the Condat–Vũ step (``_tv_kernels``). ``LBI_NO_NUMBA=1`` turns all of
 them off, and so does a numba that does not import: the torch paths then compute the same

@@ -1,10 +1,10 @@
-"""The inexact TV prox of the accelerated method in one compiled call per sample (numba, CPU).
+"""The compiled backend of the TV prox (``_tv_prox.TVProx``): one call per batch (numba, CPU).
 
 Why: the prox takes tens of FGP steps per product with W. As torch calls each step costs
 ~20 small operations (0.2-0.3 ms measured on one 64x64 image), which made the accelerated
 method slower in wall time than Condat–Vũ although it needs 10-20x fewer products with W.
 Here a whole prox (all FGP steps and the duality-gap tests) is one loop nest over the pixels,
-with the same arithmetic and the same stopping rule as ``AcceleratedBlock._prox`` (torch).
+with the same arithmetic and the same stopping rule as the torch backend of ``TVProx``.
 
 Conventions as ``operators.finite_differences``: images ``(L, H, W)`` per sample (L: channels
 or leading dims), gradient fields ``(2, L, H, W)``, forward differences, Neumann boundary, the
@@ -20,7 +20,7 @@ import numpy as np
 
 # fastmath=True: backend.FAST, without "nnan"/"ninf" (a diverging run must still produce
 # NaN/inf for the divergence test, and the gap comparisons must see them)
-from lbi_engine.solvers.backend import jit as _jit
+from lbi_engine.operators.backend import jit as _jit
 
 
 @_jit()

@@ -1,0 +1,97 @@
+"""The ``lbi`` CLI in a worker process under an address-space limit, for crafted inputs.
+
+Why a worker: a crafted file that makes lbi allocate gigabytes must be caught as it would
+hurt a user (a MemoryError traceback, the kernel's OOM killer), not in the test process; one
+process per input would pay torch's import (seconds) per input, too slow for fuzzing. The
+worker runs ``lbi_engine.cli.main`` on each argv it is sent and answers with the exit code,
+what was written to stderr and the process's peak resident memory (VmHWM) so far.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Address space the worker may map: torch's libraries take ~1-2 GiB of it unused, so this
+#: is not the RSS bound (the tests assert VmHWM for that); it turns a runaway allocation into
+#: a MemoryError inside the worker instead of a machine that swaps.
+ADDRESS_SPACE = 6 * 2**30
+
+_WORKER = r"""
+import contextlib, io, json, resource, sys, traceback
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
+from lbi_engine.cli import main
+proto = sys.stdout
+print(json.dumps({"ready": True}), file=proto, flush=True)
+for line in sys.stdin:
+    argv = json.loads(line)
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            code = "raised"
+            traceback.print_exc(file=err)
+    hwm = [ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:")]
+    print(json.dumps({"code": code, "err": err.getvalue(), "out": out.getvalue()[-2000:],
+                      "peak": int(hwm[0].split()[1]) * 1024 if hwm else 0}),
+          file=proto, flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: Any  # the exit code, or "raised" for an exception that escaped main
+    err: str
+    peak: int  # the worker's VmHWM so far, bytes
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [ln for ln in self.err.splitlines() if ln.strip()]
+
+    def is_one_line_refusal(self) -> bool:
+        """Exit 2 and exactly one error line (warnings before it are allowed), no traceback."""
+        errors = [ln for ln in self.error_lines if ": error:" in ln]
+        return self.code == 2 and len(errors) == 1 and "Traceback" not in self.err
+
+
+class BoundedCli:
+    """One worker process; :meth:`run` sends it an argv. Close it with :meth:`close`."""
+
+    def __init__(self, address_space: int = ADDRESS_SPACE) -> None:
+        root = Path(__file__).resolve().parents[2]
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(address_space)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     cwd=root)
+        self._reply()
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait(timeout=30)
+            raise AssertionError(f"the bounded lbi worker died (exit {code}): killed for "
+                                 "memory, or crashed")
+        return json.loads(line)
+
+    def run(self, *args: object) -> Outcome:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps([str(a) for a in args]) + "\n")
+        self.proc.stdin.flush()
+        reply = self._reply()
+        return Outcome(reply["code"], reply["err"], reply["peak"])
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
