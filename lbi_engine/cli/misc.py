@@ -23,6 +23,9 @@ def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="number of epochs (default: the card's recipe)")
     p.add_argument("--seed", type=c.nonnegative_int, metavar="K",
                    help="random seed (default: the card's recipe)")
+    p.add_argument("--threads", type=c.positive_int, default=2, metavar="N",
+                   help="torch CPU threads (1 leaves the other core to other work; the "
+                        "card records the count)")
     p.set_defaults(handler=run_train)
     return p
 
@@ -40,7 +43,7 @@ def run_train(args: argparse.Namespace) -> int:
             bar.set_postfix(loss=f"{loss:.5g}", refresh=False)
 
         card = training.train(args.name, args.out, epochs=args.epochs, seed=args.seed,
-                              progress=progress)
+                              progress=progress, threads=args.threads)
     report = card.get("training") or card.get("generation") or {}
     print(f"{args.name} -> {args.out}/{args.name}.json "
           f"(use it with --network {args.out}/{args.name}.json)")

@@ -25,6 +25,10 @@ experiments (MATH.md Sec. 9 has the exact specifications and the paper's ambigui
   mnist-cnn         convolutional autoencoder, joint method, alpha 9e-3, <= 1500 iterations
   noise             noise std on the code 0.33 .. 0: PSNR of the decoder, of the inversion at
                     the best alpha of a wide grid (0.56 .. 1e-4) and at alpha auto; delta^2
+  natural           the noise study on 32x32 colour photograph patches (natural-res-ae, a
+                    residual autoencoder; validation photographs astronaut and chelsea), noise
+                    std 0.1 .. 0.02: decoder vs TV (best grid alpha, alpha auto) vs the learned
+                    Gaussian prior + box
   convergence       a-priori rule alpha(delta), TV prior with an exact source condition:
                     symmetric Bregman distance against delta (log-log, O(delta)), fitted slope
   all               every experiment, each in its own subfolder of --out, plus index.md
@@ -35,7 +39,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from lbi_engine.experiments import EXPERIMENTS
 
     p = subparsers.add_parser("reproduce", help="recompute a figure/table of the paper "
-                              "(circle, mnist-perceptron, mnist-cnn, noise, convergence, all)",
+                              "(circle, mnist-perceptron, mnist-cnn, noise, natural, convergence, "
+                              "all)",
                               description=DESCRIPTION, formatter_class=c.HelpFormatter,
                               epilog="example: lbi reproduce circle --out paper/circle")
     p.add_argument("experiment", choices=(*EXPERIMENTS, "all"), metavar="EXPERIMENT",

@@ -21,6 +21,8 @@ EXPERIMENTS: dict[str, tuple[str, str, str]] = {
                   "convolutional autoencoder, joint method (paper Sec. 5.2, Fig. 3)"),
     "noise": ("lbi_engine.experiments.noise_levels", "run",
               "PSNR of decoder and inversion against the noise on the code (Sec. 5.2, Fig. 4-5)"),
+    "natural": ("lbi_engine.experiments.noise_levels", "run_natural",
+                "the noise study on colour photograph patches (residual autoencoder)"),
     "convergence": ("lbi_engine.experiments.convergence", "run",
                     "a-priori alpha(delta): symmetric Bregman distance = O(delta) (Sec. 3.2)"),
 }

@@ -95,7 +95,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
                    f"Landweber (k={runs['Landweber'][1][-1].iteration})\n"
                    f"PSNR {num(float(runs['Landweber'][1][-1].psnr[0]))} dB",
                    f"TV, alpha={ALPHA:g}\nPSNR {num(float(runs['TV'][1][-1].psnr[0]))} dB"]],
-        vmin=None, vmax=None, cell=2.4,
+        vmin=None, vmax=None, cell=2.4, overwrite=report.overwrite,
     )
     tv_records = runs["TV"][1]
     curve = line_plot(
@@ -103,7 +103,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         [Series([r.iteration for r in tv_records], [float(r.objective[0]) for r in tv_records],
                 "objective", "-")],
         title="TV inversion: objective per iteration", xlabel="iteration",
-        ylabel="B_Psi(y^delta, Wx+b) + alpha TV(x)", logy=True,
+        ylabel="B_Psi(y^delta, Wx+b) + alpha TV(x)", logy=True, overwrite=report.overwrite,
     )
     lw_records = runs["Landweber"][1]
     discrepancy = line_plot(
@@ -113,7 +113,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
          Series([lw_records[0].iteration, lw_records[-1].iteration],
                 [1.05 * prepared.noise_norm] * 2, "eta * ||y^delta - y|| (stop)", "--")],
         title="Landweber with the discrepancy principle", xlabel="iteration",
-        ylabel="residual", logy=True,
+        ylabel="residual", logy=True, overwrite=report.overwrite,
     )
 
     w_norm_sq = float(prepared.problem.network.layers[0].affine.norm()) ** 2

@@ -195,7 +195,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
          Series(deltas, [lv["bound"] for lv in levels], "bound 2√((1+c)/c) ||v†|| δ", "--"),
          Series(deltas, [reference_scale * d for d in deltas], "O(δ) reference", ":")],
         title="α(δ) = √(c(1+c)) δ / ||v†||, c = 1", xlabel="δ", ylabel="symmetric Bregman distance",
-        logx=True, logy=True,
+        logx=True, logy=True, overwrite=report.overwrite,
     )
     if prior == "tv":
         construction = (

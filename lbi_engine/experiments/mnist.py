@@ -115,7 +115,8 @@ def run_setup(setup: AutoencoderSetup, out_dir: str | Path, quick: bool = False,
             "mean_psnr": mean([m["psnr"] for m in results]),
         }
     figure = image_grid(report.path(f"{setup.key}_digits.png"), grid_rows, row_labels=labels,
-                        captions=captions, title=setup.title)
+                        captions=captions, title=setup.title,
+                        overwrite=report.overwrite)
     sha = str(bundle.sha256)[:16]
     report.add(f"""
 Network `{setup.network}` (sha256 `{sha}…`). {setup.note}

@@ -134,3 +134,19 @@ def concat_shape(shapes: Sequence[tuple[int, ...] | None],
             any(s[1:] != known[0][1:] for s in known):
         return None
     return (sum(s[0] for s in known), *known[0][1:])
+
+
+class Residual(nn.Module):
+    """``body(x) + shortcut(x)``: the residual block a model card describes as
+    ``{"type": "Residual", "body": [...], "shortcut": [...]}`` (an empty shortcut is the
+    identity). Both parts are ``nn.Sequential`` of card layers; the forward is plain torch on
+    lbi's own modules, so torch.fx traces it and :mod:`lbi_engine.models.graph_lifting` lifts
+    the sum (an activation after the block becomes one lifted layer with two inputs)."""
+
+    def __init__(self, body: nn.Sequential, shortcut: nn.Sequential) -> None:
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.body(x) + self.shortcut(x)

@@ -2,7 +2,10 @@
 
 A card is JSON. ``architecture.layers`` lists layer specs such as ``{"type": "Conv2d",
 "in_channels": 1, "out_channels": 8, "kernel_size": [4, 4], ...}``; only allow-listed
-``torch.nn`` classes are ever constructed, so a card is data and never runs code.
+``torch.nn`` classes are ever constructed, so a card is data and never runs code. Since
+format_version 2 a layer may be a residual block ``{"type": "Residual", "body": [specs],
+"shortcut": [specs]}`` (body(x) + shortcut(x); an empty shortcut is the identity), built
+into lbi's own :class:`lbi_engine.models._graph_module.Residual` and lifted as a graph.
 ``architecture.encoder_layers`` (default: all) says how many layers form the encoder.
 See resources/models/README.md for every field.
 """
@@ -20,9 +23,20 @@ if TYPE_CHECKING:
     from torch import Tensor, nn
 
 __all__ = ["CARD_FORMAT_VERSION", "LAYER_PARAMS", "LBI_LAYERS", "file_sha256", "tensor_sha256",
-           "describe_module", "build_module", "read_card", "check_state"]
+           "describe_module", "build_module", "read_card", "check_state", "format_version_for",
+           "check_residual_shapes"]
 
-CARD_FORMAT_VERSION = 1
+#: The newest card format this lbi reads: 1 = a chain of layers, 2 = layers may also be
+#: ``Residual`` blocks. Writers record the lowest version a card needs
+#: (:func:`format_version_for`), so a chain stays readable by an lbi that knows only 1.
+CARD_FORMAT_VERSION = 2
+
+#: The block type a card uses for a residual connection, its fields, and how deep blocks may
+#: nest (a card is data from someone else: a thousand nested blocks must end in a message,
+#: not in Python's recursion limit).
+RESIDUAL = "Residual"
+RESIDUAL_FIELDS = ("type", "body", "shortcut")
+MAX_BLOCK_DEPTH = 8
 
 # torch.nn classes a card may name, with the constructor arguments describe_module records.
 # Non-liftable layers (MaxPool2d, GELU, ...) are buildable on purpose: lifting them then gives
@@ -119,8 +133,14 @@ def describe_module(module: nn.Module) -> list[dict[str, Any]]:
     """Layer specs of a flat ``nn.Sequential`` (inverse of :func:`build_module`)."""
     from torch import nn
 
+    from lbi_engine.models._graph_module import Residual
+
     specs = []
     for i, m in enumerate(module.children() if isinstance(module, nn.Sequential) else [module]):
+        if type(m) is Residual:
+            specs.append({"type": RESIDUAL, "body": describe_module(m.body),
+                          "shortcut": describe_module(m.shortcut) if len(m.shortcut) else []})
+            continue
         own = _describe_lbi(m)
         if own is not None:
             specs.append(own)
@@ -143,36 +163,115 @@ def describe_module(module: nn.Module) -> list[dict[str, Any]]:
     return specs
 
 
-def build_module(layers: list[dict[str, Any]], where: str = "card") -> nn.Sequential:
-    """``nn.Sequential`` from layer specs; only allow-listed ``torch.nn`` classes are built."""
+def build_module(layers: list[dict[str, Any]], where: str = "card",
+                 field: str = "architecture.layers", depth: int = 0) -> nn.Sequential:
+    """``nn.Sequential`` from layer specs; only allow-listed ``torch.nn`` classes and lbi's
+    own modules (``Residual`` blocks among them) are built."""
     from torch import nn
 
     if not isinstance(layers, list) or not layers:
-        raise ModelFileError(f"{where}: 'architecture.layers' must be a non-empty list of layer "
+        raise ModelFileError(f"{where}: '{field}' must be a non-empty list of layer "
                              "specs like {\"type\": \"Linear\", \"in_features\": 784, ...}")
     mods = []
     for i, spec in enumerate(layers):
         kind = spec.get("type") if isinstance(spec, dict) else None
         if not isinstance(kind, str):  # a list or number is not a type name (nor hashable)
             kind = None if kind is None else repr(kind)
+        # a top-level layer keeps its old name; one inside a block is named by its field
+        label = f"layer {i}" if depth == 0 else f"{field}[{i}]"
+        if kind == RESIDUAL:
+            mods.append(_build_residual(spec, where, f"{field}[{i}]", depth))
+            continue
         if kind in LBI_LAYERS:
-            mods.append(_build_lbi(kind, spec, f"{where}: layer {i} ({kind})"))
+            mods.append(_build_lbi(kind, spec, f"{where}: {label} ({kind})"))
             continue
         if kind not in LAYER_PARAMS:
-            raise ModelFileError(f"{where}: layer {i} has unknown type {kind!r}; supported: "
-                                 f"{', '.join(sorted(LAYER_PARAMS) + list(LBI_LAYERS))}")
+            raise ModelFileError(f"{where}: {label} has unknown type {kind!r}; supported: "
+                                 f"{', '.join(sorted(LAYER_PARAMS) + list(LBI_LAYERS))}, "
+                                 f"{RESIDUAL}")
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()
                   if k != "type"}
         try:
-            _check_layer_params(kwargs, f"{where}: layer {i} ({kind})")
-            _check_layer_size(getattr(nn, kind), kwargs, f"{where}: layer {i} ({kind})")
+            _check_layer_params(kwargs, f"{where}: {label} ({kind})")
+            _check_layer_size(getattr(nn, kind), kwargs, f"{where}: {label} ({kind})")
             mods.append(getattr(nn, kind)(**kwargs))
         except (TypeError, ValueError, RuntimeError, AssertionError, OverflowError) as exc:
             if isinstance(exc, ModelFileError):
                 raise
-            raise ModelFileError(f"{where}: layer {i} ({kind}) has bad parameters {kwargs} "
+            raise ModelFileError(f"{where}: {label} ({kind}) has bad parameters {kwargs} "
                                  f"({exc})") from exc
     return nn.Sequential(*mods)
+
+
+def _build_residual(spec: dict[str, Any], where: str, field: str, depth: int) -> nn.Module:
+    """A ``Residual`` block from its spec; every malformed field is named."""
+    from torch import nn
+
+    from lbi_engine.models._graph_module import Residual
+
+    odd = [k for k in spec if k not in RESIDUAL_FIELDS]
+    if odd:
+        raise ModelFileError(f"{where}: {field}.{odd[0]} is not a field of a {RESIDUAL} block "
+                             f"(its fields: {', '.join(RESIDUAL_FIELDS)}); fix the card")
+    if depth >= MAX_BLOCK_DEPTH:
+        raise ModelFileError(f"{where}: {field} nests {RESIDUAL} blocks more than "
+                             f"{MAX_BLOCK_DEPTH} deep; fix the card")
+    if "body" not in spec:
+        raise ModelFileError(f"{where}: {field}.body is missing: a {RESIDUAL} block needs the "
+                             "list of layers of its main path; fix the card")
+    body = build_module(spec["body"], where, f"{field}.body", depth + 1)
+    shortcut = spec.get("shortcut", [])
+    if not isinstance(shortcut, list):
+        raise ModelFileError(f"{where}: {field}.shortcut={_show(shortcut)[:40]} must be a list "
+                             "of layer specs ([] for the identity); fix the card")
+    return Residual(body, build_module(shortcut, where, f"{field}.shortcut", depth + 1)
+                    if shortcut else nn.Sequential())
+
+
+def format_version_for(layers: list[dict[str, Any]]) -> int:
+    """The lowest card format that can hold ``layers``: 2 with a ``Residual`` block, else 1."""
+    def has_block(specs: Any) -> bool:
+        return isinstance(specs, list) and any(
+            isinstance(s, dict) and (s.get("type") == RESIDUAL or has_block(s.get("body"))
+                                     or has_block(s.get("shortcut"))) for s in specs)
+
+    return 2 if has_block(layers) else 1
+
+
+def check_residual_shapes(module: nn.Module, input_shape: tuple[int, ...], where: str,
+                          field: str = "architecture.layers") -> None:
+    """Every ``Residual`` block's body and shortcut give outputs of one shape on samples of
+    ``input_shape`` (computed on the meta device: no memory, no weights); ModelFileError
+    naming the block otherwise. A layer that does not fit its input at all is left to the
+    memory estimate, which names it."""
+    import torch
+    from torch import nn
+
+    from lbi_engine.models._graph_module import Residual
+
+    def walk(seq: nn.Module, x: Any, path: str) -> Any:
+        for i, m in enumerate(seq.children() if isinstance(seq, nn.Sequential) else [seq]):
+            if type(m) is Residual:
+                a = walk(m.body, x, f"{path}[{i}].body")
+                b = walk(m.shortcut, x, f"{path}[{i}].shortcut")
+                if a is None or b is None:
+                    return None
+                if a.shape != b.shape:
+                    raise ModelFileError(
+                        f"{where}: {path}[{i}] ({RESIDUAL}) adds a body output of shape "
+                        f"{tuple(a.shape[1:])} to a shortcut output of shape "
+                        f"{tuple(b.shape[1:])} on inputs of shape {tuple(x.shape[1:])}; give "
+                        "the shortcut a 1x1 Conv2d with the body's channels and stride")
+                x = a
+                continue
+            try:
+                x = m(x)
+            except Exception:  # the memory estimate names a layer that does not fit
+                return None
+        return x
+
+    with torch.no_grad():
+        walk(module, torch.zeros(1, *input_shape, device="meta"), field)
 
 
 #: Most values one layer of a card may hold (2^28 = 268 M, 1 GiB of float32): a card is

@@ -107,9 +107,9 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
     from lbi_engine import __version__
     from lbi_engine.io import atomic_write_bytes, atomic_write_text
     from lbi_engine.models.cards import (
-        CARD_FORMAT_VERSION,
         describe_module,
         file_sha256,
+        format_version_for,
         tensor_sha256,
     )
     from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
@@ -145,7 +145,7 @@ def convert_model(source: str | os.PathLike[str], out_dir: str | os.PathLike[str
                   if not v.is_floating_point()})
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
     card: dict[str, Any] = {
-        "format_version": CARD_FORMAT_VERSION, "name": name,
+        "format_version": format_version_for(layers), "name": name,
         "description": f"converted from {src.name} ({fmt}) by lbi convert",
         "architecture": {"layers": layers, "encoder_layers": n_enc},
         "input_shape": list(shape),

@@ -38,7 +38,21 @@ def _conv(kind: str, i: int, o: int) -> dict[str, Any]:
             "stride": [2, 2], "padding": [1, 1]}
 
 
+def _conv3(i: int, o: int) -> dict[str, Any]:
+    """3x3 convolution that keeps the map size (a residual block's body)."""
+    return {"type": "Conv2d", "in_channels": i, "out_channels": o, "kernel_size": [3, 3],
+            "stride": [1, 1], "padding": [1, 1]}
+
+
 _RELU = {"type": "ReLU"}
+#: The colour networks' code (a linear map of the 64x8x8 features to 256 values) and decoder.
+_NATURAL_CODEC = [{"type": "Flatten", "start_dim": 1, "end_dim": -1}, _lin(4096, 256),
+                  _lin(256, 4096), {"type": "Unflatten", "dim": 1,
+                                    "unflattened_size": [64, 8, 8]},
+                  _conv("ConvTranspose2d", 64, 32), _RELU, _conv("ConvTranspose2d", 32, 3)]
+_NATURAL_SPLIT = ("Trained on the 6000 training patches of five photographs; validated on 600 "
+                  "patches of two other photographs (astronaut, chelsea): the split is by "
+                  "photograph (resources/datasets/PROVENANCE.md).")
 
 
 @dataclass(frozen=True)
@@ -104,16 +118,30 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
         description="Colour-patch CNN autoencoder: 3 lifted encoder layers conv-ReLU, "
                     "conv-ReLU, linear code of size 256, on 32x32 RGB photograph patches",
         reference="scripts/make_natural_npz.py (data); same shape as mnist-cnn-ae, MATH.md §9.3",
-        layers=[_conv("Conv2d", 3, 32), _RELU, _conv("Conv2d", 32, 64), _RELU,
-                {"type": "Flatten", "start_dim": 1, "end_dim": -1}, _lin(4096, 256),
-                _lin(256, 4096), {"type": "Unflatten", "dim": 1, "unflattened_size": [64, 8, 8]},
-                _conv("ConvTranspose2d", 64, 32), _RELU, _conv("ConvTranspose2d", 32, 3)],
+        layers=[_conv("Conv2d", 3, 32), _RELU, _conv("Conv2d", 32, 64), _RELU, *_NATURAL_CODEC],
         encoder_layers=6, input_shape=(3, 32, 32), centred=False, dataset="natural",
         optimiser="adam", epochs=40, lr=1e-3, batch_size=64, seed=0,
         notes=["Uncentred [0, 1] RGB inputs; linear (identity) output layer.",
-               "Trained on the 6000 training patches of five photographs; validated on 600 "
-               "patches of two other photographs (astronaut, chelsea): the split is by "
-               "photograph (resources/datasets/PROVENANCE.md)."]),
+               _NATURAL_SPLIT]),
+    Recipe(
+        name="natural-res-ae",
+        description="Residual colour-patch autoencoder: conv-ReLU, a residual block "
+                    "ReLU(x + conv(ReLU(conv x))), conv-ReLU, linear code of size 256, on "
+                    "32x32 RGB photograph patches",
+        reference="scripts/make_natural_npz.py (data); graph lifting MATH.md §5.6",
+        layers=[_conv("Conv2d", 3, 32), _RELU,
+                {"type": "Residual", "body": [_conv3(32, 32), _RELU, _conv3(32, 32)],
+                 "shortcut": []}, _RELU,
+                _conv("Conv2d", 32, 64), _RELU, *_NATURAL_CODEC],
+        encoder_layers=8, input_shape=(3, 32, 32), centred=False, dataset="natural",
+        optimiser="adam", epochs=60, lr=1e-3, batch_size=64, seed=0,
+        notes=["Uncentred [0, 1] RGB inputs; linear (identity) output layer.",
+               "The residual block's shortcut is the identity; the ReLU after the sum lifts "
+               "to one layer with two inputs (the block's inner state and its input).",
+               _NATURAL_SPLIT,
+               "60 epochs on one thread (lbi train --threads 1) so that training stays near "
+               "15 minutes on the shared 2-core build machine; training_time_s is the "
+               "measured total."]),
 ]}
 
 
@@ -145,9 +173,11 @@ def _host(threads: int) -> dict[str, Any]:
 def _base_card(recipe: Recipe) -> dict[str, Any]:
     import torch
 
+    from lbi_engine.models.cards import format_version_for
+
     return {
-        "format_version": 1, "name": recipe.name, "description": recipe.description,
-        "reference": recipe.reference,
+        "format_version": format_version_for(recipe.layers), "name": recipe.name,
+        "description": recipe.description, "reference": recipe.reference,
         "architecture": {"layers": recipe.layers, "encoder_layers": recipe.encoder_layers},
         "input_shape": list(recipe.input_shape),
         "torch_version": torch.__version__.split("+")[0],
@@ -181,6 +211,11 @@ def train(name: str, out_dir: str | os.PathLike[str], epochs: int | None = None,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     card = _base_card(recipe)
+    # the command that repeats this run: every setting that differs from the recipe's
+    command = " ".join([f"lbi train {name}",
+                        *([f"--epochs {epochs}"] if epochs != recipe.epochs else []),
+                        *([f"--seed {seed}"] if seed != recipe.seed else []),
+                        *([f"--threads {threads}"] if threads != 2 else [])])
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -195,9 +230,10 @@ def train(name: str, out_dir: str | os.PathLike[str], epochs: int | None = None,
                                "dtype": "float32", "parameters": _count(module)}
             card["preprocessing"] = {"offset": 0.0, "scale": 1.0}
             card["generation"] = {"seconds": round(time.perf_counter() - t0, 3), "host": host,
-                                  "command": f"lbi train {name}"}
+                                  "command": command}
         else:
             card.update(_fit(recipe, module, epochs, seed, progress, host, t0))
+            card["training"]["command"] = command
             data = _safetensors_bytes(module)
             atomic_write_bytes(out / f"{name}.safetensors", data)
             card["weights"] = {"source": "file", "file": f"{name}.safetensors",
@@ -288,6 +324,5 @@ def _fit(recipe: Recipe, module: Any, epochs: int, seed: int,
             "mse_space": "display space [0, 1], per pixel",
             "training_time_s": round(seconds, 1),
             "host": host,
-            "command": f"lbi train {recipe.name}",
         },
     }

@@ -27,6 +27,7 @@ from lbi_engine.errors import InputError, LbiError, ModelFileError, UnsupportedL
 from lbi_engine.models.cards import (
     CARD_FORMAT_VERSION,
     build_module,
+    check_residual_shapes,
     check_state,
     describe_module,
     file_sha256,
@@ -236,6 +237,8 @@ def bundle_from_card(card_path: Path, weights_path: Path | None = None,
     if probe_shape:
         from lbi_engine.models.network import check_input_shape
 
+        check_residual_shapes(probe, check_input_shape(probe_shape),
+                              f"model card {card_path}")
         check_network_memory(probe, check_input_shape(probe_shape),
                              f"network of model card {card_path}")
     del probe

@@ -62,6 +62,12 @@ def test_mnist_perceptron_quick_uses_batches_of_distinct_digits(tmp_path: Path, 
     assert (tmp_path / "mnist-perceptron_digits.png").exists()
 
 
+def test_overwrite_replaces_report_and_figures(tmp_path: Path, cli) -> None:
+    assert cli("reproduce", "convergence", "--quick", "--out", tmp_path)[0] == 0
+    code, _, err = cli("reproduce", "convergence", "--quick", "--overwrite", "--out", tmp_path)
+    assert code == 0, err
+
+
 def test_existing_report_is_not_overwritten(tmp_path: Path, cli) -> None:
     (tmp_path / "report.md").write_text("keep me")
     code, _, err = cli("reproduce", "convergence", "--quick", "--out", tmp_path)
@@ -89,6 +95,38 @@ def test_noise_quick_reports_decoder_best_grid_auto_and_objectives(tmp_path: Pat
     assert all(math.isfinite(v) for v in numbers)
     assert numbers[6] > 0 and numbers[7] > 0  # objective at the truth, at the minimiser
     assert float(row[11]) == pytest.approx(0.1**2 / 8, rel=1e-3)  # the Gaussian prior's rule
+
+
+def test_natural_quick_runs_the_noise_study_on_the_residual_colour_network(tmp_path: Path,
+                                                                          cli) -> None:
+    code, _, err = cli("reproduce", "natural", "--quick", "--threads", "1", "--out", tmp_path)
+    assert code == 0, err
+    report = (tmp_path / "report.md").read_text()
+    assert "Network `natural-res-ae`" in report and "validation patches" in report
+    row = _table_row(report, "0.1")
+    numbers = [float(row[k]) for k in (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13)]
+    assert all(math.isfinite(v) for v in numbers)
+    assert 15 < float(row[2]) < 40  # the decoder's PSNR on a photograph patch
+    assert "--dataset natural" in report
+    assert Image.open(tmp_path / "noise_patches.png").mode in ("RGB", "RGBA")
+    # --overwrite replaces the figures too (they were refused after the whole study had run)
+    code, _, err = cli("reproduce", "natural", "--quick", "--threads", "1", "--overwrite",
+                       "--out", tmp_path)
+    assert code == 0, err
+
+
+def test_the_alpha_grid_walks_over_a_plateau_and_stops_past_the_peak() -> None:
+    from lbi_engine.experiments.noise_levels import GRID_PAST, grid_progress
+
+    # the flat image of large alphas (equal PSNRs), then the rise, the peak and the fall
+    psnrs = [13.85, 13.85, 13.85, 13.85, 16.2, 21.0, 24.4, 24.3, 23.1, 21.9, 20.0]
+    best, since, seen = -math.inf, 0, []
+    for psnr in psnrs:
+        if since >= GRID_PAST:
+            break
+        seen.append(psnr)
+        best, since = grid_progress(best, since, psnr)
+    assert best == 24.4 and seen == psnrs[:9]  # stopped two falling points past the peak
 
 
 def test_convergence_tv_construction_meets_the_source_condition_exactly() -> None:

@@ -48,6 +48,7 @@ def test_own_network_doc_examples_run(tmp_path: Path) -> None:
     assert out.count("max-pool as ReLU layers: 4 lifted layers") == 2  # ONNX and .pt2
     assert "2 lifted layer(s) added" in out
     assert "colour reconstruction: RGB 32x32" in out
+    assert re.search(r"residual card: 3 lifted layers, 1 merging", out), out
     for kind in ("residual", "depthwise", "concat"):  # graphs from both default exports
         for ext in ("onnx", "pt2"):
             assert re.search(rf"{kind}\.{ext}: \d+ lifted layers, [1-9]\d* merging", out), out

@@ -27,7 +27,8 @@ from lbi_engine.models.zoo import (
     zoo_dir,
 )
 
-ZOO = ["circle-perceptron", "mnist-cnn-ae", "mnist-perceptron-ae", "natural-cnn-ae"]
+ZOO = ["circle-perceptron", "mnist-cnn-ae", "mnist-perceptron-ae", "natural-cnn-ae",
+       "natural-res-ae"]
 CARD_KEYS = {"format_version", "name", "architecture", "input_shape", "preprocessing", "weights",
              "torch_version", "date", "reference", "description"}
 TRAIN_KEYS = {"data", "train_split", "validation_split", "epochs", "optimiser", "lr", "momentum",
@@ -63,7 +64,7 @@ def test_encoder_is_lifted_and_equals_the_torch_encoder(bundles, name):
     torch_encoder = b.module[:n_enc]
     if name == "circle-perceptron":
         x = torch.cat([get_sample("cartoon", "disc", 0), get_sample("cartoon", "mixtures", 1)])
-    elif name == "natural-cnn-ae":
+    elif name.startswith("natural-"):
         x = torch.from_numpy(natural_split("val")[:64])
     else:
         x = load_mnist("val")[0][:64]
@@ -89,10 +90,14 @@ def test_decoder_reaches_the_recorded_mse(bundles, name):
     assert float(b.decode(b.encode(x), clamp=True).min()) >= 0.0
 
 
-def test_natural_decoder_reaches_the_recorded_mse_on_colour_patches(bundles):
-    b = bundles["natural-cnn-ae"]
+@pytest.mark.parametrize("name, lifted", [("natural-cnn-ae", 3), ("natural-res-ae", 5)])
+def test_natural_decoder_reaches_the_recorded_mse_on_colour_patches(bundles, name, lifted):
+    b = bundles[name]
     assert tuple(b.input_shape) == (3, 32, 32)
-    assert len(b.encoder.layers) == 3  # conv-ReLU, conv-ReLU, linear code of 256
+    # conv-ReLU, conv-ReLU, linear code of 256; the residual network adds its block's inner
+    # conv-ReLU and the ReLU after the sum, one lifted layer with two inputs
+    assert len(b.encoder.layers) == lifted
+    assert b.encoder.is_chain == (name == "natural-cnn-ae")
     for split in ("train", "val"):
         x = torch.from_numpy(natural_split(split))
         mse = float(((b.decode(b.encode(x)).double() - x.double()) ** 2).mean())
@@ -163,12 +168,20 @@ def test_load_network_by_name_path_and_dtype(tmp_path):
         load_network("mnist-cnn-ae", input_shape=(784,))
 
 
+def _stated(spec: dict, described: dict) -> dict:
+    """The described layer's values of the keys ``spec`` states (inside residual blocks too)."""
+    if spec.get("type") == "Residual":
+        return {k: [_stated(s, d) for s, d in zip(spec[k], described[k], strict=True)]
+                if k in ("body", "shortcut") else described[k] for k in spec}
+    return {k: described[k] for k in spec}
+
+
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_cards_rebuild_the_recipe_architecture(name):
     layers = RECIPES[name].layers
     described = describe_module(build_module(layers))
     # every argument the recipe states survives; the rest are torch's defaults made explicit
-    assert [{k: d[k] for k in spec} for spec, d in zip(layers, described, strict=True)] == layers
+    assert [_stated(spec, d) for spec, d in zip(layers, described, strict=True)] == layers
     assert describe_module(build_module(described)) == described
     assert zoo_card(name)["architecture"]["layers"] == layers
 
@@ -209,3 +222,16 @@ def test_tensor_hash_depends_on_values_names_and_dtype():
     assert tensor_sha256(a) != tensor_sha256({"w": torch.ones(3, 2)})
     assert tensor_sha256(a) != tensor_sha256({"w": torch.ones(2, 3, dtype=torch.float64)})
     assert Path(zoo_dir()).name == "models"
+
+
+def test_the_residual_colour_network_gets_the_natural_patches():
+    """The window and `lbi invert --network natural-res-ae --sample K` pick its dataset from
+    the card's input shape, before torch loads."""
+    from lbi_engine.models.zoo_data import dataset_for, zoo_input_shape
+
+    assert zoo_input_shape("natural-res-ae") == (3, 32, 32)
+    assert dataset_for(zoo_input_shape("natural-res-ae"), "mnist") == "natural"
+    card = zoo_card("natural-res-ae")
+    assert card["format_version"] == 2
+    assert card["training"]["command"] == "lbi train natural-res-ae --threads 1"
+    assert card["training"]["val_mse"] < zoo_card("natural-cnn-ae")["training"]["val_mse"]
