@@ -284,13 +284,20 @@ class _OpTranslators(_NodeContext):
         or a max-pool of such values)."""
         last = list(self.seq.children())[-1] if len(self.seq) else None
         if isinstance(last, (nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Softmax, nn.Hardsigmoid,
-                             nn.MaxPool2d)):
+                             nn.MaxPool2d, nn.AdaptiveMaxPool2d)):
             return True
         lower = getattr(getattr(last, "activation", None), "lower", None)
         return lower is not None and lower >= 0
 
     def _op_GlobalAveragePool(self, a: dict) -> None:
         self.add(nn.AdaptiveAvgPool2d(1))
+
+    def _op_GlobalMaxPool(self, a: dict) -> None:
+        """The maximum over H and W: a max-pool whose window is the whole image, which
+        lifting writes exactly as ReLU layers."""
+        if len(self.shape) != 3:
+            self.refuse("only 2-D global max-pooling on (C, H, W) samples is supported")
+        self.add(nn.AdaptiveMaxPool2d(1))
 
     def _op_BatchNormalization(self, a: dict) -> None:
         if a.get("training_mode", 0) or any(o for o in list(self.node.output)[1:]):
@@ -379,5 +386,18 @@ class _OpTranslators(_NodeContext):
                         "over H and W of (N, C, H, W) (global average pooling) is supported. "
                         "Use nn.AdaptiveAvgPool2d(1) or nn.AvgPool2d")
         self.add(nn.AdaptiveAvgPool2d(1))
+        if not a.get("keepdims", 1):
+            self.add(nn.Flatten())
+
+    def _op_ReduceMax(self, a: dict) -> None:
+        """The maximum over H and W (AdaptiveMaxPool2d(1) as the dynamo exporter writes it):
+        global max-pooling, lifted by its exact ReLU rewrite."""
+        axes = self._axes_arg(a)
+        rank = len(self.shape) + 1
+        if rank != 4 or axes is None or sorted(v % rank for v in axes) != [2, 3]:
+            self.refuse(f"ReduceMax over axes {axes} of a rank-{rank} tensor; only the maximum "
+                        "over H and W of (N, C, H, W) (global max-pooling) is supported. "
+                        "Use nn.AdaptiveMaxPool2d(1) or nn.MaxPool2d")
+        self.add(nn.AdaptiveMaxPool2d(1))
         if not a.get("keepdims", 1):
             self.add(nn.Flatten())

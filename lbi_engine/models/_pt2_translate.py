@@ -237,6 +237,7 @@ _ACTS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
     "hardswish": lambda a: nn.Hardswish(), "log_softmax": lambda a: nn.LogSoftmax(int(a["dim"])),
     "_log_softmax": lambda a: nn.LogSoftmax(int(a["dim"])),
     "max_pool2d": _max_pool, "max_pool2d_with_indices": _max_pool,
+    "adaptive_max_pool2d": lambda a: nn.AdaptiveMaxPool2d(tuple(a["output_size"])),
     "layer_norm": lambda a: _layer_norm(a), "native_layer_norm": lambda a: _layer_norm(a),
 }
 

@@ -153,6 +153,10 @@ class GraphLifter:
                     "Only operations on the data path can be lifted.")
         chain = tensors[0]
         sub = _module_for(node, gm, env, chain, where, position)
+        if isinstance(sub, nn.AdaptiveMaxPool2d) and env[chain].dim() == 4:
+            from lbi_engine.models.maxpool_relu import as_max_pool
+
+            sub = as_max_pool(sub, (int(env[chain].shape[2]), int(env[chain].shape[3])))
         from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
 
         pooled = isinstance(sub, nn.MaxPool2d) and REWRITE_MAXPOOL.get()

@@ -49,7 +49,9 @@ _REFUSALS: list[tuple[tuple[type, ...], str, str]] = [
     ((nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
       nn.AdaptiveMaxPool3d, nn.FractionalMaxPool2d, nn.FractionalMaxPool3d, nn.MaxUnpool2d),
      "max-pooling keeps the largest value of each window; it is neither affine nor a proximal "
-     "map (it does not even map R^n to itself)", _MAXPOOL_HINT),
+     "map (it does not even map R^n to itself)"
+     " (an adaptive max-pool is lifted when its output size divides its input size)",
+     _MAXPOOL_HINT),
     ((nn.LPPool1d, nn.LPPool2d),
      "power-average pooling is nonlinear and not a proximal map",
      "Nearest alternative: nn.AvgPool2d."),
@@ -292,6 +294,10 @@ class ModuleWalker:
     def add(self, name: str, module: nn.Module) -> Tensor:
         from lbi_engine.models.maxpool_relu import REWRITE_MAXPOOL
 
+        if isinstance(module, nn.AdaptiveMaxPool2d) and self.x.dim() == 4:
+            from lbi_engine.models.maxpool_relu import as_max_pool
+
+            module = as_max_pool(module, (int(self.x.shape[2]), int(self.x.shape[3])))
         if isinstance(module, nn.MaxPool2d) and REWRITE_MAXPOOL.get():
             return self._add_maxpool(module, name)
         pos = len(self.entries)
@@ -391,7 +397,7 @@ def refuse_early(module: nn.Module) -> None:
     from lbi_engine.activations import activation_from_module
 
     for position, (name, leaf) in enumerate(_plain_leaves(module)):
-        if isinstance(leaf, nn.MaxPool2d):
+        if isinstance(leaf, (nn.MaxPool2d, nn.AdaptiveMaxPool2d)):  # decided on its input size
             return
         if isinstance(leaf, LiftedActivation) or next(leaf.parameters(False), None) is not None:
             continue

@@ -216,6 +216,21 @@ def lift_maxpool_as_relu() -> Iterator[None]:
         REWRITE_MAXPOOL.reset(token)
 
 
+def as_max_pool(m: nn.Module, in_hw: tuple[int, int]) -> nn.Module:
+    """An adaptive (or global) max-pool whose output size divides its input size is the
+    max-pool with window and stride H/oh x W/ow: the same windows, so the same values; it is
+    then rewritten exactly like any MaxPool2d. Other modules come back as they are (an
+    adaptive pool whose windows overlap or differ in size stays refused)."""
+    if not isinstance(m, nn.AdaptiveMaxPool2d) or m.return_indices:
+        return m
+    size = m.output_size if isinstance(m.output_size, tuple) else (m.output_size,) * 2
+    out = tuple(in_hw[i] if v is None else int(v) for i, v in enumerate(size))
+    if any(o <= 0 or h % o for h, o in zip(in_hw, out, strict=True)):
+        return m
+    kernel = (in_hw[0] // out[0], in_hw[1] // out[1])
+    return nn.MaxPool2d(kernel, kernel)
+
+
 def rewrite_record(m: nn.MaxPool2d, label: str, in_shape: Sequence[int]) -> dict:
     """What result.json and the network panel say of one rewritten pool."""
     return {"layer": label, "kernel_size": list(_pair(m.kernel_size)),

@@ -57,11 +57,11 @@ _ALTERNATIVES = {
                              "BatchNormalization in inference mode",
 }
 _SUPPORTED = ("Gemm, MatMul(+Add), Conv, ConvTranspose, AveragePool, GlobalAveragePool, "
-              "MaxPool (as its exact ReLU rewrite), "
-              "BatchNormalization, Flatten, Reshape, Squeeze/Unsqueeze, ReduceMean over H and "
-              "W, Identity, Dropout, Add/Sub/Mul/Div by a constant, shape arithmetic (Shape, "
-              "Gather, Concat, Slice, ...), and the activations Relu, LeakyRelu, Sigmoid, Tanh, "
-              "Clip, Softmax, Softplus, Softsign, Elu, HardSigmoid")
+              "MaxPool and GlobalMaxPool (as their exact ReLU rewrite), "
+              "BatchNormalization, Flatten, Reshape, Squeeze/Unsqueeze, ReduceMean/ReduceMax "
+              "over H and W, Identity, Dropout, Add/Sub/Mul/Div by a constant, shape "
+              "arithmetic (Shape, Gather, Concat, Slice, ...), and the activations Relu, "
+              "LeakyRelu, Sigmoid, Tanh, Clip, Softmax, Softplus, Softsign, Elu, HardSigmoid")
 
 class _Builder(SegmentedWalk, _OpTranslators):
     """Walks the graph once, appending torch modules and tracking the sample shape.

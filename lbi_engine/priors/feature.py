@@ -110,6 +110,12 @@ def fit_feature_priors(network: Network, inputs: Tensor, rank: int = DEFAULT_RAN
     """Fit a prior for every intermediate feature of ``network`` from network inputs (N, ...)."""
     if network.layers and len(network.layers) < 2:
         raise InputError("the network has one layer: layer-wise inversion needs no feature prior.")
+    if not getattr(network, "is_chain", True):
+        # refused before any forward pass: the fit would run, and layer-wise could not use it
+        raise InputError("the network adds or concatenates tensors (a graph of lifted layers); "
+                         "layer-wise inversion, the only user of feature priors, runs on "
+                         "chains only. Use the joint method (the default) with --regulariser "
+                         "gaussian (an input prior: lbi prior) instead.")
     states: list[list[Tensor]] = [[] for _ in range(len(network.layers) - 1)]
     with torch.no_grad():
         for start in range(0, inputs.shape[0], batch):

@@ -152,3 +152,44 @@ def test_the_refusal_is_still_available() -> None:
     module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2)).eval()
     with keep_maxpool(), pytest.raises(UnsupportedLayerError, match="MaxPool2d"):
         LiftedNetwork.from_module(module, (1, 8, 8))
+
+
+def _global_max_chain(size: int | tuple[int, int]) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Tanh(),
+                         nn.AdaptiveMaxPool2d(size), nn.Flatten(),
+                         nn.Linear(4 * (1 if size == 1 else 6), 3)).eval()
+
+
+@pytest.mark.parametrize("how", ["module", "onnx-torchscript", "onnx-dynamo", "pt2"])
+@pytest.mark.parametrize("size", [1, (2, 3)], ids=["global", "adaptive-2x3"])
+def test_global_and_adaptive_max_pooling_rewrite_exactly(tmp_path, how, size) -> None:
+    """AdaptiveMaxPool2d whose output divides its input (global max-pooling included) is the
+    max-pool with window H/oh x W/ow; after tanh its input can be negative, which the rewrite
+    handles without padding. The lifted forward equals torch's, in float64."""
+    module = _global_max_chain(size)
+    shape = (3, 6, 9)
+    if how == "module":
+        net = LiftedNetwork.from_module(module, shape)
+    elif how == "pt2":
+        from tests.engine.models.test_pt2_import import save_pt2
+
+        save_pt2(module, shape, tmp_path / "gmp.pt2")
+        net = load_model_file(tmp_path / "gmp.pt2").encoder
+    else:
+        pytest.importorskip("onnx")
+        if how == "onnx-dynamo":
+            pytest.importorskip("onnxscript")
+        from tests.engine.models.test_onnx_exporters import export
+
+        export(module, shape, tmp_path / "gmp.onnx", dynamo=how == "onnx-dynamo")
+        net = load_model_file(tmp_path / "gmp.onnx").encoder
+    _agrees(net, module, shape)
+    window = (6, 9) if size == 1 else (3, 3)
+    assert [r["lifted_layers_added"] for r in net.rewrites] == [relu_levels(window)]
+
+
+def test_adaptive_max_pooling_with_uneven_windows_is_refused_by_name() -> None:
+    module = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveMaxPool2d(4))
+    with pytest.raises(UnsupportedLayerError, match="AdaptiveMaxPool2d"):
+        LiftedNetwork.from_module(module, (3, 6, 9))

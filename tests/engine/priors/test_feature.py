@@ -93,3 +93,32 @@ def test_layerwise_availability_is_known_without_loading(tmp_path) -> None:
     assert fp.layerwise_unavailable("circle-perceptron", 1) is None
     assert "feature-prior" in fp.layerwise_unavailable(str(tmp_path / "net.pt"), 2)
     assert "does not exist" in fp.layerwise_unavailable("x", 2, str(tmp_path / "p"))
+
+
+def test_a_graph_network_is_refused_before_any_fit() -> None:
+    """Feature priors serve layer-wise inversion, which runs on chains: a residual network is
+    refused in one line at once (it used to fit for minutes and gigabytes, then go unused)."""
+    from torch import nn
+
+    from lbi_engine.errors import InputError
+    from lbi_engine.models.network import LiftedNetwork
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(2, 2, 3, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x + self.conv(x))
+
+    net = LiftedNetwork.from_module(nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(),
+                                                  Block()).eval(), (1, 6, 6))
+    assert not net.is_chain
+
+    def never(*_: object) -> None:
+        raise AssertionError("a forward pass ran")
+
+    net.forward_states = never  # type: ignore[method-assign]
+    with pytest.raises(InputError, match="adds or concatenates tensors") as info:
+        fp.fit_feature_priors(net, torch.rand(4, 1, 6, 6))
+    assert "\n" not in str(info.value)
