@@ -28,7 +28,7 @@ def solve_cell(spec: Any, bundle: Any, truths: Any, cell: tuple[float, str, floa
 
 
 def _auto_alpha_metrics(spec: Any, std: float, method: str, bundle: Any) -> list[dict]:
-    """alpha "auto" is chosen per sample (lbi_engine/solvers/alpha.py): one run per sample,
+    """alpha "auto" is chosen per sample (lbi_engine/solvers/alpha/whole.py): one run per sample,
     with the noise draw of the numeric cells (seed SEED + INDEX); the row records the
     chosen alpha in ``alpha_chosen``."""
     import dataclasses

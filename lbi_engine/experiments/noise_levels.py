@@ -8,7 +8,7 @@ at the defaults a user gets (method auto = joint, TV, the objective stop rule) i
 * the best alpha of a wide grid (four per decade from 0.56 down, warm-started from one alpha
   to the next, until two grid points past the best mean PSNR or 1e-4) -- what the paper does
   by hand, and an upper bound no rule can beat on average;
-* alpha "auto" (lbi_engine/solvers/alpha.py), per image, from the data and the noise std only;
+* alpha "auto" (lbi_engine/solvers/alpha/whole.py), per image, from the data and the noise std only;
 * with the learned Gaussian input prior + box [0, 1] the network ships (``gaussian+box``,
   alpha "auto": its noise-scaled rule, MATH.md §4.3), per image.
 
