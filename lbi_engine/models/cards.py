@@ -244,34 +244,40 @@ def check_residual_shapes(module: nn.Module, input_shape: tuple[int, ...], where
     ``input_shape`` (computed on the meta device: no memory, no weights); ModelFileError
     naming the block otherwise. A layer that does not fit its input at all is left to the
     memory estimate, which names it."""
-    import torch
     from torch import nn
 
     from lbi_engine.models._graph_module import Residual
+    from lbi_engine.models.footprint import probe_output_shape
 
-    def walk(seq: nn.Module, x: Any, path: str) -> Any:
+    if not any(type(m) is Residual for m in module.modules()):
+        return  # a chain: nothing is added, nothing to check here
+
+    # shapes by the layers' formulas (a meta pass only where none is known): a card's
+    # network is built before any real tensor
+    def walk(seq: nn.Module, x: tuple[int, ...] | None,
+             path: str) -> tuple[int, ...] | None:
         for i, m in enumerate(seq.children() if isinstance(seq, nn.Sequential) else [seq]):
+            if x is None:
+                return None
             if type(m) is Residual:
                 a = walk(m.body, x, f"{path}[{i}].body")
                 b = walk(m.shortcut, x, f"{path}[{i}].shortcut")
                 if a is None or b is None:
                     return None
-                if a.shape != b.shape:
+                if a != b:
                     raise ModelFileError(
                         f"{where}: {path}[{i}] ({RESIDUAL}) adds a body output of shape "
-                        f"{tuple(a.shape[1:])} to a shortcut output of shape "
-                        f"{tuple(b.shape[1:])} on inputs of shape {tuple(x.shape[1:])}; give "
+                        f"{a} to a shortcut output of shape {b} on inputs of shape {x}; give "
                         "the shortcut a 1x1 Conv2d with the body's channels and stride")
                 x = a
                 continue
             try:
-                x = m(x)
+                x = probe_output_shape(m, x)
             except Exception:  # the memory estimate names a layer that does not fit
                 return None
         return x
 
-    with torch.no_grad():
-        walk(module, torch.zeros(1, *input_shape, device="meta"), field)
+    walk(module, tuple(int(v) for v in input_shape), field)
 
 
 #: Most values one layer of a card may hold (2^28 = 268 M, 1 GiB of float32): a card is

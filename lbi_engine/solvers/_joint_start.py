@@ -59,15 +59,23 @@ def compute_backprojection_start(problem: Problem) -> Tensor:
     hi = float(problem.data_range) - float(problem.display_offset)
     batch = v.shape[0]
     scales = torch.logspace(-4, 1, SCALES, dtype=v.dtype, device=v.device)
-    misfits = []  # (scales, B), the forward passes batched over the scales
+    # candidates s v, then mid-grey + s v: where every first pre-activation of s v sits at a
+    # kink (a bias-free convolution and ReLU at x = 0), the lifted gradient in x is 0 there
+    # and the method would not leave the flat image; the mid-grey ones start inside the range
+    centres = torch.tensor([0.0, 0.5 * (lo + hi)], dtype=v.dtype, device=v.device)
+    shifts = centres.repeat_interleave(SCALES)
+    grid = scales.repeat(len(centres))
+    misfits = []  # (candidates, B), the forward passes batched over the candidates
     per_call = max(1, FORWARD_BATCH // batch)
-    for part in scales.split(per_call):
-        x = (part.reshape(-1, 1, *([1] * (v.dim() - 1))) * v.unsqueeze(0)).clamp(lo, hi)
+    shape = (-1, 1, *([1] * (v.dim() - 1)))
+    for part, shift in zip(grid.split(per_call), shifts.split(per_call), strict=True):
+        x = (shift.reshape(shape) + part.reshape(shape) * v.unsqueeze(0)).clamp(lo, hi)
         out = net.forward(x.reshape(-1, *v.shape[1:]))
         misfits.append((out.reshape(len(part), *problem.y_delta.shape) - problem.y_delta)
                        .reshape(len(part), batch, -1).pow(2).sum(dim=2))
-    best = torch.cat(misfits).argmin(dim=0)  # the first of equal misfits, the smallest scale
-    return (scales[best].reshape(-1, *([1] * (v.dim() - 1))) * v).clamp(lo, hi)
+    best = torch.cat(misfits).argmin(dim=0)  # the first of equal misfits: the smallest scale
+    view = (-1, *([1] * (v.dim() - 1)))
+    return (shifts[best].reshape(view) + grid[best].reshape(view) * v).clamp(lo, hi)
 
 
 def _graph_backprojection(net: Any, y: Tensor) -> Tensor:
