@@ -190,8 +190,9 @@ def test_the_back_projection_start_is_computed_once_per_code() -> None:
 
 @pytest.mark.parametrize("batch", [1, 3])
 def test_the_back_projection_start_is_the_best_scale_of_the_grid(batch: int) -> None:
-    """The batched search over the scales picks, per sample, the scale of the grid whose
-    clipped image fits the code best: checked against one forward pass per scale."""
+    """The batched search over the candidates (s v, then mid-grey + s v, s on the grid) picks,
+    per sample, the clipped image that fits the code best: checked against one forward pass
+    per candidate."""
     from lbi_engine.solvers._joint_start import SCALES, compute_backprojection_start
 
     problem = _cnn_problem(batch=batch, alpha=1e-2)
@@ -202,13 +203,13 @@ def test_the_back_projection_start_is_the_best_scale_of_the_grid(batch: int) -> 
         r = layer.affine.adjoint(r - layer.affine.apply(zero)).reshape(-1, *layer.affine.in_shape)
     v = r.reshape(start.shape)
     lo, hi = -problem.display_offset, problem.data_range - problem.display_offset
+    candidates = [(c, s) for c in (0.0, 0.5 * (lo + hi))
+                  for s in torch.logspace(-4, 1, SCALES, dtype=v.dtype).tolist()]
     for b in range(batch):
-        misfits = [float((problem.network.forward((s * v[b:b + 1]).clamp(lo, hi))
-                          - problem.y_delta[b:b + 1]).pow(2).sum())
-                   for s in torch.logspace(-4, 1, SCALES).tolist()]
-        best = min(range(SCALES), key=misfits.__getitem__)
-        scale = torch.logspace(-4, 1, SCALES, dtype=v.dtype)[best]
-        torch.testing.assert_close(start[b], (scale * v[b]).clamp(lo, hi), rtol=0, atol=1e-12)
+        misfits = [float((problem.network.forward((c + s * v[b:b + 1]).clamp(lo, hi))
+                          - problem.y_delta[b:b + 1]).pow(2).sum()) for c, s in candidates]
+        c, s = candidates[min(range(len(candidates)), key=misfits.__getitem__)]
+        torch.testing.assert_close(start[b], (c + s * v[b]).clamp(lo, hi), rtol=0, atol=1e-12)
 
 
 def test_without_numba_the_accelerated_joint_run_converges_to_the_same_point(
