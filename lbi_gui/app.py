@@ -94,6 +94,17 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
             req[key] = str(Path(req[key]).expanduser().resolve())
     if req["network"] and Path(req["network"]).expanduser().exists():
         req["network"] = str(Path(req["network"]).expanduser().resolve())
+    elif args.network and args.dataset is None and not any(req[k] for k in
+                                                              ("image", "truth", "data")):
+        # a zoo network without --dataset: its own bundled data, as `lbi invert` picks it
+        # (natural-cnn-ae takes colour patches, not the default MNIST digits)
+        from lbi_engine.models.zoo_data import FIRST_SPLIT, dataset_for, zoo_input_shape
+
+        fits = dataset_for(zoo_input_shape(args.network), str(req["dataset"]))
+        if fits is not None and fits != req["dataset"]:
+            req["dataset"] = fits
+            if args.split is None:
+                req["split"] = FIRST_SPLIT.get(fits, req["split"])
     return req
 
 

@@ -74,3 +74,15 @@ def test_run_joint_on_noisy_digit_beats_the_decoder(qtbot, make_window) -> None:
     # what is on screen is the result
     np.testing.assert_array_equal(win.image_grid.iterate, run.x_display)
     assert win.status_reason.text().startswith("stopped:")
+
+
+def test_a_zoo_network_on_the_command_line_brings_its_own_data() -> None:
+    """`lbi-gui --network natural-cnn-ae` shows colour patches, not the default MNIST digits
+    (which it cannot invert: 1 channel for a 3-channel network); --dataset still wins."""
+    req = request_from_args(build_parser().parse_args(["--network", "natural-cnn-ae"]))
+    assert (req["dataset"], req["split"]) == ("natural", "val")
+    req = request_from_args(build_parser().parse_args(["--network", "mnist-cnn-ae"]))
+    assert req["dataset"] == "mnist"
+    req = request_from_args(build_parser().parse_args(
+        ["--network", "natural-cnn-ae", "--dataset", "mnist"]))
+    assert req["dataset"] == "mnist"
