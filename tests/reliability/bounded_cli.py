@@ -4,7 +4,8 @@ Why a worker: a crafted file that makes lbi allocate gigabytes must be caught as
 hurt a user (a MemoryError traceback, the kernel's OOM killer), not in the test process; one
 process per input would pay torch's import (seconds) per input, too slow for fuzzing. The
 worker runs ``lbi_engine.cli.main`` on each argv it is sent and answers with the exit code,
-what was written to stderr and the process's peak resident memory (VmHWM) so far.
+what was written to stderr and the process's peak resident memory (VmHWM) while it ran
+that input (the peak is reset before each input).
 """
 
 from __future__ import annotations
@@ -27,8 +28,17 @@ resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
 from lbi_engine.cli import main
 proto = sys.stdout
 print(json.dumps({"ready": True}), file=proto, flush=True)
+def reset_peak():
+    # VmHWM restarts from the current RSS (Linux >= 4.0), so each input's peak is its own,
+    # not the largest of every input this worker ran before it
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 for line in sys.stdin:
     argv = json.loads(line)
+    reset_peak()
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
@@ -49,7 +59,7 @@ for line in sys.stdin:
 class Outcome:
     code: Any  # the exit code, or "raised" for an exception that escaped main
     err: str
-    peak: int  # the worker's VmHWM so far, bytes
+    peak: int  # the worker's VmHWM while it ran this input (torch loaded included), bytes
 
     @property
     def error_lines(self) -> list[str]:

@@ -28,7 +28,9 @@ from tests.reliability.bounded_cli import BoundedCli
 from tests.reliability.kit import Kit
 
 GiB = 2**30
-FAST = settings(max_examples=4, deadline=None, database=None,
+# the default suite's examples are the same on every machine (derandomize): CI must not
+# depend on which files hypothesis happens to draw; the slow run explores at random
+FAST = settings(max_examples=4, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
 LONG = settings(max_examples=150, deadline=None, database=None,
