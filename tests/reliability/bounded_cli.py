@@ -22,6 +22,10 @@ from typing import Any
 #: a MemoryError inside the worker instead of a machine that swaps.
 ADDRESS_SPACE = 6 * 2**30
 
+#: The worker's resident memory above which it is restarted before the next input: a fresh
+#: worker that has run one inversion holds about 0.6-0.7 GiB (torch, lbi, the network).
+FRESH_RSS = int(0.75 * 2**30)
+
 _WORKER = r"""
 import contextlib, io, json, resource, sys, traceback
 resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
@@ -48,9 +52,10 @@ for line in sys.stdin:
         except BaseException:
             code = "raised"
             traceback.print_exc(file=err)
-    hwm = [ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:")]
+    status = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in open("/proc/self/status")
+              if ln.startswith(("VmHWM:", "VmRSS:"))}
     print(json.dumps({"code": code, "err": err.getvalue(), "out": out.getvalue()[-2000:],
-                      "peak": int(hwm[0].split()[1]) * 1024 if hwm else 0}),
+                      "peak": status.get("VmHWM", 0), "rss": status.get("VmRSS", 0)}),
           file=proto, flush=True)
 """
 
@@ -75,10 +80,15 @@ class BoundedCli:
     """One worker process; :meth:`run` sends it an argv. Close it with :meth:`close`."""
 
     def __init__(self, address_space: int = ADDRESS_SPACE) -> None:
+        self.address_space = address_space
+        self._start()
+
+    def _start(self) -> None:
         root = Path(__file__).resolve().parents[2]
-        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(address_space)],
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(self.address_space)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      cwd=root)
+        self.rss = 0
         self._reply()
 
     def _reply(self) -> dict[str, Any]:
@@ -91,10 +101,14 @@ class BoundedCli:
         return json.loads(line)
 
     def run(self, *args: object) -> Outcome:
+        if self.rss > FRESH_RSS:  # what earlier inputs left resident (numba's compiled
+            self.close()  # kernels, torch's caches) is not this input's: a user runs one
+            self._start()  # `lbi` per file, so judge it in a process as fresh as theirs
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps([str(a) for a in args]) + "\n")
         self.proc.stdin.flush()
         reply = self._reply()
+        self.rss = int(reply.get("rss", 0))
         return Outcome(reply["code"], reply["err"], reply["peak"])
 
     def close(self) -> None:

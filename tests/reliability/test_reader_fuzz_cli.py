@@ -4,8 +4,10 @@ Each example writes one file (an ``.npy`` array, an image, a safetensors header,
 graph JSON, an ONNX graph) made from a good one by hypothesis, and runs ``lbi invert`` on it
 with ``--memory-limit 300M`` in a worker process under an address-space limit
 (``bounded_cli``). The property: exit 0 (the file was usable) or exit 2 with one error line,
-never a traceback, and the worker's peak RSS stays under 1 GiB. The default runs are a few
-examples per reader; ``-m slow`` runs many more.
+never a traceback, and the worker's peak RSS stays under 1 GiB for a refused file. A usable
+file runs two solver steps, and on a fresh install the first of them JIT-compiles numba's
+kernels once (about 0.5 GB while LLVM works, measured in a clean clone), so its ceiling is
+1.5 GiB. The default runs are a few examples per reader; ``-m slow`` runs many more.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def _check(bounded: BoundedCli, folder: Path, *args: object) -> None:
                           "--max-iter", "2", "--quiet")
     assert outcome.code == 0 or outcome.is_one_line_refusal(), outcome
     assert "Traceback" not in outcome.err, outcome.err
-    assert outcome.peak < GiB, outcome.peak
+    assert outcome.peak < (GiB if outcome.code == 2 else 1.5 * GiB), outcome.peak
 
 
 # ---- .npy ----------------------------------------------------------------------------------
