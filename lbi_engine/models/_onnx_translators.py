@@ -379,25 +379,21 @@ class _OpTranslators(_NodeContext):
 
     def _op_ReduceMean(self, a: dict) -> None:
         """The mean over H and W (AdaptiveAvgPool2d(1) as the dynamo exporter writes it)."""
-        axes = self._axes_arg(a)
-        rank = len(self.shape) + 1
-        if rank != 4 or axes is None or sorted(v % rank for v in axes) != [2, 3]:
-            self.refuse(f"ReduceMean over axes {axes} of a rank-{rank} tensor; only the mean "
-                        "over H and W of (N, C, H, W) (global average pooling) is supported. "
-                        "Use nn.AdaptiveAvgPool2d(1) or nn.AvgPool2d")
-        self.add(nn.AdaptiveAvgPool2d(1))
-        if not a.get("keepdims", 1):
-            self.add(nn.Flatten())
+        self._reduce_hw(a, "ReduceMean", "mean", "average", nn.AdaptiveAvgPool2d)
 
     def _op_ReduceMax(self, a: dict) -> None:
         """The maximum over H and W (AdaptiveMaxPool2d(1) as the dynamo exporter writes it):
         global max-pooling, lifted by its exact ReLU rewrite."""
+        self._reduce_hw(a, "ReduceMax", "maximum", "max", nn.AdaptiveMaxPool2d)
+
+    def _reduce_hw(self, a: dict, op: str, what: str, kind: str, pool: type[nn.Module]) -> None:
+        """A reduction over H and W of (N, C, H, W) as global pooling; other axes refused."""
         axes = self._axes_arg(a)
         rank = len(self.shape) + 1
         if rank != 4 or axes is None or sorted(v % rank for v in axes) != [2, 3]:
-            self.refuse(f"ReduceMax over axes {axes} of a rank-{rank} tensor; only the maximum "
-                        "over H and W of (N, C, H, W) (global max-pooling) is supported. "
-                        "Use nn.AdaptiveMaxPool2d(1) or nn.MaxPool2d")
-        self.add(nn.AdaptiveMaxPool2d(1))
+            self.refuse(f"{op} over axes {axes} of a rank-{rank} tensor; only the {what} "
+                        f"over H and W of (N, C, H, W) (global {kind} pooling) is supported. "
+                        f"Use nn.{pool.__name__}(1) or nn.{pool.__name__[8:]}")
+        self.add(pool(1))
         if not a.get("keepdims", 1):
             self.add(nn.Flatten())

@@ -95,6 +95,24 @@ def _avg_chain(adaptive: tuple[int, int]) -> nn.Sequential:
                          nn.Linear(2, 2)).eval()
 
 
+def _lifted(module: nn.Module, shape, how: str, tmp_path) -> LiftedNetwork:
+    """The module lifted directly, or read back from the file the default exporter writes."""
+    if how == "module":
+        return LiftedNetwork.from_module(module, shape)
+    if how == "pt2":
+        from tests.engine.models.test_pt2_import import save_pt2
+
+        save_pt2(module, shape, tmp_path / "net.pt2")
+        return load_model_file(tmp_path / "net.pt2").encoder
+    pytest.importorskip("onnx")
+    if how == "onnx-dynamo":
+        pytest.importorskip("onnxscript")
+    from tests.engine.models.test_onnx_exporters import export
+
+    export(module, shape, tmp_path / "net.onnx", dynamo=how == "onnx-dynamo")
+    return load_model_file(tmp_path / "net.onnx").encoder
+
+
 @pytest.mark.parametrize("how", ["module", "onnx-torchscript", "onnx-dynamo", "pt2"])
 def test_average_pooling_lifts_as_affine_maps(tmp_path, how) -> None:
     # torch's ONNX exporters write adaptive pooling as an AveragePool where the sizes divide;
@@ -102,21 +120,7 @@ def test_average_pooling_lifts_as_affine_maps(tmp_path, how) -> None:
     # which lbi does not read. torch itself and .pt2 take any sizes.
     module = _avg_chain((3, 4) if how.startswith("onnx") else (4, 3))
     shape = (3, 11, 15)
-    if how == "module":
-        net = LiftedNetwork.from_module(module, shape)
-    elif how == "pt2":
-        from tests.engine.models.test_pt2_import import save_pt2
-
-        save_pt2(module, shape, tmp_path / "avg.pt2")
-        net = load_model_file(tmp_path / "avg.pt2").encoder
-    else:
-        pytest.importorskip("onnx")
-        if how == "onnx-dynamo":
-            pytest.importorskip("onnxscript")
-        from tests.engine.models.test_onnx_exporters import export
-
-        export(module, shape, tmp_path / "avg.onnx", dynamo=how == "onnx-dynamo")
-        net = load_model_file(tmp_path / "avg.onnx").encoder
+    net = _lifted(module, shape, how, tmp_path)
     _agrees(net, module, shape)
     assert len(net) == 4  # three ReLUs + the final Linear: every pool merged into an affine map
     assert not net.rewrites
@@ -169,21 +173,7 @@ def test_global_and_adaptive_max_pooling_rewrite_exactly(tmp_path, how, size) ->
     handles without padding. The lifted forward equals torch's, in float64."""
     module = _global_max_chain(size)
     shape = (3, 6, 9)
-    if how == "module":
-        net = LiftedNetwork.from_module(module, shape)
-    elif how == "pt2":
-        from tests.engine.models.test_pt2_import import save_pt2
-
-        save_pt2(module, shape, tmp_path / "gmp.pt2")
-        net = load_model_file(tmp_path / "gmp.pt2").encoder
-    else:
-        pytest.importorskip("onnx")
-        if how == "onnx-dynamo":
-            pytest.importorskip("onnxscript")
-        from tests.engine.models.test_onnx_exporters import export
-
-        export(module, shape, tmp_path / "gmp.onnx", dynamo=how == "onnx-dynamo")
-        net = load_model_file(tmp_path / "gmp.onnx").encoder
+    net = _lifted(module, shape, how, tmp_path)
     _agrees(net, module, shape)
     window = (6, 9) if size == 1 else (3, 3)
     assert [r["lifted_layers_added"] for r in net.rewrites] == [relu_levels(window)]
