@@ -417,6 +417,9 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
                            math.log(hi.alpha) - 0.1 * width)
             next_alpha = math.exp(log_next)
         else:
+            if residual > target and _out_of_reach(path, target, alpha_min):
+                near = _fit_floor(path)
+                return path, finals, path[near].alpha, near
             slope = _local_slope(path, target)
             step = math.log(target / residual) / slope
             next_alpha = alpha * math.exp(min(max(step, -MAX_JUMP), MAX_JUMP))
@@ -432,9 +435,38 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
         chosen = _interpolate(path[below], path[above], target)
         return path, finals, chosen, min((below, above),
                                          key=lambda i: abs(math.log(path[i].alpha / chosen)))
+    if all(point.discrepancy > target for point in path):  # never close enough: as below
+        near = _fit_floor(path)
+        return path, finals, path[near].alpha, near
     best = min(range(len(path)),
                key=lambda i: abs(math.log(discrepancy_ratio(path[i].discrepancy, target))))
     return path, finals, path[best].alpha, best
+
+
+def _out_of_reach(path: list[PathPoint], target: float, alpha_min: float) -> bool:
+    """Whether the residual has flattened above the target: the last three path points
+    walk down in alpha, all above the target, both of their steps with a slope
+    d log residual / d log alpha below MIN_SLOPE, and even the steeper of the two would
+    reach the target only below ``alpha_min``. Then the search stops (``_fit_floor``) instead
+    of walking on down: on a random vgg11 slice (64x64 colour, std 0.05) the residual fell by
+    2 % per step from alpha 2.4e-3 to 2e-4 while the PSNR fell from 19.8 to 16.2 dB, and
+    the walk spent six more solves getting there. One flat step is not enough: a short
+    path solve can pass the settle test with its residual still drifting
+    (``_local_slope``)."""
+    if len(path) < 3:
+        return False
+    a, b, c = path[-3:]
+    if not (a.alpha > b.alpha > c.alpha and min(a.discrepancy, b.discrepancy,
+                                                 c.discrepancy) > target):
+        return False
+    slopes = [math.log(p.discrepancy / q.discrepancy) / math.log(p.alpha / q.alpha)
+              for p, q in ((a, b), (b, c))]
+    steepest = max(slopes)
+    if steepest >= MIN_SLOPE:
+        return False
+    if steepest <= 0:
+        return True
+    return c.alpha * math.exp(math.log(target / c.discrepancy) / steepest) < alpha_min
 
 
 def _fit_floor(path: list[PathPoint]) -> int:

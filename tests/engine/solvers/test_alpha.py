@@ -388,3 +388,76 @@ def test_an_unreachable_target_keeps_the_largest_alpha_that_fits_as_well() -> No
     # a residual still falling steeply at alpha_min: alpha_min it is
     falling = [point(1e-2, 40.0), point(1e-3, 20.0), point(1e-4, 10.0)]
     assert path[_fit_floor(path)].alpha == 1.2e-2 and falling[_fit_floor(falling)].alpha == 1e-4
+
+
+def _flattening_search(monkeypatch, residual_of, target: float, start: float):
+    """_discrepancy_search over a scalar model residual(alpha): each 'solve' is one fake
+    record; returns the alphas solved at and the chosen one."""
+    from types import SimpleNamespace
+
+    from lbi_engine.solvers.alpha import whole
+
+    solved: list[float] = []
+
+    def fake_solve_at(problem, alpha, solve, init, stage, offset, path_tol=0.0):
+        solved.append(alpha)
+        record = SimpleNamespace(alpha=alpha, stop_reason="settled")
+        return record, record
+        yield  # a generator, as the real one
+
+    monkeypatch.setattr(whole, "_solve_at", fake_solve_at)
+    monkeypatch.setattr(whole, "_warm", lambda record, problem: {})
+    monkeypatch.setattr(whole, "_point", lambda alpha, first, last: whole.PathPoint(
+        alpha, residual_of(alpha), 0.0, 0.0, 20, 0.0))
+    search = whole._discrepancy_search(None, None, target, start, whole.ALPHA_MIN)
+    try:
+        while True:
+            next(search)
+    except StopIteration as done:
+        path, _, chosen, near = done.value
+    return solved, chosen, path[near].alpha
+
+
+def test_a_flattened_residual_ends_the_search_at_the_fit_floor(monkeypatch) -> None:
+    """The path a random vgg11 slice took (64x64 colour, std 0.05, target 7.69): the
+    residual falls 2 % per step below alpha 2.4e-3. The search stops after two flat steps
+    and keeps the largest alpha within FIT_FLOOR of the smallest residual (2.4e-3, 19.8 dB
+    there), where it used to walk six more solves down to 2e-4 (16.2 dB)."""
+    from lbi_engine.solvers.alpha import FIT_FLOOR
+
+    def residual(alpha: float) -> float:  # 9.2 at 1.5e-3, slope 0.045 below 0.024
+        return 9.2 * (alpha / 1.5e-3) ** 0.045 if alpha < 0.024 else 10.52 * (alpha / 0.024) ** 0.11
+
+    solved, chosen, near = _flattening_search(monkeypatch, residual, 7.69, 0.0727)
+    assert len(solved) <= 5 and chosen == near
+    smallest = min(residual(a) for a in solved)
+    assert residual(chosen) <= (1 + FIT_FLOOR) * smallest
+    assert chosen == max(a for a in solved if residual(a) <= (1 + FIT_FLOOR) * smallest)
+    assert chosen > 1e-3
+
+
+def test_a_steep_residual_still_walks_to_its_crossing(monkeypatch) -> None:
+    """A power law of slope 0.4 crosses its target: the out-of-reach stop never fires, and
+    the search ends within MATCH of the crossing (alpha 1e-3 here)."""
+    from lbi_engine.solvers.alpha import MATCH
+
+    solved, chosen, _ = _flattening_search(monkeypatch, lambda a: 5.0 * (a / 1e-3) ** 0.4,
+                                           5.0, 0.1)
+    assert abs(math.log(chosen / 1e-3)) * 0.4 <= MATCH + 1e-12
+
+
+def test_one_flat_step_is_not_out_of_reach() -> None:
+    """A single flat step (a path solve that settled early) does not stop the search; two
+    consecutive flat steps whose extrapolation needs alpha below alpha_min do."""
+    from lbi_engine.solvers.alpha import ALPHA_MIN, PathPoint
+    from lbi_engine.solvers.alpha.whole import _out_of_reach
+
+    def point(alpha: float, residual: float) -> PathPoint:
+        return PathPoint(alpha, residual, 0.0, 0.0, 20, 0.0)
+
+    one_flat = [point(1e-1, 20.0), point(1e-2, 10.0), point(5e-3, 9.9)]
+    two_flat = [point(2.4e-2, 10.52), point(2.4e-3, 9.40), point(1.47e-3, 9.195)]
+    assert not _out_of_reach(one_flat, 7.69, ALPHA_MIN)
+    assert _out_of_reach(two_flat, 7.69, ALPHA_MIN)
+    # flat, but the target is close enough that the steeper slope reaches it above alpha_min
+    assert not _out_of_reach(two_flat, 9.0, ALPHA_MIN)
