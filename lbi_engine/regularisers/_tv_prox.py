@@ -20,6 +20,17 @@ steps (a test costs half a step), and at the cap.
 Two backends compute the same iterates to rounding, chosen once at construction: the
 compiled kernel (``_tv_kernel``, numba on the CPU: a whole prox is one loop nest) and torch
 operations on buffers made once (GPU, or numba switched off: ``operators.backend``).
+
+A *primal map* generalises the box (torch backend only): FGP is accelerated projected
+gradient on the dual of min_u phi(u) + lam TV(u) for any phi = 1/2 ||u - v||^2_M + g with g
+convex and M >= I diagonal-or-not, i.e. phi 1-strongly convex. Its primal recovery is
+u(p) = grad phi*(lam div p), 1-Lipschitz in lam div p, so the dual's gradient lam grad u(p)
+is Lipschitz with constant lam^2 ||grad||^2 and the step, the projection and the momentum are
+the same as for the box (phi = 1/2 ||u - v||^2 + iota_box, u(p) = clip(v + lam div p)). The
+duality gap is lam (TV(u) - <grad u, p>) again: D(p) = phi(u) - lam <u, div p> at
+u = u(p), and P(u) - D(p) = lam TV(u) + lam <u, div p>. The learned Gaussian prior + TV
+(``_gaussian``) uses it with u(p) = prox_{a G + box}(v + lam div p) and, inside the joint
+method's per-pixel metric, u(p) = clip(v + w * lam div p) with 0 < w <= 1 (MATH.md §4.3).
 """
 
 from __future__ import annotations
@@ -36,7 +47,11 @@ from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.operators.finite_differences import DivAdd, GradInto, grad_norm_sq
 
 __all__ = ["THETA", "INNER_MAX", "CHECK_EVERY", "TVProx", "compiled_kernel",
-           "dual_ball_projection"]
+           "dual_ball_projection", "PrimalMap"]
+
+#: u <- u(p) in place, given u = lam div p on entry: the gradient of phi* of a 1-strongly
+#: convex phi (module docstring); None: the box's clip(v + lam div p).
+PrimalMap = Callable[[Tensor], object]
 
 THETA = 1.0  # inner accuracy relative to the outer step (prototype: 0.01-1 as fast)
 INNER_MAX = 200  # FGP steps per prox at most (measured: 13-70 per prox on average)
@@ -68,11 +83,18 @@ class TVProx:
                  image_shape: tuple[int, ...], dtype: torch.dtype,
                  device: torch.device | str = "cpu", compiled: bool | None = None,
                  theta: float = THETA, inner_max: int = INNER_MAX,
-                 check_every: int = CHECK_EVERY) -> None:
+                 check_every: int = CHECK_EVERY, primal: PrimalMap | None = None) -> None:
         """TV ``isotropic`` or not, with the box [lo, hi] (+-inf: none); made by
         ``TotalVariation.fgp``. ``compiled``: None takes the kernel where it can run (CPU,
-        numba enabled); True asks for it (a RuntimeError where it cannot), False: torch."""
+        numba enabled); True asks for it (a RuntimeError where it cannot), False: torch.
+        ``primal``: a primal map (module docstring; then lo, hi are unused and the torch
+        backend runs, the kernel knowing only the box)."""
         device = torch.device(device)
+        self.primal = primal
+        if primal is not None:
+            if compiled:
+                raise RuntimeError("the compiled TV prox knows only the box, not a primal map")
+            compiled = False
         self.image_shape = img = tuple(int(n) for n in image_shape)
         self.batch = batch
         self.isotropic = bool(isotropic)
@@ -172,9 +194,7 @@ class TVProx:
                 if j == self.inner_max or not bool(need.any()):
                     return steps
             # one FGP step from q
-            self.u.copy_(self.v)
-            self._div_q(lam)
-            self._clip_u()
+            self._recover(self._div_q, lam)
             self._grad_u()
             torch.add(q, self._g, alpha=step, out=pn)
             self._project()
@@ -193,9 +213,7 @@ class TVProx:
     def _gap_small(self, lam: float) -> Tensor:
         """u = clip(v + lam div p), and per sample whether the duality gap is small."""
         u, g, pp = self.u, self._g, self.dual
-        u.copy_(self.v)
-        self._div_p(lam)
-        self._clip_u()
+        self._recover(self._div_p, lam)
         self._grad_u()
         batch = self.batch
         pixels = self.image_shape[-2] * self.image_shape[-1]
@@ -210,6 +228,18 @@ class TVProx:
         step_sq = torch.linalg.vector_norm(self._d.view(batch, -1), dim=1).square()
         floor = self.floor * lam * tv
         return gap <= torch.maximum(0.5 * self.theta * step_sq, floor)
+
+    def _recover(self, div_add: DivAdd, lam: float) -> None:
+        """u = u(field) for the field ``div_add`` reads: clip(v + lam div), or the primal
+        map of lam div."""
+        if self.primal is None:
+            self.u.copy_(self.v)
+            div_add(lam)
+            self._clip_u()
+        else:
+            self.u.zero_()
+            div_add(lam)
+            self.primal(self.u)
 
     def _clip_u(self) -> None:
         if self.boxed:
