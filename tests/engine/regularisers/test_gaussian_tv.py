@@ -20,8 +20,8 @@ from lbi_engine.regularisers import (
     make_regulariser,
     parse_spec,
 )
-from tests.engine.regularisers.test_gaussian_prior import _dense, _prior
 from tests.engine._solver_cases import diff_matrices
+from tests.engine.regularisers.test_gaussian_prior import _dense, _prior
 
 GAMMA = 0.6
 
