@@ -187,26 +187,15 @@ class JointFista:
         1/2 sum (u_i - v_i)^2 / w_i + lam TV(u) + box, w = tau / tau_max in (0, 1] and
         lam = alpha gamma tau_max: phi = the weighted distance + box is 1-strongly convex
         (w <= 1), so TV's FGP runs with the primal map u(p) = clip(v + w lam div p), the
-        1-dimensional minimiser of each pixel's convex piece on its interval (``_tv_prox``)."""
+        1-dimensional minimiser of each pixel's convex piece on its interval (``_tv_prox``'s
+        weight: compiled on the CPU, torch elsewhere). (The fused one-sample step is TV's
+        only: it knows no Gaussian gradient.)"""
         shape = tuple(self.reg.image_shape)
         tau0 = self._tau[:self._n0]
         top = float(tau0.max())
-        weight = (tau0 / top).reshape(1, *shape)
         self.lam = self.alpha * gamma * top
-        lo = self._lo if self._lo > -math.inf else None
-        hi = self._hi if self._hi < math.inf else None
-        boxed = lo is not None or hi is not None
-        holder: list[TVProx] = []
-
-        def primal(u: Tensor) -> None:  # u = lam div p on entry
-            u.mul_(weight).add_(holder[0].v)
-            if boxed:
-                u.clamp_(min=lo, max=hi)
-
-        prox = TVProx(True, self._lo, self._hi, batch, shape, like.dtype, like.device,
-                      compiled=False, primal=primal)
-        holder.append(prox)
-        return prox
+        return TVProx(True, self._lo, self._hi, batch, shape, like.dtype, like.device,
+                      weight=tau0 / top)
 
     # -- flat buffers and their block views ------------------------------------------------
     def _flat(self, blocks: list[Tensor]) -> Tensor:
@@ -391,7 +380,7 @@ class JointFista:
     def _fused_step(self) -> Any:
         """A ``_fista_kernel.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
         with numba (its kernels loaded here, outside any stopwatch); else None."""
-        if self._one is None or not self._relu_aux or self.tv_prox is None or \
+        if self._one is None or not self._relu_aux or not self._tv or self.tv_prox is None or \
                 not self.tv_prox.compiled:
             return None
         from lbi_engine.solvers._fista_kernel import FusedStep

@@ -20,7 +20,7 @@ from lbi_engine.regularisers import (
     make_regulariser,
     parse_spec,
 )
-from tests.engine._solver_cases import diff_matrices
+from tests.engine._solver_cases import cvx_tv
 from tests.engine.regularisers.test_gaussian_prior import _dense, _prior
 
 GAMMA = 0.6
@@ -42,14 +42,8 @@ def _cvx_prox(reg: GaussianPrior, v: torch.Tensor, lam: float) -> tuple[np.ndarr
     channels, h, w = (1, *shape) if len(shape) == 2 else shape
     mu, prec = _dense(reg.prior)
     chol = np.linalg.cholesky(prec)
-    dh, dw = diff_matrices(h, w)
-    n = h * w
-    u = cp.Variable(channels * n)
-    parts = []
-    for c in range(channels):
-        part = u[c * n:(c + 1) * n]
-        parts += [dh @ part, dw @ part]
-    tv = cp.sum(cp.norm(cp.vstack(parts), 2, axis=0))
+    u = cp.Variable(channels * h * w)
+    tv = cvx_tv(u, h, w, True, channels)
     gauss = 0.5 * cp.sum_squares(chol.T @ (u - mu))
     constraints = ([u >= reg.lo] if reg.lo > -math.inf else []) + \
         ([u <= reg.hi] if reg.hi < math.inf else [])

@@ -144,7 +144,7 @@ def test_layerwise_input_stage_solves_its_problem_with_the_prior(gamma: float) -
     prior + box (and gamma TV), against cvxpy (Sigma inverted densely)."""
     import cvxpy as cp
 
-    from tests.engine._solver_cases import cvx_bregman, dense, with_feature_prior
+    from tests.engine._solver_cases import cvx_bregman, cvx_tv, dense, with_feature_prior
 
     base = _problem((36, 72, 108), alpha=0.05)
     problem = with_feature_prior(_with_tv(base, gamma) if gamma else base)
@@ -159,7 +159,7 @@ def test_layerwise_input_stage_solves_its_problem_with_the_prior(gamma: float) -
     objective = cvx_bregman("relu", x1, a1 @ x0 + b1) \
         + 0.05 / 2 * cp.quad_form(x0 - mu, cp.psd_wrap(0.5 * (prec + prec.T)))
     if gamma:
-        objective = objective + 0.05 * gamma * _cvx_tv(x0, 6)
+        objective = objective + 0.05 * gamma * cvx_tv(x0, 6, 6)
     task = cp.Problem(cp.Minimize(objective), [x0 >= 0, x0 <= 1])
     task.solve(solver="CLARABEL")
     assert task.status == "optimal"
@@ -171,17 +171,6 @@ def test_layerwise_input_stage_solves_its_problem_with_the_prior(gamma: float) -
 
 # -- the Gaussian prior plus TV (R = G + gamma TV, "gaussian+tv") ------------------------------
 GAMMA = 0.5
-
-
-def _cvx_tv(var, side: int):  # noqa: ANN001, ANN202 (cvxpy expressions)
-    """Isotropic TV of a cvxpy vector holding a side x side image (forward differences,
-    Neumann boundary; written from the definition, not from the engine)."""
-    import cvxpy as cp
-
-    from tests.engine._solver_cases import diff_matrices
-
-    dh, dw = diff_matrices(side, side)
-    return cp.sum(cp.norm(cp.vstack([dh @ var, dw @ var]), 2, axis=0))
 
 
 def _with_tv(problem: InversionProblem, gamma: float = GAMMA) -> InversionProblem:
@@ -198,7 +187,7 @@ def test_gaussian_tv_one_layer_is_the_cvxpy_minimiser(box: bool) -> None:
     objective B(y, W x + b) + alpha (G(x) + gamma TV(x)) (+ box), Sigma inverted densely."""
     import cvxpy as cp
 
-    from tests.engine._solver_cases import cvx_bregman, dense
+    from tests.engine._solver_cases import cvx_bregman, cvx_tv, dense
 
     problem = _with_tv(_problem((36, 30), alpha=0.05, box=box))
     record = final(solve(problem, "pdhg", stop=StopRule(max_iter=40000, tol=1e-12,
@@ -210,7 +199,7 @@ def test_gaussian_tv_one_layer_is_the_cvxpy_minimiser(box: bool) -> None:
     x0 = cp.Variable(36)
     objective = cvx_bregman("relu", problem.y_delta[0].numpy(), a @ x0 + b) \
         + 0.05 / 2 * cp.quad_form(x0 - mu, cp.psd_wrap(0.5 * (prec + prec.T))) \
-        + 0.05 * GAMMA * _cvx_tv(x0, 6)
+        + 0.05 * GAMMA * cvx_tv(x0, 6, 6)
     task = cp.Problem(cp.Minimize(objective), [x0 >= 0, x0 <= 1] if box else [])
     task.solve(solver="CLARABEL")
     assert task.status == "optimal"
