@@ -96,6 +96,11 @@ class TVProx:
         self.primal = primal
         self.weight = None if weight is None else \
             weight.to(dtype=dtype, device=device).reshape(image_shape).contiguous()
+        # w > 1 would break the step 1 / (lam ||grad||^2), w <= 0 the strong convexity
+        if self.weight is not None and not bool(((self.weight > 0) & (self.weight <= 1)).all()):
+            raise ValueError("the TV prox's per-pixel weights must lie in (0, 1]")
+        if self.weight is not None and primal is not None:
+            raise ValueError("give the TV prox a weight or a primal map, not both")
         if primal is not None:
             if compiled:
                 raise RuntimeError("the compiled TV prox knows only the box, not a primal map")
