@@ -195,3 +195,13 @@ def test_the_backends_compute_the_same_weighted_iterates(dtype: torch.dtype) -> 
     tol = 1e-12 if dtype == torch.float64 else 2e-5
     torch.testing.assert_close(u_t, u_c, rtol=0, atol=tol)
     torch.testing.assert_close(p_t, p_c, rtol=0, atol=tol)
+
+
+def test_weights_outside_the_unit_interval_or_with_a_primal_map_are_refused() -> None:
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"\(0, 1\]"):
+            TVProx(True, 0.0, 1.0, 1, (1, 3, 3), torch.float64,
+                   weight=torch.full((1, 3, 3), bad, dtype=torch.float64))
+    with pytest.raises(ValueError, match="not both"):
+        TVProx(True, 0.0, 1.0, 1, (1, 3, 3), torch.float64, primal=lambda u: None,
+               weight=torch.ones(1, 3, 3, dtype=torch.float64))
