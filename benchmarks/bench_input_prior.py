@@ -37,11 +37,11 @@ MARK_END = "<!-- input-prior:end -->"
 
 
 def _run(bundle: Any, index: int, std: float, reg: str, alpha: float | str = "auto",
-         rule: str = "auto") -> dict[str, Any]:
+         rule: str = "auto", split: str = "val") -> dict[str, Any]:
     from lbi_engine import api
     from lbi_engine.solvers import final
 
-    request = api.InversionRequest(network="mnist-cnn-ae", dataset="mnist", split="val",
+    request = api.InversionRequest(network="mnist-cnn-ae", dataset="mnist", split=split,
                                    index=index, seed=index, noise_std=std, regulariser=reg,
                                    alpha=alpha, alpha_rule=rule)
     prepared = api.prepare(request, bundle)

@@ -66,6 +66,7 @@ def feature_prior_available(network: str, feature_prior: str | None) -> bool:
 REGULARISER_LABELS = {
     "auto": "Auto (learned prior, else TV)",
     "gaussian": "Learned Gaussian",
+    "gaussian+tv": "Learned Gaussian + TV",
     "tv": "Total variation (isotropic)",
     "tv-aniso": "Total variation (anisotropic)",
     "tikhonov": "Tikhonov ‖x‖²",
@@ -80,11 +81,12 @@ _CONSTRAINTS = ("nonneg", "box", "none", "auto")
 
 
 def _regularisers() -> list[tuple[str, str]]:
-    """Every regulariser name the CLI accepts, then each prior with '+nonneg' and '+box' (the
-    README's tv+box among them)."""
-    from lbi_engine.cli._common import REGULARISER_NAMES
+    """Every regulariser name the CLI accepts and its combined specs (gaussian+tv), then each
+    prior with '+nonneg' and '+box' (the README's tv+box among them)."""
+    from lbi_engine.cli._common import COMBINED_REGULARISER_NAMES, REGULARISER_NAMES
 
     names = sorted(REGULARISER_NAMES, key=lambda n: n != "auto")  # auto, the default, first
+    names += list(COMBINED_REGULARISER_NAMES)
     plain = [(n, REGULARISER_LABELS.get(n, n)) for n in names]
     combined = [(f"{n}+{c}", f"{REGULARISER_LABELS.get(n, n)} + "
                              f"{'x ≥ 0' if c == 'nonneg' else 'box [0, 1]'}")

@@ -27,6 +27,8 @@ EXIT_INTERRUPTED = 130
 # copy; tests/cli/test_help.py checks that it equals the engine's.
 REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "nonneg", "box",
                      "none", "gaussian", "auto")
+#: Specs that add a term to a learned regulariser (a copy, checked as REGULARISER_NAMES is).
+COMBINED_REGULARISER_NAMES = ("gaussian+tv",)
 #: Most values a list argument may expand to (log:1e-4:1:10000000 is a typo, not a grid).
 MAX_LIST = 10_000
 TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "

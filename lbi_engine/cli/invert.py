@@ -150,7 +150,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     prob.add_argument("--regulariser", metavar="R",
                       help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
                            "added, e.g. tv+nonneg (tv = isotropic TV); gaussian: the learned "
-                           "input prior (--input-prior, or the one a zoo network ships); auto: "
+                           "input prior (--input-prior, or the one a zoo network ships), "
+                           "gaussian+tv[=G]: plus G times TV (G default 1, same alpha); auto: "
                            "gaussian+box where it was measured better (mnist-cnn-ae), else tv "
                            "(result.json: regulariser_run, regulariser_rule) "
                            + c.request_default("regulariser"))

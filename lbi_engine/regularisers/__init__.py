@@ -16,6 +16,7 @@ alpha or the step. Per regulariser (h, K | g):
     l1                 no h                                                | g = ||x||_1
     nonneg, box, none  no h                                       | g = indicator of the set, 0
     gaussian           no h            | g = ½(x - mu)^T Sigma^{-1} (x - mu), learned (_gaussian.py)
+    gaussian+tv        h = ||.||_{2,1}, K = gamma grad | g = the Gaussian's (R = G + gamma TV)
 
 Any regulariser can carry an interval constraint lo <= x <= hi ("tv+nonneg",
 ``{"name": "tv", "box": [0, 1]}``), applied inside ``prox_primal``. Regularisers without a
@@ -35,7 +36,7 @@ from typing import Any
 from lbi_engine.errors import InputError
 from lbi_engine.operators.finite_differences import div, grad, grad_norm_sq
 from lbi_engine.regularisers._base import CONSTRAINT_TOL, Regulariser
-from lbi_engine.regularisers._gaussian import GaussianPrior, LowRankGaussian
+from lbi_engine.regularisers._gaussian import DEFAULT_TV_WEIGHT, GaussianPrior, LowRankGaussian
 from lbi_engine.regularisers._gradient import GradientTikhonov, TotalVariation
 from lbi_engine.regularisers._pointwise import L1, Constraint, Tikhonov
 from lbi_engine.regularisers._tv_prox import TVProx, dual_ball_projection
@@ -46,7 +47,8 @@ __all__ = [
     "REGULARISER_NAMES", "Regulariser", "TotalVariation", "GradientTikhonov", "Tikhonov",
     "L1", "Constraint", "make_regulariser", "grad", "div", "grad_norm_sq", "CONSTRAINT_TOL",
     "LEARNED_REGULARISER_NAMES", "GaussianPrior", "LowRankGaussian", "parse_spec",
-    "regulariser_name", "TVProx", "dual_ball_projection",
+    "regulariser_name", "TVProx", "dual_ball_projection", "COMBINED_REGULARISER_NAMES",
+    "DEFAULT_TV_WEIGHT",
 ]
 
 REGULARISER_NAMES = (
@@ -55,6 +57,9 @@ REGULARISER_NAMES = (
 #: Regularisers fitted on data: the name alone does not build one (it needs the fitted prior,
 #: which the caller loads: lbi_engine.priors.input), so they are listed apart.
 LEARNED_REGULARISER_NAMES = ("gaussian",)
+#: Specs that add a term to a learned regulariser ('+tv': gamma DEFAULT_TV_WEIGHT, '+tv=G':
+#: gamma G), offered beside the names (each may take '+nonneg' or '+box' too).
+COMBINED_REGULARISER_NAMES = ("gaussian+tv",)
 _ALIASES = {"gauss": "gaussian", "gaussian-prior": "gaussian",
             "tv-iso": "tv", "tv-isotropic": "tv", "tv-anisotropic": "tv-aniso",
             "h1": "gradient-tikhonov", "identity": "none"}
@@ -108,9 +113,12 @@ def parse_spec(spec: str | Mapping[str, Any]) -> dict[str, Any]:
                 params["nonneg"] = True
             elif key == "box":
                 params["box"] = [0.0, 1.0]
+            elif key == "tv" or key.startswith("tv="):
+                params["tv"] = DEFAULT_TV_WEIGHT if key == "tv" else key[3:]
             else:
                 raise InputError(f"regulariser {spec!r}: unknown constraint {extra!r}; "
-                                 "use '+nonneg' or '+box' (box [0, 1]).")
+                                 "use '+nonneg' or '+box' (box [0, 1]), or '+tv' / '+tv=G' "
+                                 "after 'gaussian'.")
     elif isinstance(spec, Mapping):
         params = dict(spec)
     else:
@@ -138,7 +146,7 @@ def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser
     params = parse_spec(spec)
     name = _canonical(params.pop("name"))
     allowed = {"box", "nonneg"} | ({"lo", "hi"} if name == "box" else set()) \
-        | ({"prior"} if name == "gaussian" else set())
+        | ({"prior", "tv"} if name == "gaussian" else set())
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise InputError(f"regulariser {name!r}: unknown option(s) {unknown}; "
@@ -161,7 +169,7 @@ def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser
         raise InputError(f"regulariser {name!r}: the constraint [{lo:g}, {hi:g}] is empty; "
                          "give lo <= hi.")
     if name == "gaussian":
-        return _gaussian(params.get("prior"), lo, hi)
+        return _gaussian(params.get("prior"), lo, hi, _tv_weight(params.get("tv", 0.0)))
     if name in ("tv", "tv-aniso"):
         return TotalVariation(isotropic=name == "tv", lo=lo, hi=hi)
     if name == "gradient-tikhonov":
@@ -173,7 +181,20 @@ def make_regulariser(spec: str | Mapping[str, Any] | Regulariser) -> Regulariser
     return Constraint(name, lo, hi)
 
 
-def _gaussian(prior: Any, lo: float, hi: float) -> Regulariser:
+def _tv_weight(value: Any) -> float:
+    """gamma of 'gaussian+tv=G' or a spec's "tv" entry: a finite number >= 0."""
+    try:
+        gamma = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"tv={value!r}: the TV weight of 'gaussian+tv' must be a number "
+                         f"(e.g. gaussian+tv={DEFAULT_TV_WEIGHT:g}).") from None
+    if not (math.isfinite(gamma) and gamma >= 0):
+        raise InputError(f"tv={value!r}: the TV weight of 'gaussian+tv' must be a finite "
+                         f"number >= 0 (e.g. gaussian+tv={DEFAULT_TV_WEIGHT:g}).")
+    return gamma
+
+
+def _gaussian(prior: Any, lo: float, hi: float, tv: float = 0.0) -> Regulariser:
     """The learned input prior: ``prior`` is the fitted LowRankGaussian (a spec read from JSON
     names its file's sha256 only, which cannot rebuild it)."""
     if not isinstance(prior, LowRankGaussian):
@@ -182,4 +203,4 @@ def _gaussian(prior: Any, lo: float, hi: float) -> Regulariser:
             "(lbi invert NETWORK --regulariser gaussian+box), else fit one with `lbi prior "
             "NETWORK --samples FILE` and pass --input-prior BASE (Python: "
             "lbi_engine.priors.input.gaussian_regulariser).")
-    return GaussianPrior(prior, lo, hi)
+    return GaussianPrior(prior, lo, hi, tv=tv)

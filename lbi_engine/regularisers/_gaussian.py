@@ -19,6 +19,13 @@ solved by accelerated projected gradient in the diagonal metric M = I + t diag(d
 majorises the Hessian I + t Sigma^{-1} (Sigma^{-1} <= diag(d)^{-1} since U U^T >= 0), so a step
 of M^{-1} is a descent step and the M-projection onto a box is the clip; started at the clipped
 unconstrained prox, with the gradient restart of O'Donoghue–Candès.
+
+With a TV term (``tv`` = gamma > 0, "gaussian+tv") R(x) = G(x) + gamma TV(x), G the quadratic
+above: still convex, proper, continuous. The split puts gamma TV in h (K = gamma grad, the
+dual prox the unit-ball projection of isotropic TV) and G + box in g, so Condat–Vũ needs
+nothing new. The whole prox of t R (+ box), :meth:`GaussianPrior.prox`, is TV's FGP with the
+primal map u(p) = prox_{t G + box}(v + t gamma div p) (``_tv_prox``: 1/2 ||u - v||^2 + t G
++ box is 1-strongly convex, so the FGP step and its duality gap are TV's; MATH.md §4.3).
 """
 
 from __future__ import annotations
@@ -31,9 +38,16 @@ import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError
+from lbi_engine.operators.finite_differences import tv_iso_value
 from lbi_engine.regularisers._base import Regulariser, _per_sample
+from lbi_engine.regularisers._gradient import TotalVariation
+from lbi_engine.regularisers._tv_prox import TVProx
 
-__all__ = ["GaussianPrior", "LowRankGaussian"]
+__all__ = ["GaussianPrior", "LowRankGaussian", "DEFAULT_TV_WEIGHT"]
+
+#: gamma of "gaussian+tv" when the spec gives none: TV's weight relative to the Gaussian's
+#: (alpha multiplies both), chosen on MNIST training digits (MATH.md §4.3).
+DEFAULT_TV_WEIGHT = 1.0
 
 #: The weight for code noise of per-entry std s: alpha = c(s) s^2 with c = NOISE_FACTOR_HIGH
 #: for s >= NOISE_KNEE, rising log-linearly in s to NOISE_FACTOR_LOW at NOISE_LOW and kept
@@ -163,17 +177,26 @@ class LowRankGaussian:
 
 
 class GaussianPrior(Regulariser):
-    """R(x) = ½ (x - mu)^T Sigma^{-1} (x - mu) with an optional box; ``prior`` the fitted
-    :class:`LowRankGaussian` on the flattened image (spec() names it by its label, the
-    prior file's sha256), ``inner_tol``/``inner_max`` the box prox's accuracy and budget."""
+    """R(x) = ½ (x - mu)^T Sigma^{-1} (x - mu) + tv TV(x) with an optional box; ``prior`` the
+    fitted :class:`LowRankGaussian` on the flattened image (spec() names it by its label, the
+    prior file's sha256), ``tv`` >= 0 the weight of isotropic TV (0: none; module docstring),
+    ``inner_tol``/``inner_max`` the box prox's accuracy and budget."""
 
     name = "gaussian"
     #: how result.json names the weight of alpha_for_noise: c(s) s^2 (NOISE_FACTOR_HIGH)
     noise_alpha_rule = "noise-scaled"
 
     def __init__(self, prior: LowRankGaussian, lo: float = -math.inf, hi: float = math.inf,
-                 inner_tol: float | None = None, inner_max: int = 2000) -> None:
+                 inner_tol: float | None = None, inner_max: int = 2000,
+                 tv: float = 0.0) -> None:
         super().__init__(lo, hi)
+        if not (math.isfinite(tv) and tv >= 0):
+            raise InputError(f"the TV weight of the Gaussian prior is {tv}; give a finite "
+                             "number >= 0 (0: no TV).")
+        self.tv = float(tv)
+        # TV's own operators, dual prox and subgradient (its box stays here, in g)
+        self._tv = TotalVariation(isotropic=True)
+        self.has_dual = self.tv > 0
         self.prior = prior
         self.label = prior.label
         self.inner_tol = inner_tol
@@ -201,11 +224,61 @@ class GaussianPrior(Regulariser):
 
     def raw_value(self, x: Tensor) -> Tensor:
         self._check(x)
-        return self.prior.value(x)
+        value = self.prior.value(x)
+        if self.tv > 0:
+            value = value + self.tv * tv_iso_value(x)
+        return value
 
     def subgradient(self, x: Tensor) -> Tensor:
         self._check(x)
-        return self.prior.gradient(x)
+        grad = self.prior.gradient(x)
+        if self.tv > 0:
+            grad = grad + self.tv * self._tv.subgradient(x)
+        return grad
+
+    # -- the TV part: h(alpha K x) with K = tv grad, h the l_{2,1} norm --------------------------
+    def K(self, x: Tensor) -> Tensor:  # the operator's conventional name
+        if self.tv == 0:
+            return super().K(x)
+        return self._tv.K(x).mul_(self.tv)
+
+    def KT(self, p: Tensor) -> Tensor:
+        if self.tv == 0:
+            return super().KT(p)
+        return self._tv.KT(p).mul_(self.tv)
+
+    def K_norm_sq(self, x_shape: tuple[int, ...]) -> float:
+        if self.tv == 0:
+            return 0.0
+        return self.tv * self.tv * self._tv.K_norm_sq(x_shape)
+
+    def prox_dual(self, p: Tensor, step: float | Tensor, alpha: float | Tensor) -> Tensor:
+        if self.tv == 0:
+            return super().prox_dual(p, step, alpha)
+        return self._tv.prox_dual(p, step, alpha)
+
+    def prox(self, x: Tensor, lam: float, gap_tol: float | None = None,
+             inner_max: int = 100_000) -> Tensor:
+        """prox_{lam R + iota_[lo,hi]}(x), TV part included, for images x (B, *image_shape):
+        FGP on TV's dual with the primal map prox_{lam G + box} (module docstring), from the
+        dual 0 until the duality gap is <= ``gap_tol`` lam tv TV(u) (default: 1e-13 in
+        float64, 1e-6 in float32). For tests and scripts; the solvers use the split."""
+        self._check(x)
+        if self.tv == 0 or lam == 0:
+            return self.prox_primal(x, 1.0, lam)
+        v = x.detach().clone()
+
+        def primal(u: Tensor) -> None:  # u = lam tv div p on entry
+            u.copy_(self.prox_primal(u.add_(v), 1.0, lam))
+
+        fgp = TVProx(True, -math.inf, math.inf, int(x.shape[0]), tuple(x.shape[1:]), x.dtype,
+                     x.device, compiled=False, theta=0.0, inner_max=inner_max, primal=primal)
+        fgp.floor = gap_tol if gap_tol is not None else \
+            (1e-13 if x.dtype == torch.float64 else 1e-6)
+        fgp.v.copy_(v)
+        fgp.y.copy_(v)
+        fgp(float(lam) * self.tv)
+        return fgp.u.clone()
 
     def _prox_g(self, x: Tensor, t: float | Tensor) -> Tensor:
         """The unconstrained prox x - t (Sigma + t I)^{-1} (x - mu)."""
@@ -261,7 +334,13 @@ class GaussianPrior(Regulariser):
         return u.reshape(x.shape)
 
     def _params(self) -> dict[str, Any]:
-        return {"prior": self.label} if self.label else {}
+        out: dict[str, Any] = {"prior": self.label} if self.label else {}
+        if self.tv > 0:
+            out["tv"] = self.tv
+        return out
 
     def describe(self) -> str:
-        return super().describe() + (f" ({self.label[:12]})" if self.label else "")
+        text = super().describe()
+        if self.tv > 0:
+            text = text.replace("gaussian", f"gaussian + {self.tv:g} tv", 1)
+        return text + (f" ({self.label[:12]})" if self.label else "")

@@ -24,8 +24,9 @@ from lbi_engine.operators.backend import jit as _jit
 
 
 @_jit()
-def _div_into(v, p, lam, u, lo, hi):
-    """u = clip(v + lam div p, lo, hi) (the box of TV + box; +-inf: none)."""
+def _div_into(v, p, lam, u, lo, hi, weight):
+    """u = clip(v + lam weight div p, lo, hi) (the box of TV + box; +-inf: none), weight per
+    pixel in (0, 1] or None (1): the prox in the metric diag(1/weight) (``_tv_prox``)."""
     lead, h, w = v.shape
     for c in range(lead):
         for i in range(h):
@@ -39,6 +40,8 @@ def _div_into(v, p, lam, u, lo, hi):
                     d += p[1, c, i, j]
                 if j > 0:
                     d -= p[1, c, i, j - 1]
+                if weight is not None:
+                    d *= weight[c, i, j]
                 u[c, i, j] = min(hi, max(lo, v[c, i, j] + lam * d))
 
 
@@ -212,16 +215,18 @@ def _fused1(v, u, q, pp, lam, step, mom, iso, lo, hi):
 
 @_jit()
 def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_every,
-             lo, hi):
+             lo, hi, weight):
     """For each active sample b: FGP on the dual of min_{lo <= u <= hi} 0.5||u - v_b||^2 +
     lam TV(u) (Beck & Teboulle 2009, constrained TV; lo, hi = -inf, inf: no box) from p_b
     until lam (TV(u) - <grad u, p>) <= max(theta/2 ||u - y_b||^2, floor lam TV(u)) or
     max_steps; writes the dual into p_b and u_b = clip(v_b + lam div p_b). Returns the steps
     taken. (With u = clip(w), w = v + lam div p, the duality gap is still lam (TV(u) -
-    <grad u, p>): the box only changes u.)"""
+    <grad u, p>): the box only changes u.) ``weight``: None, or per-pixel weights w (L, H, W)
+    in (0, 1] of the metric 0.5 sum (u - v)^2 / w, u_b = clip(v_b + lam w div p_b) (the
+    general loops: the one-channel fused ones know no weight)."""
     total = 0
     g = np.empty((2, v.shape[1]), dtype=np.float64)
-    one = v.shape[1] == 1
+    one = v.shape[1] == 1 and weight is None
     for b in range(v.shape[0]):
         if not active[b]:
             continue
@@ -234,7 +239,7 @@ def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_
                     _div_into1(v[b], pp, lam, u[b], lo, hi)
                     tv, pair, dist = _gap_parts1(u[b], y[b], pp, iso)
                 else:
-                    _div_into(v[b], pp, lam, u[b], lo, hi)
+                    _div_into(v[b], pp, lam, u[b], lo, hi, weight)
                     tv, pair, dist = _gap_parts(u[b], y[b], pp, iso)
                 if lam * (tv - pair) <= max(0.5 * theta * dist, floor * lam * tv):
                     break
@@ -244,7 +249,7 @@ def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_
             if one:
                 _fused1(v[b], u[b], q, pp, lam, step, (t - 1.0) / t_next, iso, lo, hi)
             else:
-                _div_into(v[b], q, lam, u[b], lo, hi)
+                _div_into(v[b], q, lam, u[b], lo, hi, weight)
                 _fgp_step(u[b], q, pp, step, (t - 1.0) / t_next, iso, g)
             t = t_next
             total += 1

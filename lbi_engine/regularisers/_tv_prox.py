@@ -20,6 +20,18 @@ steps (a test costs half a step), and at the cap.
 Two backends compute the same iterates to rounding, chosen once at construction: the
 compiled kernel (``_tv_kernel``, numba on the CPU: a whole prox is one loop nest) and torch
 operations on buffers made once (GPU, or numba switched off: ``operators.backend``).
+
+A *primal map* generalises the box (torch backend only): FGP is accelerated projected
+gradient on the dual of min_u phi(u) + lam TV(u) for any phi = 1/2 ||u - v||^2_M + g with g
+convex and M >= I diagonal-or-not, i.e. phi 1-strongly convex. Its primal recovery is
+u(p) = grad phi*(lam div p), 1-Lipschitz in lam div p, so the dual's gradient lam grad u(p)
+is Lipschitz with constant lam^2 ||grad||^2 and the step, the projection and the momentum are
+the same as for the box (phi = 1/2 ||u - v||^2 + iota_box, u(p) = clip(v + lam div p)). The
+duality gap is lam (TV(u) - <grad u, p>) again: D(p) = phi(u) - lam <u, div p> at
+u = u(p), and P(u) - D(p) = lam TV(u) + lam <u, div p>. The learned Gaussian prior + TV
+(``_gaussian``) uses it with u(p) = prox_{a G + box}(v + lam div p). A per-pixel *weight*
+0 < w <= 1 (both backends) is the metric case phi = 1/2 sum (u - v)^2 / w + box, u(p) =
+clip(v + w lam div p): the joint method's step with the Gaussian prior + TV (MATH.md §4.3).
 """
 
 from __future__ import annotations
@@ -36,7 +48,11 @@ from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.operators.finite_differences import DivAdd, GradInto, grad_norm_sq
 
 __all__ = ["THETA", "INNER_MAX", "CHECK_EVERY", "TVProx", "compiled_kernel",
-           "dual_ball_projection"]
+           "dual_ball_projection", "PrimalMap"]
+
+#: u <- u(p) in place, given u = lam div p on entry: the gradient of phi* of a 1-strongly
+#: convex phi (module docstring); None: the box's clip(v + lam div p).
+PrimalMap = Callable[[Tensor], object]
 
 THETA = 1.0  # inner accuracy relative to the outer step (prototype: 0.01-1 as fast)
 INNER_MAX = 200  # FGP steps per prox at most (measured: 13-70 per prox on average)
@@ -68,11 +84,27 @@ class TVProx:
                  image_shape: tuple[int, ...], dtype: torch.dtype,
                  device: torch.device | str = "cpu", compiled: bool | None = None,
                  theta: float = THETA, inner_max: int = INNER_MAX,
-                 check_every: int = CHECK_EVERY) -> None:
+                 check_every: int = CHECK_EVERY, primal: PrimalMap | None = None,
+                 weight: Tensor | None = None) -> None:
         """TV ``isotropic`` or not, with the box [lo, hi] (+-inf: none); made by
         ``TotalVariation.fgp``. ``compiled``: None takes the kernel where it can run (CPU,
-        numba enabled); True asks for it (a RuntimeError where it cannot), False: torch."""
+        numba enabled); True asks for it (a RuntimeError where it cannot), False: torch.
+        ``primal``: a primal map (module docstring; then lo, hi are unused and the torch
+        backend runs, the kernel knowing only the box and the weight). ``weight``: per-pixel
+        weights in (0, 1] of ``image_shape`` (module docstring), or None."""
         device = torch.device(device)
+        self.primal = primal
+        self.weight = None if weight is None else \
+            weight.to(dtype=dtype, device=device).reshape(image_shape).contiguous()
+        # w > 1 would break the step 1 / (lam ||grad||^2), w <= 0 the strong convexity
+        if self.weight is not None and not bool(((self.weight > 0) & (self.weight <= 1)).all()):
+            raise ValueError("the TV prox's per-pixel weights must lie in (0, 1]")
+        if self.weight is not None and primal is not None:
+            raise ValueError("give the TV prox a weight or a primal map, not both")
+        if primal is not None:
+            if compiled:
+                raise RuntimeError("the compiled TV prox knows only the box, not a primal map")
+            compiled = False
         self.image_shape = img = tuple(int(n) for n in image_shape)
         self.batch = batch
         self.isotropic = bool(isotropic)
@@ -101,6 +133,8 @@ class TVProx:
             self._np_u = self.u.view(batch, lead, *hw).numpy()
             self._np_all = self._all.numpy()
             self._no_field = np.zeros((2, lead, *hw), dtype=self._np_u.dtype)
+            self._np_weight = None if self.weight is None else \
+                self.weight.view(lead, *hw).numpy()
             self._warm_up()
         else:  # torch: the FGP's work buffers and fixed-buffer grad / div
             self._q, self._pn, self._g = (torch.zeros(field, dtype=dtype, device=device)
@@ -126,7 +160,7 @@ class TVProx:
         assert self.kernel is not None  # only with the compiled backend
         return (self._np_dual, self._np_u, self._np_all, lam, 1.0 / (lam * self.k_norm_sq),
                 self.isotropic, self.theta, self.floor, self.inner_max, self.check_every,
-                self.lo, self.hi)
+                self.lo, self.hi, self._np_weight)
 
     def __call__(self, lam: float, active: Tensor | None = None) -> int:
         """The prox of ``v`` with weight ``lam`` into ``u``, FGP warm-started at ``dual``
@@ -138,7 +172,7 @@ class TVProx:
             return int(self.kernel(v, y, self._np_dual, self._np_u, act, lam,
                                    1.0 / (lam * self.k_norm_sq), self.isotropic, self.theta,
                                    self.floor, self.inner_max, self.check_every, self.lo,
-                                   self.hi))
+                                   self.hi, self._np_weight))
         return self._torch(lam, self._all if active is None else active)
 
     def value(self, x: Tensor) -> Tensor:
@@ -148,7 +182,8 @@ class TVProx:
         if self.kernel is None:
             from lbi_engine.operators.finite_differences import tv_aniso_value, tv_iso_value
 
-            return tv_iso_value(x) if self.isotropic else tv_aniso_value(x)
+            image = x.reshape(x.shape[0], *self.image_shape)  # callers may pass flat blocks
+            return tv_iso_value(image) if self.isotropic else tv_aniso_value(image)
         from lbi_engine.regularisers._tv_kernel import _gap_parts
 
         images = x.reshape(-1, *self._np_u.shape[1:]).numpy()
@@ -172,9 +207,7 @@ class TVProx:
                 if j == self.inner_max or not bool(need.any()):
                     return steps
             # one FGP step from q
-            self.u.copy_(self.v)
-            self._div_q(lam)
-            self._clip_u()
+            self._recover(self._div_q, lam)
             self._grad_u()
             torch.add(q, self._g, alpha=step, out=pn)
             self._project()
@@ -193,9 +226,7 @@ class TVProx:
     def _gap_small(self, lam: float) -> Tensor:
         """u = clip(v + lam div p), and per sample whether the duality gap is small."""
         u, g, pp = self.u, self._g, self.dual
-        u.copy_(self.v)
-        self._div_p(lam)
-        self._clip_u()
+        self._recover(self._div_p, lam)
         self._grad_u()
         batch = self.batch
         pixels = self.image_shape[-2] * self.image_shape[-1]
@@ -211,6 +242,23 @@ class TVProx:
         floor = self.floor * lam * tv
         return gap <= torch.maximum(0.5 * self.theta * step_sq, floor)
 
+    def _recover(self, div_add: DivAdd, lam: float) -> None:
+        """u = u(field) for the field ``div_add`` reads: clip(v + lam div), or the primal
+        map of lam div."""
+        if self.weight is not None:
+            self.u.zero_()
+            div_add(lam)
+            self.u.mul_(self.weight).add_(self.v)
+            self._clip_u()
+        elif self.primal is None:
+            self.u.copy_(self.v)
+            div_add(lam)
+            self._clip_u()
+        else:
+            self.u.zero_()
+            div_add(lam)
+            self.primal(self.u)
+
     def _clip_u(self) -> None:
         if self.boxed:
             self.u.clamp_(min=self.lo if self.lo > -math.inf else None,
@@ -223,8 +271,10 @@ class TVProx:
         dtype = self.arrays[0].dtype
         img = np.zeros((1, 1, 2, 2), dtype=dtype)
         field = np.zeros((1, 2, 1, 2, 2), dtype=dtype)
+        weight = None if self._np_weight is None else np.ones((1, 2, 2), dtype=dtype)
         self.kernel(img, img.copy(), field, img.copy(), np.ones(1, dtype=bool), 1.0, 1.0,
-                    self.isotropic, self.theta, 0.0, 1, self.check_every, -math.inf, math.inf)
+                    self.isotropic, self.theta, 0.0, 1, self.check_every, -math.inf, math.inf,
+                    weight)
 
 
 def dual_ball_projection(p: Tensor, isotropic: bool) -> Callable[[], Any]:

@@ -37,7 +37,7 @@ class FusedStep:
         prox_gradient_step(tiny, tiny.copy(), tiny.copy(), 4, tiny.copy(), tiny.copy(), img,
                            img.copy(), np.zeros((1, 2, 1, 2, 2), dtype=self._y.dtype),
                            img.copy(), np.ones(1, dtype=bool), 1.0, 1.0, prox.isotropic,
-                           prox.theta, 0.0, 1, prox.check_every, -math.inf, math.inf)
+                           prox.theta, 0.0, 1, prox.check_every, -math.inf, math.inf, None)
         # a warm start's first extrapolation as the kernel makes every later one (torch's
         # addcmul may round differently), so that a continued run repeats a straight one
         extrapolate(self._slots[state._ix], self._slots[state._ip], state.momentum.coef,
@@ -62,7 +62,7 @@ class FusedStep:
 
 @_jit()
 def prox_gradient_step(y, g, tau, n0, new, x, v_img, y_img, p, u_img, active, lam, step, iso,
-                       theta, floor, max_steps, check_every, lo, hi):
+                       theta, floor, max_steps, check_every, lo, hi, w):
     """new = prox(y - tau g): TV (+ box [lo, hi]) prox (FGP) on the first n0 entries, x >= 0
     on the rest.
     ``v_img``, ``y_img``, ``u_img`` are (1, lead, H, W) buffers of the image block, ``p`` its
@@ -77,7 +77,7 @@ def prox_gradient_step(y, g, tau, n0, new, x, v_img, y_img, p, u_img, active, la
         v_flat[i] = new[i]
         y_flat[i] = y[i]
     inner = fgp_prox(v_img, y_img, p, u_img, active, lam, step, iso, theta, floor, max_steps,
-                     check_every, lo, hi)
+                     check_every, lo, hi, w)
     u_flat = u_img.reshape(-1)
     for i in range(n0):
         new[i] = u_flat[i]

@@ -21,6 +21,9 @@ point of FGP, so the limit is exact; ``dual`` is that dual (in the unit ball), s
 alpha K^T dual + grad_{x_0} f = 0 there. With a box [lo, hi] the box is inside the prox
 (constrained ROF). The learned Gaussian input prior is
 smooth and joins f instead (``_smooth_prior``: per-pixel steps, then the clip onto its box).
+With its TV term (R = G + gamma TV) the x_0 step is then the prox of alpha gamma TV + box in
+that per-pixel metric diag(1/tau), TV's FGP with the primal map clip(v + w lam div p),
+w = tau / max tau (``_metric_tv_prox``; MATH.md §4.3).
 """
 
 from __future__ import annotations
@@ -143,6 +146,8 @@ class JointFista:
         if self._tv:
             assert isinstance(inner, TotalVariation)
             self.tv_prox = inner.fgp(batch, tuple(self.reg.image_shape), like)
+        elif isinstance(inner, GaussianPrior) and inner.tv > 0:
+            self.tv_prox = self._metric_tv_prox(inner.tv, batch, like)
         k_shape = self.reg.K(xs[0]).shape
         self.dual = self.tv_prox.dual if self.tv_prox is not None else \
             torch.zeros(k_shape, dtype=like.dtype, device=like.device)
@@ -174,6 +179,23 @@ class JointFista:
             return prior.precision_apply(y0 - mean).mul_(alpha)
 
         return gradient
+
+    def _metric_tv_prox(self, gamma: float, batch: int, like: Tensor) -> TVProx:
+        """The x_0 step's prox for the Gaussian prior + gamma TV: with the per-pixel steps tau
+        of ``_smooth_prior`` (the metric M = diag(1/tau) of the smooth part's FISTA step),
+        argmin_u 1/2 ||u - v||^2_M + alpha gamma TV(u) + box. Scaled by tau_max it is
+        1/2 sum (u_i - v_i)^2 / w_i + lam TV(u) + box, w = tau / tau_max in (0, 1] and
+        lam = alpha gamma tau_max: phi = the weighted distance + box is 1-strongly convex
+        (w <= 1), so TV's FGP runs with the primal map u(p) = clip(v + w lam div p), the
+        1-dimensional minimiser of each pixel's convex piece on its interval (``_tv_prox``'s
+        weight: compiled on the CPU, torch elsewhere). (The fused one-sample step is TV's
+        only: it knows no Gaussian gradient.)"""
+        shape = tuple(self.reg.image_shape)
+        tau0 = self._tau[:self._n0]
+        top = float(tau0.max())
+        self.lam = self.alpha * gamma * top
+        return TVProx(True, self._lo, self._hi, batch, shape, like.dtype, like.device,
+                      weight=tau0 / top)
 
     # -- flat buffers and their block views ------------------------------------------------
     def _flat(self, blocks: list[Tensor]) -> Tensor:
@@ -261,7 +283,7 @@ class JointFista:
     def _tv_value(self, x0: Tensor) -> Tensor:
         """R(x_0) per sample (the prox's TV loop; the iterate is in the box, so the raw value
         is the value)."""
-        if self.tv_prox is None:
+        if self.tv_prox is None or not self._tv:
             return self.reg.value(x0)
         return self.tv_prox.value(x0)
 
@@ -286,7 +308,10 @@ class JointFista:
         if self._prior is not None:  # the Gaussian prior's gradient, then the box
             self._grad[:, :self._n0].add_(self._prior(self._y[:, :self._n0]))
             torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
-            if self._lo > -math.inf or self._hi < math.inf:
+            if self.tv_prox is not None:  # its TV term: the metric prox, the box inside
+                blocks[0].copy_(self._tv_prox(blocks[0], self._y_views[0])
+                                .reshape(blocks[0].shape))
+            elif self._lo > -math.inf or self._hi < math.inf:
                 new[:, :self._n0].clamp_(min=self._lo if self._lo > -math.inf else None,
                                          max=self._hi if self._hi < math.inf else None)
         else:
@@ -355,7 +380,7 @@ class JointFista:
     def _fused_step(self) -> Any:
         """A ``_fista_kernel.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
         with numba (its kernels loaded here, outside any stopwatch); else None."""
-        if self._one is None or not self._relu_aux or self.tv_prox is None or \
+        if self._one is None or not self._relu_aux or not self._tv or self.tv_prox is None or \
                 not self.tv_prox.compiled:
             return None
         from lbi_engine.solvers._fista_kernel import FusedStep

@@ -49,13 +49,18 @@ def test_no_arguments_prints_help(cli) -> None:
 
 
 def test_parser_copies_match_the_engine() -> None:
-    from lbi_engine.regularisers import LEARNED_REGULARISER_NAMES, REGULARISER_NAMES
+    from lbi_engine.regularisers import (
+        COMBINED_REGULARISER_NAMES,
+        LEARNED_REGULARISER_NAMES,
+        REGULARISER_NAMES,
+    )
     from lbi_engine.settings.solver import STEP_RULES
     from lbi_engine.solvers import METHODS
 
     assert _common.METHOD_NAMES == tuple(METHODS)
     assert _common.REGULARISER_NAMES == REGULARISER_NAMES + LEARNED_REGULARISER_NAMES + ("auto",)
     assert _common.STEP_RULES == tuple(STEP_RULES)
+    assert _common.COMBINED_REGULARISER_NAMES == COMBINED_REGULARISER_NAMES
 
 
 def test_help_does_not_import_torch_and_module_entry_point_works() -> None:

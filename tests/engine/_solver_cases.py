@@ -87,13 +87,20 @@ def tv_numpy(x: np.ndarray, h: int, w: int, isotropic: bool = True) -> float:
     return float(np.sqrt(gh**2 + gw**2).sum() if isotropic else (abs(gh) + abs(gw)).sum())
 
 
-def cvx_tv(x: object, h: int, w: int, isotropic: bool = True) -> object:
+def cvx_tv(x: object, h: int, w: int, isotropic: bool = True, channels: int = 1) -> object:
+    """TV of a cvxpy vector holding ``channels`` row-major (h, w) images one after the other;
+    isotropic TV is vectorial over the channels (one Euclidean norm per pixel)."""
     import cvxpy as cp
 
     dh, dw = diff_matrices(h, w)
+    n = h * w
+    parts = []
+    for c in range(channels):
+        part = x[c * n:(c + 1) * n]  # type: ignore[index]
+        parts += [dh @ part, dw @ part]
     if isotropic:
-        return cp.sum(cp.norm(cp.vstack([dh @ x, dw @ x]), 2, axis=0))
-    return cp.norm1(dh @ x) + cp.norm1(dw @ x)
+        return cp.sum(cp.norm(cp.vstack(parts), 2, axis=0))
+    return sum(cp.norm1(p) for p in parts)
 
 
 def cvx_bregman(activation: str, y: np.ndarray, z: object) -> object:

@@ -17,7 +17,8 @@ from lbi_gui.widgets.regularisation_panel import RegularisationPanel
 def test_every_cli_regulariser_and_its_constraints_are_offered(qtbot) -> None:
     names = [name for name, _label in REGULARISERS]
     assert set(REGULARISER_NAMES) <= set(names)
-    assert {"tv+box", "tv+nonneg", "tikhonov+box", "l1+nonneg"} <= set(names)
+    assert {"tv+box", "tv+nonneg", "tikhonov+box", "l1+nonneg", "gaussian+tv",
+            "gaussian+tv+box"} <= set(names)
     assert len(names) == len(set(names))
     for name in names:  # each one is a request the engine accepts
         InversionRequest(regulariser=name).validate(check_device=False)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from lbi_engine.regularisers import TotalVariation, TVProx, make_regulariser
-from tests.engine._solver_cases import diff_matrices
+from tests.engine._solver_cases import cvx_tv
 
 H, W = 7, 6
 BACKENDS = [False, pytest.param(True, marks=pytest.mark.skipif(
@@ -38,15 +38,8 @@ def _cvx_prox(v: torch.Tensor, lam: float, isotropic: bool, lo: float, hi: float
     import cvxpy as cp
 
     channels = v.shape[1]
-    dh, dw = diff_matrices(H, W)
-    n = H * W
-    u = cp.Variable(channels * n)
-    parts = []
-    for c in range(channels):
-        part = u[c * n:(c + 1) * n]
-        parts += [dh @ part, dw @ part]
-    tv = cp.sum(cp.norm(cp.vstack(parts), 2, axis=0)) if isotropic else \
-        sum(cp.norm1(p) for p in parts)
+    u = cp.Variable(channels * H * W)
+    tv = cvx_tv(u, H, W, isotropic, channels)
     constraints = ([u >= lo] if lo > -math.inf else []) + ([u <= hi] if hi < math.inf else [])
     task = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(u - v.reshape(-1).numpy()) + lam * tv),
                       constraints)
@@ -146,3 +139,69 @@ def test_the_backends_compute_the_same_iterates(spec: str, channels: int,
     torch.testing.assert_close(u_t[active], u_c[active], rtol=0, atol=tol)
     torch.testing.assert_close(p_t, p_c, rtol=0, atol=tol)
     torch.testing.assert_close(p_t[1], warm[1], rtol=0, atol=0)  # inactive: dual untouched
+
+
+def _weights(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return 0.2 + 0.8 * torch.rand(shape, generator=g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("compiled", BACKENDS)
+@pytest.mark.parametrize("channels", [1, 3])
+def test_weighted_prox_is_the_cvxpy_prox(channels: int, compiled: bool) -> None:
+    """The metric prox argmin_{0 <= u <= 1} sum (u - v)^2 / (2 w) + lam TV(u), w in (0, 1]
+    per pixel (the joint method's step with the Gaussian prior + TV), by FGP with the
+    primal map clip(v + w lam div p), against cvxpy on the weighted objective."""
+    import cvxpy as cp
+
+    v, lam = _image(channels, seed=channels + 10), 0.12
+    w = _weights((channels, H, W), seed=channels)
+    prox = TVProx(True, 0.0, 1.0, 1, (channels, H, W), torch.float64, compiled=compiled,
+                  theta=0.0, inner_max=100_000, weight=w)
+    assert prox.compiled == compiled
+    prox.v.copy_(v)
+    prox.y.copy_(v)
+    prox(lam)
+    u = cp.Variable(channels * H * W)
+    tv = cvx_tv(u, H, W, True, channels)
+    dist = cp.sum(cp.multiply(1.0 / (2.0 * w.reshape(-1).numpy()),
+                              cp.square(u - v.reshape(-1).numpy())))
+    task = cp.Problem(cp.Minimize(dist + lam * tv), [u >= 0, u <= 1])
+    task.solve(solver="CLARABEL")
+    assert task.status == "optimal"
+    np.testing.assert_allclose(prox.u.reshape(-1).numpy(), u.value, atol=2e-5)
+    # the weight matters: the unweighted prox is elsewhere
+    plain = make_regulariser("tv+box")
+    assert isinstance(plain, TotalVariation)
+    assert float((plain.prox(v, lam) - prox.u).abs().max()) > 1e-2
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_backends_compute_the_same_weighted_iterates(dtype: torch.dtype) -> None:
+    if not TVProx.compiles_on("cpu"):
+        pytest.skip("numba is not usable here")
+    g = torch.Generator().manual_seed(4)
+    v = (torch.rand(2, 1, 9, 8, generator=g, dtype=torch.float64) * 1.4 - 0.2).to(dtype)
+    w = _weights((1, 9, 8), seed=5)
+    results = []
+    for compiled in (False, True):
+        prox = TVProx(True, 0.0, 1.0, 2, (1, 9, 8), dtype, compiled=compiled, weight=w)
+        prox.v.copy_(v)
+        prox.y.copy_(v + 0.05)
+        steps = prox(0.07)
+        results.append((prox.u.clone(), prox.dual.clone(), steps))
+    (u_t, p_t, steps_t), (u_c, p_c, steps_c) = results
+    assert steps_t == steps_c > 0
+    tol = 1e-12 if dtype == torch.float64 else 2e-5
+    torch.testing.assert_close(u_t, u_c, rtol=0, atol=tol)
+    torch.testing.assert_close(p_t, p_c, rtol=0, atol=tol)
+
+
+def test_weights_outside_the_unit_interval_or_with_a_primal_map_are_refused() -> None:
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"\(0, 1\]"):
+            TVProx(True, 0.0, 1.0, 1, (1, 3, 3), torch.float64,
+                   weight=torch.full((1, 3, 3), bad, dtype=torch.float64))
+    with pytest.raises(ValueError, match="not both"):
+        TVProx(True, 0.0, 1.0, 1, (1, 3, 3), torch.float64, primal=lambda u: None,
+               weight=torch.ones(1, 3, 3, dtype=torch.float64))

@@ -6,6 +6,8 @@ the paper's coordinate descent, and the torch FGP with a box against the compile
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -111,33 +113,41 @@ def test_float32_joint_run_agrees_with_float64() -> None:
     assert float((x32.double() - x64).abs().max()) < 5e-3
 
 
+def _accelerated_and_sweeps(problem: InversionProblem, tol_fast: float, tol_paper: float
+                            ) -> tuple[Any, Any]:
+    """The joint method's accelerated run and its coordinate descent (steps "safe"), both
+    from where the accelerated run starts (the lifted objective is not jointly convex)."""
+    from lbi_engine.solvers._joint_start import backprojection_start
+
+    fast = final(solve(problem, "joint", stop=StopRule(max_iter=20000, tol=tol_fast)))
+    assert fast.extras["steps"] == "accelerated"
+    paper = final(solve(problem, "joint", stop=StopRule(max_iter=200000, tol=tol_paper,
+                                                        tol_mode="relative"),
+                        options={"steps": "safe"}, init={"x": backprojection_start(problem)}))
+    assert paper.extras.get("steps") != "accelerated"
+    return fast, paper
+
+
 def test_tv_box_accelerated_joint_agrees_with_coordinate_descent() -> None:
     net = relu_mlp((36, 24, 12), seed=3, gain=1.5)
     x_true = disc(6, 2.0).reshape(1, -1)
     problem = problem_for(net, x_true, 0.02, std=0.05, reg="tv+box", image_shape=(1, 6, 6))
-    fast = final(solve(problem, "joint", stop=StopRule(max_iter=20000, tol=1e-10)))
-    assert fast.extras["steps"] == "accelerated"
-    # the lifted objective is not jointly convex: both start where the accelerated run does
-    from lbi_engine.solvers._joint_start import backprojection_start
-
-    paper = final(solve(problem, "joint", stop=StopRule(max_iter=200000, tol=1e-9,
-                                                        tol_mode="relative"),
-                        options={"steps": "safe"}, init={"x": backprojection_start(problem)}))
-    assert paper.extras.get("steps") != "accelerated"
+    fast, paper = _accelerated_and_sweeps(problem, 1e-10, 1e-9)
     assert float(fast.x.min()) >= 0.0 and float(fast.x.max()) <= 1.0
     assert float(fast.objective[0]) == pytest.approx(float(paper.objective[0]), rel=1e-5)
     assert float((fast.x - paper.x).abs().max()) < 2e-3
 
 
-def test_layerwise_input_stage_solves_its_problem_with_the_prior() -> None:
+@pytest.mark.parametrize("gamma", [0.0, 0.5])
+def test_layerwise_input_stage_solves_its_problem_with_the_prior(gamma: float) -> None:
     """The layer-wise method's last stage, x_0 against its estimate of x_1, with the Gaussian
-    prior + box, against cvxpy (Sigma inverted densely)."""
+    prior + box (and gamma TV), against cvxpy (Sigma inverted densely)."""
     import cvxpy as cp
 
-    from tests.engine._solver_cases import cvx_bregman, dense, with_feature_prior
+    from tests.engine._solver_cases import cvx_bregman, cvx_tv, dense, with_feature_prior
 
     base = _problem((36, 72, 108), alpha=0.05)
-    problem = with_feature_prior(base)
+    problem = with_feature_prior(_with_tv(base, gamma) if gamma else base)
     last = final(solve(problem, "layerwise", stop=StopRule(max_iter=20000, tol=1e-10),
                        options={"input_alpha": "given"}, report_every=500))
     x1 = last.aux[0][0].numpy()
@@ -148,6 +158,8 @@ def test_layerwise_input_stage_solves_its_problem_with_the_prior() -> None:
     x0 = cp.Variable(36)
     objective = cvx_bregman("relu", x1, a1 @ x0 + b1) \
         + 0.05 / 2 * cp.quad_form(x0 - mu, cp.psd_wrap(0.5 * (prec + prec.T)))
+    if gamma:
+        objective = objective + 0.05 * gamma * cvx_tv(x0, 6, 6)
     task = cp.Problem(cp.Minimize(objective), [x0 >= 0, x0 <= 1])
     task.solve(solver="CLARABEL")
     assert task.status == "optimal"
@@ -155,3 +167,59 @@ def test_layerwise_input_stage_solves_its_problem_with_the_prior() -> None:
     stage = float(last.bregman_terms[0, 0] + last.reg_term[0])
     assert abs(stage - value) < 1e-5 * abs(value)
     np.testing.assert_allclose(last.x[0].numpy(), x0.value, atol=1e-3)
+
+
+# -- the Gaussian prior plus TV (R = G + gamma TV, "gaussian+tv") ------------------------------
+GAMMA = 0.5
+
+
+def _with_tv(problem: InversionProblem, gamma: float = GAMMA) -> InversionProblem:
+    reg = problem.regulariser
+    assert isinstance(reg, GaussianPrior)
+    return InversionProblem(problem.network, problem.y_delta,
+                            GaussianPrior(reg.prior, reg.lo, reg.hi, tv=gamma), problem.alpha,
+                            x_true=problem.x_true, delta=problem.delta, image_shape=(1, 6, 6))
+
+
+@pytest.mark.parametrize("box", [True, False])
+def test_gaussian_tv_one_layer_is_the_cvxpy_minimiser(box: bool) -> None:
+    """One layer (Condat–Vũ with the split K = gamma grad) against cvxpy on the convex
+    objective B(y, W x + b) + alpha (G(x) + gamma TV(x)) (+ box), Sigma inverted densely."""
+    import cvxpy as cp
+
+    from tests.engine._solver_cases import cvx_bregman, cvx_tv, dense
+
+    problem = _with_tv(_problem((36, 30), alpha=0.05, box=box))
+    record = final(solve(problem, "pdhg", stop=StopRule(max_iter=40000, tol=1e-12,
+                                                        tol_mode="relative")))
+    a, b = dense(problem.network.layers[0].affine)
+    prior = problem.regulariser.prior
+    mu = prior.mean.numpy()
+    prec = np.linalg.inv((prior.factor @ prior.factor.T + torch.diag(prior.diag)).numpy())
+    x0 = cp.Variable(36)
+    objective = cvx_bregman("relu", problem.y_delta[0].numpy(), a @ x0 + b) \
+        + 0.05 / 2 * cp.quad_form(x0 - mu, cp.psd_wrap(0.5 * (prec + prec.T))) \
+        + 0.05 * GAMMA * cvx_tv(x0, 6, 6)
+    task = cp.Problem(cp.Minimize(objective), [x0 >= 0, x0 <= 1] if box else [])
+    task.solve(solver="CLARABEL")
+    assert task.status == "optimal"
+    # the objective's constant (½||y||^2 + Psi(y)) is in both
+    assert float(record.objective[0]) == pytest.approx(float(task.value), rel=1e-6)
+    np.testing.assert_allclose(record.x.reshape(-1).numpy(), x0.value, atol=1e-3)
+
+
+@pytest.mark.parametrize("box", [True, False])
+def test_gaussian_tv_accelerated_joint_agrees_with_coordinate_descent(box: bool) -> None:
+    """The accelerated joint step (G in the smooth part, the metric TV + box prox) against
+    the paper's sweeps (Condat–Vũ with the split): two independent algorithms, one minimum
+    (from the same start: the lifted objective is not jointly convex)."""
+    problem = _with_tv(_problem((36, 24, 12), alpha=0.02, box=box))
+    fast, paper = _accelerated_and_sweeps(problem, 1e-11, 1e-10)
+    if box:
+        assert float(fast.x.min()) >= 0.0 and float(fast.x.max()) <= 1.0
+    assert float(fast.objective[0]) == pytest.approx(float(paper.objective[0]), rel=1e-6)
+    assert float((fast.x - paper.x).abs().max()) < 1e-3
+    # TV matters at this weight: the plain prior's minimum is elsewhere
+    plain = final(solve(_problem((36, 24, 12), alpha=0.02, box=box), "joint",
+                        stop=StopRule(max_iter=20000, tol=1e-11)))
+    assert float((plain.x - fast.x).abs().max()) > 1e-2
