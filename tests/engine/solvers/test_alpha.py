@@ -432,6 +432,21 @@ def test_a_flattened_residual_ends_the_search_at_its_closest_fit(monkeypatch) ->
     assert 1e-3 < chosen < 2.4e-3
 
 
+def test_a_residual_that_rises_as_alpha_falls_keeps_its_smallest_fit(monkeypatch) -> None:
+    """A lifted solve's residual through the network can rise as alpha falls (a random
+    resnet18 stem without its pool: 12.3 at 3.5e-3, 12.7 at 2e-3, 13.2 at 1e-3, target 9.8):
+    the search stops and keeps the smallest residual's alpha, not the last one."""
+    import math as m
+
+    def residual(alpha: float) -> float:  # a minimum of 12.3 at 3.5e-3 in log alpha
+        return 12.3 + 1.5 * m.log(alpha / 3.5e-3) ** 2
+
+    solved, chosen, near = _flattening_search(monkeypatch, residual, 9.8, 0.25)
+    best = min(solved, key=residual)
+    assert chosen == near == best and chosen != solved[-1]
+    assert abs(m.log(chosen / 3.5e-3)) < m.log(10)
+
+
 def test_a_steep_residual_still_walks_to_its_crossing(monkeypatch) -> None:
     """A power law of slope 0.4 crosses its target: the out-of-reach stop never fires, and
     the search ends within MATCH of the crossing (alpha 1e-3 here)."""
