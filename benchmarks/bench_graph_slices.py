@@ -63,19 +63,25 @@ def slices() -> dict[str, nn.Module]:
             "squeezenet": s.features[:5]}
 
 
-def picture(folder: Path) -> Path:
-    """A 64x64 colour crop of scikit-image's astronaut (the face), saved as PNG."""
+def picture(folder: Path, side: int = SIDE) -> Path:
+    """A side x side colour crop of scikit-image's astronaut (the face, 2x subsampled at 64,
+    the 256-pixel face area resampled at other sides), saved as PNG."""
     from PIL import Image
     from skimage import data
 
-    img = data.astronaut()[40:40 + 2 * SIDE:2, 180:180 + 2 * SIDE:2]
-    path = folder / "astronaut64.png"
+    face = data.astronaut()[40:40 + 2 * SIDE * 2, 180:180 + 2 * SIDE * 2]  # 256 x 256
+    if side == SIDE:
+        img = data.astronaut()[40:40 + 2 * SIDE:2, 180:180 + 2 * SIDE:2]
+    else:
+        img = np.asarray(Image.fromarray(np.ascontiguousarray(face)).resize(
+            (side, side), Image.Resampling.LANCZOS))
+    path = folder / f"astronaut{side}.png"
     Image.fromarray(np.ascontiguousarray(img)).save(path)
     return path
 
 
-def export(module: nn.Module, folder: Path, name: str, fmt: str) -> Path:
-    example = (torch.rand(1, 3, SIDE, SIDE),)
+def export(module: nn.Module, folder: Path, name: str, fmt: str, side: int = SIDE) -> Path:
+    example = (torch.rand(1, 3, side, side),)
     path = folder / f"{name}.{fmt}"
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             contextlib.redirect_stderr(io.StringIO()):
@@ -89,18 +95,21 @@ def export(module: nn.Module, folder: Path, name: str, fmt: str) -> Path:
 
 def run_lbi(network: Path, image: Path, out: Path, std: float) -> dict:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "lbi_engine.cli", "invert", "--network",
+    peak = out.parent / f"{out.name}.peak"  # GNU time's maximum resident set, KiB
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak),
+                           sys.executable, "-m", "lbi_engine.cli", "invert", "--network",
                            str(network), "--image", str(image), "--noise-std", str(std),
                            "--out", str(out), "--overwrite", "--quiet"],
                           capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+    peak_gb = int(peak.read_text().split()[-1]) * 1024 / 1e9
     doc = json.loads((out / "result.json").read_text())
     m = doc["metrics"]
     return {"wall_s": wall, "psnr": m["psnr"], "iterations": m["iterations"],
             "alpha": m["alpha"], "stop": m.get("stop_reason", ""),
-            "decoder": m.get("decoder_psnr")}
+            "decoder": m.get("decoder_psnr"), "peak_gb": peak_gb}
 
 
 def run_lbfgs(module: nn.Module, lbi_out: Path, alphas: tuple[float, ...]) -> dict:
@@ -138,30 +147,31 @@ def verdict(lbi: dict, ref: dict) -> str:
 
 
 def run(arch: list[str] | None, formats: list[str], std: float,
-        alphas: tuple[float, ...]) -> list[str]:
-    rows = ["| network | file | lbi PSNR | lbi wall (s) | iterations | α auto | stop | "
-            "L-BFGS PSNR (best α) | its α | its time (s) | within 1 dB / in time |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+        alphas: tuple[float, ...], side: int = SIDE) -> list[str]:
+    rows = ["| network | file | lbi PSNR | lbi wall (s) | peak RSS (GB) | iterations | α auto | "
+            "stop | L-BFGS PSNR (best α) | its α | its time (s) | within 1 dB / in time |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        image = picture(folder)
+        image = picture(folder, side)
         for name, module in slices().items():
             if arch and name not in arch:
                 continue
             module = module.eval()
             ref = None
             for fmt in formats:
-                path = export(module, folder, name, fmt)
+                path = export(module, folder, name, fmt, side)
                 lbi = run_lbi(path, image, folder / f"{name}-{fmt}", std)
                 if "error" in lbi:
                     rows.append(f"| {name} | {fmt} | refused: {lbi['error'][:80]} |"
-                                " | | | | | | | |")
+                                " | | | | | | | | |")
                     print(rows[-1], flush=True)
                     continue
                 if ref is None:  # one reference per network: the same y for both files
                     ref = run_lbfgs(module, folder / f"{name}-{fmt}", alphas)
                 rows.append(
                     f"| {name} | {fmt} | {lbi['psnr']:.2f} | {lbi['wall_s']:.1f} | "
+                    f"{lbi['peak_gb']:.2f} | "
                     f"{lbi['iterations']} | {lbi['alpha']:.3g} | {lbi['stop']} | "
                     f"{ref['psnr']:.2f} | {ref['alpha']:.3g} | {ref['seconds']:.1f} | "
                     f"{verdict(lbi, ref)} |")
@@ -176,25 +186,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default="onnx,pt2")
     parser.add_argument("--noise-std", type=float, default=0.05)
     parser.add_argument("--alphas", default=",".join(str(a) for a in ALPHAS))
+    parser.add_argument("--side", type=int, default=SIDE, help="image side (pixels)")
     parser.add_argument("--write", action="store_true", help="write the table to RESULTS.md")
     args = parser.parse_args(argv)
     load = load_average()
     alphas = tuple(float(v) for v in args.alphas.split(","))
     rows = run([s for s in args.arch.split(",") if s] or None,
-               [s for s in args.formats.split(",") if s], args.noise_std, alphas)
+               [s for s in args.formats.split(",") if s], args.noise_std, alphas, args.side)
+    start, end = (MARK_START, MARK_END) if args.side == SIDE else \
+        (f"<!-- vision-slices {args.side}:start -->", f"<!-- vision-slices {args.side}:end -->")
+    options = "".join(f" --{k} {v}" for k, v in (("arch", args.arch),
+                                                 ("formats", args.formats)) if v) \
+        if args.side != SIDE else ""
+    options += f" --side {args.side}" if args.side != SIDE else ""
     text = "\n".join([
-        MARK_START, "## Vision networks at lbi's defaults vs hand-written L-BFGS",
-        "", f"`PYTHONPATH=. python -m benchmarks.bench_graph_slices --write`: torchvision "
-        f"slices with random weights (seed 0), a 64x64 colour crop of scikit-image's astronaut, "
-        f"noise std {args.noise_std}; lbi: `lbi invert --network F --image astronaut64.png "
-        f"--noise-std {args.noise_std}` in a subprocess (wall time, start-up included); "
+        start, f"## Vision networks at lbi's defaults vs hand-written L-BFGS"
+        f"{'' if args.side == SIDE else f' ({args.side}x{args.side})'}",
+        "", f"`PYTHONPATH=. python -m benchmarks.bench_graph_slices{options} --write`: "
+        f"torchvision slices with random weights (seed 0), a {args.side}x{args.side} colour "
+        f"crop of scikit-image's astronaut, noise std {args.noise_std}; lbi: `lbi invert "
+        f"--network F --image astronaut{args.side}.png --noise-std {args.noise_std}` in a "
+        f"subprocess (wall time, start-up included; peak RSS by GNU time); "
         f"L-BFGS: through the torch module on lbi's noisy y, final iterate at its best α of "
         f"{list(alphas)} (time to it; the grid itself not counted). The bar of the vision "
         "issue: within 1 dB of L-BFGS, in at most max(60 s, 2x its time). Load average "
-        f"{load} at the start (the machine was shared).", "", *rows, "", MARK_END])
+        f"{load} at the start.", "", *rows, "", end])
     print(text)
     if args.write:
-        write_section(text, MARK_START, MARK_END)
+        write_section(text, start, end)
     return 0
 
 
