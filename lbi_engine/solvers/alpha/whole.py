@@ -443,9 +443,20 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
 
 
 def _nearest(path: list[PathPoint], target: float) -> int:
-    """The path point whose residual is nearest the target (log ratio)."""
-    return min(range(len(path)),
-               key=lambda i: abs(math.log(discrepancy_ratio(path[i].discrepancy, target))))
+    """The path point whose residual is nearest the target (log ratio), and of the points
+    whose residuals lie within MATCH of that one's, the largest alpha: a fit equal within the
+    search's own tolerance, with more weight on the prior. A random resnet18 slice at
+    128x128 flattened at residuals 15.87 / 15.86 for alpha 4.5e-4 / 1.4e-4, and the smaller
+    alpha's final solve ended at 9.25 dB."""
+    def distance(i: int) -> float:
+        return abs(math.log(discrepancy_ratio(path[i].discrepancy, target)))
+
+    best = min(range(len(path)), key=distance)
+    if not (path[best].discrepancy > 0 and math.isfinite(path[best].discrepancy)):
+        return best
+    equal = [i for i in range(len(path)) if path[i].discrepancy > 0
+             and abs(math.log(path[i].discrepancy / path[best].discrepancy)) <= MATCH]
+    return max(equal, key=lambda i: path[i].alpha)
 
 
 def _out_of_reach(path: list[PathPoint], target: float, alpha_min: float) -> bool:
