@@ -63,6 +63,21 @@ def slices() -> dict[str, nn.Module]:
             "squeezenet": s.features[:5]}
 
 
+#: Parts of the resnet slice, run only when named (``--arch``): where the lifted model loses.
+PART_NAMES = ("resnet-stem", "resnet-blocks", "resnet-block1")
+
+
+def parts() -> dict[str, nn.Module]:
+    import torchvision
+
+    torch.manual_seed(0)  # the same weights as slices()' resnet
+    r = torchvision.models.resnet18(weights=None)
+    modules = (nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool),
+               nn.Sequential(r.conv1, r.bn1, r.relu, r.layer1),
+               nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool, r.layer1[0]))
+    return dict(zip(PART_NAMES, modules, strict=True))
+
+
 def picture(folder: Path, side: int = SIDE) -> Path:
     """A side x side colour crop of scikit-image's astronaut (the face, 2x subsampled at 64,
     the 256-pixel face area resampled at other sides), saved as PNG."""
@@ -154,7 +169,8 @@ def run(arch: list[str] | None, formats: list[str], std: float,
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         image = picture(folder, side)
-        for name, module in slices().items():
+        chosen = {**slices(), **(parts() if arch else {})}
+        for name, module in chosen.items():
             if arch and name not in arch:
                 continue
             module = module.eval()
@@ -193,11 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     alphas = tuple(float(v) for v in args.alphas.split(","))
     rows = run([s for s in args.arch.split(",") if s] or None,
                [s for s in args.formats.split(",") if s], args.noise_std, alphas, args.side)
-    start, end = (MARK_START, MARK_END) if args.side == SIDE else \
-        (f"<!-- vision-slices {args.side}:start -->", f"<!-- vision-slices {args.side}:end -->")
+    # the default table, one per other side, and one for the resnet's parts: a run of a few
+    # architectures never replaces the default table
+    named_parts = bool(set(args.arch.split(",")) & set(PART_NAMES))
+    key = (f" {args.side}" if args.side != SIDE else "") + (" parts" if named_parts else "")
+    start, end = (MARK_START, MARK_END) if not key else \
+        (f"<!-- vision-slices{key}:start -->", f"<!-- vision-slices{key}:end -->")
+    if args.write and not key and args.arch:
+        parser.error("--write with --arch replaces the default table: run all architectures")
     options = "".join(f" --{k} {v}" for k, v in (("arch", args.arch),
                                                  ("formats", args.formats)) if v) \
-        if args.side != SIDE else ""
+        if key else ""
     options += f" --side {args.side}" if args.side != SIDE else ""
     text = "\n".join([
         start, f"## Vision networks at lbi's defaults vs hand-written L-BFGS"
