@@ -122,9 +122,10 @@ def _write(rows: list[dict[str, Any]], a: argparse.Namespace) -> None:
             f"{c['fixed_iterations']['tv+box']:.0f} |")
     met = sum(c["ratio_cpu"] <= 1.3 for c in rows)
     lines += ["", f"CPU ratio at most 1.3 in {met} of {len(rows)} cells. Where the box costs more "
-              "it is in the number of steps, not in a step: the discrepancy principle picks a "
-              "smaller α with the box (its residual falls less per decade of α), the search "
-              "takes more path solves to reach it, and smaller α needs more steps. The last "
+              "it is in the number of steps, not in a step: a smaller α needs more steps, and "
+              "the box's residual falls less per decade of α, so the plain discrepancy target "
+              "sends it to a smaller α than TV's; its target is TAU_BOX (alpha/whole.py, "
+              "calibrated on training digits) times TV's. The last "
               "column runs both priors at TV's chosen α (per digit, a fixed-α run to the "
               f"default tolerance): there the box takes {_fixed_ratio(rows)}.", END]
     write_section("\n".join(lines), START, END)

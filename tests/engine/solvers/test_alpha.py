@@ -476,3 +476,24 @@ def test_one_flat_step_is_not_out_of_reach() -> None:
     assert _out_of_reach(two_flat, 7.69, ALPHA_MIN)
     # flat, but the target is close enough that the steeper slope reaches it above alpha_min
     assert not _out_of_reach(two_flat, 9.0, ALPHA_MIN)
+
+
+@pytest.mark.parametrize(("reg", "factor"), [("tv+box", "TAU_BOX"), ("tv+nonneg", None)])
+def test_a_boxed_prior_aims_at_a_larger_residual(reg: str, factor: str | None) -> None:
+    """The discrepancy target of a prior with a box is TAU_BOX times TV's (the box keeps the
+    residual up at the same alpha); a one-sided constraint keeps TV's target. Read from the
+    runs' own alpha_target, on the same code."""
+    from lbi_engine import api
+    from lbi_engine.solvers import final
+    from lbi_engine.solvers.alpha import whole
+
+    def target(regulariser: str) -> float:
+        request = api.InversionRequest(network="mnist-cnn-ae", dataset="mnist", split="train",
+                                       index=7, seed=7, noise_std=0.1, regulariser=regulariser,
+                                       max_iter=60)
+        prepared = api.prepare(request)
+        return float(api.final_metrics(prepared, final(api.iterate(prepared)))["alpha_target"])
+
+    want = getattr(whole, factor) if factor else 1.0
+    assert 1.0 < whole.TAU_BOX <= 1.2
+    assert target(reg) / target("tv") == pytest.approx(want, rel=1e-9)
