@@ -1,0 +1,93 @@
+"""Layer-wise inversion over graphs against the joint method, on the vision slices.
+
+For the residual, concatenating and inverted-residual slices of ``bench_graph_slices``
+(resnet18 stem + layer1, squeezenet1_1 stem + two Fire modules, mobilenet_v2
+``features[:4]``; random weights, seed 0; exported with ``torch.export.save``), as a user runs
+them:
+
+    lbi feature-prior f.pt2 --samples natural200.npy --out f.prior
+    lbi invert --network f.pt2 --image astronaut64.png --noise-std 0.05 --threads 1 \\
+        --method layerwise --feature-prior f.prior
+    lbi invert --network f.pt2 --image astronaut64.png --noise-std 0.05 --threads 1
+
+The feature prior's samples: 200 colour 64 x 64 windows of the bundled natural training
+photographs (``lbi_engine.data.datasets._natural_patch``; the astronaut is in the validation
+split, never here). Prints PSNR and wall time (start-up, reading and lifting included).
+
+    python -m benchmarks.bench_layerwise_graph [--arch resnet,squeezenet,mobilenet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.bench_graph_slices import export, picture, slices
+
+ARCHS = ("resnet", "squeezenet", "mobilenet")
+SAMPLES = 200
+
+
+def natural_samples(path: Path, count: int = SAMPLES, side: int = 64) -> Path:
+    from lbi_engine.data.datasets import _natural_patch, dataset_size
+
+    n = dataset_size("natural", "train") or 0
+    index = np.linspace(0, n - 1, count).round().astype(int)
+    patches = np.stack([_natural_patch("train", int(i), side) for i in index])
+    np.save(path, (patches.astype(np.float32) / 255.0).transpose(0, 3, 1, 2).copy())
+    return path
+
+
+def lbi(*args: str) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "lbi_engine.cli", *args], capture_output=True,
+                          text=True, check=False)
+    return time.perf_counter() - start, proc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_layerwise_graph")
+    parser.add_argument("--arch", default=",".join(ARCHS))
+    parser.add_argument("--noise-std", default="0.05")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        image = picture(folder)
+        samples = natural_samples(folder / "natural200.npy")
+        modules = slices()
+        print("| slice | fit s | layer-wise PSNR | s | joint PSNR | s |")
+        print("|---|---|---|---|---|---|")
+        for name in args.arch.split(","):
+            net = export(modules[name].eval(), folder, name, "pt2")
+            prior = folder / f"{name}.prior"
+            fit, proc = lbi("feature-prior", str(net), "--samples", str(samples),
+                            "--out", str(prior))
+            if proc.returncode:
+                print(f"| {name} | failed: {proc.stderr.strip().splitlines()[-1]} |")
+                continue
+            row = [name, f"{fit:.1f}"]
+            for method in ("layerwise", "joint"):
+                out = folder / f"{name}-{method}"
+                extra = ["--method", "layerwise", "--feature-prior", str(prior)] \
+                    if method == "layerwise" else []
+                wall, proc = lbi("invert", "--network", str(net), "--image", str(image),
+                                 "--noise-std", args.noise_std, "--threads", "1", "--out",
+                                 str(out), "--quiet", *extra)
+                if proc.returncode:
+                    row += [f"failed: {proc.stderr.strip().splitlines()[-1]}", ""]
+                    continue
+                metrics = json.loads((out / "result.json").read_text())["metrics"]
+                row += [f"{metrics['psnr']:.2f} (alpha {metrics['alpha']:.3g})", f"{wall:.1f}"]
+            print("| " + " | ".join(row) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
