@@ -15,6 +15,11 @@ photographs (``lbi_engine.data.datasets._natural_patch``; the astronaut is in th
 split, never here). Prints PSNR and wall time (start-up, reading and lifting included).
 
     python -m benchmarks.bench_layerwise_graph [--arch resnet,squeezenet,mobilenet]
+
+``--small`` instead measures the sweeps on the small residual network of
+tests/cli/test_layerwise_graph.py (12 x 12, sigma 0.05, its 300 rectangles as the prior's
+samples): one backward sweep, two (the default), and an oracle whose provisional states are the
+truth's, at the input alpha 0.01 given, then both methods at their defaults.
 """
 
 from __future__ import annotations
@@ -52,11 +57,56 @@ def lbi(*args: str) -> tuple[float, subprocess.CompletedProcess]:
     return time.perf_counter() - start, proc
 
 
+def small_network() -> None:
+    """The sweeps on the test's residual network (module docstring)."""
+    import torch
+
+    import lbi_engine.solvers.layerwise as lw
+    from lbi_engine.api import InversionRequest, prepare, run_to_end
+    from lbi_engine.settings.solver import SolverOptions
+    from lbi_engine.solvers import StopRule, final
+    from tests.cli.test_layerwise_graph import _files
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        network, clean, truth = _files(Path(tmp))
+        prior = Path(tmp) / "p"
+        _, proc = lbi("feature-prior", str(network), "--samples", str(clean), "--rank", "16",
+                      "--out", str(prior))
+        assert proc.returncode == 0, proc.stderr
+        common = {"network": str(network), "truth": str(truth), "noise_std": 0.05,
+                  "threads": 1}
+        problem = prepare(InversionRequest(**common, method="layerwise", alpha=0.01,
+                                           feature_prior=str(prior))).problem
+        stop = StopRule(max_iter=3000, tol=1e-4, tol_mode="relative")
+        options = SolverOptions.from_dict({"input_alpha": "given"})
+
+        def psnr() -> float:
+            return float(final(lw.run_layerwise(problem, stop, options, None, None, 100))
+                         .psnr[0])
+
+        default_sweeps, default_start = lw.GRAPH_SWEEPS, lw.backprojection_start
+        lw.GRAPH_SWEEPS = 1
+        print(f"alpha 0.01 given: one sweep {psnr():.2f} dB", end="")
+        lw.backprojection_start = lambda p: p.x_true.clone()
+        print(f", one sweep from the truth's states (oracle) {psnr():.2f} dB", end="")
+        lw.GRAPH_SWEEPS, lw.backprojection_start = default_sweeps, default_start
+        print(f", two sweeps {psnr():.2f} dB")
+        for method, extra in (("layerwise", {"feature_prior": str(prior)}), ("joint", {})):
+            _, last, _ = run_to_end(InversionRequest(**common, method=method, **extra))
+            print(f"defaults: {method} {float(last.psnr[0]):.2f} dB "
+                  f"(alpha {float(last.extras.get('alpha', float('nan'))):.3g})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_layerwise_graph")
     parser.add_argument("--arch", default=",".join(ARCHS))
     parser.add_argument("--noise-std", default="0.05")
+    parser.add_argument("--small", action="store_true", help="the sweeps on a small network")
     args = parser.parse_args(argv)
+    if args.small:
+        small_network()
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         image = picture(folder)
