@@ -147,6 +147,7 @@ def fit_feature_priors(network: Network, inputs: Tensor, rank: int = DEFAULT_RAN
     one per state x_1 .. x_{L-1} of ``forward_states``, chain or graph (MATH.md §5.6)."""
     if network.layers and len(network.layers) < 2:
         raise InputError("the network has one layer: layer-wise inversion needs no feature prior.")
+    _check_fit_memory(network, inputs.shape[0], rank)
     states: list[list[Tensor]] = [[] for _ in range(len(network.layers) - 1)]
     with torch.no_grad():
         for start in range(0, inputs.shape[0], batch):
@@ -159,6 +160,23 @@ def fit_feature_priors(network: Network, inputs: Tensor, rank: int = DEFAULT_RAN
         layers.append(prior)
         infos.append(info)
     return FeaturePriors(layers, {"layers": infos})
+
+
+def _check_fit_memory(network: Network, count: int, rank: int) -> None:
+    """Refuses (MemoryLimitError, before the samples run through the network) a fit whose
+    samples' features do not fit in memory: every state of every sample is kept in float64 (N x sum n), plus the widest
+    state's covariance n x n (or N x N Gram matrix and its N x n copies above GRAM_FROM) and the
+    low-rank factors."""
+    from lbi_engine.limits import check_bytes
+
+    sizes = [math.prod(s.shape[1:]) for s in _feature_shapes(network)]
+    if not sizes:
+        return
+    widest = max(sizes)
+    work = widest * widest if widest <= GRAM_FROM else count * count + 3 * count * widest
+    needed = 8 * (count * sum(sizes) + work + rank * sum(sizes))
+    check_bytes(needed, f"the feature prior of {count} samples ({len(sizes)} features, "
+                f"{sum(sizes)} values each)", "give fewer samples")
 
 
 # -- files -------------------------------------------------------------------------------------

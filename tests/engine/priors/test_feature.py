@@ -121,6 +121,14 @@ def test_a_graph_network_gets_one_prior_per_state_of_its_forward() -> None:
     for prior, state in zip(priors.layers, states, strict=True):
         assert torch.allclose(prior.mean, state.reshape(40, -1).mean(dim=0), atol=1e-6)
     priors.check_network(net)
+    # samples whose features exceed the memory limit: refused before they run through it
+    from lbi_engine.limits import ENV_VAR, MemoryLimitError
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV_VAR, "256M")
+        many = torch.zeros(1, 1, 6, 6).expand(2_000_000, 1, 6, 6)  # 2.3 GB of features
+        with pytest.raises(MemoryLimitError, match="feature prior of 2000000 samples"):
+            fp.fit_feature_priors(net, many, rank=4)
 
 
 def test_wide_features_fit_from_the_gram_matrix_as_from_the_covariance(monkeypatch) -> None:
