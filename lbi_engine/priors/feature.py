@@ -164,9 +164,9 @@ def fit_feature_priors(network: Network, inputs: Tensor, rank: int = DEFAULT_RAN
 
 def _check_fit_memory(network: Network, count: int, rank: int) -> None:
     """Refuses (MemoryLimitError, before the samples run through the network) a fit whose
-    samples' features do not fit in memory: every state of every sample is kept in float64 (N x sum n), plus the widest
-    state's covariance n x n (or N x N Gram matrix and its N x n copies above GRAM_FROM) and the
-    low-rank factors."""
+    samples' features do not fit in memory: every state of every sample is kept in float64
+    (N x sum n), plus the widest state's covariance n x n (or the N x N Gram matrix and its
+    N x n copies above GRAM_FROM) and the low-rank factors."""
     from lbi_engine.limits import check_bytes
 
     sizes = [math.prod(s.shape[1:]) for s in _feature_shapes(network)]
