@@ -60,7 +60,7 @@ def fit_gaussian(features: Tensor, rank: int = DEFAULT_RANK) -> tuple[GaussianFe
     mean = x.mean(dim=0)
     xc = x - mean
     k = max(0, min(int(rank), n))
-    if n > GRAM_FROM:
+    if n > max(GRAM_FROM, count):  # the smaller of the two square matrices
         shrink, mu, evals, factor, cov_diag = _gram_moments(xc, k)
     else:
         cov = xc.T @ xc / count
@@ -85,9 +85,10 @@ def fit_gaussian(features: Tensor, rank: int = DEFAULT_RANK) -> tuple[GaussianFe
     return prior, info
 
 
-#: Feature sizes above which the fit works on the N x N Gram matrix of the samples instead of
-#: the n x n covariance (a 64 x 32 x 32 state of a vision network: n = 65536, whose
-#: covariance alone would take 34 GB); the same Ledoit–Wolf estimate, in O(N^2 n).
+#: Feature sizes above which (and above the sample count N) the fit works on the N x N Gram
+#: matrix of the samples instead of the n x n covariance (a 64 x 32 x 32 state of a vision
+#: network: n = 65536, whose covariance alone would take 34 GB); the same Ledoit–Wolf
+#: estimate, in O(N^2 n).
 GRAM_FROM = 4096
 
 
@@ -166,14 +167,15 @@ def _check_fit_memory(network: Network, count: int, rank: int) -> None:
     """Refuses (MemoryLimitError, before the samples run through the network) a fit whose
     samples' features do not fit in memory: every state of every sample is kept in float64
     (N x sum n), plus the widest state's covariance n x n (or the N x N Gram matrix and its
-    N x n copies above GRAM_FROM) and the low-rank factors."""
+    N x n copies where the fit uses it) and the low-rank factors."""
     from lbi_engine.limits import check_bytes
 
     sizes = [math.prod(s.shape[1:]) for s in _feature_shapes(network)]
     if not sizes:
         return
     widest = max(sizes)
-    work = widest * widest if widest <= GRAM_FROM else count * count + 3 * count * widest
+    work = widest * widest if widest <= max(GRAM_FROM, count) else \
+        count * count + 3 * count * widest
     needed = 8 * (count * sum(sizes) + work + rank * sum(sizes))
     check_bytes(needed, f"the feature prior of {count} samples ({len(sizes)} features, "
                 f"{sum(sizes)} values each)", "give fewer samples")
