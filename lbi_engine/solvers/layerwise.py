@@ -12,6 +12,13 @@ from the discrepancy principle on the measured code (``alpha/stage.py``) unless
 ``input_alpha="given"``. Without feature priors a network with hidden layers is refused
 before anything runs: the stages are then under-determined and return noise (FINDINGS §1).
 
+Over a graph (residual additions, concatenation: MATH.md §5.6) the stage for state j fits
+every node l that reads x_j, sum_l B_{Psi_l}(x_l^est, A_{l,j} h + c_{l,j}) with c_{l,j} from
+the node's other inputs at their current estimates (``ConsumerStage``); where a node reads an
+earlier state beside x_j, two backward sweeps run (the first takes the forward states of the
+back-projection for the states not yet estimated, the second the first sweep's estimates).
+A chain run by that code gives the chain's iterates exactly (tested).
+
 The stages share the run's iteration budget: each gets the budget left divided by the stages
 left (``inner_max_iter`` caps the intermediate ones instead). Iteration numbers continue
 across stages; every record names its stage, and ``extras["stages"]`` lists each finished
