@@ -130,13 +130,18 @@ def search_alpha(problem: Problem, data: Tensor, delta: Tensor, eta: float,
                 return results[alpha][1], False
                 yield  # a generator with nothing to stream
 
-            walk = QUASI
+            walk, pair = QUASI, None
             while True:
                 alphas, k = drain(quasi_optimality_walk(walk, solve_at))
                 assert k is not None  # solve_at never stops the walk itself
-                if not _on_plateau(results, alphas, k) or alphas[-1] * FACTOR <= LOWEST * 1.001:
-                    return _pair(results, alphas, k, spent.used, trail, saturated=False)
+                if len(alphas) < 2:  # resumed at the path's lowest alpha: keep the last pair
+                    break
+                pair = alphas, k
+                if not _on_plateau(results, alphas, k) or alphas[k + 1] / FACTOR < LOWEST:
+                    break
                 walk = replace(walk, start=alphas[k + 1])
+            assert pair is not None  # the first walk, from 9 START down, has several alphas
+            return _pair(results, *pair, spent.used, trail, saturated=False)
         return _discrepancy(ratio, results, state, eta, spent, trail)
     except _Cancelled:
         x_now = state["x"]
