@@ -13,7 +13,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "feature-prior", help="fit the feature prior of a network (needed by method layerwise)",
         description="Fit a Gaussian prior (mean and Ledoit-Wolf shrunk covariance, stored as "
-                    "low rank + diagonal) on the intermediate features of a network, from clean "
+                    "low rank + diagonal) on the intermediate features of a network (every "
+                    "lifted state, of a chain or of a graph with residual additions or "
+                    "concatenation), from clean "
                     "sample inputs, and write PRIOR.safetensors + PRIOR.json (a card with the "
                     "network's weight hash, the samples, the rank and the file's sha256). For a "
                     "zoo network without --samples the bundled training split is used. See "

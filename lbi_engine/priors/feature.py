@@ -59,25 +59,62 @@ def fit_gaussian(features: Tensor, rank: int = DEFAULT_RANK) -> tuple[GaussianFe
         raise InputError("a feature prior needs at least 2 samples (a few hundred recommended).")
     mean = x.mean(dim=0)
     xc = x - mean
-    cov = xc.T @ xc / count
-    mu = float(torch.trace(cov)) / n
-    # Ledoit–Wolf: s = min(1, b^2 / d^2), d^2 = ||S - m I||_F^2, b^2 = mean ||x x^T - S||_F^2 / N.
-    d2 = float(((cov - mu * torch.eye(n, dtype=torch.float64)) ** 2).sum())
-    sq = xc.pow(2)
-    b2 = float((sq.T @ sq).sum() / count - (cov**2).sum()) / count
-    shrink = 1.0 if d2 <= 0 else min(1.0, max(0.0, b2 / d2))
-    floor = max(shrink * mu, 1e-12 * max(mu, 1e-30), 1e-30)
     k = max(0, min(int(rank), n))
-    evals, evecs = torch.linalg.eigh((1.0 - shrink) * cov)
-    evals, evecs = evals.flip(0)[:k].clamp_min(0.0), evecs.flip(1)[:, :k]
-    factor = evecs * evals.sqrt()
-    diag = ((1.0 - shrink) * torch.diagonal(cov) - factor.pow(2).sum(dim=1)).clamp_min(0.0)
+    if n > max(GRAM_FROM, count):  # the smaller of the two square matrices
+        shrink, mu, evals, factor, cov_diag = _gram_moments(xc, k)
+    else:
+        cov = xc.T @ xc / count
+        mu = float(torch.trace(cov)) / n
+        # Ledoit–Wolf: s = min(1, b^2 / d^2), d^2 = ||S - m I||_F^2,
+        # b^2 = mean ||x x^T - S||_F^2 / N.
+        d2 = float(((cov - mu * torch.eye(n, dtype=torch.float64)) ** 2).sum())
+        sq = xc.pow(2)
+        b2 = float((sq.T @ sq).sum() / count - (cov**2).sum()) / count
+        shrink = 1.0 if d2 <= 0 else min(1.0, max(0.0, b2 / d2))
+        evals, evecs = torch.linalg.eigh((1.0 - shrink) * cov)
+        evals, evecs = evals.flip(0)[:k].clamp_min(0.0), evecs.flip(1)[:, :k]
+        factor = evecs * evals.sqrt()
+        cov_diag = torch.diagonal(cov)
+    floor = max(shrink * mu, 1e-12 * max(mu, 1e-30), 1e-30)
+    diag = ((1.0 - shrink) * cov_diag - factor.pow(2).sum(dim=1)).clamp_min(0.0)
     diag = diag + floor
-    captured = float(evals.sum() / max(float(torch.trace((1.0 - shrink) * cov)), 1e-300))
+    captured = float(evals.sum() / max(float((1.0 - shrink) * cov_diag.sum()), 1e-300))
     info = {"samples": count, "size": n, "rank": k, "shrinkage": shrink,
             "mean_variance": mu, "variance_captured_by_rank": captured}
     prior = GaussianFeaturePrior(mean.float(), factor.float(), diag.float())
     return prior, info
+
+
+#: Feature sizes above which (and above the sample count N) the fit works on the N x N Gram
+#: matrix of the samples instead of the n x n covariance (a 64 x 32 x 32 state of a vision
+#: network: n = 65536, whose covariance alone would take 34 GB); the same Ledoit–Wolf
+#: estimate, in O(N^2 n).
+GRAM_FROM = 4096
+
+
+def _gram_moments(xc: Tensor, k: int) -> tuple[float, float, Tensor, Tensor, Tensor]:
+    """(shrinkage s, m = tr(S)/n, top-k eigenvalues of (1 - s) S, their factor U, diag S) of
+    S = xc^T xc / N from the Gram matrix G = xc xc^T / N, which has S's nonzero eigenvalues:
+    ||S||_F = ||G||_F, tr S = tr G, and S's eigenvectors are xc^T v / sqrt(N lambda) for G's
+    (v, lambda). b^2 uses sum_{a,b} (sum_i x_ia^2 x_ib^2) = sum_i ||x_i||^4."""
+    count, n = xc.shape
+    gram = xc @ xc.T / count
+    trace = float(torch.trace(gram))
+    mu = trace / n
+    frob2 = float(gram.pow(2).sum())
+    d2 = frob2 - 2 * mu * trace + mu * mu * n
+    b2 = (float(xc.pow(2).sum(dim=1).pow(2).sum()) / count - frob2) / count
+    shrink = 1.0 if d2 <= 0 else min(1.0, max(0.0, b2 / d2))
+    lam, vecs = torch.linalg.eigh(gram)
+    lam, vecs = lam.flip(0)[:k].clamp_min(0.0), vecs.flip(1)[:, :k]
+    keep = lam > 1e-12 * max(float(lam[0]) if len(lam) else 0.0, 1e-300)
+    lam, vecs = lam[keep], vecs[:, keep]
+    evecs = xc.T @ vecs / (count * lam).sqrt()  # unit eigenvectors of S
+    evals = (1.0 - shrink) * lam
+    factor = evecs * evals.sqrt()
+    if factor.shape[1] < k:  # rank N - 1 < k: the stored factor keeps the requested width
+        factor = torch.cat([factor, factor.new_zeros(n, k - factor.shape[1])], dim=1)
+    return shrink, mu, evals, factor, xc.pow(2).mean(dim=0)
 
 
 @dataclass
@@ -107,15 +144,11 @@ def _feature_shapes(network: Network) -> list[Tensor]:
 
 def fit_feature_priors(network: Network, inputs: Tensor, rank: int = DEFAULT_RANK,
                        batch: int = 500) -> FeaturePriors:
-    """Fit a prior for every intermediate feature of ``network`` from network inputs (N, ...)."""
+    """Fit a prior for every intermediate feature of ``network`` from network inputs (N, ...):
+    one per state x_1 .. x_{L-1} of ``forward_states``, chain or graph (MATH.md §5.6)."""
     if network.layers and len(network.layers) < 2:
         raise InputError("the network has one layer: layer-wise inversion needs no feature prior.")
-    if not getattr(network, "is_chain", True):
-        # refused before any forward pass: the fit would run, and layer-wise could not use it
-        raise InputError("the network adds or concatenates tensors (a graph of lifted layers); "
-                         "layer-wise inversion, the only user of feature priors, runs on "
-                         "chains only. Use the joint method (the default) with --regulariser "
-                         "gaussian (an input prior: lbi prior) instead.")
+    _check_fit_memory(network, inputs.shape[0], rank)
     states: list[list[Tensor]] = [[] for _ in range(len(network.layers) - 1)]
     with torch.no_grad():
         for start in range(0, inputs.shape[0], batch):
@@ -128,6 +161,24 @@ def fit_feature_priors(network: Network, inputs: Tensor, rank: int = DEFAULT_RAN
         layers.append(prior)
         infos.append(info)
     return FeaturePriors(layers, {"layers": infos})
+
+
+def _check_fit_memory(network: Network, count: int, rank: int) -> None:
+    """Refuses (MemoryLimitError, before the samples run through the network) a fit whose
+    samples' features do not fit in memory: every state of every sample is kept in float64
+    (N x sum n), plus the widest state's covariance n x n (or the N x N Gram matrix and its
+    N x n copies where the fit uses it) and the low-rank factors."""
+    from lbi_engine.limits import check_bytes
+
+    sizes = [math.prod(s.shape[1:]) for s in _feature_shapes(network)]
+    if not sizes:
+        return
+    widest = max(sizes)
+    work = widest * widest if widest <= max(GRAM_FROM, count) else \
+        count * count + 3 * count * widest
+    needed = 8 * (count * sum(sizes) + work + rank * sum(sizes))
+    check_bytes(needed, f"the feature prior of {count} samples ({len(sizes)} features, "
+                f"{sum(sizes)} values each)", "give fewer samples")
 
 
 # -- files -------------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def solve(
     if report_every < 1:
         raise InputError(f"report_every={report_every}: must be at least 1.")
     if not getattr(problem.network, "is_chain", True) and \
-            resolve_method(method, problem) not in ("joint", "backprop"):
+            resolve_method(method, problem) not in ("joint", "layerwise", "backprop"):
         from lbi_engine.solvers.joint import graph_refusal
 
         raise InputError(graph_refusal(f"method {method!r}"))

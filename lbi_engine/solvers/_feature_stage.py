@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from lbi_engine.protocols import Activation, Layer, Problem
+from lbi_engine.protocols import Activation, Layer, Operator, Problem
 from lbi_engine.solvers._momentum import Momentum
 
 if TYPE_CHECKING:  # the solvers get priors from the problem, they never load them
@@ -34,11 +34,18 @@ class GaussianStage:
 
     def __init__(self, layer: Layer, below: Activation, prior: GaussianFeaturePrior, data: Tensor,
                  weight: Tensor, beta: float, step_scale: float, x0: Tensor) -> None:
-        self.layer, self.below, self.prior = layer, below, prior
+        self.layer = layer
+        self._start(float(layer.affine.norm()) ** 2, below, prior, data, weight, beta,
+                    step_scale, x0)
+
+    def _start(self, data_lipschitz: float, below: Activation, prior: GaussianFeaturePrior,
+               data: Tensor, weight: Tensor, beta: float, step_scale: float, x0: Tensor) -> None:
+        """The step 1/L from the data term's Lipschitz bound, and the FISTA state at x0."""
+        self.below, self.prior = below, prior
         self.data, self.beta = data, float(beta)
         self.weight = weight.to(device=x0.device, dtype=x0.dtype)
         self._w = _per_sample(self.weight, x0)
-        lipschitz = (float(layer.affine.norm()) ** 2
+        lipschitz = (data_lipschitz
                      + float(self.weight.max()) * prior.precision_norm() + self.beta)
         self.tau = step_scale / max(lipschitz, 1e-30)
         self.x = below.project(x0)
@@ -122,3 +129,75 @@ def stage_weights(problem: Problem) -> tuple[list[Tensor], str]:
     rms = problem.y_delta.reshape(batch, -1).pow(2).mean(dim=1).sqrt()
     var = torch.maximum(std, RELATIVE_FLOOR * rms).pow(2)
     return [var.clone() for _ in range(depth - 1)], "sigma^2 from the noise level"
+
+
+class Consumer:
+    """One term of a graph stage (MATH.md §5.6): node l's Bregman loss
+    B_{Psi_l}(data, sum(maps) h + offset) in the unknown state h, with data = the estimate of
+    node l's output and offset = sum_{k != j} A_{l,k} x_k (their biases included) from the
+    current estimates of node l's other inputs. ``maps`` holds every term of node l that reads
+    h (a node may read a state twice, x + x); their own biases are in their ``apply``."""
+
+    def __init__(self, layer: int, maps: list[Operator], activation: Activation, data: Tensor,
+                 offset: Tensor | None) -> None:
+        self.layer, self.maps, self.activation = layer, maps, activation
+        self.data, self.offset = data, offset
+        # ||sum_k A_k|| <= sum_k ||A_k||: the Lipschitz bound of this term's gradient in h
+        self.norm = sum(float(m.norm()) for m in maps)
+
+    def pre_activation(self, h: Tensor) -> Tensor:
+        z = self.maps[0].apply(h)
+        for m in self.maps[1:]:
+            z = z + m.apply(h)
+        return z if self.offset is None else z + self.offset
+
+    def adjoint(self, r: Tensor) -> Tensor:
+        g = self.maps[0].adjoint(r)
+        for m in self.maps[1:]:
+            g = g + m.adjoint(r)
+        return g
+
+
+class ConsumerStage(GaussianStage):
+    """A stage of the layer-wise method over a graph: the state h read by several nodes,
+
+        minimise  sum_l B_{Psi_l}(d_l, A_{l,j} h + c_{l,j}) + w R(h) + beta/2 ||h||^2
+                  + iota_{dom Psi_j}(h),
+
+    by the same FISTA as :class:`GaussianStage` with L = sum_l ||A_{l,j}||^2 + w ||Sigma^{-1}||
+    + beta (each Bregman term's gradient A^T (sigma(A h + c) - d) is ||A||^2-Lipschitz). With
+    one consumer, one map and no offset every operation is the chain stage's, in its order."""
+
+    def __init__(self, consumers: list[Consumer], below: Activation,
+                 prior: GaussianFeaturePrior, weight: Tensor, beta: float, step_scale: float,
+                 x0: Tensor) -> None:
+        if not consumers:
+            raise ValueError("a stage needs at least one consumer of its state")
+        self.consumers = consumers
+        self._start(sum(c.norm ** 2 for c in consumers), below, prior, consumers[0].data,
+                    weight, beta, step_scale, x0)
+
+    def gradient(self, h: Tensor) -> Tensor:
+        g: Tensor | None = None
+        for c in self.consumers:
+            part = c.adjoint(c.activation.sigma(c.pre_activation(h)) - c.data)
+            g = part if g is None else g + part
+        assert g is not None
+        g = g.reshape(h.shape) + self._w * self.prior.gradient(h)
+        if self.beta > 0:
+            g = g + self.beta * h
+        return g
+
+    def objective(self, h: Tensor) -> dict[str, Tensor]:
+        """Per-sample (bregman: the sum over the consumers, terms: each one's, prior part,
+        discrepancy: the norm of all the consumers' residuals together)."""
+        terms, residuals = [], []
+        for c in self.consumers:
+            z = c.pre_activation(h)
+            terms.append(c.activation.bregman(c.data, z))
+            residuals.append((c.activation.sigma(z) - c.data).reshape(h.shape[0], -1))
+        reg = self.weight * self.prior.value(h)
+        if self.beta > 0:
+            reg = reg + 0.5 * self.beta * h.reshape(h.shape[0], -1).pow(2).sum(dim=1)
+        return {"bregman": torch.stack(terms).sum(dim=0), "terms": torch.stack(terms, dim=1),
+                "reg": reg, "discrepancy": torch.cat(residuals, dim=1).norm(dim=1)}

@@ -39,8 +39,8 @@ def graph_refusal(what: str) -> str:
     concatenation (MATH.md §5.6: only the joint method's accelerated step is graph-aware)."""
     return (f"{what} runs on chains of layers only, and this network adds or concatenates "
             "tensors (a residual or concatenating graph); use method 'joint' (its accelerated "
-            "step: TV regulariser without box, steps 'auto', n_inner 1, no Anderson) or "
-            "'backprop'.")
+            "step: TV regulariser without box, steps 'auto', n_inner 1, no Anderson), "
+            "'layerwise' (with a feature prior: lbi feature-prior) or 'backprop'.")
 
 
 # Any tau_l < 2/||W_{l+1}||^2 makes the x_l step non-increasing (descent lemma, MATH.md §5.3).

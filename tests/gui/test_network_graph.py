@@ -118,3 +118,35 @@ def test_window_opens_a_residual_onnx_and_lists_its_nodes(qtbot, make_window, tm
     lines = [nodes.item(i).text() for i in range(nodes.count())]
     assert lines[2] == "x3 = relu(add: Conv2d(x2) + x1)", lines
     assert lines[4] == "x5 = relu(add: Conv2d(x4) + Conv2d(x3))", lines
+
+
+def test_window_runs_layerwise_on_a_residual_onnx_with_a_fitted_prior(qtbot, make_window,
+                                                                      tmp_path):
+    """Layer-wise chosen for a graph network in the window: the run goes through the engine
+    child with the feature prior, every stage of both sweeps reports, the result is drawn."""
+    import numpy as np
+
+    from lbi_engine.data import mnist_split
+    from lbi_engine.priors import feature as fp
+
+    path = _onnx(Residual(), tmp_path / "res28.onnx", side=28)
+    images, _ = mnist_split("train")
+    priors = fp.fit_feature_priors(LiftedNetwork.from_onnx(path),
+                                   torch.from_numpy(images[:200]), rank=8)
+    fp.save_feature_priors(priors, tmp_path / "res28.prior")
+    win = make_window({"network": "mnist-cnn-ae", "dataset": "mnist", "max_iter": 5})
+    win.open_network(str(path))
+    qtbot.waitUntil(lambda: win.info is not None
+                    and win.info.request.get("network") == str(path), timeout=120_000)
+    wait_ready(qtbot, win)
+    win.set_request({**win.current_request(), "method": "layerwise", "max_iter": 300,
+                     "noise_std": 0.05, "feature_prior": str(tmp_path / "res28.prior")})
+    win.flush_changes()
+    win.run()
+    qtbot.waitUntil(lambda: not win.controller.running and len(win.run_table.runs) == 1,
+                    timeout=120_000)
+    run = win.run_table.runs[-1]
+    assert run.request["method"] == "layerwise"
+    assert np.isfinite(run.metrics["psnr"])
+    stages = [s["stage"] for s in run.metrics["stages"]]
+    assert stages[-1] == "layer 1/5" and "layer 2/5 (sweep 2/2)" in stages

@@ -7,6 +7,7 @@ module themselves; here we also check that each path printed its line.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -53,3 +54,7 @@ def test_own_network_doc_examples_run(tmp_path: Path) -> None:
         for ext in ("onnx", "pt2"):
             assert re.search(rf"{kind}\.{ext}: \d+ lifted layers, [1-9]\d* merging", out), out
     assert (tmp_path / "mymodels" / "encoder_whole.safetensors").exists()
+    # layer-wise over the residual graph, with the feature prior the page fits
+    stages = json.loads((tmp_path / "run-layerwise" / "result.json").read_text())["metrics"][
+        "stages"]
+    assert [s["stage"] for s in stages][-2:] == ["layer 2/3 (sweep 2/2)", "layer 1/3"], stages

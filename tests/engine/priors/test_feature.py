@@ -95,12 +95,11 @@ def test_layerwise_availability_is_known_without_loading(tmp_path) -> None:
     assert "does not exist" in fp.layerwise_unavailable("x", 2, str(tmp_path / "p"))
 
 
-def test_a_graph_network_is_refused_before_any_fit() -> None:
-    """Feature priors serve layer-wise inversion, which runs on chains: a residual network is
-    refused in one line at once (it used to fit for minutes and gigabytes, then go unused)."""
+def test_a_graph_network_gets_one_prior_per_state_of_its_forward() -> None:
+    """A residual network: x_1 .. x_{L-1} of forward_states, as for a chain; the fitted
+    prior's mean is the samples' mean state, and check_network accepts the network."""
     from torch import nn
 
-    from lbi_engine.errors import InputError
     from lbi_engine.models.network import LiftedNetwork
 
     class Block(nn.Module):
@@ -111,14 +110,40 @@ def test_a_graph_network_is_refused_before_any_fit() -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.relu(x + self.conv(x))
 
+    torch.manual_seed(0)
     net = LiftedNetwork.from_module(nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(),
-                                                  Block()).eval(), (1, 6, 6))
+                                                  Block(), nn.Conv2d(2, 1, 1)).eval(), (1, 6, 6))
     assert not net.is_chain
+    samples = torch.rand(40, 1, 6, 6)
+    priors = fp.fit_feature_priors(net, samples, rank=4)
+    states = net.forward_states(samples)[:-1]
+    assert [p.size for p in priors.layers] == [s[0].numel() for s in states]
+    for prior, state in zip(priors.layers, states, strict=True):
+        assert torch.allclose(prior.mean, state.reshape(40, -1).mean(dim=0), atol=1e-6)
+    priors.check_network(net)
+    # samples whose features exceed the memory limit: refused before they run through it
+    from lbi_engine.limits import ENV_VAR, MemoryLimitError
 
-    def never(*_: object) -> None:
-        raise AssertionError("a forward pass ran")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV_VAR, "256M")
+        many = torch.zeros(1, 1, 6, 6).expand(2_000_000, 1, 6, 6)  # 2.3 GB of features
+        with pytest.raises(MemoryLimitError, match="feature prior of 2000000 samples"):
+            fp.fit_feature_priors(net, many, rank=4)
 
-    net.forward_states = never  # type: ignore[method-assign]
-    with pytest.raises(InputError, match="adds or concatenates tensors") as info:
-        fp.fit_feature_priors(net, torch.rand(4, 1, 6, 6))
-    assert "\n" not in str(info.value)
+
+def test_wide_features_fit_from_the_gram_matrix_as_from_the_covariance(monkeypatch) -> None:
+    """Above GRAM_FROM the fit never forms the n x n covariance; it must give the same
+    Ledoit–Wolf prior (shrinkage, U U^T, diagonal) as the covariance path, for n > N."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(30, 4, generator=g, dtype=torch.float64) @ torch.randn(
+        4, 70, generator=g, dtype=torch.float64) + 0.3 * torch.randn(30, 70, generator=g,
+                                                                   dtype=torch.float64)
+    dense, dense_info = fp.fit_gaussian(x, rank=12)
+    monkeypatch.setattr(fp, "GRAM_FROM", 10)
+    gram, gram_info = fp.fit_gaussian(x, rank=12)
+    assert abs(gram_info["shrinkage"] - dense_info["shrinkage"]) < 1e-12
+    assert 0 < dense_info["shrinkage"] < 1
+    u, v = dense.factor.double(), gram.factor.double()
+    assert torch.allclose(u @ u.T, v @ v.T, atol=1e-5 * float((u @ u.T).abs().max()))
+    assert torch.allclose(dense.diag, gram.diag, rtol=1e-5)
+    assert gram.factor.shape == dense.factor.shape == (70, 12)

@@ -246,3 +246,30 @@ def test_float32_layerwise_run_matches_float64() -> None:
     assert out[0][-1].x.dtype == torch.float32
     np.testing.assert_allclose([float(r.objective[0]) for r in out[0]],
                                [float(r.objective[0]) for r in out[1]], rtol=2e-3)
+
+
+def test_input_alpha_walk_over_plateaus_ends_at_the_lowest_pair() -> None:
+    """Where every alpha gives the same input (a constant truth that a 1x1 convolution codes
+    exactly: the data fit and TV are both 0 there), every quasi-optimality step is a plateau;
+    the walk passes each one down to the path's lowest alpha and keeps that pair."""
+    from lbi_engine.models.network import LiftedNetwork
+    from lbi_engine.problem import InversionProblem
+    from lbi_engine.regularisers import make_regulariser
+    from lbi_engine.settings.solver import SolverOptions
+    from lbi_engine.solvers.alpha.stage import LOWEST, search_alpha
+
+    torch.manual_seed(0)
+    conv = nn.Conv2d(1, 3, 1).double()
+    with torch.no_grad():  # every channel active: the constant 0.5 is the only exact fit
+        conv.weight.abs_()
+        conv.bias.abs_()
+    net = LiftedNetwork.from_module(nn.Sequential(conv, nn.ReLU()), (1, 2, 2))
+    x = torch.full((1, 1, 2, 2), 0.5, dtype=torch.float64)
+    y = net(x)
+    problem = InversionProblem(net, y, make_regulariser("tv"), 0.1, x_true=x)
+    found = search_alpha(problem, y, torch.tensor([0.01], dtype=torch.float64), 1.05,
+                         SolverOptions(), torch.zeros_like(x), 1e-8, None, budget=100000)
+    alphas = [a for a, _ in found.trail]
+    assert alphas == sorted(alphas, reverse=True) and alphas[-1] / 3 < LOWEST  # the whole path
+    assert math.isclose(found.alpha, math.sqrt(alphas[-2] * alphas[-1]))
+    assert torch.allclose(found.x, x, atol=1e-6)
