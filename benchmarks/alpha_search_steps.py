@@ -33,19 +33,20 @@ def main() -> None:
     args = parser.parse_args()
     from lbi_engine.api import InversionRequest, iterate, prepare
     from lbi_engine.models.zoo import load_zoo
+    from lbi_engine.solvers.alpha import residual_path
     from lbi_engine.solvers.alpha import whole as alpha
 
     if args.guess is not None:
         alpha.GUESS = alpha.GUESS_BOX = args.guess
     if args.slope is not None:
-        alpha.SLOPE = args.slope
+        residual_path.SLOPE = args.slope  # _local_slope reads it there
     if args.creep_ratio is not None:
         alpha.CREEP_RATIO = args.creep_ratio
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)
     print(f"{args.network} {args.regulariser}, training digits {args.digits}, "
           f"GUESS {alpha.GUESS:g} / GUESS_BOX {alpha.GUESS_BOX:g}, "
-          f"SLOPE {alpha.SLOPE:g}")
+          f"SLOPE {residual_path.SLOPE:g}")
     print("| std | mean PSNR (dB) | mean steps | mean solves of the search | stops |")
     print("|---:|---:|---:|---:|---|")
     for std in (float(s) for s in args.stds.split(",")):

@@ -7,6 +7,8 @@ interpolation between bracketing alphas, the discrepancy ratio, the iteration/ti
 ``whole.py``: alpha "auto" of a whole-network run (one-layer, joint and the other methods
 through ``api``): the discrepancy principle by a secant search on the residual of sample 0
 with a noise-dependent tau, or quasi-optimality's global minimum on a quarter-decade path.
+``residual_path.py``: how that search reads its path (slopes, brackets, and the point it
+keeps when the target is out of reach).
 
 ``stage.py``: the layer-wise method's input stage: quasi-optimality's first local minimum on a
 factor-3 path, or the discrepancy principle on the mean ratio with a saturation fallback.
@@ -15,6 +17,18 @@ The two families were calibrated on different residuals (the whole network's aga
 stage's, which carries the earlier stages' error), so each keeps its own constants and rule.
 """
 
+from lbi_engine.solvers.alpha.residual_path import (
+    FIT_FLOOR,
+    MATCH,
+    MAX_JUMP,
+    MAX_POINTS,
+    MAX_SLOPE,
+    MIN_SLOPE,
+    SLOPE,
+    PathPoint,
+    _fit_floor,
+    _local_slope,
+)
 from lbi_engine.solvers.alpha.stage import AlphaSearch, search_alpha, sub_problem
 from lbi_engine.solvers.alpha.whole import (
     ALPHA_MAX,
@@ -23,14 +37,8 @@ from lbi_engine.solvers.alpha.whole import (
     CREEP_FLOOR,
     CREEP_RATIO,
     FACTOR,
-    FIT_FLOOR,
     GUESS,
     GUESS_BOX,
-    MATCH,
-    MAX_JUMP,
-    MAX_POINTS,
-    MAX_SLOPE,
-    MIN_SLOPE,
     PATH_MIN_STEPS,
     PATH_REPORT,
     PATH_RTOL,
@@ -38,15 +46,11 @@ from lbi_engine.solvers.alpha.whole import (
     QUASI_TOL,
     RHO_KNEE,
     RULES,
-    SLOPE,
     TAU,
     TAU_MIN,
     TAU_SLOPE,
     AlphaChoice,
-    PathPoint,
     PathSolve,
-    _fit_floor,
-    _local_slope,
     _Settled,
     _warm,
     _with_alpha,

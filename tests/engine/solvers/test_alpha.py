@@ -465,7 +465,7 @@ def test_one_flat_step_is_not_out_of_reach() -> None:
     """A single flat step (a path solve that settled early) does not stop the search; two
     consecutive flat steps whose extrapolation needs alpha below alpha_min do."""
     from lbi_engine.solvers.alpha import ALPHA_MIN, PathPoint
-    from lbi_engine.solvers.alpha.whole import _out_of_reach
+    from lbi_engine.solvers.alpha.residual_path import _out_of_reach
 
     def point(alpha: float, residual: float) -> PathPoint:
         return PathPoint(alpha, residual, 0.0, 0.0, 20, 0.0)
