@@ -431,6 +431,9 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         "decoder_psnr": prepared.decoder_psnr,
         # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
         "alpha_used": record.extras.get("alpha", prepared.problem.alpha),
+        # the joint method's weight on the hidden Bregman terms (MATH.md §5.7)
+        **({"hidden_weight": float(record.extras["hidden_weight"])}
+           if "hidden_weight" in record.extras else {}),
         **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
                        for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
     }

@@ -398,6 +398,9 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()
     if note:
         print(f"  {note}")
+    if m.get("hidden_weight", 1.0) != 1.0:
+        print(f"  hidden layers' Bregman terms weighted {m['hidden_weight']:g}x the last one's "
+              "(hidden_weight, MATH.md §5.7)")
     if r.method == "layerwise" and len(m.get("stages") or []) == 1:
         print("  note: a one-layer network has no stages: layer-wise ran as the one-layer "
               "method (alpha chosen as there)")

@@ -82,6 +82,9 @@ class StopRule:
             raise InputError(f"time_budget={self.time_budget}: must be > 0 seconds or None.")
 
 
+#: hidden_weight's range: beyond it the blocks' step sizes differ by more than float32 carries
+HIDDEN_WEIGHT_RANGE = (1e-4, 1e6)
+
 STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper")
 
 
@@ -123,6 +126,12 @@ class SolverOptions:
         ``"given"`` (the run's alpha).
     anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the
         input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
+    hidden_weight: the joint method's weight on every hidden layer's Bregman term against the
+        last one's (MATH.md §5.7): ``"auto"`` (default) is 100 for a network that adds or
+        concatenates tensors (residual, concatenating graphs) and 1 (the paper's objective)
+        for a chain; a number in [1e-4, 1e6] applies to any network. It acts on layers whose
+        activation is positively homogeneous (ReLU, leaky ReLU, identity, clip, soft-shrink);
+        others keep weight 1. lbi_engine/models/rescale.py says why.
     """
 
     steps: str = "auto"
@@ -136,6 +145,7 @@ class SolverOptions:
     inner_max_iter: int | None = None
     input_alpha: str = "quasi-optimality"
     anderson: int = 0
+    hidden_weight: float | str = "auto"
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -165,14 +175,26 @@ class SolverOptions:
                              "'discrepancy' or 'given'.")
         if not (self.layer_tikhonov >= 0 and math.isfinite(self.layer_tikhonov)):
             raise InputError(f"layer_tikhonov={self.layer_tikhonov}: must be >= 0.")
+        self._check_hidden_weight()
+
+    def _check_hidden_weight(self) -> None:
+        value = self.hidden_weight
+        if value == "auto":
+            return
+        lo, hi = HIDDEN_WEIGHT_RANGE
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not (math.isfinite(value) and lo <= value <= hi):
+            raise InputError(f"hidden_weight={value!r}: give 'auto' or a number in [{lo:g}, "
+                             f"{hi:g}] (1 is the paper's objective, 100 the default for "
+                             "residual networks).")
 
     def _check_types(self) -> None:
         """InputError (not a TypeError deeper down) for a value of the wrong kind, e.g.
         ``--option n_inner=abc`` or ``n_inner=2.5``."""
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None and f.name == "inner_max_iter":
-                continue
+            if (value is None and f.name == "inner_max_iter") or f.name == "hidden_weight":
+                continue  # (hidden_weight: a number or "auto", _check_hidden_weight)
             kind = type(f.default) if f.default is not None else int
             if kind is float:
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -86,7 +86,15 @@ def solve(
         from lbi_engine.solvers.joint import graph_refusal
 
         raise InputError(graph_refusal(f"method {method!r}"))
-    return METHODS[method](problem, stop or StopRule(), options, init, cancel, report_every)
+    stop = stop or StopRule()
+    run = METHODS[method]
+    if resolve_method(method, problem) == "joint":  # the hidden-layer weight (MATH.md §5.7)
+        from lbi_engine.solvers._hidden_weight import run_weighted
+
+        opts = options
+        return run_weighted(problem, opts, init, lambda p, i: run_joint(
+            p, stop, opts, i, cancel, report_every))
+    return run(problem, stop, options, init, cancel, report_every)
 
 
 def warm_start(record: IterateRecord | dict[str, Any], problem: Problem) -> dict[str, Any]:

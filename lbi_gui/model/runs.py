@@ -216,6 +216,8 @@ class RunResult:
         method = r.get("method")
         if method == "auto" and m.get("method_run"):
             method = f"auto: {m['method_run']}"  # what auto ran, as result.json says
+        if m.get("hidden_weight", 1.0) != 1.0:  # the joint method's weighted objective
+            method = f"{method} (hidden ×{m['hidden_weight']:g})"
         regulariser = r.get("regulariser")
         if regulariser == "auto" and m.get("regulariser_run"):  # what auto ran, likewise
             regulariser = f"auto: {str(m['regulariser_run']).split(' (')[0]}"

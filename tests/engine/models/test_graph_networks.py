@@ -248,9 +248,11 @@ def cvx_pre_activation(terms: list, j: int, v: object, vals: list) -> object:
     return z
 
 
-def _cvx_block_minimiser(net: LiftedNetwork, problem: InversionProblem, xs: list, j: int):
+def _cvx_block_minimiser(net: LiftedNetwork, problem: InversionProblem, xs: list, j: int,
+                         hidden_weight: float = 1.0):
     """argmin over x_j of the lifted objective with the other blocks fixed (convex in x_j:
-    MATH.md §5.6), by cvxpy, written from the definitions (MATH.md §2.3)."""
+    MATH.md §5.6), by cvxpy, written from the definitions (MATH.md §2.3), every hidden
+    layer's Bregman term times ``hidden_weight`` (MATH.md §5.7)."""
     import cvxpy as cp
 
     from tests.engine._solver_cases import cvx_tv
@@ -264,27 +266,36 @@ def _cvx_block_minimiser(net: LiftedNetwork, problem: InversionProblem, xs: list
             continue
         z = cvx_pre_activation(terms, j, v, vals)
         out = v if j == i + 1 else vals[i + 1]
+        w = hidden_weight if i + 1 < len(net.layers) else 1.0
         if layer.activation.name == "relu":
-            objective += 0.5 * cp.sum_squares(out) + 0.5 * cp.sum_squares(cp.pos(z)) - \
-                cp.sum(cp.multiply(out, z))
+            objective += w * (0.5 * cp.sum_squares(out) + 0.5 * cp.sum_squares(cp.pos(z))
+                              - cp.sum(cp.multiply(out, z)))
         else:
-            objective += 0.5 * cp.sum_squares(out - z)
+            objective += w * 0.5 * cp.sum_squares(out - z)
     if j == 0:
         objective += problem.alpha * cvx_tv(v, 4, 4)
-    cp.Problem(cp.Minimize(objective)).solve(solver="CLARABEL")
+    # tight gaps: a weighted objective (hidden_weight 100) is 100x larger at the same x error
+    cp.Problem(cp.Minimize(objective)).solve(solver="CLARABEL", tol_gap_abs=1e-9,
+                                             tol_gap_rel=1e-9, tol_feas=1e-9)
     return v.value
 
 
 @pytest.mark.parametrize("kind", ["residual", "concat"])
-def test_joint_limit_is_the_minimiser_of_every_block_by_cvxpy(kind):
+@pytest.mark.parametrize("hidden_weight", [1.0, "auto"])
+def test_joint_limit_is_the_minimiser_of_every_block_by_cvxpy(kind, hidden_weight):
+    """At the default ("auto": 100 on a graph) the limit minimises the weighted objective,
+    in the network's own states (the rescaling is undone at the border)."""
     pytest.importorskip("cvxpy")
     net = _small(kind)
     problem = _problem(net)
-    record = final(solve(problem, "joint", stop=StopRule(max_iter=20000, tol=1e-13)))
+    record = final(solve(problem, "joint", stop=StopRule(max_iter=40000, tol=1e-13),
+                         options={"hidden_weight": hidden_weight}))
+    weight = 100.0 if hidden_weight == "auto" else hidden_weight
+    assert record.extras.get("hidden_weight", 1.0) == weight
     xs = [record.x, *record.aux]
     assert record.extras.get("steps") == "accelerated"
     for j, x in enumerate(xs):
-        want = _cvx_block_minimiser(net, problem, xs, j)
+        want = _cvx_block_minimiser(net, problem, xs, j, weight)
         got = x.reshape(-1).numpy()
         assert np.linalg.norm(got - want) <= 1e-5 * max(1.0, np.linalg.norm(want)), j
     # some ReLU constraints x >= 0 are active at the limit (the prox part is exercised)

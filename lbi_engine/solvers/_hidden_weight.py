@@ -1,0 +1,79 @@
+"""The joint method with the hidden-layer weight (MATH.md §5.7; lbi_engine/models/rescale.py).
+
+The weighted objective sum_l w_l B_l + alpha R is the paper's objective on a rescaled network
+(hidden state l times sqrt(w_l)). This room runs the joint method there and translates at
+the border, so that callers only ever see the network's own states: a warm start's auxiliary
+variables (and the accelerated method's previous iterate) are multiplied by the scales on
+the way in, every record's are divided by them on the way out. A record's objective and
+Bregman terms are the weighted ones, which the method minimises; ``extras["hidden_weight"]``
+says which weight ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from lbi_engine.models.rescale import rescaled, resolve_hidden_weight, state_scales
+from lbi_engine.protocols import Problem
+from lbi_engine.settings.solver import SolverOptions
+from lbi_engine.solvers.base import IterateRecord
+
+Run = Callable[[Problem, dict[str, Any] | None], Iterator[IterateRecord]]
+
+
+def hidden_weight_of(problem: Problem, options: SolverOptions) -> float:
+    """The weight ``options.hidden_weight`` stands for on this problem's network."""
+    return resolve_hidden_weight(options.hidden_weight, problem.network)  # type: ignore[arg-type]
+
+
+def _scale_flat(flat: Tensor, sizes: list[int], scales: list[float], up: bool) -> Tensor:
+    """(B, n_0 + n_1 + ..) blocks [x_0, x_1, ..] times (or divided by) their scales."""
+    parts = list(flat.reshape(flat.shape[0], -1).split(sizes, dim=1))
+    for k, part in enumerate(parts):
+        if scales[k] != 1.0:
+            parts[k] = part * scales[k] if up else part / scales[k]
+    return torch.cat(parts, dim=1).reshape(flat.shape)
+
+
+def run_weighted(problem: Problem, options: SolverOptions, init: dict[str, Any] | None,
+                 run: Run) -> Iterator[IterateRecord]:
+    """``run(problem, init)`` on the rescaled network, in the network's own variables."""
+    weight = hidden_weight_of(problem, options)
+    if weight == 1.0:
+        for record in run(problem, init):
+            record.extras["hidden_weight"] = weight
+            yield record
+        return
+    network = problem.network
+    scales = state_scales(network, weight)  # type: ignore[arg-type]
+    hidden = scales[1:-1]  # x_1 .. x_{L-1}
+    sizes = _block_sizes(problem)
+    inner = dataclasses.replace(problem, network=rescaled(network, weight),  # type: ignore[arg-type]
+                                extras=dict(problem.extras))
+    if init is not None:
+        init = dict(init)
+        if init.get("aux"):
+            init["aux"] = [a * c for a, c in zip(init["aux"], hidden, strict=True)]
+        if init.get("x_prev") is not None:
+            init["x_prev"] = _scale_flat(init["x_prev"], sizes, scales[:-1], up=True)
+    for record in run(inner, init):
+        record.aux = [a / c if c != 1.0 else a for a, c in zip(record.aux, hidden, strict=True)]
+        prev = record.extras.get("x_prev")
+        if isinstance(prev, Tensor):
+            record.extras["x_prev"] = _scale_flat(prev, sizes, scales[:-1], up=False)
+        record.extras["hidden_weight"] = weight
+        yield record
+
+
+def _block_sizes(problem: Problem) -> list[int]:
+    """Entries per sample of x_0, x_1, .., x_{L-1}."""
+    network = problem.network
+    shapes = [tuple(problem.input_shape)] + [tuple(layer.affine.out_shape)
+                                             for layer in network.layers[:-1]]
+    return [math.prod(s) for s in shapes]
