@@ -108,13 +108,15 @@ def export(module: nn.Module, folder: Path, name: str, fmt: str, side: int = SID
     return path
 
 
-def run_lbi(network: Path, image: Path, out: Path, std: float) -> dict:
+def run_lbi(network: Path, image: Path, out: Path, std: float,
+            extra: tuple[str, ...] = ()) -> dict:
+    """``lbi invert`` at its defaults (plus ``extra`` arguments) in a subprocess."""
     start = time.perf_counter()
     peak = out.parent / f"{out.name}.peak"  # GNU time's maximum resident set, KiB
     proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak),
                            sys.executable, "-m", "lbi_engine.cli", "invert", "--network",
                            str(network), "--image", str(image), "--noise-std", str(std),
-                           "--out", str(out), "--overwrite", "--quiet"],
+                           "--out", str(out), "--overwrite", "--quiet", *extra],
                           capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     if proc.returncode != 0:

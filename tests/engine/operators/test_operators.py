@@ -44,6 +44,10 @@ CASES = [
     (lambda: nn.Conv2d(2, 2, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(2, 1)), (2, 9, 6)),
     (lambda: nn.Conv2d(4, 6, 3, padding=1, groups=2), (4, 5, 5)),
     (lambda: nn.Conv2d(3, 3, 3, groups=3, dilation=2, stride=2), (3, 9, 8)),
+    # one input channel per group, several outputs each: the adjoint by col2im (F.fold)
+    (lambda: nn.Conv2d(3, 9, 3, groups=3, stride=2, padding=1), (3, 9, 8)),
+    (lambda: nn.Conv2d(2, 6, (3, 2), groups=2, stride=(2, 1), dilation=(1, 2)), (2, 7, 8)),
+    (lambda: nn.Conv2d(2, 4, 4, padding="same", groups=2), (2, 6, 5)),
     (lambda: nn.Conv2d(2, 3, 4, padding="same"), (2, 6, 5)),  # asymmetric 'same'
     (lambda: nn.Conv2d(2, 3, (2, 3), padding="same", dilation=(3, 1)), (2, 7, 6)),
     (lambda: nn.Conv2d(2, 3, 3, padding="valid"), (2, 5, 6)),
