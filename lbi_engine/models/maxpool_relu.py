@@ -7,8 +7,7 @@ ReLUs. For two values,
 
 where b is carried through the ReLU layer as ReLU(b) - ReLU(-b) (a lifted layer applies its
 activation to every unit). A window of n values is reduced by a tree of such pairs: level 1
-forms the units [a-b, b, -b] for each pair (and [c, -c] for an odd one out; [a-b, b] and [c]
-when the input is known to be >= 0, since then b = ReLU(b)), applies ReLU,
+forms the units [a-b, b, -b] for each pair (and [c, -c] for an odd one out), applies ReLU,
 and the next level's values are the combinations u0 + u1 - u2 (resp. u0 - u1) of those
 units. After ceil(log2 n) ReLU levels one value per window remains, an affine combination
 that the lifted network merges into the next layer's W and b.
@@ -87,14 +86,9 @@ def _border_pads(m: nn.MaxPool2d, in_hw: tuple[int, int] | None) -> tuple[int, i
     return pw, ends[1], ph, ends[0]
 
 
-def _levels(n: int, nonneg: bool = False) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _levels(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(U, V) per ReLU level: units = U @ (previous ReLU outputs, or the window at level 1),
-    values = V @ relu(units); the next level's U is built from V's rows.
-
-    ``nonneg``: the window's values are >= 0, and so is every max of them, so b = ReLU(b)
-    is carried as one unit instead of ReLU(b) - ReLU(-b): [a - b, b] per pair and [c] for
-    the odd one, 19 units instead of 30 for a 3x3 window (fewer lifted variables, the same
-    map)."""
+    values = V @ relu(units); the next level's U is built from V's rows."""
     values = torch.eye(n, dtype=torch.float64)  # values as combinations of the features
     out = []
     while values.shape[0] > 1:
@@ -104,13 +98,13 @@ def _levels(n: int, nonneg: bool = False) -> list[tuple[torch.Tensor, torch.Tens
         for j in range(0, m - 1, 2):
             a, b = values[j], values[j + 1]
             base = len(rows)
-            rows += [a - b, b] if nonneg else [a - b, b, -b]
-            nxt.append((base, (1.0, 1.0) if nonneg else (1.0, 1.0, -1.0)))
+            rows += [a - b, b, -b]
+            nxt.append((base, (1.0, 1.0, -1.0)))
         if m % 2:
             c = values[m - 1]
             base = len(rows)
-            rows += [c] if nonneg else [c, -c]
-            nxt.append((base, (1.0,) if nonneg else (1.0, -1.0)))
+            rows += [c, -c]
+            nxt.append((base, (1.0, -1.0)))
         units = torch.stack(rows)
         combine = torch.zeros(len(nxt), len(rows), dtype=torch.float64)
         for i, (base, coef) in enumerate(nxt):
@@ -144,7 +138,7 @@ def maxpool_as_relu(m: nn.MaxPool2d, channels: int, *, nonneg_input: bool = Fals
     mods: list[nn.Module] = list(lead)
     prev_combine: torch.Tensor | None = None  # None: the features are the window's values
     in_per_group = 1
-    for units, combine in _levels(n, nonneg_input):
+    for units, combine in _levels(n):
         u = units.shape[0]
         if prev_combine is None:  # read the window: weight (u, kh, kw) per channel
             w = units.reshape(u, 1, kh, kw)
