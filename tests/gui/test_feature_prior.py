@@ -259,3 +259,21 @@ def test_window_runs_layerwise_on_an_own_network_with_a_chosen_prior(qtbot, make
     assert "feature prior has variables of sizes" in box.informativeText()
     assert len(win.run_table.runs) == 1
     _close_errors()
+
+
+def test_lbi_gui_option_feature_prior(qtbot, fake_engine, make_window, tmp_path,
+                                      monkeypatch) -> None:
+    """`lbi-gui --feature-prior P.json` starts the window with the prior chosen (its BASE,
+    an absolute path), as `lbi invert --feature-prior` takes it."""
+    from lbi_gui.app import build_parser, request_from_args
+
+    fake_engine()
+    base = _prior_files(tmp_path / "mine.prior")
+    monkeypatch.chdir(tmp_path)
+    request = request_from_args(build_parser().parse_args(
+        ["--network", "fake-net", "--method", "layerwise", "--feature-prior", "mine.prior.json"]))
+    assert request["feature_prior"] == str(base)
+    win = make_window(request)
+    assert win.current_request()["feature_prior"] == str(base)
+    assert win.solver_panel.prior_label.text() == "mine.prior"
+    assert not win.solver_panel.prior_hint.isVisibleTo(win.solver_panel)
