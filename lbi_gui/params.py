@@ -215,7 +215,8 @@ def _norm(v: Any) -> Any:
 #: How a request field is named in a change description.
 CHANGE_NAMES = {"alpha": "α", "noise_std": "noise", "layer_alphas": "α per layer",
                 "max_iter": "max iterations", "tol": "tolerance", "tol_mode": "stop rule",
-                "time_budget": "time budget", "input_shape": "input shape"}
+                "time_budget": "time budget", "input_shape": "input shape",
+                "feature_prior": "feature prior"}
 
 
 def human_value(value: Any) -> str:

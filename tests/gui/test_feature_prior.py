@@ -277,3 +277,24 @@ def test_lbi_gui_option_feature_prior(qtbot, fake_engine, make_window, tmp_path,
     assert win.current_request()["feature_prior"] == str(base)
     assert win.solver_panel.prior_label.text() == "mine.prior"
     assert not win.solver_panel.prior_hint.isVisibleTo(win.solver_panel)
+
+
+def test_another_prior_makes_a_layerwise_result_stale(qtbot, fake_engine, make_window,
+                                                      tmp_path) -> None:
+    fake_engine()
+    win = make_window({"network": "fake-net", "method": "joint", "max_iter": 5})
+    win.run()
+    qtbot.waitUntil(lambda: len(win.run_table.runs) == 1, timeout=20000)
+    wait_idle(qtbot, win)
+    assert win.files.choose_feature_prior(str(_prior_files(tmp_path / "a.prior")))
+    wait_ready(qtbot, win)
+    assert not win.status_reason.text().startswith("stale")  # joint reads no prior
+    win.set_request({**win.current_request(), "method": "layerwise"})
+    win.flush_changes()
+    win.run()
+    qtbot.waitUntil(lambda: len(win.run_table.runs) == 2, timeout=20000)
+    wait_idle(qtbot, win)
+    assert not win.status_reason.text().startswith("stale")
+    assert win.files.choose_feature_prior(str(_prior_files(tmp_path / "b.prior")) + ".json")
+    wait_ready(qtbot, win)
+    assert win.status_reason.text() == "stale: feature prior a.prior→b.prior"
