@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lbi_gui.params import METHODS, REGULARISERS, default_request
+from lbi_gui.params import METHODS, REGULARISERS, default_request, prior_base
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tol-mode", choices=["objective", "relative", "absolute"])
     p.add_argument("--time-budget", type=float, help="stop after this many solver seconds")
     p.add_argument("--layer-alphas", help="per-layer α of the layer-wise method, e.g. 0.01,0.02")
+    p.add_argument("--feature-prior", metavar="P",
+                   help="the feature prior of the layer-wise method: P.json + P.safetensors "
+                        "from `lbi feature-prior NET --samples clean.npy --out P`")
     p.add_argument("--device", help="cpu or cuda")
     p.add_argument("--dtype", choices=["float32", "float64"])
     p.add_argument("--threads", type=int, help="solver threads (default 1)")
@@ -77,7 +80,7 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
                "device": "device", "dtype": "dtype", "threads": "threads",
                "report_every": "report_every", "resize": "resize",
                "allow_pickle": "allow_pickle", "tol_mode": "tol_mode",
-               "time_budget": "time_budget"}
+               "time_budget": "time_budget", "feature_prior": "feature_prior"}
     req = default_request()
     for opt, key in mapping.items():
         value = getattr(args, opt)
@@ -89,9 +92,11 @@ def request_from_args(args: argparse.Namespace) -> dict[str, Any]:
         req["input_shape"] = parse_shape(args.input_shape)
     if args.layer_alphas:
         req["layer_alphas"] = [float(v) for v in args.layer_alphas.split(",") if v.strip()]
-    for key in ("image", "truth", "data"):
+    for key in ("image", "truth", "data", "feature_prior"):
         if req[key]:
             req[key] = str(Path(req[key]).expanduser().resolve())
+    if req["feature_prior"]:  # the window holds a prior by its BASE, as the request does
+        req["feature_prior"] = prior_base(req["feature_prior"])
     if req["network"] and Path(req["network"]).expanduser().exists():
         req["network"] = str(Path(req["network"]).expanduser().resolve())
     elif args.network and args.dataset is None and not any(req[k] for k in

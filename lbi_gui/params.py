@@ -53,13 +53,58 @@ def feature_prior_available(network: str, feature_prior: str | None) -> bool:
     alone (the GUI process never imports torch): a chosen prior, or the zoo's shipped one."""
     from pathlib import Path
 
+    if feature_prior:  # NAME, NAME.json or NAME.safetensors: both files must exist
+        text = prior_base(feature_prior)
+        return all(Path(f"{text}.{ext}").is_file() for ext in ("json", "safetensors"))
+    return shipped_feature_prior(network)
+
+
+def shipped_feature_prior(network: str) -> bool:
+    """Whether the zoo ships a feature prior beside ``network``'s weights (files only)."""
+    from pathlib import Path
+
     from lbi_engine.data.resource_files import resources_dir
 
-    if feature_prior:  # NAME, NAME.json or NAME.safetensors: both files must exist
-        text = str(feature_prior).removesuffix(".safetensors").removesuffix(".json")
-        return all(Path(f"{text}.{ext}").is_file() for ext in ("json", "safetensors"))
+    if not network or Path(network).name != network:
+        return False  # a file of the user's: the engine looks for shipped priors in the zoo only
     models = resources_dir() / "models"
     return all((models / f"{network}.prior.{ext}").is_file() for ext in ("json", "safetensors"))
+
+
+#: What to do about a feature prior that is missing or is not one.
+FIT_PRIOR_HINT = "fit one with: lbi feature-prior NET --samples clean.npy --out P"
+
+
+def prior_base(path: str) -> str:
+    """The BASE of a feature prior's files (BASE.json + BASE.safetensors) from either one."""
+    return str(path).removesuffix(".safetensors").removesuffix(".json")
+
+
+def feature_prior_problem(path: str) -> str | None:
+    """What is wrong with ``path`` as a feature prior (None: usable), in one line, from the
+    files alone: both BASE.json and BASE.safetensors exist and the card says it is a feature
+    prior. The GUI process never imports torch; whether the prior fits the network's layers
+    is checked by the engine when it prepares the problem."""
+    from pathlib import Path
+
+    from lbi_engine.limits import read_json
+
+    base = prior_base(path)
+    for ext in ("json", "safetensors"):
+        if not Path(f"{base}.{ext}").is_file():
+            return (f"{base}.{ext} does not exist (a feature prior is two files, "
+                    f"{Path(base).name}.json and {Path(base).name}.safetensors); "
+                    f"{FIT_PRIOR_HINT}")
+    try:
+        card = read_json(f"{base}.json", "feature prior card", FIT_PRIOR_HINT)
+    except InputError as exc:
+        return str(exc)
+    if not isinstance(card, dict) or card.get("kind") != "lbi-feature-prior":
+        kind = card.get("kind") if isinstance(card, dict) else None
+        return (f"{base}.json is not a feature prior card (its kind is {kind!r}, not "
+                f"'lbi-feature-prior'); {FIT_PRIOR_HINT}")
+    return None
+
 
 #: Labels of the regularisers the window names itself; any other the engine knows (a new one)
 #: is listed under its own name, so the list never lags behind the CLI.
@@ -170,7 +215,8 @@ def _norm(v: Any) -> Any:
 #: How a request field is named in a change description.
 CHANGE_NAMES = {"alpha": "α", "noise_std": "noise", "layer_alphas": "α per layer",
                 "max_iter": "max iterations", "tol": "tolerance", "tol_mode": "stop rule",
-                "time_budget": "time budget", "input_shape": "input shape"}
+                "time_budget": "time budget", "input_shape": "input shape",
+                "feature_prior": "feature prior"}
 
 
 def human_value(value: Any) -> str:

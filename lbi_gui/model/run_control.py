@@ -16,8 +16,10 @@ from lbi_gui.params import HOT_KEYS, PROBLEM_KEYS
 
 #: Settings a running solve may take on without starting over (the run keeps its budget).
 RUN_KEYS = frozenset({"max_iter", "tol", "tol_mode", "report_every", "threads", "time_budget"})
-#: Settings that change the displayed problem when no run is going (new noise draw too).
-PREPARE_KEYS = frozenset({"noise_std", "seed"})
+#: Settings that change the displayed problem when no run is going (new noise draw too); the
+#: feature prior is read and checked against the network when the problem is prepared, so a
+#: prior that does not fit is reported as it is chosen.
+PREPARE_KEYS = frozenset({"noise_std", "seed", "feature_prior"})
 
 
 def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> set[str]:

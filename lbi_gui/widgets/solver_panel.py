@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from PySide6 import QtGui, QtWidgets
+from PySide6 import QtCore, QtGui, QtWidgets
 
-from lbi_gui.params import METHODS, STEP_MODES
+from lbi_gui.params import METHODS, STEP_MODES, feature_prior_available, shipped_feature_prior
 from lbi_gui.widgets.number_inputs import ScientificSpinBox
-from lbi_gui.widgets.panel import ParamPanel, form, set_combo_data
+from lbi_gui.widgets.panel import ParamPanel, form, set_combo_data, tool_button
 
 SWITCH_TIP = ("Switch between the joint and the layer-wise inversion in one click (restarts "
               "a running solve warm)")
 LAYERWISE_NEEDS_LAYERS = ("Layer-wise inverts a network layer by layer and needs at least two "
                           "layers; this network has one (use auto or one layer: the same "
                           "problem).")
+#: Shown under the feature prior's row when layer-wise is chosen and no prior is available.
+PRIOR_NEEDED = "Layer-wise needs a feature prior: choose one, or fit it with lbi feature-prior."
+PRIOR_TIP = ("The learned feature prior layer-wise inversion uses for the hidden layers: the "
+             "files P.json + P.safetensors written by `lbi feature-prior NET --samples "
+             "clean.npy --out P` for this network. Zoo networks may ship one (\"shipped\").")
 
 
 class SolverPanel(ParamPanel):
-    """Edits method, steps, max_iter, tol, tol_mode, report_every, device, dtype, threads."""
+    """Edits method, feature_prior, steps, max_iter, tol, tol_mode, report_every, device,
+    dtype, threads.
+
+    ``prior_requested`` asks the window for a feature prior file (its dialog and its checks
+    live with the window's other file commands); the window answers with
+    :meth:`set_feature_prior`.
+    """
+
+    prior_requested = QtCore.Signal()
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,6 +78,21 @@ class SolverPanel(ParamPanel):
         self.threads = QtWidgets.QSpinBox()
         self.threads.setRange(1, 256)
         self._layers = 2  # of the network on screen (set_layer_count)
+        self._network = ""  # the network on screen (set_network): is a prior shipped with it?
+        self._feature_prior: str | None = None  # BASE of the chosen prior; None: none chosen
+        self.prior_label = QtWidgets.QLabel("none")
+        self.prior_label.setToolTip(PRIOR_TIP)
+        # Ignored width: a long file name never widens the parameter column.
+        self.prior_label.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored,
+                                       QtWidgets.QSizePolicy.Policy.Preferred)
+        self.prior_button = QtWidgets.QPushButton("Feature prior…")
+        self.prior_button.setToolTip(PRIOR_TIP)
+        self.prior_clear = tool_button("✕")
+        self.prior_clear.setToolTip("Use no chosen feature prior (a shipped one still applies)")
+        self.prior_hint = QtWidgets.QLabel(PRIOR_NEEDED)
+        self.prior_hint.setWordWrap(True)
+        self.prior_hint.setStyleSheet("color: #b35c00;")
+        self.prior_hint.setVisible(False)
         self.threads.setToolTip("CPU threads for the solver (1 keeps the window responsive; "
                                 "more can help on large networks)")
 
@@ -79,7 +108,13 @@ class SolverPanel(ParamPanel):
         exec_row.addWidget(QtWidgets.QLabel("threads"))
         exec_row.addWidget(self.threads)
         lay = form()
+        prior_row = QtWidgets.QHBoxLayout()
+        prior_row.addWidget(self.prior_button)
+        prior_row.addWidget(self.prior_label, 1)
+        prior_row.addWidget(self.prior_clear)
         lay.addRow("Method", method_row)
+        lay.addRow("Prior", prior_row)
+        lay.addRow(self.prior_hint)
         lay.addRow("Step sizes", self.steps)
         lay.addRow("Max iterations", self.max_iter)
         lay.addRow("Tolerance", tol_row)
@@ -89,6 +124,8 @@ class SolverPanel(ParamPanel):
 
         self.method.activated.connect(lambda _i: self._method_changed())
         self.switch.clicked.connect(self.toggle_joint_layerwise)
+        self.prior_button.clicked.connect(self.prior_requested.emit)
+        self.prior_clear.clicked.connect(lambda: self.set_feature_prior(None))
         for key, w in (("steps", self.steps), ("tol_mode", self.tol_mode),
                        ("device", self.device), ("dtype", self.dtype)):
             w.activated.connect(lambda _i, k=key: self._emit(k))
@@ -107,7 +144,7 @@ class SolverPanel(ParamPanel):
                 "tol_mode": self.tol_mode.currentData(),
                 "report_every": int(self.report_every.value()),
                 "device": self.device.currentData(), "dtype": self.dtype.currentData(),
-                "threads": int(self.threads.value())}
+                "threads": int(self.threads.value()), "feature_prior": self._feature_prior}
 
     def set_values(self, values: dict[str, Any]) -> None:
         with self.quiet():
@@ -124,6 +161,8 @@ class SolverPanel(ParamPanel):
                 self.threads.setValue(int(values["threads"] or 1))
             if "tol" in values:
                 self.tol.setValue(float(values["tol"]))
+            if "feature_prior" in values:
+                self._feature_prior = values["feature_prior"] or None
         self._update_switch()
 
     def set_cuda_available(self, available: bool) -> None:
@@ -155,6 +194,21 @@ class SolverPanel(ParamPanel):
         self._layers = n
         self._update_switch()
 
+    def set_network(self, network: str) -> None:
+        """The network on screen: whether the zoo ships a prior for it is shown."""
+        self._network = network
+        self._update_prior()
+
+    def set_feature_prior(self, base: str | None) -> None:
+        """Use the feature prior ``base`` (a path the window has checked; None: none chosen);
+        emits ``changed("feature_prior")`` when it differs."""
+        base = base or None
+        if base == self._feature_prior:
+            return
+        self._feature_prior = base
+        self._update_prior()
+        self._emit("feature_prior")
+
     def toggle_joint_layerwise(self) -> None:
         """Joint → layer-wise, anything else → joint; emits ``changed("method")``."""
         target = "joint" if self.method.currentData() == "layerwise" else "layerwise"
@@ -167,7 +221,27 @@ class SolverPanel(ParamPanel):
         self._update_switch()
         self._emit("method")
 
+    def _update_prior(self) -> None:
+        """The prior's row follows the choice, the network and the method."""
+        chosen, layers = self._feature_prior, self._layers
+        if chosen:
+            self.prior_label.setText(Path(chosen).name)
+            self.prior_label.setToolTip(chosen)
+        else:
+            shipped = bool(self._network) and shipped_feature_prior(self._network)
+            self.prior_label.setText("shipped" if shipped else "none")
+            self.prior_label.setToolTip(PRIOR_TIP)
+        self.prior_clear.setEnabled(bool(chosen))
+        # A one-layer network has no hidden layers, so no prior to choose; a chosen one can
+        # still be cleared.
+        self.prior_button.setEnabled(layers > 1)
+        self.prior_button.setToolTip(PRIOR_TIP if layers > 1 else LAYERWISE_NEEDS_LAYERS)
+        self.prior_hint.setVisible(
+            self.method.currentData() == "layerwise" and layers > 1
+            and not feature_prior_available(self._network, chosen))
+
     def _update_switch(self) -> None:
+        self._update_prior()
         to_joint = self.method.currentData() == "layerwise"
         self.switch.setText("⇄ Joint" if to_joint else "⇄ Layer-wise")
         layers = self._layers

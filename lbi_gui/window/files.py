@@ -14,7 +14,14 @@ from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_err
 from lbi_gui.engine.messages import ErrorInfo
 from lbi_gui.model import session as sessions
 from lbi_gui.model.runs import RunResult
-from lbi_gui.params import IMAGE_SUFFIXES, NETWORK_SUFFIXES, PROBLEM_KEYS, SESSION_SUFFIX
+from lbi_gui.params import (
+    IMAGE_SUFFIXES,
+    NETWORK_SUFFIXES,
+    PROBLEM_KEYS,
+    SESSION_SUFFIX,
+    feature_prior_problem,
+    prior_base,
+)
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 from lbi_gui.window.data import DataInputs
 from lbi_gui.window.host import WindowHost
@@ -25,6 +32,7 @@ NETWORK_FILTER = ("Networks (*.pt *.pth *.pt2 *.ts *.torchscript *.onnx *.safete
                   "*.ckpt);;All files (*)")
 IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.tif *.tiff *.pgm *.npy *.npz);;All files (*)"
 SESSION_FILTER = f"lbi sessions (*{SESSION_SUFFIX});;All files (*)"
+PRIOR_FILTER = "Feature priors (*.json *.safetensors);;All files (*)"
 
 
 class FileCommands:
@@ -50,6 +58,25 @@ class FileCommands:
         self.w.panel_changed("network")  # as if chosen in the panel (consent is reset)
         self.w.flush_changes()
 
+    def open_feature_prior_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self.parent, "Choose a feature prior",
+                                                        last_dir("prior"), PRIOR_FILTER)
+        if path:
+            self.choose_feature_prior(path)
+
+    def choose_feature_prior(self, path: str) -> bool:
+        """Use the feature prior ``path`` (BASE, BASE.json or BASE.safetensors) for layer-wise
+        inversion when both its files are there; otherwise say why and keep the one before.
+        Whether it fits the network is the engine's check, when it prepares the problem."""
+        remember_dir("prior", path)
+        problem = feature_prior_problem(path)
+        if problem is not None:
+            show_error(self.parent, "Not a feature prior", problem)  # says what to do
+            return False
+        self.w.solver_panel.set_feature_prior(prior_base(path))  # emits changed
+        self.w.flush_changes()
+        return True
+
     def on_prepare_failed(self, err: ErrorInfo) -> None:
         """Explain the failure; ask about pickles; go back to the last problem that worked."""
         req = err.request or {}
@@ -73,7 +100,8 @@ class FileCommands:
         good = self.w.good_request
         if good is None:
             return
-        back = {k: good.get(k) for k in PROBLEM_KEYS if k in good}
+        # the feature prior too: one that does not fit the network is refused with it
+        back = {k: good.get(k) for k in (*PROBLEM_KEYS, "feature_prior") if k in good}
         self.w.model.selection.update(back)  # the panels follow the model
         # the data panel's splits and thumbnails follow the dataset put back
         self.inputs.show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})

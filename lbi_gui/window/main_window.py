@@ -234,6 +234,7 @@ class MainWindow(QtWidgets.QMainWindow):
         c.queue_progress.connect(r.on_queue_progress)
         c.state_changed.connect(lambda _s: self.update_actions())
         self.network_panel.open_requested.connect(f.open_network_dialog)
+        self.solver_panel.prior_requested.connect(f.open_feature_prior_dialog)
         self.data_panel.open_image_requested.connect(f.open_image_dialog)
         self.data_panel.open_data_requested.connect(f.open_data_dialog)
         self.data_panel.splits_needed.connect(d.load_splits)

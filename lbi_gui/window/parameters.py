@@ -68,6 +68,7 @@ class Parameters:
             if changes:
                 panel.set_values(changes)
         self.w.reg_panel.set_method(self.w.solver_panel.values()["method"])
+        self.w.solver_panel.set_network(str(self.selection.request.get("network") or ""))
         self.w.noise_panel.set_measured(bool(request.get("data")))
         self.sync_request()
 
@@ -91,7 +92,8 @@ class Parameters:
             self.inputs.match_network_and_data(key, self.pending_old)
             self.sync_request()
         if key in ("network", "input_shape"):
-            selection.update({"allow_pickle": False})  # consent is for one file only
+            # consent is for one file only; a feature prior is fitted for one network only
+            selection.update({"allow_pickle": False, "feature_prior": None})
         self._timer.start()
 
     def apply_change(self) -> None:

@@ -315,7 +315,10 @@ class RunView:
         shown = self.w.shown_result
         if shown is None or self.w.controller.running:
             return
-        change = describe_change(shown.request, self.w.current_request(), STALE_KEYS)
+        keys = STALE_KEYS
+        if shown.request.get("method") == "layerwise":  # only layer-wise reads the prior
+            keys = keys | {"feature_prior"}
+        change = describe_change(shown.request, self.w.current_request(), keys)
         self.set_stale(change or None, shown.run_id)
 
     def set_stale(self, change: str | None, run_id: int | None = None) -> None:

@@ -88,10 +88,14 @@ def _reachable(win: QtWidgets.QMainWindow, widget: QtWidgets.QWidget) -> bool:
     return visible.width() >= min(rect.width(), 12) and visible.height() >= min(rect.height(), 8)
 
 
-@pytest.mark.parametrize("screen", [(1280, 720), (1024, 700)])
-def test_every_parameter_control_is_reachable(qtbot, fake_engine, make_window, screen) -> None:
+@pytest.mark.parametrize(("screen", "method"), [((1280, 720), "auto"), ((1024, 700), "auto"),
+                                                ((1280, 720), "layerwise")])
+def test_every_parameter_control_is_reachable(qtbot, fake_engine, make_window, screen,
+                                              method) -> None:
+    """Layer-wise shows more: the feature prior's row and what it needs (no prior here)."""
     fake_engine()
-    win = make_window()
+    win = make_window({"network": "fake-net", "method": method})
+    assert win.solver_panel.prior_hint.isVisibleTo(win) == (method == "layerwise")
     size = (screen[0] - FRAME_MARGIN[0], screen[1] - FRAME_MARGIN[1])
     win.resize(*size)
     _settle(qtbot)
