@@ -376,12 +376,36 @@ def iterate(
     delegated = request.method == "layerwise" and problem.depth > 1 \
         and request.noise_std_known() is not None \
         and request.solver_options().input_alpha != "given"
+    problem = _hidden_weight_auto(problem, request, warm_start_from)
     if request.alpha == "auto" and alpha is None and request.method != "landweber" \
             and not delegated:
 
         rule = None if request.alpha_rule == "auto" else request.alpha_rule
         return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
     return run(problem, init)
+
+
+def _hidden_weight_auto(problem: InversionProblem, request: InversionRequest,
+                        warm_start_from: IterateRecord | dict | None) -> InversionProblem:
+    """The problem marked for the joint method's hidden weight "auto" (MATH.md §5.7): on a
+    graph network the alpha search may raise it (``AUTO_WEIGHT`` = 1 in extras); a warm
+    restart keeps the weight its record ran with, so that changing alpha or the noise while
+    a run goes on does not change the objective under it."""
+    from lbi_engine.models.rescale import AUTO_WEIGHT, can_raise
+    from lbi_engine.solvers import resolve_method
+
+    if request.solver_options().hidden_weight != "auto" or \
+            resolve_method(request.method, problem) != "joint":
+        return problem
+    extras = warm_start_from.extras if isinstance(warm_start_from, IterateRecord) else \
+        (warm_start_from or {}).get("extras") or {}
+    if "hidden_weight" in extras:
+        weight = float(extras["hidden_weight"])
+    elif can_raise(problem.network):  # type: ignore[arg-type]
+        weight = 1.0
+    else:
+        return problem
+    return dataclasses.replace(problem, extras={**problem.extras, AUTO_WEIGHT: weight})
 
 
 def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0) -> dict[str, Any]:
@@ -434,6 +458,9 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         # the joint method's weight on the hidden Bregman terms (MATH.md §5.7)
         **({"hidden_weight": float(record.extras["hidden_weight"])}
            if "hidden_weight" in record.extras else {}),
+        **({"hidden_weight_rule": record.extras["hidden_weight_rule"],
+            "alpha_path_unweighted": record.extras.get("alpha_path_unweighted")}
+           if "hidden_weight_rule" in record.extras else {}),
         **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
                        for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
     }

@@ -399,8 +399,9 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     if note:
         print(f"  {note}")
     if m.get("hidden_weight", 1.0) != 1.0:
+        why = f": {m['hidden_weight_rule']}" if m.get("hidden_weight_rule") else ""
         print(f"  hidden layers' Bregman terms weighted {m['hidden_weight']:g}x the last one's "
-              "(hidden_weight, MATH.md §5.7)")
+              f"(hidden_weight, MATH.md §5.7){why}")
     if r.method == "layerwise" and len(m.get("stages") or []) == 1:
         print("  note: a one-layer network has no stages: layer-wise ran as the one-layer "
               "method (alpha chosen as there)")

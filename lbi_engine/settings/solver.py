@@ -127,11 +127,12 @@ class SolverOptions:
     anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the
         input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
     hidden_weight: the joint method's weight on every hidden layer's Bregman term against the
-        last one's (MATH.md §5.7): ``"auto"`` (default) is 100 for a network that adds or
-        concatenates tensors (residual, concatenating graphs) and 1 (the paper's objective)
-        for a chain; a number in [1e-4, 1e6] applies to any network. It acts on layers whose
-        activation is positively homogeneous (ReLU, leaky ReLU, identity, clip, soft-shrink);
-        others keep weight 1. lbi_engine/models/rescale.py says why.
+        last one's (MATH.md §5.7). ``"auto"`` (default): 1, the paper's objective, except on
+        a network that adds or concatenates tensors whose discrepancy target the alpha
+        search finds out of reach at weight 1: there the search runs again at 100. A number
+        in [1e-4, 1e6] applies to any network. It acts on layers whose activation is
+        positively homogeneous (ReLU, leaky ReLU, identity, clip, soft-shrink); others keep
+        weight 1. lbi_engine/models/rescale.py says why.
     """
 
     steps: str = "auto"
@@ -185,8 +186,7 @@ class SolverOptions:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or \
                 not (math.isfinite(value) and lo <= value <= hi):
             raise InputError(f"hidden_weight={value!r}: give 'auto' or a number in [{lo:g}, "
-                             f"{hi:g}] (1 is the paper's objective, 100 the default for "
-                             "residual networks).")
+                             f"{hi:g}] (1 is the paper's objective).")
 
     def _check_types(self) -> None:
         """InputError (not a TypeError deeper down) for a value of the wrong kind, e.g.

@@ -28,8 +28,9 @@ Run = Callable[[Problem, dict[str, Any] | None], Iterator[IterateRecord]]
 
 
 def hidden_weight_of(problem: Problem, options: SolverOptions) -> float:
-    """The weight ``options.hidden_weight`` stands for on this problem's network."""
-    return resolve_hidden_weight(options.hidden_weight, problem.network)  # type: ignore[arg-type]
+    """The weight ``options.hidden_weight`` stands for on this problem ("auto": 1, or what
+    the alpha search raised it to, ``problem.extras``)."""
+    return resolve_hidden_weight(options.hidden_weight, problem.extras)
 
 
 def _scale_flat(flat: Tensor, sizes: list[int], scales: list[float], up: bool) -> Tensor:

@@ -13,7 +13,8 @@ from torch import nn
 from lbi_engine.errors import InputError
 from lbi_engine.models.network import LiftedNetwork
 from lbi_engine.models.rescale import (
-    default_hidden_weight,
+    AUTO_WEIGHT,
+    can_raise,
     rescaled,
     resolve_hidden_weight,
     state_scales,
@@ -76,12 +77,13 @@ def test_only_homogeneous_hidden_states_are_scaled():
     assert clip.spec() == {"name": "clip", "lo": 0.0, "hi": 12.0}  # ReLU6 times 2
 
 
-def test_the_default_weights_graphs_and_leaves_chains_as_the_paper_has_them():
+def test_auto_is_the_papers_weight_unless_raised_and_only_graphs_may_be_raised():
     nets = _nets()
-    assert default_hidden_weight(nets["resnet-basic"]) == 100.0
-    assert default_hidden_weight(nets["chain-tanh"]) == 1.0
+    assert resolve_hidden_weight("auto") == 1.0
+    assert resolve_hidden_weight("auto", {AUTO_WEIGHT: 100.0}) == 100.0
+    assert can_raise(nets["resnet-basic"]) and not can_raise(nets["chain-tanh"])
     assert rescaled(nets["chain-tanh"], 1.0) is nets["chain-tanh"]
-    assert resolve_hidden_weight(30, nets["chain-tanh"]) == 30.0
+    assert resolve_hidden_weight(30) == 30.0
     for bad in (0, -1, float("nan"), 1e7):
         with pytest.raises(InputError, match="hidden_weight"):
             SolverOptions(hidden_weight=bad)
@@ -97,10 +99,12 @@ def test_a_warm_start_continues_the_weighted_joint_run():
     from tests.engine.models.test_graph_networks import _problem, _small
 
     problem = _problem(_small("residual"))
-    straight = final(solve(problem, "joint", stop=StopRule(max_iter=60, tol=0)))
-    first = final(solve(problem, "joint", stop=StopRule(max_iter=25, tol=0)))
+    weighted = {"hidden_weight": 100.0}
+    straight = final(solve(problem, "joint", stop=StopRule(max_iter=60, tol=0),
+                           options=weighted))
+    first = final(solve(problem, "joint", stop=StopRule(max_iter=25, tol=0), options=weighted))
     resumed = final(solve(problem, "joint", stop=StopRule(max_iter=35, tol=0),
-                          init=warm_start(first.to_numpy(), problem)))
+                          init=warm_start(first.to_numpy(), problem), options=weighted))
     assert straight.extras["hidden_weight"] == 100.0 and resumed.iteration == 60
     torch.testing.assert_close(resumed.x, straight.x, rtol=1e-10, atol=1e-12)
     for a, b in zip(resumed.aux, straight.aux, strict=True):
