@@ -497,3 +497,50 @@ def test_a_boxed_prior_aims_at_a_larger_residual(reg: str, factor: str | None) -
     want = getattr(whole, factor) if factor else 1.0
     assert 1.0 < whole.TAU_BOX <= 1.2
     assert target(reg) / target("tv") == pytest.approx(want, rel=1e-9)
+
+
+def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_again(
+        monkeypatch) -> None:
+    """MATH.md §5.7: hidden weight "auto" is 1 until the discrepancy search ends above its
+    target (beyond MATCH) on a network the api marked (extras[AUTO_WEIGHT] = 1): then the
+    search runs again at HIDDEN_WEIGHT_RAISED, and the final solve, its record and the step
+    count say so. A reached target, or an unmarked problem, keeps weight 1."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from lbi_engine.models.rescale import AUTO_WEIGHT, HIDDEN_WEIGHT_RAISED
+    from lbi_engine.solvers.alpha import whole
+
+    def run(extras: dict, residual: float) -> tuple[list[float], object]:
+        searched: list[float] = []
+
+        def fake_search(problem, solve, target, alpha, alpha_min, spent=0.0):
+            weight = problem.extras.get(AUTO_WEIGHT, 1.0)
+            searched.append(weight)
+            reached = residual if weight == 1.0 else target
+            point = whole.PathPoint(0.01, reached, 0.0, 0.0, 100, 1.0)
+            return [point], [SimpleNamespace(iteration=100)], 0.01, 0
+            yield  # a generator, as the real one
+
+        def fake_solve(problem, init, path_tol):
+            yield SimpleNamespace(final=True, elapsed=0.0, iteration=120, extras={
+                "hidden_weight": problem.extras.get(AUTO_WEIGHT, 1.0)}, stage="")
+
+        monkeypatch.setattr(whole, "_discrepancy_search", fake_search)
+        monkeypatch.setattr(whole, "_warm", lambda record, problem: {})
+        monkeypatch.setattr(whole, "first_guess", lambda problem, target: 0.01)
+        problem = dataclasses.replace(_problem(), extras=extras)
+        target = whole.tau_for(problem, whole.expected_noise_norm(problem, 0.05)) * \
+            whole.expected_noise_norm(problem, 0.05)
+        records = list(whole.stream_alpha(problem, fake_solve, noise_std=0.05))
+        return searched, records[-1], target
+
+    searched, last, target = run({AUTO_WEIGHT: 1.0}, residual=1e6)
+    assert searched == [1.0, HIDDEN_WEIGHT_RAISED]
+    assert last.extras["hidden_weight"] == HIDDEN_WEIGHT_RAISED
+    assert "raised to 100" in last.extras["hidden_weight_rule"]
+    assert last.extras["solver_steps"] == 100 + 100 + 20  # both paths and the final solve
+    searched, last, _ = run({AUTO_WEIGHT: 1.0}, residual=target)  # reached at weight 1
+    assert searched == [1.0] and last.extras["hidden_weight"] == 1.0
+    searched, last, _ = run({}, residual=1e6)  # a chain or a fixed weight: never raised
+    assert searched == [1.0] and "hidden_weight_rule" not in last.extras
