@@ -257,11 +257,14 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
             problem, solve, target, first, alpha_min, guessing)
         raised = _raised_weight(problem, path[near], target)
         unweighted: list[PathPoint] = []
-        if raised is not None:  # the lifted states absorbed the fit: search again, weighted
+        if raised is not None:  # the lifted states absorbed the fit: search again, weighted,
+            # from the closest unweighted fit (its states are the network's own: the solver
+            # rescales them at its border)
             unweighted, problem = path, raised
             guessing += sum(p.seconds for p in unweighted)
             path, finals, chosen, near = yield from _discrepancy_search(
-                problem, solve, target, first_guess(problem, target), alpha_min, guessing)
+                problem, solve, target, first_guess(problem, target), alpha_min, guessing,
+                _warm(finals[near], problem))
     else:
         target, guessing, raised = None, 0.0, None
         rule_path = dataclasses.replace(QUASI, start=ALPHA_START if start is None else start,
@@ -388,6 +391,7 @@ def _geometric_path(problem: Problem, solve: PathSolve, rule: QuasiOptimality,
 
 def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha: float,
                         alpha_min: float, spent: float = 0.0,
+                        init: dict[str, Any] | None = None,
                         ) -> Generator[IterateRecord, None,
                                        tuple[list[PathPoint], list[IterateRecord], float, int]]:
     """The alpha whose residual ||N(x_alpha) - y_delta|| meets ``target``: a safeguarded
@@ -401,11 +405,11 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
     search cannot leave a crossing it has found. It ends when a solve's residual is within
     ``MATCH`` (log ratio) of the target, at ``alpha_min`` / ``ALPHA_MAX`` when the target lies
     beyond them, or after ``MAX_POINTS`` solves (the bracket's interpolation). ``spent``:
-    solver time before the first solve (the first guess). Returns the path, its final
+    solver time before the first solve (the first guess); ``init``: the first solve's warm
+    start (None: the method's own start). Returns the path, its final
     records, the chosen alpha and the path point to warm-start from."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
-    init: dict[str, Any] | None = None
     below: int | None = None  # the path point below the target with the largest alpha
     above: int | None = None  # the path point above the target with the smallest alpha
     for _ in range(MAX_POINTS):

@@ -514,7 +514,7 @@ def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_
     def run(extras: dict, residual: float) -> tuple[list[float], object]:
         searched: list[float] = []
 
-        def fake_search(problem, solve, target, alpha, alpha_min, spent=0.0):
+        def fake_search(problem, solve, target, alpha, alpha_min, spent=0.0, init=None):
             weight = problem.extras.get(AUTO_WEIGHT, 1.0)
             searched.append(weight)
             reached = residual if weight == 1.0 else target
