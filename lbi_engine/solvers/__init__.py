@@ -81,20 +81,19 @@ def solve(
         options = SolverOptions.from_dict(options)
     if report_every < 1:
         raise InputError(f"report_every={report_every}: must be at least 1.")
+    resolved = resolve_method(method, problem)
     if not getattr(problem.network, "is_chain", True) and \
-            resolve_method(method, problem) not in ("joint", "layerwise", "backprop"):
+            resolved not in ("joint", "layerwise", "backprop"):
         from lbi_engine.solvers.joint import graph_refusal
 
         raise InputError(graph_refusal(f"method {method!r}"))
-    stop = stop or StopRule()
-    run = METHODS[method]
-    if resolve_method(method, problem) == "joint":  # the hidden-layer weight (MATH.md §5.7)
+    rule, opts = stop or StopRule(), options
+    if resolved == "joint":  # with the hidden-layer weight (MATH.md §5.7)
         from lbi_engine.solvers._hidden_weight import run_weighted
 
-        opts = options
-        return run_weighted(problem, opts, init, lambda p, i: run_joint(
-            p, stop, opts, i, cancel, report_every))
-    return run(problem, stop, options, init, cancel, report_every)
+        return run_weighted(problem, opts, init, lambda p, start: run_joint(
+            p, rule, opts, start, cancel, report_every))
+    return METHODS[method](problem, rule, opts, init, cancel, report_every)
 
 
 def warm_start(record: IterateRecord | dict[str, Any], problem: Problem) -> dict[str, Any]:
