@@ -4,6 +4,9 @@
 run with ``lbi invert --record FILE``. ``prepare`` turns it into an ``InversionProblem``
 (loading the network, the sample and the noise); ``iterate`` streams the solver's records.
 ``solve`` is the script's call: a request or a problem in, a typed :class:`SolveResult` out.
+The pieces live beside it: ``_api_prepared`` (PreparedRun and its display arrays),
+``_api_inputs`` (the truth and feature prior a request names, checked before lifting),
+``_api_warm_up`` (a run's one-time work) and ``_api_metrics`` (``final_metrics``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lbi_engine._api_inputs import _as_network_input, _feature_priors, _load_truth
+from lbi_engine._api_metrics import final_metrics
+from lbi_engine._api_prepared import PreparedRun, _squeeze_display, tile_feature_maps
+from lbi_engine._api_warm_up import _warm_up
 from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.protocols import Problem
@@ -41,106 +48,6 @@ __all__ = [
     "solve",
     "tile_feature_maps",
 ]
-
-
-@dataclass
-class PreparedRun:
-    """A request made concrete: network loaded, problem built, references computed."""
-
-    request: InversionRequest
-    bundle: Any  # lbi_engine.models.zoo.ModelBundle
-    problem: InversionProblem
-    truth_image: np.ndarray | None
-    decoder_image: np.ndarray | None
-    decoder_psnr: float | None
-    delta: float | None
-    delta_squared: float | None
-    noise_norm: float | None
-    y_clean: Tensor | None = None
-
-    def to_display(self, x: Any) -> np.ndarray:
-        """A network-space input (one sample, numpy or tensor, with or without batch dim) as
-        a display image in [0, 1] space: (H, W) for one channel, else (C, H, W)."""
-        array = x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
-        shape = self.problem.image_shape or self.problem.input_shape
-        array = array.reshape(shape).astype(np.float32, copy=False)
-        array = self.bundle.preprocessing.undo(array)
-        array = np.asarray(array, dtype=np.float32)
-        return array[0] if array.ndim == 3 and array.shape[0] == 1 else array
-
-    def aux_images(self, aux: list[Any]) -> list[np.ndarray]:
-        """Auxiliary variables as 2-D arrays: feature maps (C, H, W) tiled in a grid,
-        vectors shaped into the most square rectangle."""
-        return [
-            tile_feature_maps(np.asarray(a.detach().cpu() if isinstance(a, Tensor) else a))
-            for a in aux
-        ]
-
-
-def tile_feature_maps(array: np.ndarray) -> np.ndarray:
-    """(C, H, W) -> grid image with a 1-px gap; (N,) -> rows x cols; one sample."""
-    if array.ndim >= 1 and array.shape[0] == 1 and array.ndim in (2, 4):
-        array = array[0]
-    if array.ndim == 3:
-        channels, height, width = array.shape
-        cols = math.ceil(math.sqrt(channels))
-        rows = math.ceil(channels / cols)
-        grid = np.full((rows * (height + 1) - 1, cols * (width + 1) - 1), np.nan, np.float32)
-        for c in range(channels):
-            r, q = divmod(c, cols)
-            grid[
-                r * (height + 1) : r * (height + 1) + height,
-                q * (width + 1) : q * (width + 1) + width,
-            ] = array[c]
-        return grid
-    flat = array.reshape(-1).astype(np.float32)
-    cols = math.ceil(math.sqrt(flat.size))
-    rows = math.ceil(flat.size / cols)
-    padded = np.full(rows * cols, np.nan, np.float32)
-    padded[: flat.size] = flat
-    return padded.reshape(rows, cols)
-
-
-def _load_truth(request: InversionRequest, input_shape: tuple[int, ...]) -> np.ndarray | None:
-    """The ground truth in display space [0, 1], shaped like the network input when possible:
-    an image is read with the network's channel count (grey for one channel or a flat input,
-    RGB for three) and, with ``resize``, at its height and width."""
-    from lbi_engine import data
-
-    if request.data:
-        return None
-    if request.truth:
-        return np.asarray(data.read_array(request.truth), dtype=np.float32)
-    if request.image:
-        size = _input_hw(input_shape) if request.resize else None
-        channels = input_shape[0] if len(input_shape) == 3 else 1
-        return data.read_image(request.image, size=size, channels=channels)
-    return data.sample_array(request.dataset, request.split, request.index)
-
-
-def _input_hw(shape: tuple[int, ...]) -> tuple[int, int] | None:
-    if len(shape) >= 2:
-        return (shape[-2], shape[-1])
-    side = math.isqrt(shape[0])
-    return (side, side) if side * side == shape[0] else None
-
-
-def _as_network_input(truth: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
-    size = math.prod(input_shape)
-    given = truth.shape[1:] if truth.ndim == 4 and truth.shape[0] == 1 else truth.shape
-    if len(given) == 3 and len(input_shape) == 3 and given[0] != input_shape[0]:
-        raise ShapeMismatchError(
-            f"{source} has {given[0]} channel(s) but the network takes {input_shape[0]} "
-            f"(shape {input_shape}); give data with {input_shape[0]} channel(s)."
-        )
-    if truth.size != size:
-        raise ShapeMismatchError(
-            f"{source} has shape {truth.shape} ({truth.size} values) but the network expects "
-            f"{input_shape} ({size} values); give data of that shape, or use resize for images."
-        )
-    if not np.isfinite(truth).all():
-        raise InputError(f"{source} contains NaN or Inf values; clean the data first.")
-    return truth.reshape(1, *input_shape)
 
 
 def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
@@ -261,78 +168,6 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     )
 
 
-def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any:
-    """The learned feature prior for the layer-wise method: the request's file, else the one
-    shipped beside a zoo network's weights, else None. Checked against the weights' hash."""
-    from lbi_engine.models.zoo import list_zoo
-    from lbi_engine.priors import feature as fp
-
-    if len(encoder.layers) < 2:
-        return None
-    priors: fp.FeaturePriors | None
-    if request.feature_prior:
-        priors = fp.load_feature_priors(request.feature_prior)
-    elif request.network in list_zoo():
-        priors = fp.zoo_feature_priors(request.network)
-    else:
-        return None
-    if priors is None:
-        return None
-    expected = priors.card.get("weights_sha256")
-    if expected and bundle.sha256 and expected != bundle.sha256:
-        raise InputError(f"the feature prior was fitted for weights {expected[:12]}..., not for "
-                         f"{request.network!r} ({bundle.sha256[:12]}...); fit it again with "
-                         "`lbi feature-prior`.")
-    priors.check_network(encoder)
-    return priors
-
-
-def _warm_up(network: Any, method: str, device: torch.device, dtype: torch.dtype) -> Any:
-    """The network on ``device``/``dtype``, with the slow one-time work of a run done now.
-
-    Why: a run is cancellable only between iterations, so anything slow before or in its
-    first iterations delays Stop (the GUI promises < 200 ms). Done here instead: operator
-    norms (step sizes; ~0.2 s for the circle perceptron, ~1 s for the CNN's convolutions),
-    cached on the bundle's layers so they survive ``.to()`` and later runs; the first call of
-    each convolution kernel and of autograd through the network (~0.1-0.8 s per process:
-    torch imports sympy on the first ``autograd.grad`` with ``grad_outputs``);
-    scikit-image (SSIM) and torch.optim's import of torch._dynamo (~3 s per process).
-    """
-    for layer in network.layers:
-        layer.affine.norm()
-        for amap in getattr(layer, "extra", ()):  # the other inputs' maps of a graph
-            amap.norm()
-    encoder = network.to(device=device, dtype=dtype)
-    x = torch.zeros((1, *encoder.input_shape), device=device, dtype=dtype)
-    with torch.no_grad():
-        if not getattr(encoder, "is_chain", True):  # a graph (MATH.md §5.6)
-            states = [x, *encoder.forward_states(x)]
-            for index in range(len(encoder.layers)):
-                for j, amap in encoder.terms(index):
-                    amap.adjoint(amap.apply(states[j]))
-        h = x
-        for layer in encoder.layers if getattr(encoder, "is_chain", True) else ():
-            z = layer.affine.apply(h)
-            layer.affine.adjoint(z)
-            h = layer.activation.sigma(z)
-    if method in ("landweber", "backprop"):
-        with torch.enable_grad():  # with grad_outputs, as Landweber does: that imports sympy
-            out = encoder.forward(x.requires_grad_(True))
-            torch.autograd.grad(out, x, grad_outputs=torch.ones_like(out))
-    if method == "backprop":
-        torch.optim.Adam([torch.zeros(1, requires_grad=True)])
-    try:  # skimage loads lazily: only touching the function imports it
-        from skimage.metrics import structural_similarity  # noqa: F401
-    except ImportError:  # SSIM then reports its own error where it is used
-        pass
-    return encoder
-
-
-def _squeeze_display(array: np.ndarray) -> np.ndarray:
-    while array.ndim > 2 and array.shape[0] == 1:
-        array = array[0]
-    return array
-
 
 def iterate(
     prepared: PreparedRun,
@@ -408,74 +243,6 @@ def _hidden_weight_auto(problem: InversionProblem, request: InversionRequest,
     return dataclasses.replace(problem, extras={**problem.extras, AUTO_WEIGHT: weight})
 
 
-def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0) -> dict[str, Any]:
-    """The numbers written to result.json (null where undefined)."""
-    from lbi_engine import metrics
-
-    problem = prepared.problem
-    x = record.x[sample : sample + 1]
-    image = x.reshape(1, *(problem.image_shape or problem.input_shape))
-
-    def scalar(t: Tensor | None) -> float | None:
-        if t is None:
-            return None
-        value = float(t[sample]) if t.dim() else float(t)
-        return value if math.isfinite(value) else None
-
-    has_image = problem.image_shape is not None
-    from lbi_engine.solvers import resolve_method
-
-    return {
-        "method_run": resolve_method(prepared.request.method, problem),
-        "device_run": str(problem.device),
-        "alpha": float(record.extras.get("alpha", problem.alpha)),
-        "alpha_rule": record.extras.get("alpha_rule", "fixed"),
-        "alpha_path": record.extras.get("alpha_path"),
-        "alpha_target": record.extras.get("alpha_target"),
-        "regulariser_run": problem.extras.get("regulariser_run", prepared.request.regulariser),
-        "regulariser_rule": problem.extras.get("regulariser_rule", "given"),
-        "objective": scalar(record.objective),
-        "bregman_terms": [float(v) for v in record.bregman_terms[sample].tolist()],
-        "reg_term": scalar(record.reg_term),
-        "iterations": record.iteration,
-        "stop_reason": (record.stop_reasons[sample]
-                        if record.final and record.stop_reasons else None),
-        "stop_rule": _stop_rule(prepared.request),
-        "seconds": record.elapsed,
-        "psnr": scalar(record.psnr),
-        "ssim": scalar(record.ssim),
-        # x and image hold only this sample, so their (1,) metrics are read at index 0
-        "l2_norm": _first(metrics.l2_norm(x)),
-        "tv_iso": _first(metrics.tv_iso(image)) if has_image else None,
-        "tv_aniso": _first(metrics.tv_aniso(image)) if has_image else None,
-        "discrepancy": scalar(record.discrepancy),
-        "delta": prepared.delta,
-        "delta_squared": prepared.delta_squared,
-        "noise_norm": prepared.noise_norm,
-        "decoder_psnr": prepared.decoder_psnr,
-        # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
-        "alpha_used": record.extras.get("alpha", prepared.problem.alpha),
-        # the joint method's weight on the hidden Bregman terms (MATH.md §5.7)
-        **({"hidden_weight": float(record.extras["hidden_weight"])}
-           if "hidden_weight" in record.extras else {}),
-        **({"hidden_weight_rule": record.extras["hidden_weight_rule"],
-            "alpha_path_unweighted": record.extras.get("alpha_path_unweighted")}
-           if "hidden_weight_rule" in record.extras else {}),
-        **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
-                       for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
-    }
-
-
-def _stop_rule(request: InversionRequest) -> str:
-    """What a "tolerance" stop_reason measured, in words (result.json)."""
-    from lbi_engine.solvers.base import TOL_MEANING
-
-    return f"{TOL_MEANING[request.tol_mode]} < {request.tol:g} (tol_mode {request.tol_mode})"
-
-
-def _first(t: Tensor) -> float | None:
-    value = float(t[0])
-    return value if math.isfinite(value) else None
 
 
 def run_to_end(

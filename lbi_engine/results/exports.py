@@ -8,14 +8,14 @@ export is a record of an experiment, and silently losing the previous one is wor
 error.
 
 Records may be :class:`~lbi_engine.solvers.base.IterateRecord` objects or their
-``to_numpy()`` dicts (what the GUI keeps), so the functions accept both.
+``to_numpy()`` dicts (what the GUI keeps), so the functions accept both. curves.csv's rows are
+built in :mod:`~lbi_engine.results.curves`, CSV text in :mod:`~lbi_engine.results.csv_cells`,
+images and arrays in :mod:`~lbi_engine.results.images` (all re-exported here).
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
-import io
 import json
 import math
 import platform
@@ -30,6 +30,11 @@ from lbi_engine.io import (
     atomic_write_text,
     safe_output_path,
 )
+from lbi_engine.results.csv_cells import csv_text as csv_text  # re-exported
+from lbi_engine.results.csv_cells import neutralise_cell as neutralise_cell  # re-exported
+from lbi_engine.results.csv_cells import restore_cell as restore_cell  # re-exported
+from lbi_engine.results.curves import _field, write_curves_csv
+from lbi_engine.results.curves import curve_rows as curve_rows  # re-exported
 from lbi_engine.results.folder_swap import recover_folder, staged_folder
 from lbi_engine.results.images import save_npy, save_png
 from lbi_engine.results.images import to_numpy as _to_numpy
@@ -47,17 +52,6 @@ RUN_FILES = (
     "decoder.npy",
     "decoder.png",
     "result.json",
-)
-
-CURVE_COLUMNS_HEAD = ("iteration", "elapsed", "objective")
-CURVE_COLUMNS_TAIL = (
-    "reg",
-    "psnr",
-    "ssim",
-    "discrepancy",
-    "primal_residual",
-    "dual_residual",
-    "stage",
 )
 
 
@@ -119,148 +113,6 @@ def write_json(path: str | Path, data: dict[str, Any], overwrite: bool = False) 
     target = safe_output_path(path, overwrite)
     text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
     atomic_write_text(target, text)
-    return target
-
-
-# ---------------------------------------------------------------------------------------------
-# curves
-
-
-def _field(record: Any, name: str) -> Any:
-    if isinstance(record, dict):
-        return record.get(name)
-    return getattr(record, name, None)
-
-
-def _sample_value(value: Any, sample: int) -> float | None:
-    value = _to_numpy(value)
-    if value is None:
-        return None
-    array = np.asarray(value, dtype=np.float64)
-    number = float(array.reshape(-1)[sample]) if array.ndim else float(array)
-    return number
-
-
-def curve_rows(records: Iterable[Any], sample: int = 0) -> tuple[list[str], list[list[Any]]]:
-    """The header and rows of curves.csv: one row per reported iterate of one sample.
-
-    A solver reports the last iterate twice when the end falls on a report (once as a
-    regular and once as the final record); only the later (final) one is kept.
-    """
-    records = list(records)
-    records = [
-        r for i, r in enumerate(records)
-        if i + 1 == len(records)
-        or (_field(records[i + 1], "iteration"), _field(records[i + 1], "stage"))
-        != (_field(r, "iteration"), _field(r, "stage"))
-    ]
-    layers = 0
-    for record in records:
-        terms = _to_numpy(_field(record, "bregman_terms"))
-        if terms is not None:
-            layers = max(layers, int(np.asarray(terms).shape[-1]))
-    header = [
-        *CURVE_COLUMNS_HEAD,
-        *(f"bregman_{i + 1}" for i in range(layers)),
-        *CURVE_COLUMNS_TAIL,
-    ]
-    rows: list[list[Any]] = []
-    for record in records:
-        terms = _to_numpy(_field(record, "bregman_terms"))
-        bregman: list[float | None] = [None] * layers
-        if terms is not None:
-            terms = np.asarray(terms, dtype=np.float64)
-            per_sample = terms[sample] if terms.ndim == 2 else terms
-            bregman = [float(v) for v in per_sample] + [None] * (layers - per_sample.size)
-        rows.append(
-            [
-                int(_field(record, "iteration")),
-                float(_field(record, "elapsed") or 0.0),
-                _sample_value(_field(record, "objective"), sample),
-                *bregman,
-                _sample_value(_field(record, "reg_term"), sample),
-                _sample_value(_field(record, "psnr"), sample),
-                _sample_value(_field(record, "ssim"), sample),
-                _sample_value(_field(record, "discrepancy"), sample),
-                _residual(_sample_value(_field(record, "primal_residual"), sample)),
-                _residual(_sample_value(_field(record, "dual_residual"), sample)),
-                _field(record, "stage") or "",
-            ]
-        )
-    return header, rows
-
-
-def _residual(value: float | None) -> float | None:
-    """A residual the solver could not measure is reported as inf (the first record; the
-    dual residual of a method without a dual variable, e.g. the accelerated one-layer
-    solver): undefined, so an empty cell, not a column of "inf"."""
-    return value if value is not None and math.isfinite(value) else None
-
-
-def _format_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)  # shortest round-trip representation: no precision is lost
-    return str(value)
-
-
-def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """CSV with empty cells for undefined values and round-trip float formatting; text that a
-    spreadsheet would run as a formula is neutralised (:func:`neutralise_cell`)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    # csv quotes a cell with "\n" (the line end) but not one with a bare "\r", which readers
-    # take as a line end too: such rows are written fully quoted
-    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    writer.writerow(header)
-    for row in rows:
-        cells = [neutralise_cell(_format_cell(v)) for v in row]
-        (quoted if any("\r" in c for c in cells) else writer).writerow(cells)
-    return buffer.getvalue()
-
-
-#: What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def neutralise_cell(text: str) -> str:
-    """``'`` before a text cell that starts like a formula (OWASP): a network name such as
-    ``=HYPERLINK(...)`` read from a file must not run when results.csv is opened in a
-    spreadsheet. Numbers (``-0.5``, ``-inf``) stay as they are. Cells that already start
-    with ``'`` before such a character get one more, so :func:`restore_cell` is exact."""
-    if text.lstrip("'").startswith(_FORMULA_START) and not _is_number(text):
-        return "'" + text
-    return text
-
-
-def restore_cell(text: str) -> str:
-    """The cell :func:`neutralise_cell` was given (for reading a CSV lbi wrote)."""
-    if text.startswith("'") and text.lstrip("'").startswith(_FORMULA_START):
-        return text[1:]
-    return text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return text.strip() == text
-
-
-def write_curves_csv(
-    records: Iterable[Any], path: str | Path, sample: int = 0, overwrite: bool = False
-) -> Path:
-    """curves.csv: iteration, elapsed, objective, bregman_1..L, reg, psnr, ssim,
-    discrepancy, primal_residual, dual_residual, stage (empty cell = undefined)."""
-    target = safe_output_path(path, overwrite)
-    header, rows = curve_rows(records, sample)
-    atomic_write_text(target, csv_text(header, rows))
     return target
 
 

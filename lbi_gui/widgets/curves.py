@@ -8,6 +8,9 @@ The six plots reflow to the panel's width (three, two or one per row) inside a s
 that scrolls vertically when the panel is too short for plots of a readable height, so no
 plot is ever cut. During a run the x axis follows the data (it grows by half when the data
 reaches its end), never a fixed ``max_iter``.
+
+Beside it: ``curve_axes`` (the log axis, the ranges held during a run), ``curve_marks`` (stage,
+restart and reference lines), ``curve_legend`` and ``curve_overlay`` (other runs' curves).
 """
 
 from __future__ import annotations
@@ -19,20 +22,17 @@ import pyqtgraph as pg
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.model.runs import CurveStore
+from lbi_gui.widgets.curve_axes import HeldRanges, LogAxis, _positive
+from lbi_gui.widgets.curve_axes import _nice_range as _nice_range  # re-exported (tests)
 from lbi_gui.widgets.curve_legend import add_legend, place_legend, subscript, tighten
+from lbi_gui.widgets.curve_marks import MARK_LABEL_CHARS as MARK_LABEL_CHARS  # re-exported
+from lbi_gui.widgets.curve_marks import CurveMarks
 from lbi_gui.widgets.curve_overlay import Overlay, joins, smooth
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
 MIN_PLOT_WIDTH = 225
 MIN_PLOT_HEIGHT = 150
-#: Heights (fraction of the plot, from the bottom) of successive restart labels.
-RESTART_LABEL_ROWS = (0.95, 0.70, 0.45, 0.20)
-RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
-#: Stage marks (layer-wise stages, the alpha search's solves): thin dotted grey lines.
-STAGE_PEN = pg.mkPen("#6b6b6b", width=1, style=QtCore.Qt.PenStyle.DotLine)
-#: Longest mark label on the plot (the whole text is in the line's tooltip).
-MARK_LABEL_CHARS = 16
 #: Opacity of the raw curve drawn under a smoothed one (TensorBoard keeps it faint).
 RAW_OPACITY = 0.25
 # Values the engine measures on some records only (SSIM: at most once per 50 iterations
@@ -41,83 +41,7 @@ RAW_OPACITY = 0.25
 SPARSE_KEYS = frozenset({"ssim"})
 
 
-class LogAxis(pg.AxisItem):
-    """A log axis that labels decades only (plus 2 and 5 when less than two decades show).
-
-    pyqtgraph labels every minor tick of a log axis, which overprints on small plots.
-    """
-
-    def logTickStrings(self, values, scale, spacing):  # pyqtgraph override
-        decades = [v for v in values if abs(v - round(v)) < 1e-6]
-        out = []
-        for v in values:
-            mantissa = 10 ** (v - np.floor(v + 1e-9))
-            keep = abs(v - round(v)) < 1e-6 or (len(decades) < 2 and
-                                                 round(mantissa) in (2, 5))
-            out.append(_tick(10 ** v) if keep else "")
-        return out
-
-
-def _tick(x: float) -> str:
-    if 1e-3 <= x < 1e4:
-        return f"{x:g}"
-    exponent = int(np.floor(np.log10(x) + 1e-9))
-    mantissa = x / 10 ** exponent
-    return (f"1e{exponent}" if abs(mantissa - 1) < 1e-6 else f"{mantissa:.0f}e{exponent}")
-
-
-def _positive(y: np.ndarray) -> np.ndarray:
-    y = np.array(y, dtype=np.float64, copy=True)
-    y[~(y > 0)] = np.nan
-    return y
-
-
-def _nice_range(series: list[np.ndarray], log: bool) -> tuple[float, float] | None:
-    """A range holding every finite value, rounded outwards so it rarely changes.
-
-    Log plots (view coordinates are log10): whole decades. Linear plots: multiples of the
-    power of ten below the data's span.
-    """
-    finite = [y[np.isfinite(y)] for y in series if y.size]
-    finite = [y for y in finite if y.size]
-    if not finite:
-        return None
-    lo = min(float(y.min()) for y in finite)
-    hi = max(float(y.max()) for y in finite)
-    if log:
-        lo, hi = float(np.log10(lo)), float(np.log10(hi))
-        lo, hi = float(np.floor(lo)), float(np.ceil(hi))
-        return (lo, hi) if hi > lo else (lo, lo + 1.0)
-    span = hi - lo if hi > lo else max(abs(hi) * 0.1, 1e-3)
-    step = 10.0 ** np.floor(np.log10(span))
-    lo, hi = float(np.floor(lo / step) * step), float(np.ceil(hi / step) * step)
-    return (lo, hi) if hi > lo else (lo, lo + step)
-
-
-def short_label(text: str) -> str:
-    """A mark's label as the plot shows it (the line's tooltip has the whole text)."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= MARK_LABEL_CHARS else text[: MARK_LABEL_CHARS - 1] + "…"
-
-
-def stage_label(name: str) -> str:
-    """A stage's short name: "layer 2/3", "α 0.0124" for a search solve, "α 0.0076 (discr…"
-    for the solve at the chosen alpha."""
-    name = " ".join(str(name).split())
-    if name.startswith("alpha search:"):
-        return "α " + name.removeprefix("alpha search:").strip()
-    if name.startswith("alpha "):
-        return short_label("α " + name.removeprefix("alpha "))
-    return short_label(name or "run")
-
-
-def _label_opts(number: int, colour: str) -> dict:
-    """Mark labels step down the plot one row per mark, so neighbours never overprint."""
-    return {"position": RESTART_LABEL_ROWS[number % len(RESTART_LABEL_ROWS)], "color": colour,
-            "fill": (255, 255, 255, 200), "anchors": [(0, 0.5), (0, 0.5)]}
-
-
-class CurvesPanel(QtWidgets.QWidget):
+class CurvesPanel(CurveMarks, HeldRanges, QtWidgets.QWidget):
     """Objective, Bregman terms and αR, PSNR/SSIM, discrepancy, residuals."""
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
@@ -346,42 +270,6 @@ class CurvesPanel(QtWidgets.QWidget):
         for key, legend in zip(("terms", "residuals"), self._legends, strict=True):
             place_legend(self.plots[key], legend)
 
-    def _hold_ranges(self, it: np.ndarray, shown: dict[str, list[np.ndarray]],
-                     live_until: float) -> None:
-        """An x range [first, end] that grows by half whenever the data reaches its end (so
-        it follows the data instead of squashing it into [0, max_iter]); y ranges that only
-        change when the data leaves them. ``live_until`` caps the x range at the iteration the
-        run stops at."""
-        if not it.size:
-            return
-        last = float(it[-1])
-        if self._x_hi is None or last > self._x_hi:
-            self._x_hi = float(min(max(1.5 * last, 10.0), max(live_until, last, 1.0)))
-            for plot in self.plots.values():
-                plot.disableAutoRange()
-            self.plots["objective"].setXRange(float(it[0]), self._x_hi, padding=0.02)  # linked
-        for key, plot in self.plots.items():
-            target = _nice_range(shown[key], log=self._log[key])
-            if target is None:
-                continue
-            current = self._y_ranges.get(key)
-            if (current is None or target[0] < current[0] or target[1] > current[1]
-                    or (current[1] - current[0]) > 4.0 * (target[1] - target[0])):
-                if not self._log[key]:  # headroom: a rising PSNR does not move it each time
-                    pad = 0.25 * (target[1] - target[0])
-                    target = _nice_range([np.array([target[0] - pad, target[1] + pad])],
-                                         log=False) or target
-                self._y_ranges[key] = target
-                plot.disableAutoRange()
-                plot.setYRange(*target, padding=0.02)
-
-    def _release_ranges(self) -> None:
-        """Back to pyqtgraph's exact auto-range (after a run, for stored runs)."""
-        if self._x_hi is not None or self._y_ranges:
-            self._x_hi, self._y_ranges = None, {}
-            for plot in self.plots.values():
-                plot.enableAutoRange()
-
     @staticmethod
     def _plot_of(key: str) -> str:
         return {"objective": "objective", "reg_term": "terms", "psnr": "psnr",
@@ -430,48 +318,6 @@ class CurvesPanel(QtWidgets.QWidget):
             plot.setLogMode(x=self.log_x, y=self._log[key])
         self._redraw()
 
-    # ---- stage marks ---------------------------------------------------------------------
-    def _mark_stages(self, store: CurveStore) -> None:
-        """A dotted vertical line where each stage begins (layer-wise stages, the alpha
-        search's solves), labelled on the objective plot; drawn once per stage."""
-        marks = store.stage_marks()
-        if len(marks) == self._stage_count:
-            return
-        for number, (iteration, name) in enumerate(marks[self._stage_count:],
-                                                   start=self._stage_count):
-            label = stage_label(name)
-            for key, plot in self.plots.items():
-                line = pg.InfiniteLine(pos=self._x_of(iteration), angle=90, pen=STAGE_PEN,
-                                       movable=False,
-                                       label=label if key == "objective" else None,
-                                       labelOpts=_label_opts(number, "#444444"))
-                line.setToolTip(f"from iteration {iteration}: {name}")
-                plot.addItem(line)
-                self.stage_lines.append((plot, line))
-                self._restart_at[id(line)] = int(iteration)
-        self._stage_count = len(marks)
-        self._place_mark_labels()
-
-    def _clear_stage_marks(self) -> None:
-        for plot, line in self.stage_lines:
-            plot.removeItem(line)
-            self._restart_at.pop(id(line), None)
-        self.stage_lines, self._stage_count = [], 0
-
-    def _place_mark_labels(self, *_args: object) -> None:
-        """Labels of marks in the right part of the view go to the left of their line, so
-        no label runs past the plot's edge and is cut."""
-        plot = self.plots["objective"]
-        (x0, x1), _y = plot.vb.viewRange()
-        for owner, line in (*self.restart_lines, *self.stage_lines):
-            if owner is not plot or line.label is None:
-                continue
-            right = x1 > x0 and (line.value() - x0) / (x1 - x0) > 0.55
-            anchor = (1, 0.5) if right else (0, 0.5)
-            if line.label.anchors[0] != anchor:
-                line.label.anchors = [anchor, anchor]
-                line.label.updatePosition()
-
     def _redraw(self) -> None:
         """Draw the current store again (axes, restart marks, references) after a change."""
         self._release_ranges()
@@ -483,18 +329,6 @@ class CurvesPanel(QtWidgets.QWidget):
         self.set_references(*self._ref_values)
         self._place_mark_labels()
 
-    def _x_of(self, iteration: int) -> float:
-        """Where iteration ``iteration`` lies on the current x axis (log10 on a log axis:
-        InfiniteLines sit in view coordinates)."""
-        if self.x_key == "iteration" or self._store is None or not len(self._store):
-            x = float(iteration)
-        else:
-            arr = self._store.arrays()
-            x = float(np.interp(iteration, arr["iteration"], arr["elapsed"]))
-        if self.log_x:
-            return float(np.log10(x)) if x > 0 else float("nan")
-        return x
-
     def set_stale(self, message: str | None) -> None:
         """Dim the curves and say why they are not current (None: current again)."""
         self.stale = message is not None
@@ -502,43 +336,6 @@ class CurvesPanel(QtWidgets.QWidget):
         self.stale_banner.setVisible(self.stale)
         for line in [*self.lines.values(), *self.layer_lines]:
             line.setOpacity(0.35 if self.stale else 1.0)
-
-    def mark_restart(self, iteration: int, what: str) -> None:
-        """A vertical dashed line on every plot at a warm restart; the labels (objective
-        plot) step down the plot one line per restart, so neighbours never overprint."""
-        self.restarts.append((int(iteration), what))
-        number = len(self.restarts) - 1 + self._stage_count
-        for key, plot in self.plots.items():
-            line = pg.InfiniteLine(pos=self._x_of(iteration), angle=90, pen=RESTART_PEN,
-                                   movable=False,
-                                   label=short_label(what) if key == "objective" else None,
-                                   labelOpts=_label_opts(number, "#b35900"))
-            line.setToolTip(f"warm restart at iteration {iteration}: {what}")
-            plot.addItem(line)
-            self.restart_lines.append((plot, line))
-            self._restart_at[id(line)] = int(iteration)
-        self._place_mark_labels()
-
-    def set_references(self, decoder_psnr: float | None, noise_norm: float | None) -> None:
-        """Dashed reference lines: decoder PSNR and the noise norm ‖n‖ (discrepancy level)."""
-        for plot, ref in self._refs:
-            plot.removeItem(ref)
-        self._refs = []
-        self._ref_values = (decoder_psnr, noise_norm)
-        pen = pg.mkPen("#7f7f7f", width=1, style=QtCore.Qt.PenStyle.DotLine)
-        if decoder_psnr is not None and np.isfinite(decoder_psnr):
-            ref = pg.InfiniteLine(pos=decoder_psnr, angle=0, pen=pen,
-                                  label=f"decoder {decoder_psnr:.1f} dB",
-                                  labelOpts={"position": 0.7, "color": "#555",
-                                             "anchors": [(0.5, 0), (0.5, 0)]})
-            self.plots["psnr"].addItem(ref)
-            self._refs.append((self.plots["psnr"], ref))
-        if noise_norm is not None and noise_norm > 0:
-            level = np.log10(noise_norm) if self._log["discrepancy"] else noise_norm
-            ref = pg.InfiniteLine(pos=level, angle=0, pen=pen, label="‖n‖",
-                                  labelOpts={"position": 0.1, "color": "#555"})
-            self.plots["discrepancy"].addItem(ref)
-            self._refs.append((self.plots["discrepancy"], ref))
 
     def set_run(self, store: CurveStore) -> None:
         """Show a whole stored run (e.g. from a session): curves and restart marks."""
