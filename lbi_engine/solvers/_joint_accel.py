@@ -410,7 +410,8 @@ class JointFista:
         the per-step norms of RunMonitor.accept then need not be taken."""
         mine, x, scratch = self._slots[self._in], self._x, self._slots[self._is]
         step = torch.sub(mine, x, out=scratch)
-        dot = float(torch.sub(self._y, mine, out=self._grad).mul_(step).sum())
+        # one pass over both vectors (a product and a sum would be two)
+        dot = float(torch.dot(torch.sub(self._y, mine, out=self._grad).view(-1), step.view(-1)))
         if not math.isfinite(dot):
             return False
         self._accept_scalar(dot, mine, step)

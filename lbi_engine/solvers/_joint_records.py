@@ -26,8 +26,8 @@ def records_objective(state: Any) -> dict[str, Tensor]:
     convolutions on the CPU): records on the path of alpha "auto" come every few steps,
     and the maps' own convolutions made each record cost ~10 steps."""
     problem, xs, maps = state.problem, state.xs, state.maps
-    if state._graph is not None:  # a graph network: the problem's own sums (MATH.md §5.6)
-        return problem.objective_parts(xs[0], list(xs[1:]))
+    if state._graph is not None:  # a graph network (MATH.md §5.6)
+        return _graph_objective(state)
     fast = None
     if state._one is not None and state._relu_aux:
         kept = state._zx is not None  # the iterates' pre-activations, kept by the compiled step
@@ -67,3 +67,46 @@ def records_objective(state: Any) -> dict[str, Tensor]:
         .reshape(batch, -1).norm(dim=1)
     return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
             "discrepancy": discrepancy}
+
+
+def _graph_objective(state: Any) -> dict[str, Tensor]:
+    """records_objective on a graph network: the pre-activations with the step's maps, the
+    hidden terms without the domain checks where every auxiliary block is a ReLU's (the
+    step clamps them into dom Psi), and the forward pass of x_0 for the discrepancy, whose
+    first layer reads x_0 alone and so starts from that layer's lifted pre-activation. On a
+    128x128 resnet18 slice (2.5M lifted values) ``problem.objective_parts`` cost about a
+    step, and records come every few steps on the alpha path."""
+    problem, xs = state.problem, state.xs
+    depth = len(state.layers)
+    terms: list[Tensor] = []
+    first_z: Tensor | None = None
+    for i, (layer, maps) in enumerate(zip(state.layers, state._graph, strict=True)):
+        z = _pre_activation(maps, xs)
+        first_z = z if i == 0 else first_z
+        target = (xs[i + 1] if i + 1 < depth else problem.y_delta).reshape(z.shape)
+        if i + 1 < depth and state._relu_aux:
+            terms.append(layer.activation.bregman_in_domain(target, z))
+        else:  # in float64, as the chain's (see records_objective)
+            terms.append(layer.activation.bregman(_wide(target), _wide(z)).to(z.dtype))
+    bregman = torch.stack(terms, dim=1)
+    reg = state.alpha * state._tv_value(xs[0])
+    assert first_z is not None  # depth >= 1
+    states = [xs[0], state.layers[0].activation.sigma(first_z)]
+    for i in range(1, depth):
+        states.append(state.layers[i].activation.sigma(_pre_activation(state._graph[i],
+                                                                      states)))
+    batch = states[-1].shape[0]
+    discrepancy = (states[-1].reshape(problem.y_delta.shape) - problem.y_delta) \
+        .reshape(batch, -1).norm(dim=1)
+    return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
+            "discrepancy": discrepancy}
+
+
+def _pre_activation(maps: list[tuple[int, Any]], states: list[Tensor]) -> Tensor:
+    """sum_j A_j x_j + b over a layer's terms [(state j, map), ...]."""
+    z: Tensor | None = None
+    for j, amap in maps:
+        part = amap.apply(states[j])
+        z = part if z is None else z + part
+    assert z is not None  # every layer has a term
+    return z

@@ -32,6 +32,12 @@ MAX_JUMP = math.log(10.0)
 #: 0.4 took 371 / 212 / 180 and 448 / 201 / 179 (4 % fewer in all, 9 % on the CNN; 0.4 with
 #: an untrusted slope clipped instead of replaced took 451 on the CNN at 0.01).
 SLOPE, MIN_SLOPE, MAX_SLOPE = 0.4, 0.1, 2.0
+#: The prior slope of the search that runs again with the hidden layers weighted
+#: (``whole._raised_weight``): weighting pins the lifted states to the network, so the
+#: residual falls more slowly with alpha. Measured over the first jump of that search on the
+#: 64x64 resnet18 and squeezenet slices of ``benchmarks.bench_graph_slices``: 0.15 and 0.19
+#: (SLOPE took both a second jump to reach their crossings).
+RAISED_SLOPE = 0.15
 
 
 @dataclass
@@ -115,17 +121,17 @@ def _interpolate(lo: PathPoint, hi: PathPoint, target: float) -> float:
                       log_values=True, flat=0.5)
 
 
-def _local_slope(path: list[PathPoint], target: float) -> float:
+def _local_slope(path: list[PathPoint], target: float, prior: float = SLOPE) -> float:
     """d log residual / d log alpha from the two path points nearest the target (in
-    residual); SLOPE before there are two, and when theirs lies outside [MIN_SLOPE,
+    residual); ``prior`` (SLOPE) before there are two, and when theirs lies outside [MIN_SLOPE,
     MAX_SLOPE]: such a slope says the points are not to be trusted (a short solve after a
     small change of alpha can pass the settle test with its residual still drifting), not
     that the curve is that flat or steep; clipped to MIN_SLOPE it sent the CNN at std 0.01
     a third of a decade past the target (training digits 7, 150, 222: 5-7 solves)."""
     if len(path) < 2:
-        return SLOPE
+        return prior
     a, b = sorted(path, key=lambda p: abs(math.log(p.discrepancy / target)))[:2]
     if a.alpha == b.alpha or a.discrepancy <= 0 or b.discrepancy <= 0:
-        return SLOPE
+        return prior
     slope = math.log(a.discrepancy / b.discrepancy) / math.log(a.alpha / b.alpha)
-    return slope if MIN_SLOPE <= slope <= MAX_SLOPE else SLOPE
+    return slope if MIN_SLOPE <= slope <= MAX_SLOPE else prior

@@ -66,6 +66,8 @@ from lbi_engine.solvers.alpha.residual_path import (
     MATCH,
     MAX_JUMP,
     MAX_POINTS,
+    RAISED_SLOPE,
+    SLOPE,
     PathPoint,
     _fit_floor,
     _interpolate,
@@ -264,7 +266,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
             guessing += sum(p.seconds for p in unweighted)
             path, finals, chosen, near = yield from _discrepancy_search(
                 problem, solve, target, first_guess(problem, target), alpha_min, guessing,
-                _warm(finals[near], problem))
+                _warm(finals[near], problem), RAISED_SLOPE)
     else:
         target, guessing, raised = None, 0.0, None
         rule_path = dataclasses.replace(QUASI, start=ALPHA_START if start is None else start,
@@ -391,7 +393,7 @@ def _geometric_path(problem: Problem, solve: PathSolve, rule: QuasiOptimality,
 
 def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha: float,
                         alpha_min: float, spent: float = 0.0,
-                        init: dict[str, Any] | None = None,
+                        init: dict[str, Any] | None = None, slope: float = SLOPE,
                         ) -> Generator[IterateRecord, None,
                                        tuple[list[PathPoint], list[IterateRecord], float, int]]:
     """The alpha whose residual ||N(x_alpha) - y_delta|| meets ``target``: a safeguarded
@@ -406,8 +408,9 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
     ``MATCH`` (log ratio) of the target, at ``alpha_min`` / ``ALPHA_MAX`` when the target lies
     beyond them, or after ``MAX_POINTS`` solves (the bracket's interpolation). ``spent``:
     solver time before the first solve (the first guess); ``init``: the first solve's warm
-    start (None: the method's own start). Returns the path, its final
-    records, the chosen alpha and the path point to warm-start from."""
+    start (None: the method's own start); ``slope``: d log residual / d log alpha before two
+    points measure it. Returns the path, its final records, the chosen alpha and the path
+    point to warm-start from."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
     below: int | None = None  # the path point below the target with the largest alpha
@@ -445,8 +448,7 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
             if residual > target and _out_of_reach(path, target, alpha_min):
                 near = _nearest(path, target)  # the closest fit: walking on buys none
                 return path, finals, path[near].alpha, near
-            slope = _local_slope(path, target)
-            step = math.log(target / residual) / slope
+            step = math.log(target / residual) / _local_slope(path, target, slope)
             next_alpha = alpha * math.exp(min(max(step, -MAX_JUMP), MAX_JUMP))
             next_alpha = min(max(next_alpha, alpha_min), ALPHA_MAX)
             if next_alpha == alpha:  # at a bound of the range: the target lies beyond it

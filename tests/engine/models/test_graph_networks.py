@@ -210,6 +210,27 @@ def test_graph_gradient_is_autograd_of_the_lifted_objective(kind):
         assert torch.allclose(mine, leaf.grad, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["residual", "concat"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_graph_records_objective_is_the_problems(kind, dtype):
+    """The joint method's records on a graph (the step's maps, the in-domain hidden terms,
+    the forward pass from the first layer's lifted pre-activation) equal the problem's own
+    objective_parts at iterates off the forward states."""
+    y_delta = _problem(_small(kind)).y_delta.to(dtype)
+    net = _small(kind).to(dtype=dtype)
+    problem = InversionProblem(net, y_delta, make_regulariser("tv"), 0.02)
+    g = torch.Generator().manual_seed(5)
+    x0 = torch.rand(1, 1, 4, 4, generator=g, dtype=torch.float64).to(dtype)
+    xs = [x0] + [(s + 0.3 * torch.rand(s.shape, generator=g, dtype=torch.float64).to(dtype)
+                  - 0.1).clamp_min(0) for s in net.forward_states(x0)[:-1]]
+    mine = JointFista(problem, [x.clone() for x in xs], None, 1.0).objective_parts()
+    theirs = problem.objective_parts(xs[0], xs[1:])
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    assert float(theirs["bregman"][0, :-1].sum()) > 1e-3  # the hidden terms are not all zero
+    for key in ("bregman", "reg", "total", "discrepancy"):
+        torch.testing.assert_close(mine[key], theirs[key], rtol=tol, atol=tol)
+
+
 def test_graph_bounds_reduce_to_the_chain_bounds_and_dominate_the_hessian():
     chain = LiftedNetwork.from_module(nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 4),
                                                     nn.ReLU(), nn.Linear(4, 3)).double(), (6,))

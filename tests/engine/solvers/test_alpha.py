@@ -334,6 +334,10 @@ def test_an_implausible_measured_slope_falls_back_to_the_prior_one() -> None:
     steep = [point(1e-3, 1.1), point(1.1e-3, 2.0)]
     assert _local_slope(steep, 1.0) == SLOPE
     assert _local_slope(plausible[:1], 1.0) == SLOPE
+    # a search's own prior (the weighted search's RAISED_SLOPE) replaces SLOPE in both cases
+    assert _local_slope(plausible[:1], 1.0, 0.15) == 0.15
+    assert _local_slope(flat, 1.0, 0.15) == 0.15
+    assert _local_slope(plausible, 1.0, 0.15) == pytest.approx(0.3)
 
 
 def _settle_steps(residuals: list[float]) -> int | None:
@@ -514,9 +518,12 @@ def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_
     def run(extras: dict, residual: float) -> tuple[list[float], object]:
         searched: list[float] = []
 
-        def fake_search(problem, solve, target, alpha, alpha_min, spent=0.0, init=None):
+        def fake_search(problem, solve, target, alpha, alpha_min, spent=0.0, init=None,
+                        slope=whole.SLOPE):
             weight = problem.extras.get(AUTO_WEIGHT, 1.0)
             searched.append(weight)
+            # the weighted search starts from a flatter residual curve (RAISED_SLOPE)
+            assert slope == (whole.SLOPE if weight == 1.0 else whole.RAISED_SLOPE)
             reached = residual if weight == 1.0 else target
             point = whole.PathPoint(0.01, reached, 0.0, 0.0, 100, 1.0)
             return [point], [SimpleNamespace(iteration=100)], 0.01, 0
