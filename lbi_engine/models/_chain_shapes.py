@@ -172,10 +172,17 @@ def chain_output_sizes(module: nn.Module, input_shape: Sequence[int],
     """Values per sample of every leaf's output, in order, for a batch of ``batch`` samples of
     ``input_shape``; None when the module is not a chain of layers this module knows, or a
     layer would not accept its input (the meta pass then explains)."""
+    walked = _chain_walk(module, (batch, *(int(v) for v in input_shape)))
+    return None if walked is None else walked[0]
+
+
+def _chain_walk(module: nn.Module, shape: Shape) -> tuple[list[int], Shape] | None:
+    """(values per sample of every leaf's output, the chain's output shape) for a batch of
+    ``shape``; None as for :func:`chain_output_sizes`."""
     leaves = _leaves_in_order(module)
     if leaves is None:
         return None
-    shape: Shape = (batch, *(int(v) for v in input_shape))
+    batch = shape[0]
     sizes: list[int] = []
     for leaf in leaves:
         if leaf.training and isinstance(leaf, (nn.BatchNorm1d, nn.BatchNorm2d)):
@@ -185,4 +192,38 @@ def chain_output_sizes(module: nn.Module, input_shape: Sequence[int],
             return None
         shape = new
         sizes.append(math.prod(shape[1:]))
+    return sizes, shape
+
+
+def graph_output_sizes(module: nn.Module, input_shape: Sequence[int],
+                       batch: int = 2) -> list[int] | None:
+    """:func:`chain_output_sizes` for an importer's ``SegmentGraph`` (chains joined by sums
+    and channel concatenations): the leaves' outputs of every segment in the plan's order;
+    None when a segment is not a known chain or a merge's inputs do not fit (the meta pass
+    then explains)."""
+    from lbi_engine.models._graph_module import SegmentGraph
+
+    if type(module) is not SegmentGraph:
+        return None
+    shapes: list[Shape] = [(batch, *(int(v) for v in input_shape))]
+    sizes: list[int] = []
+    for kind, inputs, seg in module.plan:
+        ins = [shapes[i] for i in inputs]
+        if kind == "seq":
+            walked = _chain_walk(module.segments[seg], ins[0])
+            if walked is None:
+                return None
+            sizes += walked[0]
+            shape = walked[1]
+        elif kind == "add":
+            if any(s != ins[0] for s in ins):
+                return None
+            shape = ins[0]
+        else:  # "cat" on channels
+            if len({len(s) for s in ins}) != 1 or len(ins[0]) < 2 or \
+                    any(s[:1] + s[2:] != ins[0][:1] + ins[0][2:] for s in ins):
+                return None
+            shape = (ins[0][0], sum(s[1] for s in ins), *ins[0][2:])
+        shapes.append(shape)
     return sizes
+

@@ -26,7 +26,7 @@ from torch import nn
 
 from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.limits import LoadBudget, check_bytes
-from lbi_engine.models._chain_shapes import chain_output_sizes
+from lbi_engine.models._chain_shapes import chain_output_sizes, graph_output_sizes
 
 __all__ = ["Footprint", "ITERATE_COPIES", "ChainBudget", "check_network_memory",
            "check_onnx_external_data", "meta_footprint", "probe_output_shape"]
@@ -67,6 +67,8 @@ def meta_footprint(module: nn.Module, input_shape: Sequence[int], where: str,
     # Plain chains of standard layers: the same counts from the layers' formulas, without
     # the meta pass's imports of sympy and torch._dynamo (seconds; see _chain_shapes).
     sizes = chain_output_sizes(module, input_shape)
+    if sizes is None:  # an importer's graph of such chains: the same formulas per segment
+        sizes = graph_output_sizes(module, input_shape)
     if sizes is not None:
         return Footprint(weights=weights, activations=sum(sizes) + math.prod(input_shape),
                          itemsize=itemsize)

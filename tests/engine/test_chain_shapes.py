@@ -97,3 +97,40 @@ def test_loading_the_zoo_cnn_imports_neither_sympy_nor_dynamo():
                                                       "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _segment_graph(meta_only: bool, width: int = 4) -> nn.Module:
+    """A residual block joined to a concatenating branch, as an importer builds it."""
+    from lbi_engine.models._graph_module import SegmentGraph
+
+    class _MetaGraph(SegmentGraph):
+        """Same segments and plan, but not exactly SegmentGraph: the meta pass."""
+
+    segments = [nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()),
+                nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4).eval()),
+                nn.Sequential(nn.ReLU(), nn.MaxPool2d(3, 2, padding=1)),
+                nn.Sequential(nn.Conv2d(4, width, 1), nn.ReLU())]
+    plan = [("seq", (0,), 0), ("seq", (1,), 1), ("add", (1, 2), -1), ("seq", (3,), 2),
+            ("seq", (4,), 3), ("cat", (4, 5), -1)]
+    return (_MetaGraph if meta_only else SegmentGraph)(segments, plan)
+
+
+def test_an_importers_graph_takes_the_fast_path_with_the_meta_counts():
+    from lbi_engine.models._chain_shapes import graph_output_sizes
+
+    shape = (3, 15, 17)
+    fast = meta_footprint(_segment_graph(False), shape, "test")
+    meta = meta_footprint(_segment_graph(True), shape, "test")
+    assert graph_output_sizes(_segment_graph(False), shape) is not None
+    assert graph_output_sizes(_segment_graph(True), shape) is None
+    assert fast == meta and fast.activations > 3 * 15 * 17
+
+
+def test_a_graph_whose_merge_does_not_fit_is_left_to_the_meta_pass_and_its_error():
+    from lbi_engine.models._chain_shapes import graph_output_sizes
+
+    net = _segment_graph(False)
+    net.plan[-1] = ("add", (3, 5), -1)  # 4 channels at 8x8 and at 4x4 (pooled): no sum
+    assert graph_output_sizes(net, (3, 8, 8)) is None
+    with pytest.raises(ShapeMismatchError):
+        meta_footprint(net, (3, 8, 8), "test")
