@@ -6,237 +6,27 @@ the two a layer is, and otherwise says why it cannot be lifted and what to use i
 also walks a module into a flat list of layers: nested nn.Sequential directly, any other
 module through torch.fx (:mod:`lbi_engine.models.fx_chain`), running a zero batch alongside so every
 layer's input/output shape is known.
+
+The affine layers' maps are in :mod:`lbi_engine.models.affine_layers`, the refused layer types
+and the messages' wording in ``_layer_refusals``; both are re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.models._layer_refusals import layer_label, refusal_for_type, refuse
 from lbi_engine.models._leaf_modules import LiftedActivation, is_leaf
+from lbi_engine.models.affine_layers import affine_from_modules as affine_from_modules  # re-export
+from lbi_engine.models.affine_layers import affine_map_of_module
 from lbi_engine.models.fx_chain import walk_fx
-from lbi_engine.operators import (
-    AffineMap,
-    IdentityMap,
-    LinearMap,
-    PadMap,
-    Reshape,
-    ReshapeMap,
-    ScaleShift,
-    ScaleShiftMap,
-)
-from lbi_engine.operators._base import _shape
-from lbi_engine.operators.compose import compose
-from lbi_engine.operators.conv import (
-    AdaptiveAvgPool2dMap,
-    AvgPool2dMap,
-    Conv2dMap,
-    ConvTranspose2dMap,
-)
-
-_MAXPOOL_HINT = ("MaxPool2d itself is lifted by its exact rewrite with ReLUs, max(a, b) = "
-                 "ReLU(a - b) + ReLU(b) - ReLU(-b) (MATH.md §2.5); nearest alternatives: "
-                 "nn.MaxPool2d, or nn.AvgPool2d with the same kernel and stride (affine, merged "
-                 "into W).")
-
-# (module types, why it cannot be lifted, nearest supported alternative)
-_REFUSALS: list[tuple[tuple[type, ...], str, str]] = [
-    ((nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d,
-      nn.AdaptiveMaxPool3d, nn.FractionalMaxPool2d, nn.FractionalMaxPool3d, nn.MaxUnpool2d),
-     "max-pooling keeps the largest value of each window; it is neither affine nor a proximal "
-     "map (it does not even map R^n to itself)"
-     " (an adaptive max-pool is lifted when its output size divides its input size)",
-     _MAXPOOL_HINT),
-    ((nn.LPPool1d, nn.LPPool2d),
-     "power-average pooling is nonlinear and not a proximal map",
-     "Nearest alternative: nn.AvgPool2d."),
-    ((nn.RNNBase, nn.RNNCellBase),
-     "recurrent layers feed their state back into themselves, so the network is not a "
-     "feed-forward chain of affine maps and proximal activations",
-     "Nearest alternative: unroll a fixed number of steps into Linear + Tanh/Sigmoid layers."),
-    ((nn.MultiheadAttention, nn.Transformer, nn.TransformerEncoder, nn.TransformerDecoder,
-      nn.TransformerEncoderLayer, nn.TransformerDecoderLayer),
-     "attention multiplies activations with each other (softmax(Q K^T) V), which is not affine, "
-     "and has residual branches",
-     "Nearest alternative: Linear layers with proximal activations (e.g. ReLU, Softmax)."),
-    ((nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d,
-      nn.LocalResponseNorm, nn.RMSNorm),
-     "it normalises with statistics of each input sample, so it is not an affine map",
-     "Nearest alternative: BatchNorm in eval mode (model.eval()), which folds into W and b."),
-    ((nn.Embedding, nn.EmbeddingBag),
-     "it takes integer indices, not real vectors", "Feed one-hot vectors into nn.Linear instead."),
-    ((nn.Bilinear,), "it multiplies two inputs with each other, which is not affine",
-     "Nearest alternative: nn.Linear on the concatenated input."),
-    ((nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d, nn.PixelShuffle,
-      nn.PixelUnshuffle),
-     "resampling layers are not implemented as affine maps in lbi",
-     "Nearest alternative: nn.ConvTranspose2d with stride equal to the scale factor."),
-    ((nn.Conv1d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose3d, nn.AvgPool1d, nn.AvgPool3d,
-      nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool3d),
-     "only 2-D convolutions and poolings are implemented",
-     "Nearest alternative: the 2-D layer (Conv2d/AvgPool2d) on (C, H, W) samples, or "
-     "nn.Linear on flattened samples."),
-    ((nn.ModuleList, nn.ModuleDict, nn.ParameterList, nn.ParameterDict),
-     "a container without a forward cannot be called as a layer",
-     "Put the layers in an nn.Sequential."),
-]
-
-
-def layer_label(name: str, module: nn.Module, position: int) -> str:
-    """``Layer 'features.3' (MaxPool2d, position 3)``: how every message names a layer."""
-    return f"Layer '{name}' ({type(module).__name__}, position {position})"
-
-
-def refuse(name: str, module: nn.Module, position: int, why: str,
-           alternative: str) -> NoReturn:
-    raise UnsupportedLayerError(f"{layer_label(name, module, position)} cannot be lifted: "
-                                f"{why}. {alternative}")
-
-
-def _detach(t: Tensor | None) -> Tensor | None:
-    return None if t is None else t.detach().clone()
-
-
-def _meta_shape(in_shape: tuple[int, ...], fn: Any) -> tuple[int, ...]:
-    """Shape of fn(batch of 2) computed on the meta device (no data touched)."""
-    return tuple(fn(torch.empty((2, *in_shape), device="meta")).shape)
-
-
-def _broadcasts_to(small: Sequence[int], shape: tuple[int, ...]) -> bool:
-    """Whether a tensor of shape ``small`` broadcasts to ``shape`` without changing it
-    (torch.broadcast_shapes costs 0.5 s on its first call: it imports the symbolic-shape code)."""
-    return len(small) <= len(shape) and all(
-        a in (1, b) for a, b in zip(reversed(tuple(small)), reversed(shape), strict=False))
-
-
-def _batchnorm_map(m: nn.modules.batchnorm._BatchNorm, in_shape: tuple[int, ...], name: str,
-                   position: int) -> AffineMap:
-    if m.training:
-        refuse(name, m, position, "in training mode BatchNorm normalises with the statistics of "
-               "the current batch, which is not an affine map of one sample",
-               "Call model.eval() before lifting; in eval mode it folds into W and b.")
-    if m.running_mean is None or m.running_var is None:
-        refuse(name, m, position, "it was built with track_running_stats=False, so it uses batch "
-               "statistics even in eval mode", "Re-create it with track_running_stats=True and "
-               "retrain, or replace it by a fixed ScaleShift.")
-    c = m.num_features
-    if not in_shape or in_shape[0] != c:
-        raise ShapeMismatchError(f"{layer_label(name, m, position)} expects {c} channels in the "
-                                 f"first sample dim but receives samples of shape {in_shape}.")
-    var, mean = m.running_var.detach(), m.running_mean.detach()
-    scale = torch.rsqrt(var + m.eps)
-    if m.weight is not None:
-        scale = scale * m.weight.detach()
-    shift = -mean * scale
-    if m.bias is not None:
-        shift = shift + m.bias.detach()
-    view = (c,) + (1,) * (len(in_shape) - 1)
-    return ScaleShiftMap(in_shape, scale.reshape(view).clone(), shift.reshape(view).clone(),
-                         kind="BatchNorm", channel_wise=True)
-
-
-def _conv2d_map(m: nn.Conv2d, in_shape: tuple[int, ...], name: str, position: int) -> AffineMap:
-    if m.padding_mode != "zeros":
-        refuse(name, m, position, f"padding_mode='{m.padding_mode}' is not implemented (only "
-               "zero padding is)", "Use padding_mode='zeros' (the default) and retrain, or pad "
-               "the input yourself before inversion.")
-    if len(in_shape) != 3:
-        raise ShapeMismatchError(f"{layer_label(name, m, position)} needs (C, H, W) samples; it "
-                                 f"receives samples of shape {in_shape}.")
-    (kh, kw), (dh, dw) = m.kernel_size, m.dilation
-    if m.padding == "valid":
-        pads: tuple[int, ...] = (0, 0, 0, 0)
-    elif m.padding == "same":  # torch puts the odd extra pixel at the bottom/right
-        th, tw = dh * (kh - 1), dw * (kw - 1)
-        pads = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
-    else:
-        assert not isinstance(m.padding, str)  # torch accepts no other padding strings
-        ph, pw = m.padding
-        pads = (ph, ph, pw, pw)
-    return Conv2dMap(m.weight.detach().clone(), _detach(m.bias), in_shape, m.stride, pads,
-                     m.dilation, m.groups)
-
-
-def affine_map_of_module(m: nn.Module, in_shape: Sequence[int], name: str = "",
-                         position: int = 0, require: bool = False) -> AffineMap | None:
-    """The AffineMap of an affine layer; None for a non-affine one (unless ``require``).
-
-    Raises UnsupportedLayerError for affine layers in a state that cannot be lifted
-    (training-mode Dropout/BatchNorm, padding_mode != 'zeros') and, with ``require``, for
-    every non-affine module.
-    """
-    shape = tuple(int(s) for s in in_shape)
-    name = name or type(m).__name__
-    if isinstance(m, nn.Linear):
-        return LinearMap(m.weight.detach().clone(), _detach(m.bias), shape)
-    if isinstance(m, nn.Conv2d):
-        return _conv2d_map(m, shape, name, position)
-    if isinstance(m, nn.ConvTranspose2d):
-        if m.padding_mode != "zeros":
-            refuse(name, m, position, f"padding_mode='{m.padding_mode}' is not implemented",
-                   "Use padding_mode='zeros'.")
-        assert not isinstance(m.padding, str)  # ConvTranspose2d takes no padding strings
-        return ConvTranspose2dMap(m.weight.detach().clone(), _detach(m.bias), shape, m.stride,
-                                  m.padding, m.output_padding, m.dilation, m.groups)
-    if isinstance(m, nn.AvgPool2d):
-        if len(shape) != 3:
-            raise ShapeMismatchError(f"{layer_label(name, m, position)} needs (C, H, W) samples; "
-                                     f"it receives samples of shape {shape}.")
-        return AvgPool2dMap(shape, m.kernel_size, m.stride, m.padding, m.ceil_mode,
-                            m.count_include_pad, m.divisor_override)
-    if isinstance(m, nn.AdaptiveAvgPool2d):
-        if len(shape) != 3:
-            raise ShapeMismatchError(f"{layer_label(name, m, position)} needs (C, H, W) samples; "
-                                     f"it receives samples of shape {shape}.")
-        # None: keep the input size (torch's meaning of a None entry)
-        size = (None, None) if m.output_size is None else m.output_size
-        return AdaptiveAvgPool2dMap(shape, size)
-    if isinstance(m, nn.modules.batchnorm._BatchNorm):
-        return _batchnorm_map(m, shape, name, position)
-    if isinstance(m, (nn.Flatten, nn.Unflatten, Reshape)):
-        out = _meta_shape(shape, m)
-        if out[0] != 2:
-            refuse(name, m, position, "it merges the batch dimension into the sample",
-                   "Use nn.Flatten() (start_dim=1), which keeps the batch dimension.")
-        return ReshapeMap(shape, out[1:], kind=type(m).__name__)
-    if isinstance(m, nn.Identity):
-        return IdentityMap(shape)
-    if isinstance(m, nn.modules.dropout._DropoutNd):
-        if m.training and m.p > 0:
-            refuse(name, m, position, "in training mode dropout zeroes random entries, which is "
-                   "not a fixed map", "Call model.eval() before lifting; in eval mode dropout is "
-                   "the identity.")
-        return IdentityMap(shape)
-    if isinstance(m, (nn.ZeroPad2d, nn.ConstantPad2d)):
-        if isinstance(m, nn.ConstantPad2d) and m.value != 0:
-            refuse(name, m, position, f"constant padding with value {m.value} is not implemented",
-                   "Use nn.ZeroPad2d.")
-        return PadMap(shape, m.padding)
-    if isinstance(m, ScaleShift):
-        scale, shift = m.scale.detach().clone(), m.shift.detach().clone()
-        if not (_broadcasts_to(scale.shape, shape) and _broadcasts_to(shift.shape, shape)):
-            raise ShapeMismatchError(f"{layer_label(name, m, position)}: scale {tuple(scale.shape)}"
-                                     f" / shift {tuple(shift.shape)} do not broadcast to the "
-                                     f"sample shape {shape}.")
-        return ScaleShiftMap(shape, scale, shift)
-    if require:
-        refuse(name, m, position, "it is not an affine layer", "Affine layers are Linear, Conv2d, "
-               "ConvTranspose2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm (eval), Flatten, "
-               "Unflatten, ZeroPad2d, Dropout (eval) and Identity.")
-    return None
-
-
-def refusal_for_type(cls: type) -> tuple[str, str] | None:
-    """(why, alternative) when modules of this class are refused outright, else None."""
-    for types, why, alternative in _REFUSALS:
-        if issubclass(cls, types):
-            return why, alternative
-    return None
+from lbi_engine.operators import AffineMap
 
 
 def lift_module(m: nn.Module, in_shape: Sequence[int], name: str, position: int) -> Any:
@@ -408,19 +198,3 @@ def refuse_early(module: nn.Module) -> None:
             activation_from_module(leaf)
         except UnsupportedLayerError as exc:
             raise UnsupportedLayerError(f"{layer_label(name, leaf, position)}: {exc}") from exc
-
-
-def affine_from_modules(modules: Sequence[nn.Module], in_shape: Sequence[int]) -> AffineMap:
-    """Compose consecutive affine layers (Linear, Conv2d, BatchNorm (eval), ...) into one map.
-
-    Raises UnsupportedLayerError for a module that is not affine (with the reason and the
-    nearest supported alternative).
-    """
-    shape = _shape(in_shape)
-    maps: list[AffineMap] = []
-    for i, m in enumerate(modules):
-        amap = affine_map_of_module(m, shape, name=str(i), position=i, require=True)
-        assert amap is not None  # require=True refuses instead of returning None
-        maps.append(amap)
-        shape = amap.out_shape
-    return compose(maps) if maps else IdentityMap(shape)

@@ -14,6 +14,9 @@ an identity affine map of its own, so each lifted layer still has exactly one si
 applies to a network that starts with an activation). Consequently ``forward`` equals the
 original module's forward and ``forward_states`` are the post-activation states the solvers
 treat as unknowns x_1, ..., x_L.
+
+The checks around lifting (finite weights, the lifted forward against the original:
+:func:`verify_against`, re-exported here) are in ``_lifting_checks``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from torch import Tensor, nn
 from lbi_engine.errors import InputError, ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.limits import MAX_INPUT_VALUES as MAX_INPUT_VALUES  # re-export (old home)
 from lbi_engine.limits import _check_shape
+from lbi_engine.models._lifting_checks import _check_finite_weights
+from lbi_engine.models._lifting_checks import verify_against as verify_against  # re-export
 from lbi_engine.models.importers import torchscript_sequential
 from lbi_engine.models.onnx_import import onnx_sequential
 from lbi_engine.models.pt2_import import pt2_sequential
@@ -37,10 +42,6 @@ from lbi_engine.operators.compose import compose
 
 if TYPE_CHECKING:
     from lbi_engine.activations import ProximalActivation
-
-# The lifted forward is checked against the module's own forward at build time (cheap, one
-# batch of 3); a larger relative deviation means the module does something its layers hide.
-_VERIFY_RTOL = {torch.float64: 1e-10, torch.float32: 1e-4}
 
 
 @dataclass
@@ -59,19 +60,6 @@ class LiftedLayer:
 def check_input_shape(input_shape: Any, what: str = "input_shape") -> tuple[int, ...]:
     """A sample shape as a tuple of positive ints within MAX_INPUT_VALUES; InputError else."""
     return _check_shape(input_shape, what)
-
-
-def _check_finite_weights(module: nn.Module, name: str) -> None:
-    """Refuse NaN/Inf weights by name (else the forward check reports a vague mismatch)."""
-    for kind, items in (("parameter", module.named_parameters()),
-                        ("buffer", module.named_buffers())):
-        for pname, t in items:
-            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                bad = int((~torch.isfinite(t)).sum())
-                raise InputError(f"network '{name}': {kind} '{pname}' {tuple(t.shape)} contains "
-                                 f"{bad} NaN or infinite value(s); the weights are damaged (e.g. "
-                                 "training diverged or the file was corrupted). Use weights "
-                                 "without NaN/Inf.")
 
 
 def group_layers(entries: Sequence[Any]) -> list[LiftedLayer]:
@@ -367,44 +355,6 @@ def _identity() -> Any:
     from lbi_engine.activations import make_activation
 
     return make_activation("identity")
-
-
-def verify_against(net: LiftedNetwork, reference: Any, what: str, seed: int = 0) -> float:
-    """Max |net(x) - reference(x)| / max(1, max |reference(x)|) on a seeded random batch of 3.
-
-    (Three, because shapes were traced with a batch of 2: a hard-coded batch size in a
-    view/reshape shows up here.)
-
-    Raises UnsupportedLayerError when it exceeds the dtype's tolerance: the reference does
-    something in its forward that the lifted layers do not represent.
-    """
-    gen = torch.Generator().manual_seed(seed)
-    dtype, device = net.dtype, net.device
-    x = torch.randn(3, *net.input_shape, generator=gen, dtype=torch.float64)
-    x = x.to(device=device, dtype=dtype)
-    with torch.no_grad():
-        got = net.forward(x)
-        try:
-            want = reference(x)
-        except Exception as exc:  # whatever the reference raises
-            raise UnsupportedLayerError(
-                f"The original {what} fails on a batch of 3 samples of shape {net.input_shape} "
-                f"({type(exc).__name__}: {exc}); its forward depends on the batch size (e.g. a "
-                "hard-coded view(2, -1)). Use x.reshape(x.size(0), ...) or nn.Flatten().") from exc
-    if not isinstance(want, Tensor) or want.shape != got.shape:
-        raise UnsupportedLayerError(
-            f"The lifted {what} returns shape {tuple(got.shape)} but the original returns "
-            f"{tuple(want.shape) if isinstance(want, Tensor) else type(want).__name__}; its "
-            "forward is not the chain of its layers. Write it as an nn.Sequential.")
-    err = float((got - want).abs().max() / want.abs().max().clamp_min(1.0))
-    tol = _VERIFY_RTOL.get(dtype, 1e-2)
-    if not err <= tol:
-        raise UnsupportedLayerError(
-            f"The lifted {what} differs from the original forward (relative error {err:.2e} > "
-            f"{tol:.0e}): its forward does more than run its layers in order (e.g. a functional "
-            "call or skip connection that is not visible as a layer). Write it as an "
-            "nn.Sequential of supported layers.")
-    return err
 
 
 def load_torchscript_module(path: str | Path, input_shape: Sequence[int] | None = None,

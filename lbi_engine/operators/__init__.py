@@ -8,7 +8,7 @@ kinds a feed-forward network is made of, batched over a leading dimension B.
 This room holds composition, the dense (Linear) map and the shape-only/elementwise maps; the
 base class and norm numerics are in :mod:`lbi_engine.operators._base` (re-exported here), the
 convolution and pooling maps in :mod:`lbi_engine.operators.conv`, and the translation of
-``nn.Module`` objects into maps in :mod:`lbi_engine.models.layer_lifting`.
+``nn.Module`` objects into maps in :mod:`lbi_engine.models.affine_layers`.
 """
 
 from __future__ import annotations
