@@ -271,7 +271,10 @@ class JointFista:
                 z = part if z is None else z + part  # (a map may return its input)
             assert z is not None  # every layer has a term
             target = ys[i + 1] if i + 1 < depth else self.problem.y_delta
-            r = layer.activation.sigma(z) - target.reshape(z.shape)
+            r = layer.activation.sigma(z)
+            # in place, unless sigma handed back z's own memory (z is used below)
+            shared = r.untyped_storage().data_ptr() == z.untyped_storage().data_ptr()
+            r = r - target.reshape(z.shape) if shared else r.sub_(target.reshape(z.shape))
             for j, amap in terms:
                 back = amap.adjoint(r).reshape(g_blocks[j].shape)
                 if written[j]:
@@ -280,7 +283,7 @@ class JointFista:
                     g_blocks[j].copy_(back)
                     written[j] = True
             if i + 1 < depth:  # x_{i+1} - z_{i+1}: layer i+1's consumers come later
-                g_blocks[i + 1].copy_(ys[i + 1]).sub_(z.reshape(ys[i + 1].shape))
+                torch.sub(ys[i + 1], z.reshape(ys[i + 1].shape), out=g_blocks[i + 1])
                 written[i + 1] = True
 
     def objective_parts(self) -> dict[str, Tensor]:
