@@ -33,15 +33,15 @@ def main() -> None:
     args = parser.parse_args()
     from lbi_engine.api import InversionRequest, iterate, prepare
     from lbi_engine.models.zoo import load_zoo
-    from lbi_engine.solvers.alpha import residual_path
-    from lbi_engine.solvers.alpha import whole as alpha
+    from lbi_engine.solvers.alpha import path_solve, residual_path
+    from lbi_engine.solvers.alpha import target as alpha
 
     if args.guess is not None:
         alpha.GUESS = alpha.GUESS_BOX = args.guess
     if args.slope is not None:
         residual_path.SLOPE = args.slope  # _local_slope reads it there
     if args.creep_ratio is not None:
-        alpha.CREEP_RATIO = args.creep_ratio
+        path_solve.CREEP_RATIO = args.creep_ratio  # _Settled reads it there
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)
     print(f"{args.network} {args.regulariser}, training digits {args.digits}, "

@@ -39,6 +39,7 @@ from lbi_engine.operators import AffineMap
 from lbi_engine.protocols import Problem
 from lbi_engine.regularisers import GaussianPrior, TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
+from lbi_engine.solvers._joint_graph import graph_bounds, graph_gradient
 from lbi_engine.solvers._joint_one import OneSampleGradient
 from lbi_engine.solvers._joint_records import records_objective
 from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
@@ -257,34 +258,8 @@ class JointFista:
             z_prev = z
 
     def _graph_gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
-        """grad f over a graph (MATH.md §5.6): x_j gets x_j - z_j from the layer that makes it
-        and A_{l,j}^T (sigma_l(z_l) - x_l) from every layer l that takes it."""
         assert self._graph is not None
-        depth = len(self.layers)
-        # a block's first contribution is written, later ones added (no zeroing pass over
-        # the blocks: on a 128x128 resnet slice they hold ~1.8M entries)
-        written = [False] * len(g_blocks)
-        for i, (layer, terms) in enumerate(zip(self.layers, self._graph, strict=True)):
-            z: Tensor | None = None
-            for j, amap in terms:
-                part = amap.apply(ys[j])
-                z = part if z is None else z + part  # (a map may return its input)
-            assert z is not None  # every layer has a term
-            target = ys[i + 1] if i + 1 < depth else self.problem.y_delta
-            r = layer.activation.sigma(z)
-            # in place, unless sigma handed back z's own memory (z is used below)
-            shared = r.untyped_storage().data_ptr() == z.untyped_storage().data_ptr()
-            r = r - target.reshape(z.shape) if shared else r.sub_(target.reshape(z.shape))
-            for j, amap in terms:
-                back = amap.adjoint(r).reshape(g_blocks[j].shape)
-                if written[j]:
-                    g_blocks[j].add_(back)
-                else:
-                    g_blocks[j].copy_(back)
-                    written[j] = True
-            if i + 1 < depth:  # x_{i+1} - z_{i+1}: layer i+1's consumers come later
-                torch.sub(ys[i + 1], z.reshape(ys[i + 1].shape), out=g_blocks[i + 1])
-                written[i + 1] = True
+        graph_gradient(self.layers, self._graph, self.problem.y_delta, ys, g_blocks)
 
     def objective_parts(self) -> dict[str, Tensor]:
         """``problem.objective_parts`` at the current iterates (``_joint_records``)."""
@@ -464,21 +439,3 @@ def _compiled_aux_proxes(layers: Any, like: Tensor) -> list[Any]:
     from lbi_engine.solvers._prox_kernel import compiled_prox
 
     return [compiled_prox(layer.activation, like) for layer in layers[:-1]]
-
-
-def graph_bounds(network: Any) -> list[float]:
-    """m_j with diag(m) >= hess f block-wise for a graph network (MATH.md §5.6):
-    m_j = [j > 0] (1 + sum_{k in in(j-1)} ||A_{j-1,k}||)
-          + sum_{l takes x_j} ||A_{l,j}|| (1 + sum_{k in in(l)} ||A_{l,k}||);
-    for a chain this is the chain's m_0 = ||W_1||^2 + ||W_1|| and
-    m_l = 1 + ||W_{l+1}||^2 + ||W_l|| + ||W_{l+1}||."""
-    depth = len(network.layers)
-    terms = [network.terms(i) for i in range(depth)]
-    norms = [[float(amap.norm()) for _, amap in t] for t in terms]
-    m = [0.0] * depth
-    for i, (t, n) in enumerate(zip(terms, norms, strict=True)):
-        if i + 1 < depth:  # the layer's own Bregman term in its output x_{i+1}
-            m[i + 1] += 1.0 + sum(n)
-        for (j, _), a in zip(t, n, strict=True):
-            m[j] += a * (1.0 + sum(n))
-    return m

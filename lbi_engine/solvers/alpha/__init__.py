@@ -8,7 +8,8 @@ interpolation between bracketing alphas, the discrepancy ratio, the iteration/ti
 through ``api``): the discrepancy principle by a secant search on the residual of sample 0
 with a noise-dependent tau, or quasi-optimality's global minimum on a quarter-decade path.
 ``residual_path.py``: how that search reads its path (slopes, brackets, and the point it
-keeps when the target is out of reach).
+keeps when the target is out of reach); ``target.py``: the discrepancy target and the first
+alpha; ``path_solve.py``: one solve of the path and when it has settled.
 
 ``stage.py``: the layer-wise method's input stage: quasi-optimality's first local minimum on a
 factor-3 path, or the discrepancy principle on the mean ratio with a saturation fallback.
@@ -17,6 +18,17 @@ The two families were calibrated on different residuals (the whole network's aga
 stage's, which carries the earlier stages' error), so each keeps its own constants and rule.
 """
 
+from lbi_engine.solvers.alpha.path_solve import (
+    CREEP_FLOOR,
+    CREEP_RATIO,
+    PATH_MIN_STEPS,
+    PATH_REPORT,
+    PATH_RTOL,
+    PATH_SPAN,
+    PathSolve,
+    _Settled,
+    _with_alpha,
+)
 from lbi_engine.solvers.alpha.residual_path import (
     FIT_FLOOR,
     MATCH,
@@ -30,34 +42,27 @@ from lbi_engine.solvers.alpha.residual_path import (
     _local_slope,
 )
 from lbi_engine.solvers.alpha.stage import AlphaSearch, search_alpha, sub_problem
-from lbi_engine.solvers.alpha.whole import (
+from lbi_engine.solvers.alpha.target import (
     ALPHA_MAX,
     ALPHA_MIN,
-    ALPHA_START,
-    CREEP_FLOOR,
-    CREEP_RATIO,
-    FACTOR,
     GUESS,
     GUESS_BOX,
-    PATH_MIN_STEPS,
-    PATH_REPORT,
-    PATH_RTOL,
-    PATH_SPAN,
-    QUASI_TOL,
     RHO_KNEE,
-    RULES,
     TAU,
     TAU_MIN,
     TAU_SLOPE,
-    AlphaChoice,
-    PathSolve,
-    _Settled,
-    _warm,
-    _with_alpha,
     expected_noise_norm,
     first_guess,
-    stream_alpha,
     tau_for,
+)
+from lbi_engine.solvers.alpha.whole import (
+    ALPHA_START,
+    FACTOR,
+    QUASI_TOL,
+    RULES,
+    AlphaChoice,
+    _warm,
+    stream_alpha,
 )
 
 __all__ = [

@@ -121,13 +121,14 @@ def _interpolate(lo: PathPoint, hi: PathPoint, target: float) -> float:
                       log_values=True, flat=0.5)
 
 
-def _local_slope(path: list[PathPoint], target: float, prior: float = SLOPE) -> float:
+def _local_slope(path: list[PathPoint], target: float, prior: float | None = None) -> float:
     """d log residual / d log alpha from the two path points nearest the target (in
     residual); ``prior`` (SLOPE) before there are two, and when theirs lies outside [MIN_SLOPE,
     MAX_SLOPE]: such a slope says the points are not to be trusted (a short solve after a
     small change of alpha can pass the settle test with its residual still drifting), not
     that the curve is that flat or steep; clipped to MIN_SLOPE it sent the CNN at std 0.01
     a third of a decade past the target (training digits 7, 150, 222: 5-7 solves)."""
+    prior = SLOPE if prior is None else prior  # read here: benchmarks set SLOPE
     if len(path) < 2:
         return prior
     a, b = sorted(path, key=lambda p: abs(math.log(p.discrepancy / target)))[:2]

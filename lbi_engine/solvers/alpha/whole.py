@@ -45,11 +45,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import Tensor
 
 from lbi_engine.errors import InputError
@@ -62,12 +61,16 @@ from lbi_engine.solvers.alpha.path import (
     discrepancy_ratio,
     quasi_optimality_walk,
 )
+from lbi_engine.solvers.alpha.path_solve import (
+    PathSolve,
+    _solve_at,
+    _with_alpha,
+)
 from lbi_engine.solvers.alpha.residual_path import (
     MATCH,
     MAX_JUMP,
     MAX_POINTS,
     RAISED_SLOPE,
-    SLOPE,
     PathPoint,
     _fit_floor,
     _interpolate,
@@ -75,67 +78,23 @@ from lbi_engine.solvers.alpha.residual_path import (
     _nearest,
     _out_of_reach,
 )
+from lbi_engine.solvers.alpha.target import (
+    ALPHA_MAX,
+    ALPHA_MIN,
+    TAU_BOX,
+    _boxed,
+    expected_noise_norm,
+    first_guess,
+    tau_for,
+)
 from lbi_engine.solvers.base import IterateRecord
 
-#: The range of alpha, and quasi-optimality's step between path neighbours (four per decade).
-ALPHA_MIN = 1e-4
-ALPHA_MAX = 1e3
 FACTOR = 10.0 ** -0.25
-#: A path solve (the chosen alpha's solve uses the run's own stop rule) ends when its
-#: residual and objective both changed by less than PATH_RTOL (relative) over PATH_SPAN
-#: iterations, twice in a row, after at least PATH_MIN_STEPS: the rules read the residual,
-#: which the objective rule (1e-3) left several percent off after a warm start, because the
-#: objective settles before the residual does. Path solves report every
-#: PATH_REPORT iterations for this check.
-PATH_RTOL = 3e-3
-PATH_SPAN = 5
-PATH_MIN_STEPS = 20
-PATH_REPORT = 5
-#: A path solve whose residual creeps is not settled however little it moves per span: when
-#: two consecutive spans moved it by nearly as much (ratio >= CREEP_RATIO), the move still
-#: to come, estimated as a geometric tail move * q / (1 - q), must be within PATH_RTOL too.
-#: Moves below CREEP_FLOOR (relative) are rounding and settle. On a 64x64 tanh encoder the
-#: residual crept by < 0.3 % per span for thousands of steps, and nine path solves passed at
-#: their 20 steps with most of their way to go, which sent the search the wrong way.
-CREEP_RATIO = 0.9
-CREEP_FLOOR = 1e-5
 #: Quasi-optimality's path solves end by the objective rule at this tolerance, as before the
 #: discrepancy search: the rule compares neighbouring iterates, and ending them by
 #: :class:`_Settled` made its choice noisier (0.75 against 0.49 dB from the best grid alpha at
 #: std 0 in the noise study).
 QUASI_TOL = 1e-3
-#: Factor on the expected noise norm, tau(rho) = TAU + TAU_SLOPE log10(rho / RHO_KNEE) clipped
-#: to [TAU_MIN, TAU], rho = delta / ||y_delta|| the relative noise of the code: below 1
-#: because a good estimate fits part of the noise, and more of it the smaller the noise
-#: (module docstring); fitted on training digits of both MNIST autoencoders.
-TAU = 0.85
-TAU_MIN = 0.6
-TAU_SLOPE = 0.2
-RHO_KNEE = 0.12
-#: first_guess's factor. alpha * R(x_bp) / (target * ||y_delta||) at the residual-matching
-#: alpha is 0.07-0.20 on mnist-cnn-ae and 0.23-0.33 on mnist-perceptron-ae (6 training digits
-#: each, noise std 0.01-0.33, benchmarks/calibrate_alpha.py). A guess above the crossing
-#: costs fewer steps than one below (the cold first solve is cheaper at a larger alpha, and
-#: the warm one after it continues downwards): by ``benchmarks.alpha_search_steps`` 0.15 /
-#: 0.22 / 0.3 took 689 / 630 / 674 steps on the CNN and 629 / 614 / 478 on the perceptron
-#: (std 0.05 + 0.01, means over 6 training digits); 0.22, best on the default network.
-GUESS = 0.22
-#: first_guess's factor for a prior with a box (both bounds finite, e.g. "tv+box"): the box
-#: keeps the residual from falling as far, so its crossing lies at 2-2.5x smaller alpha
-#: (validation digits, benchmarks/RESULTS.md "TV + box") and GUESS starts the search too far
-#: above it. ``benchmarks.alpha_search_steps --regulariser tv+box --stds 0.01,0.05,0.1
-#: --digits 3,70,140,210,280,350,420,490,560,630,700,770,840,910 --guess G`` (training
-#: digits): G = 0.22 / 0.1 took 832 / 580, 261 / 281 and 219 / 203 mean steps at std 0.01 /
-#: 0.05 / 0.1 (19 % fewer in all), mean PSNR 31.48 / 31.48, 26.90 / 26.87, 24.66 / 24.67 dB.
-GUESS_BOX = 0.1
-#: The discrepancy target's factor for a prior with a box: a box keeps the iterate from fitting
-#: the part of the noise that leaves [lo, hi], so at the same alpha its residual is larger than
-#: TV's, and the plain target sent it to a 1.6-3x smaller alpha, where a solve takes more
-#: steps and the PSNR was lower. With TV's alpha the box's residual was 1.17 / 1.085 / 1.068x
-#: TV's target and its PSNR +0.50 / +0.16 / +0.01 dB above the box at its own discrepancy
-#: alpha (training digits 3, 70, ..., 490 of mnist-cnn-ae, std 0.01 / 0.05 / 0.1; the script
-#: is in the commit that set it). 1.1: the middle of that range, below the smallest noise's.
-TAU_BOX = 1.1
 
 
 #: Quasi-optimality on a whole network: the global minimum on a quarter-decade path from
@@ -161,33 +120,6 @@ class AlphaChoice:
                 "alpha_target": self.target, "alpha_seconds": self.seconds}
 
 
-def tau_for(problem: Problem, delta: float) -> float:
-    """tau(rho) (``TAU``), rho = delta / ||y_delta|| of sample 0; TAU when y_delta is 0."""
-    y_norm = float(torch.linalg.vector_norm(problem.y_delta[:1].double()))
-    if not (y_norm > 0 and delta > 0 and math.isfinite(delta)):
-        return TAU
-    tau = TAU + TAU_SLOPE * math.log10((delta / y_norm) / RHO_KNEE)
-    return min(max(tau, TAU_MIN), TAU)
-
-
-def expected_noise_norm(problem: Problem, std: float) -> float:
-    """E||y_delta - y|| for Gaussian noise of per-entry ``std`` projected into dom Psi_L,
-    from y_delta alone (sample 0): std sqrt(m) without clipping; for a ReLU-type last layer
-    the clipped-noise formula (MATH.md §6) with y_delta standing in for the clean y."""
-    from lbi_engine.noise import expected_clipped_residual
-
-    y = problem.y_delta[:1]
-    last = problem.network.layers[-1].activation
-    lower = getattr(last, "lower", -math.inf)
-    if lower == 0.0 and math.isinf(getattr(last, "upper", math.inf)):
-        return float(expected_clipped_residual(y.clamp_min(0.0).double(), std)[0].sqrt())
-    return std * math.sqrt(y[0].numel())
-
-
-def _with_alpha(problem: Problem, alpha: float) -> Problem:
-    return dataclasses.replace(problem, alpha=alpha, extras=dict(problem.extras))
-
-
 def _warm(record: IterateRecord, problem: Problem) -> dict[str, Any]:
     """A record's state as the next solve's start; momentum is not carried across alphas
     (the accelerated method restarts it); the iteration count goes on."""
@@ -207,14 +139,6 @@ def _point(alpha: float, first: IterateRecord, last: IterateRecord) -> PathPoint
 
 
 _FATAL = ("cancelled", "time_budget", "diverged")
-
-#: ``solve(problem, init, path_tol)``: runs the method and yields its records. ``path_tol``
-#: None: the run's own stop rule (the chosen alpha's solve); a number: a path solve, records
-#: every PATH_REPORT iterations, the objective rule at that tolerance (0: none, the search
-#: ends the solve once :class:`_Settled`).
-PathSolve = Callable[[Problem, "dict[str, Any] | None", "float | None"],
-                     Iterator[IterateRecord]]
-
 
 def stream_alpha(problem: Problem, solve: PathSolve, *,
                  noise_std: float | None, rule: str | None = None, tau: float | None = None,
@@ -333,41 +257,6 @@ def _noise_scaled(problem: Problem, solve: PathSolve, alpha: float,
     yield previous
 
 
-def first_guess(problem: Problem, target: float) -> float:
-    """The discrepancy search's first alpha: ``GUESS * target * ||y_delta|| / R(x_bp)``, with
-    x_bp the back-projection start (``_joint_start.backprojection_start``) and R the prior
-    (``GUESS_BOX`` for a prior with a box).
-
-    Why alpha proportional to the noise norm: for a one-homogeneous prior such as TV,
-    alpha ~ delta is the a-priori choice under which the Bregman distance to the truth
-    converges at the rate delta (Burger & Osher 2004); the residual-matching alpha measured
-    on both MNIST autoencoders follows it (training digits, noise std 0.01-0.2: alpha / delta
-    constant within a factor of 2 per network). The factor ||y|| / R(x_bp) carries the units
-    of alpha (code^2 over prior), so that a network or a prior of another scale starts at a
-    comparable place. ``ALPHA_START`` when R(x_bp) is not a positive finite number."""
-    from lbi_engine.solvers._joint_start import backprojection_start
-
-    try:
-        with torch.no_grad():
-            x_bp = backprojection_start(problem)[:1]
-            r_value = float(problem.reg.value(x_bp)[0])
-            y_norm = float(torch.linalg.vector_norm(problem.y_delta[:1].double()))
-    except (RuntimeError, ValueError, InputError):  # e.g. a prior that rejects the start's shape
-        return ALPHA_START
-    if not (math.isfinite(r_value) and r_value > 0):
-        return ALPHA_START
-    factor = GUESS_BOX if _boxed(problem) else GUESS
-    guess = factor * max(target, 0.0) * y_norm / r_value  # a vanishing target: ALPHA_MIN
-    return min(max(guess, ALPHA_MIN), ALPHA_MAX) if math.isfinite(guess) else ALPHA_START
-
-
-def _boxed(problem: Problem) -> bool:
-    """Whether the prior has a box (both bounds finite, e.g. "tv+box")."""
-    inner = getattr(problem.reg, "inner", problem.reg)
-    return math.isfinite(float(getattr(inner, "lo", -math.inf))) and \
-        math.isfinite(float(getattr(inner, "hi", math.inf)))
-
-
 def _geometric_path(problem: Problem, solve: PathSolve, rule: QuasiOptimality,
                     ) -> Generator[IterateRecord, None, tuple[list[PathPoint],
                                                               list[IterateRecord], int]]:
@@ -393,7 +282,7 @@ def _geometric_path(problem: Problem, solve: PathSolve, rule: QuasiOptimality,
 
 def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha: float,
                         alpha_min: float, spent: float = 0.0,
-                        init: dict[str, Any] | None = None, slope: float = SLOPE,
+                        init: dict[str, Any] | None = None, slope: float | None = None,
                         ) -> Generator[IterateRecord, None,
                                        tuple[list[PathPoint], list[IterateRecord], float, int]]:
     """The alpha whose residual ||N(x_alpha) - y_delta|| meets ``target``: a safeguarded
@@ -409,8 +298,8 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
     beyond them, or after ``MAX_POINTS`` solves (the bracket's interpolation). ``spent``:
     solver time before the first solve (the first guess); ``init``: the first solve's warm
     start (None: the method's own start); ``slope``: d log residual / d log alpha before two
-    points measure it. Returns the path, its final records, the chosen alpha and the path
-    point to warm-start from."""
+    points measure it (None: SLOPE). Returns the path, its final records, the chosen alpha
+    and the path point to warm-start from."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
     below: int | None = None  # the path point below the target with the largest alpha
@@ -467,60 +356,3 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
         return path, finals, path[near].alpha, near
     best = _nearest(path, target)
     return path, finals, path[best].alpha, best
-
-
-def _solve_at(problem: Problem, alpha: float, solve: PathSolve, init: dict[str, Any] | None,
-              stage: str, offset: float, path_tol: float = 0.0,
-              ) -> Generator[IterateRecord, None, tuple[IterateRecord, IterateRecord]]:
-    """Yields one path solve's records as non-final, their solver time counted from
-    ``offset`` (the path's so far), until the solve stops, or, with ``path_tol`` 0, until
-    :class:`_Settled` says its residual and objective have settled; returns (first, last)
-    records with their own time."""
-    first: IterateRecord | None = None
-    last: IterateRecord | None = None
-    settled = _Settled() if path_tol == 0.0 else (lambda record, first: False)
-    for record in solve(_with_alpha(problem, alpha), init, path_tol):
-        first = record if first is None else first
-        last = record
-        shown = dataclasses.replace(record, final=False, stop_reasons=None, stage=stage,
-                                    elapsed=record.elapsed + offset)
-        yield shown
-        if settled(record, first):
-            break
-    assert first is not None and last is not None
-    return first, last
-
-
-class _Settled:
-    """The path solves' stop test on sample 0: the residual d and the objective both changed
-    by at most PATH_RTOL (relative) over PATH_SPAN iterations, twice in a row, after at
-    least PATH_MIN_STEPS (20: after a small change of alpha d moves slowly at first, and
-    with 10 such solves passed with most of their way to go), and d not creeping: a span
-    whose move is nearly the last one's (CREEP_RATIO) counts only when the geometric tail
-    of such moves is within PATH_RTOL too."""
-
-    def __init__(self) -> None:
-        self.previous: tuple[int, float, float] | None = None
-        self.calm = 0
-        self.last_move: float | None = None  # |d - d0| over the last span
-
-    def __call__(self, record: IterateRecord, first: IterateRecord) -> bool:
-        k = int(record.iteration)
-        d, e = float(record.discrepancy[0]), float(record.objective[0])
-        if not (math.isfinite(d) and math.isfinite(e)):
-            return False
-        if self.previous is None or k - self.previous[0] < PATH_SPAN:
-            self.previous = self.previous or (k, d, e)
-            return False
-        _, d0, e0 = self.previous
-        self.previous = (k, d, e)
-        still = (abs(d - d0) <= PATH_RTOL * max(abs(d), 1e-30)
-                 and abs(e - e0) <= PATH_RTOL * max(abs(e), 1e-30))
-        move, before = abs(d - d0), self.last_move
-        self.last_move = move
-        if still and before and move > CREEP_FLOOR * abs(d):
-            q = move / before
-            still = q < CREEP_RATIO or (q < 1.0 and move * q / (1.0 - q)
-                                        <= PATH_RTOL * abs(d))
-        self.calm = self.calm + 1 if still else 0
-        return self.calm >= 2 and k - int(first.iteration) >= PATH_MIN_STEPS

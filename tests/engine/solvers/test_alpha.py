@@ -519,11 +519,11 @@ def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_
         searched: list[float] = []
 
         def fake_search(problem, solve, target, alpha, alpha_min, spent=0.0, init=None,
-                        slope=whole.SLOPE):
+                        slope=None):
             weight = problem.extras.get(AUTO_WEIGHT, 1.0)
             searched.append(weight)
             # the weighted search starts from a flatter residual curve (RAISED_SLOPE)
-            assert slope == (whole.SLOPE if weight == 1.0 else whole.RAISED_SLOPE)
+            assert slope == (None if weight == 1.0 else whole.RAISED_SLOPE)
             reached = residual if weight == 1.0 else target
             point = whole.PathPoint(0.01, reached, 0.0, 0.0, 100, 1.0)
             return [point], [SimpleNamespace(iteration=100)], 0.01, 0
