@@ -89,6 +89,17 @@ def group_layers(entries: Sequence[Any]) -> list[LiftedLayer]:
     return layers
 
 
+def sum_of_terms(terms: Sequence[tuple[int, Any]], states: Sequence[Tensor]) -> Tensor:
+    """sum_j A_j.apply(x_j) over a layer's terms [(state j, map A_j), ...] (a fresh tensor
+    unless the layer has one term whose map returns its input)."""
+    z: Tensor | None = None
+    for j, amap in terms:
+        part = amap.apply(states[j])
+        z = part if z is None else z + part
+    assert z is not None  # every layer has a term
+    return z
+
+
 class LiftedNetwork:
     """A chain of LiftedLayer objects with the original network's forward.
 
@@ -134,12 +145,7 @@ class LiftedNetwork:
 
     def pre_activation_of(self, index: int, states: Sequence[Tensor]) -> Tensor:
         """z_l = sum_j A_{l,j} x_j + b_l from ``states`` = [x_0, x_1, ...] (at least l + 1)."""
-        z: Tensor | None = None
-        for j, amap in self.terms(index):
-            part = amap.apply(states[j])
-            z = part if z is None else z + part
-        assert z is not None  # every layer has a term
-        return z
+        return sum_of_terms(self.terms(index), states)
 
     def _check_graph(self) -> tuple[int, ...]:
         """Shapes and order of a graph network; its output shape."""

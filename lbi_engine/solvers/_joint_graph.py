@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lbi_engine.models.network import sum_of_terms
+
 
 def graph_gradient(layers: Sequence[Any], graph: list[list[tuple[int, Any]]], y_delta: Tensor,
                    ys: list[Tensor], g_blocks: list[Tensor]) -> None:
@@ -21,11 +23,7 @@ def graph_gradient(layers: Sequence[Any], graph: list[list[tuple[int, Any]]], y_
     # the blocks: on a 128x128 resnet slice they hold ~1.8M entries)
     written = [False] * len(g_blocks)
     for i, (layer, terms) in enumerate(zip(layers, graph, strict=True)):
-        z: Tensor | None = None
-        for j, amap in terms:
-            part = amap.apply(ys[j])
-            z = part if z is None else z + part  # (a map may return its input)
-        assert z is not None  # every layer has a term
+        z = sum_of_terms(terms, ys)  # may be ys[j] itself (a map may return its input)
         target = ys[i + 1] if i + 1 < depth else y_delta
         r = layer.activation.sigma(z)
         # in place, unless sigma handed back z's own memory (z is used below)

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from lbi_engine.models.network import sum_of_terms
+
 
 def _wide(t: Tensor) -> Tensor:
     """float32 and lower as float64 (exact); float64 as it is."""
@@ -81,7 +83,7 @@ def _graph_objective(state: Any) -> dict[str, Tensor]:
     terms: list[Tensor] = []
     first_z: Tensor | None = None
     for i, (layer, maps) in enumerate(zip(state.layers, state._graph, strict=True)):
-        z = _pre_activation(maps, xs)
+        z = sum_of_terms(maps, xs)
         first_z = z if i == 0 else first_z
         target = (xs[i + 1] if i + 1 < depth else problem.y_delta).reshape(z.shape)
         if i + 1 < depth and state._relu_aux:
@@ -93,7 +95,7 @@ def _graph_objective(state: Any) -> dict[str, Tensor]:
     assert first_z is not None  # depth >= 1
     states = [xs[0], state.layers[0].activation.sigma(first_z)]
     for i in range(1, depth):
-        states.append(state.layers[i].activation.sigma(_pre_activation(state._graph[i],
+        states.append(state.layers[i].activation.sigma(sum_of_terms(state._graph[i],
                                                                       states)))
     batch = states[-1].shape[0]
     discrepancy = (states[-1].reshape(problem.y_delta.shape) - problem.y_delta) \
@@ -101,12 +103,3 @@ def _graph_objective(state: Any) -> dict[str, Tensor]:
     return {"bregman": bregman, "reg": reg, "total": bregman.sum(dim=1) + reg,
             "discrepancy": discrepancy}
 
-
-def _pre_activation(maps: list[tuple[int, Any]], states: list[Tensor]) -> Tensor:
-    """sum_j A_j x_j + b over a layer's terms [(state j, map), ...]."""
-    z: Tensor | None = None
-    for j, amap in maps:
-        part = amap.apply(states[j])
-        z = part if z is None else z + part
-    assert z is not None  # every layer has a term
-    return z
