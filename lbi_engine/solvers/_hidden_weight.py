@@ -42,6 +42,14 @@ def _scale_flat(flat: Tensor, sizes: list[int], scales: list[float], up: bool) -
     return torch.cat(parts, dim=1).reshape(flat.shape)
 
 
+def _scale_flat_(flat: Tensor, sizes: list[int], scales: list[float]) -> None:
+    """(B, n_0 + n_1 + ..) blocks [x_0, x_1, ..] divided by their scales, in place."""
+    for part, scale in zip(flat.reshape(flat.shape[0], -1).split(sizes, dim=1), scales,
+                           strict=True):
+        if scale != 1.0:
+            part.div_(scale)
+
+
 def run_weighted(problem: Problem, options: SolverOptions, init: dict[str, Any] | None,
                  run: Run) -> Iterator[IterateRecord]:
     """``run(problem, init)`` on the rescaled network, in the network's own variables."""
@@ -64,10 +72,13 @@ def run_weighted(problem: Problem, options: SolverOptions, init: dict[str, Any] 
         if init.get("x_prev") is not None:
             init["x_prev"] = _scale_flat(init["x_prev"], sizes, scales[:-1], up=True)
     for record in run(inner, init):
-        record.aux = [a / c if c != 1.0 else a for a, c in zip(record.aux, hidden, strict=True)]
+        # in place: a record's states are its own copies (RunMonitor.record)
+        for a, c in zip(record.aux, hidden, strict=True):
+            if c != 1.0:
+                a.div_(c)
         prev = record.extras.get("x_prev")
         if isinstance(prev, Tensor):
-            record.extras["x_prev"] = _scale_flat(prev, sizes, scales[:-1], up=False)
+            _scale_flat_(prev, sizes, scales[:-1])
         record.extras["hidden_weight"] = weight
         yield record
 

@@ -79,3 +79,55 @@ def test_lifting_inside_the_context_rewrites_and_refuses_what_it_cannot():
     with keep_maxpool(), pytest.raises(UnsupportedLayerError, match="MaxPool2d"):
         LiftedNetwork.from_module(module, (1, 10, 10))
     assert len(LiftedNetwork.from_module(module, (1, 10, 10))) == 4  # the default rewrites
+
+
+@pytest.mark.parametrize(("pool", "hw"), [
+    (nn.MaxPool2d(3, 2, 1), (16, 15)),  # resnet's stem pool
+    (nn.MaxPool2d(3, 2, ceil_mode=True), (13, 12)),  # squeezenet's: partial windows
+    (nn.MaxPool2d(5, 2, 2), (14, 17)),  # more levels than the tree over the window
+    (nn.MaxPool2d((3, 2), (1, 2), dilation=(2, 1)), (12, 10)),
+])
+def test_overlapping_windows_take_rows_then_columns(pool, hw):
+    """Where the windows overlap vertically the rewrite reduces each row's part first,
+    then the rows (fewer lifted units, counted here from the modules), with outputs equal
+    to torch's max-pool of non-negative input, padding and partial windows included."""
+    from lbi_engine.models.maxpool_relu import (
+        rewrite_record,
+        separable_units,
+        tree_units,
+    )
+
+    torch.manual_seed(0)
+    x = torch.rand(3, 4, *hw, dtype=torch.float64)
+    rewritten = maxpool_as_relu(pool, 4, nonneg_input=True, in_hw=hw).double()
+    with torch.no_grad():
+        assert torch.equal(rewritten(x), pool(x))
+    convs = [m for m in rewritten if isinstance(m, nn.Conv2d)]
+    assert convs[0].kernel_size == (1, pool.kernel_size if isinstance(pool.kernel_size, int)
+                                    else pool.kernel_size[1])
+    # units per channel: the outputs of the convolutions followed by a ReLU
+    with torch.no_grad():
+        units, h = 0, x
+        for m in rewritten:
+            h = m(h)
+            if isinstance(m, nn.ReLU):
+                units += h[0].numel() // 4
+    pads = rewritten[0].padding if isinstance(rewritten[0], nn.ZeroPad2d) else (0, 0, 0, 0)
+    padded = (hw[0] + pads[2] + pads[3], hw[1] + pads[0] + pads[1])
+    k = pool.kernel_size if isinstance(pool.kernel_size, tuple) else (pool.kernel_size,) * 2
+    s = pool.stride if isinstance(pool.stride, tuple) else (pool.stride,) * 2
+    d = pool.dilation if isinstance(pool.dilation, tuple) else (pool.dilation,) * 2
+    assert units == separable_units(padded, k, s, d) < tree_units(padded, k, s, d)
+    record = rewrite_record(pool, "pool", (4, *hw))
+    assert record["form"] == "rows, then columns"
+    assert record["lifted_layers_added"] == sum(isinstance(m, nn.ReLU) for m in rewritten)
+
+
+def test_non_overlapping_windows_keep_the_tree():
+    """2x2 with stride 2: both forms have the same units, and the tree is kept (vgg's pools
+    lift as before)."""
+    from lbi_engine.models.maxpool_relu import rewrite_record
+
+    rewritten = maxpool_as_relu(nn.MaxPool2d(2), 3, nonneg_input=True, in_hw=(8, 8))
+    assert next(m for m in rewritten if isinstance(m, nn.Conv2d)).kernel_size == (2, 2)
+    assert rewrite_record(nn.MaxPool2d(2), "p", (3, 8, 8))["form"] == "tree over each window"

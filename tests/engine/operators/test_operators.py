@@ -48,6 +48,11 @@ CASES = [
     (lambda: nn.Conv2d(3, 9, 3, groups=3, stride=2, padding=1), (3, 9, 8)),
     (lambda: nn.Conv2d(2, 6, (3, 2), groups=2, stride=(2, 1), dilation=(1, 2)), (2, 7, 8)),
     (lambda: nn.Conv2d(2, 4, 4, padding="same", groups=2), (2, 6, 5)),
+    # a strided kernel of 5 or more: the adjoint by phases (stride-1 convolutions, shuffled)
+    (lambda: nn.Conv2d(3, 4, 7, 2, 3), (3, 12, 11)),
+    (lambda: nn.Conv2d(2, 3, 5, 3), (2, 14, 13)),  # rows and columns the windows never read
+    (lambda: nn.Conv2d(1, 2, (5, 6), (2, 3), (1, 2)), (1, 11, 13)),
+    (lambda: nn.Conv2d(2, 3, 5, 2, padding="valid"), (2, 9, 10)),
     (lambda: nn.Conv2d(2, 3, 4, padding="same"), (2, 6, 5)),  # asymmetric 'same'
     (lambda: nn.Conv2d(2, 3, (2, 3), padding="same", dilation=(3, 1)), (2, 7, 6)),
     (lambda: nn.Conv2d(2, 3, 3, padding="valid"), (2, 5, 6)),
@@ -177,6 +182,22 @@ def test_iterative_norm_of_diagonal_and_zero_maps(monkeypatch):
     lin = LinearMap(torch.diag(torch.tensor([3.0, 1.0, 0.5], dtype=F64)), None)
     assert lin.norm() == pytest.approx(3.0 * 1.01, rel=1e-9)  # invariant subspace: exact
     assert LinearMap(torch.zeros(4, 3, dtype=F64), None).norm() == 0.0
+
+
+def test_phase_adjoint_follows_a_replaced_weight():
+    """The polyphase adjoint's weight is remade when the map's weight is replaced (``to``,
+    ``operators.scaled``), so a rescaled or cast stem stays the adjoint of its forward."""
+    from lbi_engine.operators.scaled import scaled
+
+    torch.manual_seed(3)
+    amap = Conv2dMap(torch.randn(4, 3, 7, 7, dtype=F64), None, (3, 16, 15), 2, 3)
+    assert amap._by_phases and _adjoint_rel_err(amap, F64) <= 1e-12
+    double = scaled(amap, 2.0, 1.0)
+    r = torch.randn(1, *amap.out_shape, dtype=F64)
+    assert torch.allclose(double.adjoint(r), 2.0 * amap.adjoint(r), rtol=1e-12, atol=1e-12)
+    single = amap.to(dtype=torch.float32)
+    assert single.adjoint(r.float()).dtype == torch.float32
+    assert _adjoint_rel_err(single, torch.float32) <= 1e-5
 
 
 def test_norm_cached_and_kept_by_to():
