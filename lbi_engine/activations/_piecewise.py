@@ -61,6 +61,17 @@ class ReLU(ProximalActivation):
         # 1/2 (x - z_+)^2 + x z_-: both terms >= 0 for x >= 0.
         return 0.5 * (x - z.clamp_min(0)) ** 2 + x * (-z).clamp_min(0)
 
+    def bregman_in_domain(self, x: Tensor, z: Tensor) -> Tensor:
+        """The same sum as two batched dot products, 1/2 <x - z_+, x - z_+> + <x, z_->:
+        five passes over the layer instead of nine (the joint method's records on a
+        128x128 resnet18 slice sum 2M of these every five steps)."""
+        batch = z.shape[0]
+        xs, zs = x.reshape(batch, 1, -1), z.reshape(batch, 1, -1)
+        gap = xs - zs.clamp_min(0)
+        square = torch.bmm(gap, gap.transpose(1, 2)).reshape(batch)
+        cross = torch.bmm(xs, zs.clamp_max(0).transpose(1, 2)).reshape(batch)
+        return (0.5 * square - cross).clamp_min(0)
+
     def _prox(self, v: Tensor, t: Step) -> Tensor:
         return v.clamp_min(0)
 

@@ -148,13 +148,16 @@ def maxpool_as_relu(m: nn.MaxPool2d, channels: int, *, nonneg_input: bool = Fals
         conv = nn.Conv2d(channels, channels, 1, stride, groups=channels, bias=False)
         conv.weight.data.fill_(1.0)
         return nn.Sequential(*lead, conv)
-    padded = None if in_hw is None else (in_hw[0] + pads[2] + pads[3], in_hw[1] + pads[0] + pads[1])
+    padded = None if in_hw is None else \
+        (in_hw[0] + pads[2] + pads[3], in_hw[1] + pads[0] + pads[1])
     if padded is not None and separable_units(padded, (kh, kw), stride, dilation) < \
             tree_units(padded, (kh, kw), stride, dilation):
         # rows first, then columns: vertically overlapping windows share their rows' maxima
-        return nn.Sequential(*lead, *_tree(channels, (1, kw), (1, stride[1]), (1, dilation[1])),
-                             *_tree(channels, (kh, 1), (stride[0], 1), (dilation[0], 1)))
-    return nn.Sequential(*lead, *_tree(channels, (kh, kw), stride, dilation))
+        rows, carried = _tree(channels, (1, kw), (1, stride[1]), (1, dilation[1]))
+        columns, carried = _tree(channels, (kh, 1), (stride[0], 1), (dilation[0], 1), carried)
+        return nn.Sequential(*lead, *rows, *columns, _combination(channels, carried))
+    levels, carried = _tree(channels, (kh, kw), stride, dilation)
+    return nn.Sequential(*lead, *levels, _combination(channels, carried))
 
 
 def _units(n: int) -> int:
@@ -183,24 +186,24 @@ def separable_units(padded: tuple[int, int], kernel: tuple[int, int],
 
 
 def _tree(channels: int, kernel: tuple[int, int], stride: tuple[int, int],
-          dilation: tuple[int, int]) -> list[nn.Module]:
-    """The tree of pairs over windows of ``kernel``: grouped convolutions and ReLUs, ending
-    with the affine combination that gives each window's maximum."""
+          dilation: tuple[int, int], carried: tuple[torch.Tensor, int] | None = None,
+          ) -> tuple[list[nn.Module], tuple[torch.Tensor, int]]:
+    """The ReLU levels of the tree of pairs over windows of ``kernel`` (grouped convolutions
+    and ReLUs), and what they leave: (the combination of the last ReLUs that is each window's
+    maximum, the ReLUs per channel). ``carried``: the same of a tree before this one (rows,
+    then columns), whose combination the first convolution here applies to its window's
+    values, instead of a layer of its own."""
     kh, kw = kernel
-    n = kh * kw
-    if n == 1:
-        conv = nn.Conv2d(channels, channels, 1, stride, groups=channels, bias=False)
-        conv.weight.data.fill_(1.0)
-        return [conv]
+    prev_combine, in_per_group = carried if carried is not None else (None, 1)
     mods: list[nn.Module] = []
-    prev_combine: torch.Tensor | None = None  # None: the features are the window's values
-    in_per_group = 1
-    for units, combine in _levels(n):
+    for units, combine in _levels(kh * kw):
         u = units.shape[0]
-        if prev_combine is None:  # read the window: weight (u, kh, kw) per channel
-            w = units.reshape(u, 1, kh, kw)
-            conv = nn.Conv2d(channels, channels * u, (kh, kw), stride, groups=channels,
-                             bias=False, dilation=dilation)
+        if not mods:  # read the window: weight (u, in, kh, kw) per channel, the window's
+            # values being the features themselves or the carried combination
+            w = units.reshape(u, 1, kh, kw) if prev_combine is None else \
+                units.reshape(u, 1, kh, kw) * prev_combine.reshape(1, in_per_group, 1, 1)
+            conv = nn.Conv2d(channels * in_per_group, channels * u, (kh, kw), stride,
+                             groups=channels, bias=False, dilation=dilation)
         else:
             w = units.reshape(u, in_per_group, 1, 1)  # rows: combinations of the last ReLUs
             conv = nn.Conv2d(channels * in_per_group, channels * u, 1, groups=channels,
@@ -209,12 +212,18 @@ def _tree(channels: int, kernel: tuple[int, int], stride: tuple[int, int],
             conv.weight.copy_(w.repeat(channels, 1, 1, 1))
         mods += [conv, nn.ReLU()]
         prev_combine, in_per_group = combine, u
-    assert prev_combine is not None  # n > 1: at least one level
+    assert prev_combine is not None  # a window of two or more values: at least one level
+    return mods, (prev_combine, in_per_group)
+
+
+def _combination(channels: int, carried: tuple[torch.Tensor, int]) -> nn.Conv2d:
+    """The last layer: each window's maximum as the combination of the last ReLUs (affine:
+    the lifted network merges it into the next layer's W)."""
+    combine, in_per_group = carried
     last = nn.Conv2d(channels * in_per_group, channels, 1, groups=channels, bias=False)
     with torch.no_grad():
-        last.weight.copy_(prev_combine.reshape(1, in_per_group, 1, 1).repeat(channels, 1, 1, 1))
-    mods.append(last)
-    return mods
+        last.weight.copy_(combine.reshape(1, in_per_group, 1, 1).repeat(channels, 1, 1, 1))
+    return last
 
 
 def rewrite_maxpool(module: nn.Module, input_shape: Sequence[int]) -> nn.Module:

@@ -45,56 +45,75 @@ def _div_into(v, p, lam, u, lo, hi, weight):
                 u[c, i, j] = min(hi, max(lo, v[c, i, j] + lam * d))
 
 
-@_jit()
+@_jit(fastmath=True)
 def _gap_parts(u, y, p, iso):
-    """(TV(u), <grad u, p>, ||u - y||^2), accumulated in float64."""
+    """(TV(u), <grad u, p>, ||u - y||^2), accumulated in float64, row by row: each
+    channel's row is a contiguous loop, the per-pixel sum over channels of isotropic TV
+    kept in a row buffer (the pixel-major loop over channels read them H*W apart)."""
     lead, h, w = u.shape
     tv = 0.0
     pair = 0.0
     dist = 0.0
+    sq = np.empty(w, dtype=np.float64)
     for i in range(h):
+        last = i == h - 1
         for j in range(w):
-            sq = 0.0
-            for c in range(lead):
-                g0 = float(u[c, i + 1, j] - u[c, i, j]) if i < h - 1 else 0.0
-                g1 = float(u[c, i, j + 1] - u[c, i, j]) if j < w - 1 else 0.0
-                pair += g0 * p[0, c, i, j] + g1 * p[1, c, i, j]
+            sq[j] = 0.0
+        for c in range(lead):
+            ur, un, yr = u[c, i], u[c, min(i + 1, h - 1)], y[c, i]
+            p0, p1 = p[0, c, i], p[1, c, i]
+            for j in range(w):
+                g0 = 0.0 if last else float(un[j] - ur[j])
+                g1 = float(ur[j + 1] - ur[j]) if j < w - 1 else 0.0
+                pair += g0 * p0[j] + g1 * p1[j]
                 if iso:
-                    sq += g0 * g0 + g1 * g1
+                    sq[j] += g0 * g0 + g1 * g1
                 else:
                     tv += abs(g0) + abs(g1)
-                e = float(u[c, i, j] - y[c, i, j])
+                e = float(ur[j] - yr[j])
                 dist += e * e
-            if iso:
-                tv += math.sqrt(sq)
+        if iso:
+            for j in range(w):
+                tv += math.sqrt(sq[j])
     return tv, pair, dist
 
 
-@_jit()
+@_jit(fastmath=True)
 def _fgp_step(u, q, pp, step, mom, iso, g):
-    """pn = proj(q + step grad u); q = pn + mom (pn - pp); pp = pn (u = v + lam div q)."""
+    """pn = proj(q + step grad u); q = pn + mom (pn - pp); pp = pn (u = v + lam div q), row
+    by row: the candidate (q + step grad u) of every channel's row into ``g`` ((2, lead, W)
+    float64), the per-pixel projection's scale in ``g``'s spare row, then the update, each a
+    contiguous loop (the pixel-major loop over channels read them H*W apart)."""
     lead, h, w = u.shape
+    scale = g[0, lead]  # the spare row: g is (2, lead + 1, W)
     for i in range(h):
+        last = i == h - 1
         for j in range(w):
-            sq = 0.0
-            for c in range(lead):
-                g0 = q[0, c, i, j] + step * (u[c, i + 1, j] - u[c, i, j]) if i < h - 1 else 0.0
-                g1 = q[1, c, i, j] + step * (u[c, i, j + 1] - u[c, i, j]) if j < w - 1 else 0.0
-                if iso:
-                    sq += g0 * g0 + g1 * g1
-                else:
-                    g0 = min(1.0, max(-1.0, g0))
-                    g1 = min(1.0, max(-1.0, g1))
-                g[0, c] = g0
-                g[1, c] = g1
-            scale = 1.0
-            if iso and sq > 1.0:
-                scale = 1.0 / math.sqrt(sq)
-            for c in range(lead):
-                for k in range(2):
-                    pn = g[k, c] * scale
-                    q[k, c, i, j] = pn + mom * (pn - pp[k, c, i, j])
-                    pp[k, c, i, j] = pn
+            scale[j] = 0.0
+        for c in range(lead):
+            ur, un = u[c, i], u[c, min(i + 1, h - 1)]
+            a0, a1, ga, gb = q[0, c, i], q[1, c, i], g[0, c], g[1, c]
+            for j in range(w):
+                c0 = 0.0 if last else a0[j] + step * (un[j] - ur[j])
+                c1 = a1[j] + step * (ur[j + 1] - ur[j]) if j < w - 1 else 0.0
+                if not iso:
+                    c0 = min(1.0, max(-1.0, c0))
+                    c1 = min(1.0, max(-1.0, c1))
+                ga[j] = c0
+                gb[j] = c1
+                scale[j] += c0 * c0 + c1 * c1
+        for j in range(w):
+            scale[j] = 1.0 / math.sqrt(scale[j]) if iso and scale[j] > 1.0 else 1.0
+        for c in range(lead):
+            a0, a1, b0, b1 = q[0, c, i], q[1, c, i], pp[0, c, i], pp[1, c, i]
+            ga, gb = g[0, c], g[1, c]
+            for j in range(w):
+                pn0 = ga[j] * scale[j]
+                pn1 = gb[j] * scale[j]
+                a0[j] = pn0 + mom * (pn0 - b0[j])
+                a1[j] = pn1 + mom * (pn1 - b1[j])
+                b0[j] = pn0
+                b1[j] = pn1
 
 
 @_jit(fastmath=True)
@@ -225,7 +244,7 @@ def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_
     in (0, 1] of the metric 0.5 sum (u - v)^2 / w, u_b = clip(v_b + lam w div p_b) (the
     general loops: the one-channel fused ones know no weight)."""
     total = 0
-    g = np.empty((2, v.shape[1]), dtype=np.float64)
+    g = np.empty((2, v.shape[1] + 1, v.shape[3]), dtype=np.float64)
     one = v.shape[1] == 1 and weight is None
     for b in range(v.shape[0]):
         if not active[b]:
