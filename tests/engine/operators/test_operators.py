@@ -184,18 +184,6 @@ def test_iterative_norm_of_diagonal_and_zero_maps(monkeypatch):
     assert LinearMap(torch.zeros(4, 3, dtype=F64), None).norm() == 0.0
 
 
-@pytest.mark.parametrize(("cin", "cout", "groups", "stride"),
-                         [(6, 4, 1, 1), (6, 9, 3, 2), (8, 8, 8, 1), (4, 6, 2, (2, 1))])
-def test_pointwise_convolution_norm_is_exact(cin, cout, groups, stride):
-    """1x1 convolutions: the largest group matrix's norm equals the SVD of the explicit
-    matrix (strides included: they only drop pixels)."""
-    torch.manual_seed(2)
-    amap = Conv2dMap(torch.randn(cout, cin // groups, 1, 1, dtype=F64), None, (cin, 5, 6),
-                     stride, 0, 1, groups)
-    want = float(torch.linalg.matrix_norm(amap.dense(dtype=F64), ord=2))
-    assert amap.norm() == pytest.approx(want, rel=1e-12) and amap.norm_method == "exact"
-
-
 def test_phase_adjoint_follows_a_replaced_weight():
     """The polyphase adjoint's weight is remade when the map's weight is replaced (``to``,
     ``operators.scaled``), so a rescaled or cast stem stays the adjoint of its forward."""
