@@ -28,9 +28,10 @@ convolution. The rewrite takes that form when it has fewer lifted units
 pool at 128x128, 25,088 instead of 30,720 per channel, the same number of ReLU levels
 (2 + 2 = ceil(log2 9)). A non-overlapping pool (2x2, stride 2) keeps the tree over each
 window, which is then the same lifted model. The same map either way; a different lifted
-model where the form changes: measured on the random slices of bench_graph_slices, resnet18
-at 128x128 went from 19.11 dB in 77 s to 19.44 dB in 64 s, squeezenet at 64x64 from 16.42
-dB in 57 s to 16.22 in 37 s, alexnet from 12.66 to 13.90 dB.
+model where the form changes: measured on the random slices of bench_graph_slices (with the
+other speed-ups of that round), resnet18 at 128x128 went from 19.11 dB in 77 s to 19.47 dB in
+54 s, squeezenet at 64x64 from 57 to 32 s at the same 16.42 dB, alexnet from 12.66 to 14.36
+dB, resnet18 at 64x64 from 19.16 to 18.89 dB (L-BFGS 19.02).
 
 Geometry: any kernel, stride and dilation (the first convolution reads the dilated window).
 Padding and ceil_mode are exact only when the pool's input is known to be non-negative (it
