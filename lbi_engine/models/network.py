@@ -245,7 +245,9 @@ class LiftedNetwork:
         if not self.rewrites:
             return None
         added = sum(int(r["lifted_layers_added"]) for r in self.rewrites)
-        names = ", ".join(f"'{r['layer']}'" for r in self.rewrites)
+        names = ", ".join(f"'{r['layer']}'" + (" (rows, then columns)" if r.get("form") ==
+                                               "rows, then columns" else "")
+                          for r in self.rewrites)
         return (f"max-pooling rewritten exactly as ReLU layers ({names}): {added} lifted "
                 f"layer(s) added, {len(self.layers)} in all")
 

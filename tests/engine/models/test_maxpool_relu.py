@@ -131,3 +131,12 @@ def test_non_overlapping_windows_keep_the_tree():
     rewritten = maxpool_as_relu(nn.MaxPool2d(2), 3, nonneg_input=True, in_hw=(8, 8))
     assert next(m for m in rewritten if isinstance(m, nn.Conv2d)).kernel_size == (2, 2)
     assert rewrite_record(nn.MaxPool2d(2), "p", (3, 8, 8))["form"] == "tree over each window"
+
+
+def test_rewrite_note_names_the_rows_then_columns_form():
+    """The CLI's and the window's one line says which pools took the shared-rows form."""
+    module = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                           nn.Flatten()).eval()
+    net = LiftedNetwork.from_module(module, (1, 12, 12))
+    assert net.rewrites[0]["form"] == "rows, then columns"
+    assert "(rows, then columns)" in (net.rewrite_note() or "")
