@@ -149,16 +149,26 @@ def maxpool_as_relu(m: nn.MaxPool2d, channels: int, *, nonneg_input: bool = Fals
         conv = nn.Conv2d(channels, channels, 1, stride, groups=channels, bias=False)
         conv.weight.data.fill_(1.0)
         return nn.Sequential(*lead, conv)
-    padded = None if in_hw is None else \
-        (in_hw[0] + pads[2] + pads[3], in_hw[1] + pads[0] + pads[1])
-    if padded is not None and separable_units(padded, (kh, kw), stride, dilation) < \
-            tree_units(padded, (kh, kw), stride, dilation):
+    if _rows_first(m, in_hw):
         # rows first, then columns: vertically overlapping windows share their rows' maxima
         rows, carried = _tree(channels, (1, kw), (1, stride[1]), (1, dilation[1]))
         columns, carried = _tree(channels, (kh, 1), (stride[0], 1), (dilation[0], 1), carried)
         return nn.Sequential(*lead, *rows, *columns, _combination(channels, carried))
     levels, carried = _tree(channels, (kh, kw), stride, dilation)
     return nn.Sequential(*lead, *levels, _combination(channels, carried))
+
+
+def _rows_first(m: nn.MaxPool2d, in_hw: tuple[int, int] | None) -> bool:
+    """Whether the rewrite of ``m`` on an (H, W) input takes the rows-then-columns form: it
+    has fewer lifted units than the tree over each window (unknown without the size)."""
+    if in_hw is None:
+        return False
+    kernel, dilation = _pair(m.kernel_size), _pair(m.dilation)
+    stride = _pair(m.stride if m.stride else m.kernel_size)
+    left, right, top, bottom = _border_pads(m, in_hw)
+    padded = (in_hw[0] + top + bottom, in_hw[1] + left + right)
+    return separable_units(padded, kernel, stride, dilation) < \
+        tree_units(padded, kernel, stride, dilation)
 
 
 def _units(n: int) -> int:
@@ -300,18 +310,19 @@ def as_max_pool(m: nn.Module, in_hw: tuple[int, int]) -> nn.Module:
 
 def rewrite_record(m: nn.MaxPool2d, label: str, in_shape: Sequence[int]) -> dict:
     """What result.json and the network panel say of one rewritten pool (``in_shape``:
-    its input's (C, H, W)), with the form the rewrite took and the lifted ReLU layers and
-    units per channel it adds."""
+    its input's (C, H, W)), with the form the rewrite took and the lifted ReLU layers it
+    adds."""
     hw = (int(in_shape[-2]), int(in_shape[-1])) if len(in_shape) >= 2 else None
-    rewritten = maxpool_as_relu(m, 1, nonneg_input=True, in_hw=hw)
-    first = next((c for c in rewritten if isinstance(c, nn.Conv2d)), None)
-    rows_first = first is not None and first.kernel_size[0] == 1 and _pair(m.kernel_size)[0] > 1
+    rows_first = _rows_first(m, hw)
+    kh, kw = _pair(m.kernel_size)
+    added = relu_levels((1, kw)) + relu_levels((kh, 1)) if rows_first else \
+        relu_levels((kh, kw))
     return {"layer": label, "kernel_size": list(_pair(m.kernel_size)),
             "stride": list(_pair(m.stride or m.kernel_size)), "padding": list(_pair(m.padding)),
             "dilation": list(_pair(m.dilation)), "ceil_mode": bool(m.ceil_mode),
             "in_shape": list(in_shape),
             "form": "rows, then columns" if rows_first else "tree over each window",
-            "lifted_layers_added": sum(isinstance(c, nn.ReLU) for c in rewritten)}
+            "lifted_layers_added": added}
 
 
 def relu_levels(kernel_size: int | Sequence[int]) -> int:

@@ -81,8 +81,9 @@ def _gap_parts(u, y, p, iso):
 @_jit(fastmath=True)
 def _fgp_step(u, q, pp, step, mom, iso, g):
     """pn = proj(q + step grad u); q = pn + mom (pn - pp); pp = pn (u = v + lam div q), row
-    by row: the candidate (q + step grad u) of every channel's row into ``g`` ((2, lead, W)
-    float64), the per-pixel projection's scale in ``g``'s spare row, then the update, each a
+    by row: the candidate (q + step grad u) of every channel's row into ``g`` ((2, lead + 1,
+    W) float64), the per-pixel projection's scale in its spare row g[0, lead], then the update,
+    each a
     contiguous loop (the pixel-major loop over channels read them H*W apart)."""
     lead, h, w = u.shape
     scale = g[0, lead]  # the spare row: g is (2, lead + 1, W)
