@@ -30,6 +30,7 @@ _WORKER = r"""
 import contextlib, io, json, resource, sys, traceback
 resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
 from lbi_engine.cli import main
+import torch  # loaded before the first input: its import is every run's, not the input's
 proto = sys.stdout
 print(json.dumps({"ready": True}), file=proto, flush=True)
 def reset_peak():
@@ -43,6 +44,8 @@ def reset_peak():
 for line in sys.stdin:
     argv = json.loads(line)
     reset_peak()
+    start = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in open("/proc/self/status")
+             if ln.startswith("VmRSS:")}
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
@@ -55,7 +58,8 @@ for line in sys.stdin:
     status = {ln.split(":")[0]: int(ln.split()[1]) * 1024 for ln in open("/proc/self/status")
               if ln.startswith(("VmHWM:", "VmRSS:"))}
     print(json.dumps({"code": code, "err": err.getvalue(), "out": out.getvalue()[-2000:],
-                      "peak": status.get("VmHWM", 0), "rss": status.get("VmRSS", 0)}),
+                      "peak": status.get("VmHWM", 0), "rss": status.get("VmRSS", 0),
+                      "start": start.get("VmRSS", 0)}),
           file=proto, flush=True)
 """
 
@@ -65,6 +69,13 @@ class Outcome:
     code: Any  # the exit code, or "raised" for an exception that escaped main
     err: str
     peak: int  # the worker's VmHWM while it ran this input (torch loaded included), bytes
+    start: int = 0  # the worker's resident memory when this input began (torch loaded), bytes
+
+    @property
+    def growth(self) -> int:
+        """Resident memory this input added at its peak: what the input cost, whatever the
+        size of torch's libraries on this machine (0.7-0.9 GiB resident, by build)."""
+        return self.peak - self.start
 
     @property
     def error_lines(self) -> list[str]:
@@ -109,7 +120,7 @@ class BoundedCli:
         self.proc.stdin.flush()
         reply = self._reply()
         self.rss = int(reply.get("rss", 0))
-        return Outcome(reply["code"], reply["err"], reply["peak"])
+        return Outcome(reply["code"], reply["err"], reply["peak"], int(reply.get("start", 0)))
 
     def close(self) -> None:
         if self.proc.stdin is not None:
