@@ -1,10 +1,25 @@
 """lbi_engine: lifted Bregman inversion of pre-trained neural networks (no Qt here, ever).
 
-Importing this package is cheap: submodules (and torch) are imported on first use.
+Recovers the input of a network from a (noisy) output with a convergent regularisation. The
+library behind the ``lbi`` command and the ``lbi-gui`` window; importing it is cheap:
+submodules (and torch) are imported on first use.
 
     import lbi_engine as lbi
     result = lbi.solve(lbi.InversionRequest(network="mnist-cnn-ae", index=0), alpha="auto")
     result.x, result.alpha, result.method_run, result.psnr, result.history
+
+Public names:
+
+- running a request: ``InversionRequest`` (the run record: network, data, noise, prior,
+  method, stopping), ``solve`` (a request or a problem -> ``SolveResult``), ``prepare``
+  (load what a request names and build its problem) and ``run_to_end`` (prepare and run a
+  request, returning every record);
+- building a problem by hand: ``load_network`` (a zoo name or a model file), ``LiftedNetwork``,
+  ``InversionProblem``, ``make_regulariser``, ``make_activation``, ``StopRule``,
+  ``CancelToken``; the methods themselves are generators in ``lbi_engine.solvers``.
+
+help() on each name describes it and its fields; the documentation (docs/index.md, built by
+``sphinx-build docs``) has tutorials and the API reference.
 """
 
 from __future__ import annotations

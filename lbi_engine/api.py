@@ -257,7 +257,28 @@ def run_to_end(
 @dataclass(frozen=True)
 class SolveResult:
     """What :func:`solve` returns. The numbers are one sample's (``sample``, default 0; the
-    alpha search also decides on sample 0); ``x`` and ``history`` hold every sample."""
+    alpha search also decides on sample 0); ``x`` and ``history`` hold every sample.
+
+    Attributes:
+        x: the final iterate, ``(B, *input_shape)``, in the network's input space.
+        alpha: the weight the final solve used (the chosen one for ``alpha="auto"``).
+        alpha_rule: ``"fixed"``, ``"discrepancy"``, ``"quasi-optimality"`` or
+            ``"noise-scaled"`` (the learned prior's alpha from the noise level).
+        method_run: the method that ran (what ``"auto"`` resolved to).
+        stop_rule: what a ``"tolerance"`` stop measured, in words.
+        stop_reason: why the run ended: ``"tolerance"``, ``"max_iterations"``,
+            ``"time_budget"``, ``"cancelled"``, ...
+        iterations: iterations of the final solve.
+        seconds: solver time, the alpha search's solves included.
+        psnr: PSNR (dB) against the ground truth; None without one.
+        ssim: SSIM against the ground truth; None without one.
+        decoder_psnr: PSNR of the network's decoder applied to the same noisy code, for
+            autoencoders of the zoo; None otherwise.
+        history: every reported :class:`~lbi_engine.solvers.base.IterateRecord`, the final
+            one last.
+        prepared: the request, problem and references the run used.
+        metrics: every number ``result.json`` holds under ``metrics``.
+    """
 
     x: Tensor = field(repr=False)  # (B, *input_shape): the final iterate, network input space
     alpha: float  # the weight the final solve used (the chosen one for alpha "auto")

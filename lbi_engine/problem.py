@@ -42,6 +42,8 @@ class InversionProblem:
         layer_alphas: per-layer weights for the layer-wise method (len L-1), else alpha.
         image_shape: how to view a flat input as an image for the regulariser and SSIM;
             inferred for image-shaped inputs and for flat inputs of square length.
+        extras: settings a solver stage passes on with the problem, keyed by name (e.g. the
+            hidden-layer weight the alpha search raised, ``lbi_engine.models.rescale``).
         feature_priors: learned priors on the auxiliary variables x_1 .. x_{L-1}
             (``lbi_engine.priors.feature.FeaturePriors``); the layer-wise method needs them.
     """
@@ -100,25 +102,31 @@ class InversionProblem:
     # -- shapes ----------------------------------------------------------------------------
     @property
     def batch(self) -> int:
+        """The number of samples B (the leading dimension of ``y_delta``)."""
         return int(self.y_delta.shape[0])
 
     @property
     def depth(self) -> int:
+        """The number of lifted layers L."""
         return len(self.network.layers)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
+        """The network's input shape without the batch dimension."""
         return tuple(self.network.input_shape)
 
     @property
     def device(self) -> torch.device:
+        """Where the data lives; every solver works there."""
         return self.y_delta.device
 
     @property
     def dtype(self) -> torch.dtype:
+        """The data's dtype; every solver computes in it."""
         return self.y_delta.dtype
 
     def zeros_input(self) -> Tensor:
+        """Zeros of shape ``(B, *input_shape)`` on the problem's device and dtype."""
         return torch.zeros((self.batch, *self.input_shape), device=self.device, dtype=self.dtype)
 
     def layer_alpha(self, index: int) -> float:

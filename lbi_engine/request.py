@@ -51,7 +51,60 @@ def __getattr__(name: str) -> Mapping[str, Any]:
 
 @dataclass
 class InversionRequest:
-    """Everything that defines a run; the defaults open the bundled CNN on a digit."""
+    """Everything that defines a run; the defaults open the bundled CNN on a digit.
+
+    The run record of ``lbi invert`` (``result.json``'s ``request``), of the window's exports
+    and sessions, and of :func:`lbi_engine.solve`. Each field has the default of the
+    ``lbi invert`` flag of the same name (``lbi invert --help``). Exactly one data source is
+    used: ``data``, else ``truth``, else ``image``, else the bundled sample ``index``.
+
+    Attributes:
+        network: a zoo name (``lbi list``) or a model file: ONNX, ``.pt2``, safetensors or
+            ``.pt`` state dict with its card, or a card JSON.
+        input_shape: the input shape without the batch dimension, only for files that do not
+            record it (TorchScript, some ONNX files); None: read from the file.
+        dataset: the bundled dataset of ``index``: ``"mnist"``, ``"natural"`` or ``"cartoon"``.
+        split: the split of ``dataset`` (mnist: ``"train"``, ``"val"``, ``"all"``).
+        index: the sample of ``dataset``/``split`` used as ground truth.
+        image: a ground-truth image file (PNG, JPEG, TIFF, BMP, PGM/PPM); y = N(x) plus noise.
+        truth: a ground-truth ``.npy`` array in display range [0, 1]; y = N(x) plus noise.
+        data: a measured network output y^delta (``.npy``): no ground truth, no noise added.
+        resize: resize ``image`` to the network's input size (otherwise a size mismatch is
+            refused).
+        noise_std: standard deviation of the Gaussian noise added to the simulated output.
+        seed: seed of that noise.
+        alpha: the regularisation weight (> 0), or ``"auto"``: chosen from the data.
+        alpha_rule: the rule of ``alpha="auto"``: ``"auto"`` (the discrepancy principle when
+            the noise level is known, else quasi-optimality), ``"discrepancy"`` or
+            ``"quasi-optimality"``.
+        noise_level: the per-entry noise std of measured ``data``, so that ``alpha="auto"``
+            can use the discrepancy principle.
+        regulariser: the prior R: ``"tv"``, ``"tv+box"``, ``"gaussian+box"``, ... or
+            ``"auto"`` (the learned prior + box where a zoo network ships one, else TV).
+        method: ``"auto"``, ``"one-layer"`` (alias ``"pdhg"``), ``"joint"``,
+            ``"layerwise"``, ``"landweber"`` or ``"backprop"``.
+        steps: the step-size rule: ``"auto"``, ``"accelerated"``, ``"balanced"``,
+            ``"safe"``, ``"conservative"`` or ``"paper"``.
+        max_iter: iteration cap (the stop rule normally ends a run first).
+        tol: stop tolerance of ``tol_mode``.
+        tol_mode: ``"objective"`` (relative change of the objective over the second half of
+            the run), ``"relative"`` or ``"absolute"`` (change of x per iteration).
+        time_budget: solver seconds after which the run stops; None: no limit.
+        device: ``"auto"`` (CUDA when torch finds a GPU), ``"cpu"`` or ``"cuda"``.
+        dtype: ``"float32"`` or ``"float64"``.
+        report_every: record an iterate (a row of ``curves.csv``) every this many iterations.
+        threads: torch CPU threads; None: torch's default.
+        layer_alphas: per-layer weights of the auxiliary priors (layer-wise method).
+        allow_pickle: the person's consent, for this run, to open a model format whose loading
+            runs code from the file (TorchScript, pickled modules); ``allow_code`` is the same
+            flag. Records and sessions never grant it.
+        options: solver options by name (``n_inner``, ``eta``, ``step_scale``, ...; the
+            ``--option KEY=VALUE`` flag).
+        feature_prior: BASE of a learned feature prior (``BASE.safetensors`` + ``BASE.json``
+            from ``lbi feature-prior``) for the layer-wise method; None: the zoo's own.
+        input_prior: BASE of a learned input prior (from ``lbi prior``) for
+            ``regulariser="gaussian"``; None: the one shipped beside a zoo network.
+    """
 
     network: str = D["network"]
     input_shape: tuple[int, ...] | None = D["input_shape"]
@@ -197,6 +250,7 @@ class InversionRequest:
         return self.device
 
     def solver_options(self) -> SolverOptions:
+        """The solver options this request asks for (``steps`` and ``options``)."""
         options: dict[str, Any] = {"steps": self.steps, **self.options}
         if self.method == "layerwise" and "input_alpha" not in self.options:
             # The layer-wise input stage searches its own alpha only for alpha "auto": a typed
@@ -207,6 +261,7 @@ class InversionRequest:
         return SolverOptions.from_dict(options)
 
     def stop_rule(self) -> StopRule:
+        """The stop rule of ``max_iter``, ``tol``, ``tol_mode`` and ``time_budget``."""
         return StopRule(
             max_iter=self.max_iter,
             tol=self.tol,
@@ -215,6 +270,7 @@ class InversionRequest:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready run record, with its ``format_version`` and ``kind``."""
         data = asdict(self)
         if data["input_shape"] is not None:
             data["input_shape"] = list(data["input_shape"])
@@ -222,6 +278,8 @@ class InversionRequest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> InversionRequest:
+        """A request from a run record (:meth:`to_dict`'s form); raises ``FormatVersionError``
+        for a record of another format and ``InputError`` for unknown fields."""
         if not isinstance(data, dict):
             raise FormatVersionError("a run record must be a JSON object.")
         data = dict(data)

@@ -1,6 +1,6 @@
 """Activation functions that are proximal maps, sigma = prox_Psi (MATH.md §1-§2).
 
-Public interface (docs/CONTRACTS.md): ``ProximalActivation`` and its kinds, the registry
+Public interface (docs/developer/contracts.md): ``ProximalActivation`` and its kinds, the registry
 ``make_activation``, and the mappings ``activation_from_module`` (torch.nn) and
 ``activation_from_onnx`` (ONNX ops). Activations that are not proximal maps (GELU, SiLU, ...)
 are refused with UnsupportedLayerError saying why (MATH.md §2.5) and what to use instead.

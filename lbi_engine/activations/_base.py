@@ -192,7 +192,7 @@ class ProximalActivation(ABC):
         """Constructor parameters, as make_activation takes them (none by default)."""
         return {}
 
-    # ----- public interface (docs/CONTRACTS.md) ---------------------------------------------
+    # ----- public interface (docs/developer/contracts.md) -----------------------------------
     def psi(self, x: Tensor) -> Tensor:
         """(B,) sum of psi over the elements of each sample; +inf where x is not in dom Psi."""
         x = check_batched(x, "x")

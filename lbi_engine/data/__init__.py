@@ -2,7 +2,7 @@
 
 Importable without torch, so the window shows samples before the engine has
 loaded torch. Two faces of the same values (float32, display range [0, 1], ``(B, C, H, W)``;
-labels int64 ``(B,)``; conventions in docs/CONTRACTS.md):
+labels int64 ``(B,)``; conventions in docs/developer/contracts.md):
 
 - numpy, torch-free: :func:`sample_array`, :func:`mnist_split` (``datasets.py``, the bundled
   data) and :func:`read_image`, :func:`read_array`, :func:`read_idx`,

@@ -222,10 +222,12 @@ class LiftedNetwork:
 
     @property
     def dtype(self) -> torch.dtype:
+        """The dtype of the layers' weights (float32 for a network without any)."""
         return next((lay.affine.dtype for lay in self.layers if lay.affine.dtype), torch.float32)
 
     @property
     def device(self) -> torch.device:
+        """The device of the layers' weights (the CPU for a network without any)."""
         dev = next((lay.affine.device for lay in self.layers if lay.affine.device), None)
         return dev or torch.device("cpu")
 

@@ -49,12 +49,12 @@ class StopRule:
 
     ``tol_mode="objective"`` (default): a sample stops when its objective E has moved by less
     than ``tol * |E_k|`` over the second half of the run so far, i.e. when
-    max_{k/2 <= j <= k} |E_j - E_k| <= tol |E_k| over the reported iterates j. It is checked at
-    every record (every ``report_every`` iterations; with this rule on, records come at least
-    every 50 iterations, ``_monitor.OBJECTIVE_CHECK_MAX``). For a method converging at rate
-    O(1/k) or faster, E_{k/2} - E_k bounds the remaining gap E_k - E* from above (O(1/k):
-    equal; O(1/k^2) or linear: larger), and the max also covers methods whose objective
-    oscillates (Condat–Vũ). Unlike a step-change rule it fires in float32: the objective
+    ``max_{k/2 <= j <= k} |E_j - E_k| <= tol |E_k|`` over the reported iterates j. It is
+    checked at every record (every ``report_every`` iterations; with this rule on, records
+    come at least every 50 iterations, ``_monitor.OBJECTIVE_CHECK_MAX``). For a method
+    converging at rate O(1/k) or faster, E_{k/2} - E_k bounds the remaining gap E_k - E* from
+    above (O(1/k): equal; O(1/k^2) or linear: larger), and the max also covers methods whose
+    objective oscillates (Condat–Vũ). Unlike a step-change rule it fires in float32: the objective
     settles to rounding level while the dual keeps moving. The default 1e-4 leaves the
     objective within about 1e-4 relative of the optimum (tests/engine/test_stop_rule.py
     checks 1e-3 against independent solutions).
@@ -62,6 +62,14 @@ class StopRule:
     and dual z in one iteration; ``"absolute"`` is the paper's rule (‖Δx‖ < tol and ‖Δz‖ < tol),
     which on the circle problem never fires (MATH.md §3.3).
     ``residual_tol`` additionally (or, with ``tol=0``, only) stops on the optimality residuals.
+
+    Attributes:
+        max_iter: iteration cap; a run that reaches it stops with ``"max_iterations"``.
+        tol: the tolerance of ``tol_mode`` (0: never stop on it).
+        tol_mode: ``"objective"``, ``"relative"`` or ``"absolute"`` (above).
+        residual_tol: stop when the optimality residuals fall below it (None: not used).
+        time_budget: solver seconds after which a run stops with ``"time_budget"`` (None: none).
+        min_iter: iterations run before any tolerance may stop a sample.
     """
 
     max_iter: int = 10_000

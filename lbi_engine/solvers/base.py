@@ -41,10 +41,12 @@ class CancelToken:
         self._event = threading.Event()
 
     def cancel(self) -> None:
+        """Ask the run to stop; safe from any thread. It ends with stop reason ``cancelled``."""
         self._event.set()
 
     @property
     def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called."""
         return self._event.is_set()
 
 
