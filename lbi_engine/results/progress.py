@@ -234,11 +234,13 @@ class ProgressTracker:
         return this + (points - self._point) * mean + mean  # the rest, then the final solve
 
     def _iterations_by_rule(self, stage: _Stage) -> float | None:
-        """Iterations until the stop rule's measure reaches the tolerance, extrapolated as a
-        power of the iteration count over the latest records; None when it does not fall."""
+        """Iterations until the stop rule's measure reaches the tolerance, extrapolated from
+        the records of the solve's second half by the decay that fits them better: a power
+        of the iteration count (sublinear convergence) or an exponential (linear
+        convergence); None when the measure does not fall."""
         if self.tol <= 0:
             return None
-        points = []
+        samples = []
         history = stage.history
         for index, (iteration, _, objective, change) in enumerate(history):
             k = iteration - stage.first_iteration
@@ -249,20 +251,30 @@ class ProgressTracker:
             else:
                 measure = change
             if measure is not None and measure > 0 and math.isfinite(measure):
-                points.append((math.log(k), math.log(measure)))
-        points = points[-FIT_RECORDS:]
-        if len(points) < 3:
+                samples.append((float(k), math.log(measure)))
+        if not samples:
             return None
-        slope = _slope(points)
-        if slope is None or slope >= 0:
+        k_now, log_m = samples[-1]
+        recent = [p for p in samples if p[0] >= k_now / 2]
+        if len(recent) < FIT_RECORDS // 2:
+            recent = samples[-FIT_RECORDS:]
+        if len(recent) < 3:
             return None
-        log_k, log_m = points[-1]
         if log_m <= math.log(self.tol):
             return 0.0
-        log_stop = log_k + (math.log(self.tol) - log_m) / slope
-        if log_stop > math.log(10 * self.max_iter + 1):
+        fits = [(fit, power) for fit, power in (
+            (_fit([(math.log(k), m) for k, m in recent]), True),  # m ~ k^slope
+            (_fit(recent), False),  # m ~ exp(slope k)
+        ) if fit is not None and fit[0] < 0]
+        if not fits:
+            return None
+        (slope, _), power = min(fits, key=lambda f: f[0][1])
+        to_go = (math.log(self.tol) - log_m) / slope  # in log k, or in k
+        if (math.log(k_now) + to_go if power else math.log(k_now + to_go)) > math.log(
+                10 * self.max_iter):
             return None  # beyond the cap by far: the cap decides
-        return max(0.0, math.exp(log_stop) - math.exp(log_k))
+        stop = k_now * math.exp(to_go) if power else k_now + to_go
+        return max(0.0, stop - k_now)
 
 
 def _objective_spread(history: list[tuple[int, float, float | None, float | None]], index: int,
@@ -284,14 +296,17 @@ def _objective_spread(history: list[tuple[int, float, float | None, float | None
     return None
 
 
-def _slope(points: list[tuple[float, float]]) -> float | None:
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least squares line through the points: (slope, mean squared residual)."""
     n = len(points)
     mx = sum(p[0] for p in points) / n
     my = sum(p[1] for p in points) / n
     sxx = sum((p[0] - mx) ** 2 for p in points)
     if sxx <= 0:
         return None
-    return sum((p[0] - mx) * (p[1] - my) for p in points) / sxx
+    slope = sum((p[0] - mx) * (p[1] - my) for p in points) / sxx
+    residual = sum((p[1] - my - slope * (p[0] - mx)) ** 2 for p in points) / n
+    return slope, residual
 
 
 def _rate(history: list[tuple[int, float, float | None, float | None]]) -> float | None:
@@ -344,9 +359,9 @@ class CountProgress:
     def update(self, done: int, detail: str = "") -> None:
         """``done`` items are finished (absolute); the first call sets those done before."""
         with self._lock:
-            if self.done == 0 and self._skipped == 0 and done > 0 and detail.endswith(
-                    "already done"):
-                self._skipped, self._timed_since = done, self._clock()
+            if detail.endswith("already done"):  # the first call: the cells found done
+                self._skipped, self._timed_since = int(done), self._clock()
+                detail = detail if done else ""
             self.done, self.detail, self._last_wall = int(done), detail, self._clock()
 
     def text(self) -> str:
@@ -354,9 +369,11 @@ class CountProgress:
             now = self._clock()
             ran = self.done - self._skipped
             left = self.total - self.done
-            line = f"{self.noun} {min(self.done + 1, self.total)} of {self.total}"
-            if self.detail:
-                line += f" (last: {self.detail})"
+            if self.done >= self.total:
+                line = f"all {self.total} {self.noun}s done, writing the summary"
+            else:
+                line = f"{self.noun} {self.done + 1} of {self.total}"
+                line += f" (last: {self.detail})" if self.detail else ""
             line += f" · {duration(now - self._started)}"
             if ran > 0 and left > 0:
                 mean = (self._last_wall - self._timed_since) / ran

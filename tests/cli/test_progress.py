@@ -3,6 +3,7 @@ shown on a terminal (driven here through a pseudo-terminal), absent when piped o
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -116,6 +117,13 @@ def test_count_progress_times_only_the_items_run_here() -> None:
     clock.t = 6.0
     count.update(6, "std 0.05, auto, alpha auto")  # 2 cells in 6 s: 3 s each, 4 left
     assert count.text() == "cell 7 of 10 (last: std 0.05, auto, alpha auto) · 6 s, ≈ 12 s left"
+    clock.t = 7.0  # a second into cell 7: a second less to go
+    assert count.text().endswith("7 s, ≈ 11 s left")
+    count.update(10, "std 0.05, auto, alpha 0.1")
+    assert count.text().startswith("all 10 cells done, writing the summary · ")
+    fresh = CountProgress(3, clock=clock)
+    fresh.update(0, "0 cell(s) already done")
+    assert fresh.text() == "cell 1 of 3 · 0 s"  # its own clock starts at its making
 
 
 def test_duration_and_advice_words() -> None:
@@ -188,3 +196,22 @@ def test_quiet_prints_nothing_and_piped_output_has_no_progress(tmp_path: Path, c
     code, out, err = cli(*RUN, "--out", tmp_path / "c", "-q", "--max-iter", "0")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "--max-iter" in err
+
+
+def test_linear_convergence_is_extrapolated_as_an_exponential() -> None:
+    """||dx||/||x|| = exp(-k/100): the tol 1e-6 stop is at k = 100 ln(1e6) = 1381.6; the
+    exponential fits these records exactly, so it is the model chosen over the power law."""
+    clock = Clock()
+    tracker = ProgressTracker(max_iter=10_000, tol=1e-6, tol_mode="relative", clock=clock)
+    for k in range(0, 401, 10):
+        clock.t = 0.001 * k
+        event = tracker.update(Rec(k, [1.0], primal_residual=[math.exp(-k / 100)]))
+    assert event.remaining / 0.001 == pytest.approx(100 * math.log(1e6) - 400, rel=1e-6)
+
+
+def test_summary_says_when_the_iteration_cap_ended_the_run(tmp_path: Path, cli) -> None:
+    code, out, err = cli(*RUN, "--alpha", "1e-2", "--max-iter", "5", "--out", tmp_path / "r")
+    assert code == 0 and err == ""
+    assert "5 iterations (max_iterations)" in out
+    assert "  note: the run stopped at the iteration cap (5) before its stop rule was met" in out
+    assert "--max-iter 20" in out
