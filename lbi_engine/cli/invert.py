@@ -1,8 +1,8 @@
 """``lbi invert``: one regularised inversion written to a folder (thin layer over lbi_engine.api).
 
 Flow: flags (and optionally a run record) -> InversionRequest -> api.prepare -> api.iterate
-(with a progress bar) -> exports.export_run. No numerics here. The request is built in
-``_invert_request`` (record <- flags).
+(a live progress line, cli._progress) -> exports.export_run. No numerics here. The request
+is built in ``_invert_request`` (record <- flags).
 """
 
 from __future__ import annotations
@@ -38,8 +38,15 @@ Files written into --out DIR:
                       discrepancy, delta, delta_squared, decoder_psnr; null where undefined)
   reconstruction.npy  float32, the network's input shape, in display range (preprocessing undone)
   reconstruction.png  the same as an image
+  truth.npy/.png      the ground truth as the solver saw it (after --resize; not with --data)
+  noisy_data.npy      y^delta, the noisy network output inverted (not with --data); .png too
+                      where it is an image
   curves.csv          one row per reported iterate (objective, bregman_1..L, reg, psnr, ssim, ...)
   decoder.npy/.png    the network's decoder applied to y^delta (zoo autoencoders only)
+  README.txt          what each file of the folder is, one line each
+
+On a terminal a progress line shows the stage (start, alpha search point k of n, final
+solve), the time so far and an estimate of the time left (-q: only errors are printed).
 """
 
 EPILOG = """\
@@ -228,7 +235,9 @@ def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     with torch_threads(request.threads), warnings.catch_warnings(record=True) as caught, \
             live_line(lambda: tracker.now().text(), args.quiet) as redraw:
         warnings.simplefilter("always")
+        tracker.starting("loading the network and the data")
         prepared = api.prepare(request)
+        tracker.starting("first solve" if request.alpha != "auto" else "first alpha")
         records: list[dict[str, Any]] = []
         final = None
         stage = None
@@ -292,8 +301,8 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
 
 
 def _advice(prepared: Any, final: Any, m: dict[str, Any]) -> list[str]:
-    """The summary's words on a run that needs attention (results.progress.run_advice)."""
-    from lbi_engine.results.progress import run_advice
+    """The summary's words on a run that needs attention (results.advice.run_advice)."""
+    from lbi_engine.results.advice import run_advice
 
     x = final.x[0]
     span = float(x.max() - x.min()) if x.numel() else None

@@ -10,10 +10,10 @@ solve at the chosen alpha; a fixed alpha is one solve; the layer-wise method nam
 The time left is measured, never assumed:
 
 * within a solve, from the stop rule itself: the rule's measure (the objective's relative
-  change over the second half of the solve, or the per-iteration change of x) is fitted as a
-  power of the iteration count over the recent records and extrapolated to the tolerance;
-  the iterations that leaves, capped by the iteration cap, times the solve's measured wall
-  time per iteration. Shown as "≈".
+  change over the second half of the solve, or the per-iteration change of x) is fitted over
+  the solve's second half as a power of the iteration count and as an exponential, and the
+  better fit is extrapolated to the tolerance; the iterations that leaves, capped by the
+  iteration cap, times the solve's measured wall time per iteration. Shown as "≈".
 * when the measure does not fall (yet), only the iteration cap bounds the solve: "≤".
 * during the alpha search, from the mean wall time of its finished points and the most points
   the search may take (it usually takes fewer), plus one more such point for the final solve.
@@ -33,18 +33,14 @@ from typing import Any
 ALPHA_STAGE_PREFIXES = ("alpha search", "alpha path")
 #: Records of a solve used for the stop rule's extrapolation (the most recent ones).
 FIT_RECORDS = 6
-#: A reconstruction whose values span less than this share of the display range is "flat".
-FLAT_SPAN = 0.02
-#: The alpha search "missed" its target when the final residual is off by more than this
-#: relative amount (the search itself stops within 3 %; the final solve may move a little).
-TARGET_MISS = 0.10
 
 
 @dataclass(frozen=True)
 class Progress:
     """One report of a running inversion, for a progress line or a status bar."""
 
-    #: "start", "alpha search", "final solve", "solve", or the method's own stage
+    #: "start" (or "start: what it does"), "alpha search", "final solve", "solve", or the
+    #: method's own stage
     #: (e.g. "layer 2/3"); "done" once the final record arrived
     stage: str
     #: the alpha search's point k (1-based) and the most points it may take; None elsewhere
@@ -84,7 +80,7 @@ class Progress:
     def text(self) -> str:
         """The whole line: stage, time so far and left, iterations, objective."""
         parts = [self.stage_text(), self.time_text()]  # first: a narrow terminal cuts the end
-        if self.stage != "start":
+        if not self.stage.startswith("start"):
             cap = f"/{self.iteration_cap}" if self.iteration_cap else ""
             parts.append(f"it {self.iteration}{cap}")
         if self.objective is not None:
@@ -139,6 +135,15 @@ class ProgressTracker:
         self._steps_before = 0  # iterations of the finished stages
         self._last = Progress("start")
         self._last_wall = self._started
+
+    def starting(self, what: str) -> None:
+        """Names what the start is doing before the first record (e.g. "loading the
+        network"): shown as "start: <what>"."""
+        with self._lock:
+            if self._stage is None:
+                wall = self._clock()
+                self._last = Progress(f"start: {what}", elapsed=wall - self._started)
+                self._last_wall = wall
 
     # -- reading records -------------------------------------------------------------------
     def update(self, record: Any) -> Progress:
@@ -381,37 +386,4 @@ class CountProgress:
             return line
 
 
-# ---------------------------------------------------------------------------------------------
-# after the run
-
-
-def run_advice(metrics: dict[str, Any], max_iter: int, x_span: float | None,
-               data_range: float | None) -> list[str]:
-    """What a finished run's numbers say needs attention, in words, with what to try:
-    the iteration cap reached, an alpha search that missed its target, a flat image.
-    ``metrics``: ``api.final_metrics``; ``x_span``: max - min of the reconstruction."""
-    advice = []
-    if metrics.get("stop_reason") == "max_iterations":
-        advice.append(
-            f"the run stopped at the iteration cap ({max_iter}) before its stop rule was met, "
-            "so the result may not have converged: try --max-iter "
-            f"{max_iter * 4}, or --time-budget SECONDS to bound the wait instead")
-    target, residual = metrics.get("alpha_target"), metrics.get("discrepancy")
-    if target and residual is not None and target > 0 and \
-            abs(residual / target - 1.0) > TARGET_MISS:
-        side = "above" if residual > target else "below"
-        advice.append(
-            f"the alpha search missed its target: the residual {residual:.4g} is "
-            f"{side} the target {target:.4g} (from the noise level), so alpha "
-            f"{metrics.get('alpha', float('nan')):.3g} is a guess at the end of its range: "
-            "check --noise-std/--noise-level, or try a few --alpha values around it "
-            "(`lbi sweep --alphas log:A/10:A*10:5`)")
-    if x_span is not None and data_range and x_span < FLAT_SPAN * data_range:
-        advice.append(
-            f"the reconstruction is nearly flat (its values span {x_span:.3g} of a display "
-            f"range of {data_range:g}): alpha {metrics.get('alpha', float('nan')):.3g} may be "
-            "too large for these data; try --alpha ten times smaller, or another --regulariser")
-    return advice
-
-
-__all__ = ["CountProgress", "Progress", "ProgressTracker", "duration", "run_advice"]
+__all__ = ["CountProgress", "Progress", "ProgressTracker", "duration"]

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from lbi_engine.cli import main
-from lbi_engine.results.progress import CountProgress, ProgressTracker, duration, run_advice
+from lbi_engine.results.advice import run_advice
+from lbi_engine.results.progress import CountProgress, ProgressTracker, duration
 
 
 @dataclass
@@ -81,6 +82,9 @@ def test_nothing_is_estimated_before_anything_is_timed() -> None:
     tracker = ProgressTracker(max_iter=100, tol=1e-3, tol_mode="objective", clock=clock)
     clock.t = 3.0
     assert tracker.now().text() == "start · 3 s"
+    tracker.starting("loading the network")
+    clock.t = 4.0
+    assert tracker.now().text() == "start: loading the network · 4 s"
     event = tracker.update(Rec(0, [2.0]))
     assert event.remaining is None and "left" not in event.text()
 
@@ -177,7 +181,7 @@ def test_invert_on_a_terminal_shows_stages_and_an_estimate(tmp_path: Path, monke
         os.close(master)
     shown = b"".join(chunks).decode("utf-8")
     assert code == 0
-    assert "start · " in shown
+    assert "start: loading the network and the data · " in shown
     assert "α search point 1 of ≤ 10" in shown and "α search point 2 of ≤ 10" in shown
     assert "≈ " in shown and " left" in shown  # an estimate of the time left
     assert "final solve" in shown and "it 0/10000" in shown
