@@ -79,6 +79,14 @@ class SweepSpec:
         """(noise std, method, alpha) in run order (one noise draw serves a whole row)."""
         return [(s, m, a) for s in self.noise_stds for m in self.methods for a in self.alphas]
 
+    def report_every(self) -> int:
+        """invert's record cadence where the objective stop rule reads the records (another
+        cadence stops elsewhere, and the row would not repeat with `lbi invert`); else one
+        record at the end, the cheapest."""
+        if self.tol_mode == "objective" and self.tol > 0:
+            return int(REQUEST_DEFAULTS["report_every"])
+        return self.max_iter
+
     def request(self, noise_std: float, method: str, alpha: float | str) -> Any:
         from lbi_engine.api import InversionRequest
 
@@ -87,9 +95,7 @@ class SweepSpec:
             split=self.split, index=self.indices[0], noise_std=noise_std, seed=self.seed,
             alpha=alpha, regulariser=self.regulariser, method=method, steps=self.steps,
             max_iter=self.max_iter, tol=self.tol, tol_mode=self.tol_mode, device=self.device,
-            # invert's record cadence: the objective stop rule reads the records, so another
-            # cadence stops elsewhere and the row no longer repeats with `lbi invert`
-            dtype=self.dtype, report_every=REQUEST_DEFAULTS["report_every"], threads=self.threads,
+            dtype=self.dtype, report_every=self.report_every(), threads=self.threads,
             allow_pickle=self.allow_pickle,
         ).validate()
 
