@@ -304,7 +304,6 @@ def _advice(prepared: Any, final: Any, m: dict[str, Any]) -> list[str]:
     """The summary's words on a run that needs attention (results.advice.run_advice)."""
     from lbi_engine.results.advice import run_advice
 
-    x = final.x[0]
-    span = float(x.max() - x.min()) if x.numel() else None
-    return run_advice(m, prepared.request.max_iter, span,
-                      getattr(prepared.problem, "data_range", None))
+    shown = prepared.to_display(final.x[0])  # the image a person looks at
+    span = float(shown.max() - shown.min()) if shown.size else None
+    return run_advice(m, prepared.request.max_iter, span, prepared.problem.data_range)

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lbi_engine.cli import main
@@ -219,3 +220,13 @@ def test_summary_says_when_the_iteration_cap_ended_the_run(tmp_path: Path, cli) 
     assert "5 iterations (max_iterations)" in out
     assert "  note: the run stopped at the iteration cap (5) before its stop rule was met" in out
     assert "--max-iter 20" in out
+
+
+def test_summary_says_when_the_image_is_flat(tmp_path: Path, cli) -> None:
+    """alpha 1e3 with TV leaves a constant image: the summary says so, with what to try."""
+    code, out, _ = cli("invert", "--network", "mnist-perceptron-ae", "--sample", "2",
+                       "--alpha", "1e3", "--regulariser", "tv", "--max-iter", "300",
+                       "--out", tmp_path / "r")
+    recon = np.load(tmp_path / "r" / "reconstruction.npy")
+    assert code == 0 and float(recon.max() - recon.min()) < 0.02
+    assert "  note: the reconstruction is nearly flat" in out and "--alpha ten times" in out
