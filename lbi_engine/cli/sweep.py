@@ -203,4 +203,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"sweep: {total} cell(s) x {len(spec.indices)} sample(s): ran {result.ran}, "
               f"skipped {result.skipped} already in {result.csv_path}")
         print(f"  wrote {', '.join(str(f) for f in result.files)}")
+        _print_best(spec, result.rows)
     return c.EXIT_OK
+
+
+def _print_best(spec: Any, rows: Any) -> None:
+    """The best cell of each noise std (of all cells, alpha auto included)."""
+    from lbi_engine.experiments.sweep_summary import aggregate, alpha_words, best_cells
+
+    stats = aggregate(rows)
+    for std in spec.noise_stds:
+        best = best_cells(stats, None, std)
+        if best is not None:
+            (method, _, alpha), values = best
+            print(f"  best at noise std {std:g}: {method}, alpha {alpha_words(alpha, values)}: "
+                  f"mean PSNR {values['psnr']:.2f} dB")

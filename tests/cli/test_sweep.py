@@ -102,10 +102,13 @@ def test_sweep_defaults_are_inverts_and_its_auto_rows_repeat_with_invert(tmp_pat
     assert (args.noise_stds, args.seed, args.dtype, args.max_iter, args.tol, args.tol_mode) == (
         [D["noise_std"]], D["seed"], D["dtype"], D["max_iter"], D["tol"], D["tol_mode"])
     out = tmp_path / "s"
-    code, _, err = cli("sweep", "--network", "mnist-cnn-ae", "--alphas", "auto",
-                       "--samples", "0-1", "--out", out)
+    code, stdout, err = cli("sweep", "--network", "mnist-cnn-ae", "--alphas", "auto",
+                            "--samples", "0-1", "--out", out)
     assert code == 0, err
     rows = {r["index"]: r for r in _rows(out)}
+    mean_psnr = (float(rows["0"]["psnr"]) + float(rows["1"]["psnr"])) / 2
+    assert (f"  best at noise std 0.05: auto, alpha auto (mean chosen "
+            f"{float(rows['0']['alpha_chosen']):.4g}): mean PSNR {mean_psnr:.2f} dB") in stdout
     for index in ("0", "1"):
         code, _, err = cli("invert", "--network", "mnist-cnn-ae", "--sample", index,
                            "--seed", index, "--out", tmp_path / index, "-q")
