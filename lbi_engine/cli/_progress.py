@@ -1,7 +1,7 @@
 """The live progress line of ``lbi invert`` and ``lbi sweep``: one line on stderr, redrawn by
-rich four times a second (between records too, so the clock moves while a solve works), erased when
-the run ends. Shown only when stderr is a terminal and not ``--quiet``: scripts, CI logs and
-pipes get no progress output at all."""
+rich four times a second (between records too, so the clock moves while a solve works) and
+erased when the run ends. Shown only when stderr is a terminal and not ``--quiet``: scripts,
+CI logs and pipes get no progress output at all."""
 
 from __future__ import annotations
 
