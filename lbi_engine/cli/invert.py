@@ -46,7 +46,7 @@ Files written into --out DIR:
   README.txt          what each file of the folder is, one line each
 
 On a terminal a progress line shows the stage (start, alpha search point k of n, final
-solve), the time so far and an estimate of the time left (-q: only errors are printed).
+solve), the time so far and an estimate of the time left (-q: only errors and warnings).
 """
 
 EPILOG = """\
@@ -182,8 +182,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true",
                      help="replace files of an earlier run in DIR (refused otherwise)")
     run.add_argument("-q", "--quiet", action="store_true",
-                     help="print only errors: no progress line, warnings or summary (the "
-                          "warnings stay in result.json); without it the progress line shows "
+                     help="print only problems: errors and warnings about the input, no "
+                          "progress line and no summary; without it the progress line shows "
                           "only on a terminal")
     c.add_memory_limit(p)
     p.set_defaults(handler=run_invert)
@@ -221,7 +221,7 @@ def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     from lbi_engine.results.progress import ProgressTracker
 
     exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
-    if request.allow_code and not args.quiet:
+    if request.allow_code:
         c.warn("--allow-code: the model file may be loaded by running code stored in it "
                "(TorchScript, pickle), which can do anything you can; use it only for files "
                "you trust")
@@ -253,7 +253,7 @@ def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     if final.extras.get("warning"):
         messages.append(str(final.extras["warning"]))
     messages = list(dict.fromkeys(messages))
-    for message in messages if not args.quiet else ():
+    for message in messages:
         c.warn(message)
     written = exports.export_run(prepared, final, records, out, overwrite=args.overwrite,
                                  extra={"warnings": messages})

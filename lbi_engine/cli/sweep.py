@@ -96,7 +96,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (resumed if it "
                    "holds a results.csv)")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="print only errors: no progress line, warnings or summary")
+                   help="print only problems: errors and warnings, no progress line and no "
+                        "summary")
     c.add_memory_limit(p)
     _add_cluster_arguments(p)
     p.set_defaults(handler=run)
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         input_shape=args.input_shape, device=args.device, dtype=args.dtype,
         allow_pickle=args.allow_code, threads=args.threads,
     )
-    if args.allow_code and not args.quiet:
+    if args.allow_code:
         c.warn("--allow-code: the model file may be loaded by running code stored in it "
                "(TorchScript, pickle); use it only for files you trust")
     total = len(spec.cells())

@@ -191,7 +191,8 @@ def test_invert_on_a_terminal_shows_stages_and_an_estimate(tmp_path: Path, monke
 
 def test_quiet_prints_nothing_and_piped_output_has_no_progress(tmp_path: Path, cli) -> None:
     """stderr captured (a pipe, as in a script or CI): no progress line, no escape codes;
-    -q: nothing at all on success, and still the one-line error on bad input."""
+    -q: nothing at all on a run without problems, and still the one-line error on bad
+    input (warnings about the input still show: tests/cli/test_warnings.py)."""
     code, out, err = cli(*RUN, "--out", tmp_path / "a")
     assert code == 0 and err == ""
     assert out.startswith("mnist-cnn-ae: joint on cpu, tv, alpha=") and "\x1b" not in out
