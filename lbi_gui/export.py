@@ -135,10 +135,12 @@ def write_result_folder(path: Path, result: RunResult, overwrite: bool) -> None:
 
     document = exports.build_result_document(result.request, dict(result.network),
                                               dict(result.metrics))
-    exports.write_result_folder(path, reconstruction=reconstruction(result),
+    x = reconstruction(result)
+    truth = None if result.truth is None else np.asarray(result.truth, np.float32).reshape(x.shape)
+    exports.write_result_folder(path, reconstruction=x,
                                 display=result.x_display, records=curve_records(result),
                                 decoder=result.decoder, document=document,
-                                overwrite=overwrite)
+                                overwrite=overwrite, truth=truth, truth_display=result.truth)
 
 
 def write_plot_png(path: Path, item: Any, width: int = 1800) -> None:

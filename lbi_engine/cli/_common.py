@@ -31,6 +31,20 @@ REGULARISER_NAMES = ("tv", "tv-aniso", "tikhonov", "gradient-tikhonov", "l1", "n
 COMBINED_REGULARISER_NAMES = ("gaussian+tv",)
 #: Most values a list argument may expand to (log:1e-4:1:10000000 is a typo, not a grid).
 MAX_LIST = 10_000
+# The problem's flags as `lbi invert` and `lbi sweep` both describe them (their defaults are
+# the run record's, REQUEST_DEFAULTS, for both commands).
+REGULARISER_HELP = (
+    "prior R: " + ", ".join(REGULARISER_NAMES) + "; a constraint can be added, e.g. tv+nonneg "
+    "(tv = isotropic TV); gaussian: the learned input prior (--input-prior, or the one a zoo "
+    "network ships), gaussian+tv[=G]: plus G times TV (G default 1, same alpha); auto: "
+    "gaussian+box where it was measured better (mnist-cnn-ae), else tv (result.json: "
+    "regulariser_run, regulariser_rule)")
+METHOD_HELP = (
+    "auto: one-layer for one lifted layer, joint for several (result.json's method_run says "
+    "which ran); one-layer (alias pdhg): one-layer networks (paper eq. 12) by accelerated "
+    "proximal gradient for TV, else PDHG; joint: all layers by coordinate descent "
+    "(eqs. 13-15); layerwise: layer by layer; landweber: baseline with the discrepancy "
+    "principle; backprop: gradient descent through the network")
 TOL_HELP = ("stop tolerance T; with --tol-mode objective (default): stop when the objective "
             "moved by less than T * |objective| over the second half of the run (an estimate "
             "of the remaining relative gap to the optimum); relative/absolute: when the change "

@@ -1,8 +1,8 @@
 """``lbi invert``: one regularised inversion written to a folder (thin layer over lbi_engine.api).
 
 Flow: flags (and optionally a run record) -> InversionRequest -> api.prepare -> api.iterate
-(with a progress bar) -> exports.export_run. No numerics here. The request is built in
-``_invert_request`` (record <- flags).
+(a live progress line, cli._progress) -> exports.export_run. No numerics here. The request
+is built in ``_invert_request`` (record <- flags).
 """
 
 from __future__ import annotations
@@ -38,8 +38,15 @@ Files written into --out DIR:
                       discrepancy, delta, delta_squared, decoder_psnr; null where undefined)
   reconstruction.npy  float32, the network's input shape, in display range (preprocessing undone)
   reconstruction.png  the same as an image
+  truth.npy/.png      the ground truth as the solver saw it (after --resize; not with --data)
+  noisy_data.npy      y^delta, the noisy network output inverted (not with --data); .png too
+                      where it is an image
   curves.csv          one row per reported iterate (objective, bregman_1..L, reg, psnr, ssim, ...)
   decoder.npy/.png    the network's decoder applied to y^delta (zoo autoencoders only)
+  README.txt          what each file of the folder is, one line each
+
+On a terminal a progress line shows the stage (start, alpha search point k of n, final
+solve), the time so far and an estimate of the time left (-q: only errors and warnings).
 """
 
 EPILOG = """\
@@ -122,21 +129,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     prob.add_argument("--alpha-rule", choices=("auto", "discrepancy", "quasi-optimality"),
                       help="the rule of --alpha auto " + c.request_default("alpha_rule"))
     prob.add_argument("--regulariser", metavar="R",
-                      help="prior R: " + ", ".join(c.REGULARISER_NAMES) + "; a constraint can be "
-                           "added, e.g. tv+nonneg (tv = isotropic TV); gaussian: the learned "
-                           "input prior (--input-prior, or the one a zoo network ships), "
-                           "gaussian+tv[=G]: plus G times TV (G default 1, same alpha); auto: "
-                           "gaussian+box where it was measured better (mnist-cnn-ae), else tv "
-                           "(result.json: regulariser_run, regulariser_rule) "
-                           + c.request_default("regulariser"))
+                      help=c.REGULARISER_HELP + " " + c.request_default("regulariser"))
     prob.add_argument("--method", choices=c.METHOD_NAMES,
-                      help="auto: one-layer for one lifted layer, joint for several "
-                           "(result.json's method_run says which ran); one-layer (alias pdhg): "
-                           "one-layer networks (paper eq. 12) by accelerated proximal gradient "
-                           "for TV, else PDHG; joint: all layers by "
-                           "coordinate descent (eqs. 13-15); layerwise: layer by layer; "
-                           "landweber: baseline with the discrepancy principle; backprop: "
-                           "gradient descent through the network " + c.request_default("method"))
+                      help=c.METHOD_HELP + " " + c.request_default("method"))
     prob.add_argument("--steps", choices=c.STEP_RULES,
                       help="step-size rule; all but paper are provably convergent: auto "
                            "(accelerated for one-layer with TV on the CPU under the default "
@@ -186,7 +181,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="output folder (created if needed)")
     run.add_argument("--overwrite", action="store_true",
                      help="replace files of an earlier run in DIR (refused otherwise)")
-    run.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="print only problems: errors and warnings about the input, no "
+                          "progress line and no summary; without it the progress line shows "
+                          "only on a terminal")
     c.add_memory_limit(p)
     p.set_defaults(handler=run_invert)
     return p
@@ -218,7 +216,9 @@ def run_invert(args: argparse.Namespace) -> int:
 
 def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     from lbi_engine import api
+    from lbi_engine.cli._progress import alpha_points, live_line
     from lbi_engine.results import exports
+    from lbi_engine.results.progress import ProgressTracker
 
     exports.check_outputs_free(out, exports.RUN_FILES, args.overwrite)
     if request.allow_code:
@@ -228,20 +228,26 @@ def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
     from lbi_engine.experiments.batch import torch_threads
 
     messages: list[str] = []
+    tracker = ProgressTracker(max_iter=request.max_iter, tol=request.tol,
+                              tol_mode=request.tol_mode, time_budget=request.time_budget,
+                              alpha_points=alpha_points(request))
     # torch_threads restores the caller's thread count (api.iterate sets the request's)
-    with torch_threads(request.threads), warnings.catch_warnings(record=True) as caught:
+    with torch_threads(request.threads), warnings.catch_warnings(record=True) as caught, \
+            live_line(lambda: tracker.now().text(), args.quiet) as redraw:
         warnings.simplefilter("always")
+        tracker.starting("loading the network and the data")
         prepared = api.prepare(request)
+        tracker.starting("first solve" if request.alpha != "auto" else "first alpha")
         records: list[dict[str, Any]] = []
         final = None
-        start = None
-        with c.progress_bar(request.max_iter, f"invert {request.method}") as bar:
-            for record in api.iterate(prepared):
-                start = record.iteration if start is None else start
-                c.advance_to(bar, record.iteration - start)
-                bar.set_postfix(objective=f"{float(record.objective[0]):.5g}", refresh=False)
-                records.append(_light(record))
-                final = record
+        stage = None
+        for record in api.iterate(prepared):
+            event = tracker.update(record)
+            if event.stage_text() != stage and not event.final:
+                stage = event.stage_text()
+                redraw()
+            records.append(_light(record))
+            final = record
     messages.extend(str(w.message) for w in caught if not issubclass(w.category, DEV_WARNINGS))
     assert final is not None and final.final
     if final.extras.get("warning"):
@@ -289,4 +295,15 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
     if m.get("decoder_psnr") is not None:
         print(f"  decoder psnr {c.fmt(m['decoder_psnr'])} dB")
     print(f"  wrote {out}/: {', '.join(sorted(written))}")
+    for advice in _advice(prepared, final, m):
+        print(f"  note: {advice}")
     sys.stdout.flush()
+
+
+def _advice(prepared: Any, final: Any, m: dict[str, Any]) -> list[str]:
+    """The summary's words on a run that needs attention (results.advice.run_advice)."""
+    from lbi_engine.results.advice import run_advice
+
+    shown = prepared.to_display(final.x[0])  # the image a person looks at
+    span = float(shown.max() - shown.min()) if shown.size else None
+    return run_advice(m, prepared.request.max_iter, span, prepared.problem.data_range)

@@ -10,14 +10,17 @@ from lbi_engine.settings.defaults import REQUEST_DEFAULTS as D
 
 DESCRIPTION = """\
 Run a grid of inversions: every combination of alpha x noise std x method, each on the same
-samples of a bundled dataset. The samples of one grid cell are solved together in one batch.
-Sample INDEX gets the noise seed SEED + INDEX, so any row can be repeated alone with
+samples of a bundled dataset. The samples of one grid cell are solved together in one batch;
+alpha auto is chosen per sample. Every default is `lbi invert`'s (regulariser, method, alpha
+auto, steps, stop rule), and sample INDEX gets the noise seed SEED + INDEX, so any row is
+repeated alone, to the same numbers, with
   lbi invert --sample INDEX --seed SEED+INDEX --alpha A --noise-std S --method M ...
 
 Written into --out DIR:
   results.csv      one row per (cell, sample): all parameters (incl. the network's sha256) and
                    the final metrics (psnr, ssim, decoder_psnr, objective, iterations, ...)
-  psnr_vs_alpha.png, psnr_vs_noise.png, summary.md   mean PSNR per cell, best alpha per noise
+  psnr_vs_alpha.png, psnr_vs_noise.png, summary.md   mean PSNR per cell, the best cell per
+                   noise std (alpha auto included; shown as a star at its mean chosen alpha)
 
 Resumable: results.csv is rewritten atomically after every cell; running the same command
 again skips the cells already in it (interrupt with Ctrl-C at any time). Extending the grid
@@ -30,6 +33,8 @@ every row (docs/CLUSTER.md).
 
 EPILOG = """\
 examples:
+  # invert's defaults (alpha auto, regulariser and method auto) on 5 validation digits
+  lbi sweep --network mnist-cnn-ae --alphas auto --samples 0-4 --out auto5
   # the paper's noise study (Sec. 5.2, Fig. 4-5) on 5 validation digits
   lbi sweep --network mnist-cnn-ae --methods joint --alphas log:1e-4:1e-2:5 \\
             --noise-stds 0.33,0.25,0.2,0.15,0.1,0.05,0.02,0.01,0 --out noise
@@ -58,35 +63,41 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--allow-code", "--allow-pickle", dest="allow_code", action="store_true",
                    help="consent, for this run, to open a model format whose loading runs code "
                         "from the file (TorchScript, a pickled nn.Module); trusted files only")
-    p.add_argument("--alphas", type=_alphas, required=True, metavar="LIST",
-                   help="regularisation weights, e.g. 1e-3,1e-2 or log:1e-4:1e-2:5")
-    p.add_argument("--noise-stds", type=c.float_list, default=[0.05], metavar="LIST",
+    p.add_argument("--alphas", type=_alphas, default=[D["alpha"]], metavar="LIST",
+                   help="regularisation weights, e.g. 1e-3,1e-2 or log:1e-4:1e-2:5; auto "
+                        "(alone or in the list): chosen per sample as `lbi invert` does")
+    p.add_argument("--noise-stds", type=c.float_list, default=[D["noise_std"]], metavar="LIST",
                    help="noise stds on the network output")
-    p.add_argument("--methods", "--method", type=_methods, default=["joint"], metavar="LIST",
-                   help="pdhg, joint, layerwise, landweber, backprop (comma-separated)")
+    p.add_argument("--methods", "--method", type=_methods, default=[D["method"]],
+                   metavar="LIST", help="comma-separated; " + c.METHOD_HELP)
     p.add_argument("--samples", type=c.int_list, default=[0, 200, 400, 600, 800],
                    metavar="LIST",
                    help="sample indices, e.g. 0-4 or 0,3,7; the MNIST splits are sorted by "
                         "label, so the default picks the digits 0, 2, 4, 6, 8 of val")
-    p.add_argument("--dataset", choices=("mnist", "natural", "cartoon"), default="mnist")
-    p.add_argument("--split", default="val", help="mnist: train|val|all; cartoon: a family")
-    p.add_argument("--seed", type=c.nonnegative_int, default=0,
+    p.add_argument("--dataset", choices=("mnist", "natural", "cartoon"), default=D["dataset"])
+    p.add_argument("--split", default=D["split"],
+                   help="mnist: train|val|all; cartoon: a family")
+    p.add_argument("--seed", type=c.nonnegative_int, default=D["seed"],
                    help="base noise seed (sample INDEX uses SEED + INDEX)")
-    p.add_argument("--regulariser", default="tv", metavar="R",
-                   help="prior: " + ", ".join(c.REGULARISER_NAMES))
-    p.add_argument("--steps", choices=c.STEP_RULES, default="auto", help="step-size rule")
+    p.add_argument("--regulariser", default=D["regulariser"], metavar="R",
+                   help=c.REGULARISER_HELP)
+    p.add_argument("--steps", choices=c.STEP_RULES, default=D["steps"],
+                   help="step-size rule")
     p.add_argument("--max-iter", type=c.positive_int, default=D["max_iter"], metavar="N")
     p.add_argument("--tol", type=c.nonnegative_float, default=D["tol"], metavar="T",
                    help=c.TOL_HELP)
     p.add_argument("--tol-mode", choices=c.TOL_MODES, default=D["tol_mode"])
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=D["device"],
+                   help="auto: CUDA when torch finds a GPU, else the CPU")
+    p.add_argument("--dtype", choices=("float32", "float64"), default=D["dtype"])
     p.add_argument("--threads", type=c.positive_int, default=1, metavar="N",
                    help="torch CPU threads (per cell with --workers/--scheduler; 1 is "
                         "fastest for these sizes on a busy machine)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (resumed if it "
                    "holds a results.csv)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only problems: errors and warnings, no progress line and no "
+                        "summary")
     c.add_memory_limit(p)
     _add_cluster_arguments(p)
     p.set_defaults(handler=run)
@@ -155,9 +166,11 @@ def _methods(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from lbi_engine.cli._progress import live_line
     from lbi_engine.experiments.batch import torch_threads
     from lbi_engine.experiments.sweep import SweepSpec, run_sweep
     from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
+    from lbi_engine.results.progress import CountProgress
 
     cluster = _cluster(args)  # no Dask, or too many threads: refused before anything else
     out = prepare_output_folder(args.out)
@@ -179,10 +192,11 @@ def run(args: argparse.Namespace) -> int:
         c.warn("--allow-code: the model file may be loaded by running code stored in it "
                "(TorchScript, pickle); use it only for files you trust")
     total = len(spec.cells())
-    with c.progress_bar(total, "sweep", unit="cell") as bar:
+    count = CountProgress(total)
+    with live_line(count.text, args.quiet) as redraw:
         def progress(done: int, _total: int, text: str) -> None:
-            c.advance_to(bar, done)
-            bar.set_postfix_str(text, refresh=True)
+            count.update(done, text)
+            redraw()
 
         with torch_threads(args.threads), output_folder_lock(out):
             result = run_sweep(spec, out, progress, cluster=cluster)
@@ -190,4 +204,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"sweep: {total} cell(s) x {len(spec.indices)} sample(s): ran {result.ran}, "
               f"skipped {result.skipped} already in {result.csv_path}")
         print(f"  wrote {', '.join(str(f) for f in result.files)}")
+        _print_best(spec, result.rows)
     return c.EXIT_OK
+
+
+def _print_best(spec: Any, rows: Any) -> None:
+    """The best cell of each noise std (of all cells, alpha auto included)."""
+    from lbi_engine.experiments.sweep_summary import aggregate, alpha_words, best_cells
+
+    stats = aggregate(rows)
+    for std in spec.noise_stds:
+        best = best_cells(stats, None, std)
+        if best is not None:
+            (method, _, alpha), values = best
+            print(f"  best at noise std {std:g}: {method}, alpha {alpha_words(alpha, values)}: "
+                  f"mean PSNR {values['psnr']:.2f} dB")

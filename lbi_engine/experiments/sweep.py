@@ -12,24 +12,24 @@
   tasks (:mod:`lbi_engine.experiments.sweep_dask`, imported only then); this process still
   writes every row, through the same ``record`` as the local loop.
 * The plots (``psnr_vs_alpha.png``, ``psnr_vs_noise.png``) and ``summary.md`` are derived
-  from the CSV and regenerated on every run.
+  from the CSV and regenerated on every run (:mod:`lbi_engine.experiments.sweep_summary`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lbi_engine.errors import InputError
 from lbi_engine.experiments.cells import solve_cell
-from lbi_engine.experiments.report import mean, table
+from lbi_engine.experiments.sweep_summary import aggregate as aggregate  # re-exported
+from lbi_engine.experiments.sweep_summary import cell_alpha, write_summary
 from lbi_engine.io import atomic_write_text
 from lbi_engine.results.exports import csv_text, restore_cell
 from lbi_engine.settings.defaults import REQUEST_DEFAULTS
@@ -62,20 +62,30 @@ class SweepSpec:
     dataset: str = "mnist"
     split: str = "val"
     seed: int = 0
-    regulariser: str = "tv"
-    steps: str = "safe"
+    # the defaults of `lbi invert` (the run record's), so that a sweep's cell and a single run
+    # of the same setting are the same run
+    regulariser: str = REQUEST_DEFAULTS["regulariser"]
+    steps: str = REQUEST_DEFAULTS["steps"]
     max_iter: int = REQUEST_DEFAULTS["max_iter"]
     tol: float = REQUEST_DEFAULTS["tol"]
     tol_mode: str = REQUEST_DEFAULTS["tol_mode"]
     input_shape: tuple[int, ...] | None = None
-    device: str = "cpu"
-    dtype: str = "float32"
+    device: str = REQUEST_DEFAULTS["device"]
+    dtype: str = REQUEST_DEFAULTS["dtype"]
     allow_pickle: bool = False
     threads: int | None = None
 
     def cells(self) -> list[tuple[float, str, float | str]]:
         """(noise std, method, alpha) in run order (one noise draw serves a whole row)."""
         return [(s, m, a) for s in self.noise_stds for m in self.methods for a in self.alphas]
+
+    def report_every(self) -> int:
+        """invert's record cadence where the objective stop rule reads the records (another
+        cadence stops elsewhere, and the row would not repeat with `lbi invert`); else one
+        record at the end, the cheapest."""
+        if self.tol_mode == "objective" and self.tol > 0:
+            return int(REQUEST_DEFAULTS["report_every"])
+        return self.max_iter
 
     def request(self, noise_std: float, method: str, alpha: float | str) -> Any:
         from lbi_engine.api import InversionRequest
@@ -85,7 +95,7 @@ class SweepSpec:
             split=self.split, index=self.indices[0], noise_std=noise_std, seed=self.seed,
             alpha=alpha, regulariser=self.regulariser, method=method, steps=self.steps,
             max_iter=self.max_iter, tol=self.tol, tol_mode=self.tol_mode, device=self.device,
-            dtype=self.dtype, report_every=self.max_iter, threads=self.threads,
+            dtype=self.dtype, report_every=self.report_every(), threads=self.threads,
             allow_pickle=self.allow_pickle,
         ).validate()
 
@@ -185,7 +195,7 @@ def run_sweep(
     def sample_keys(std: float, method: str, alpha: float | str) -> list[dict[str, Any]]:
         return [{"network": spec.network, "network_sha256": sha, "dataset": spec.dataset,
                  "split": spec.split, "index": i, "seed": spec.seed + i, "noise_std": float(std),
-                 "alpha": _alpha(alpha), "method": method, "regulariser": spec.regulariser,
+                 "alpha": cell_alpha(alpha), "method": method, "regulariser": spec.regulariser,
                  "steps": spec.steps, "max_iter": spec.max_iter, "tol": float(spec.tol),
                  "tol_mode": spec.tol_mode, "dtype": spec.dtype} for i in spec.indices]
 
@@ -228,110 +238,3 @@ def run_sweep(
     files = write_summary(spec, mine, out)
     return SweepResult(csv_path, len(todo), skipped, mine, [csv_path, *files])
 
-
-def _alpha(alpha: float | str) -> float | str:
-    """A cell's alpha key: a float, or "auto"."""
-    return alpha if alpha == "auto" else float(alpha)
-
-
-def _alpha_order(alpha: float | str) -> tuple[int, float]:
-    return (1, 0.0) if alpha == "auto" else (0, float(alpha))
-
-
-# ---------------------------------------------------------------------------------------------
-# summaries
-
-
-def _float(text: str | None) -> float | None:
-    if text is None:  # a column an older sweep CSV does not have
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def aggregate(rows: Sequence[dict[str, str]]
-              ) -> dict[tuple[str, float, float | str], dict[str, Any]]:
-    """Mean metrics per (method, noise std, alpha) over the samples; alpha may be "auto"."""
-    groups: dict[tuple[str, float, float | str], list[dict[str, str]]] = {}
-    for row in rows:
-        key = (row["method"], float(row["noise_std"]), _alpha(row["alpha"]))
-        groups.setdefault(key, []).append(row)
-    return {
-        key: {
-            "samples": len(group),
-            "psnr": mean([_float(r["psnr"]) for r in group]),
-            "ssim": mean([_float(r["ssim"]) for r in group]),
-            "decoder_psnr": mean([_float(r["decoder_psnr"]) for r in group]),
-            "delta_squared": mean([_float(r["delta_squared"]) for r in group]),
-            "iterations": mean([_float(r["iterations"]) for r in group]),
-            "alpha_chosen": mean([_float(r.get("alpha_chosen")) for r in group]),
-        }
-        for key, group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                                 _alpha_order(kv[0][2])))
-    }
-
-
-def write_summary(spec: SweepSpec, rows: Sequence[dict[str, str]], out: Path) -> list[Path]:
-    """psnr_vs_alpha.png, psnr_vs_noise.png and summary.md from the rows (overwritten)."""
-    from lbi_engine.io import atomic_write_text as write
-    from lbi_engine.results.plotting import Series, line_plot
-
-    stats = aggregate(rows)
-    if not stats:
-        return []
-    grid = [float(a) for a in spec.alphas if a != "auto"]  # plots and "best": over the numbers
-    by_alpha = []
-    for method in spec.methods:
-        for std in spec.noise_stds:
-            points = [(a, stats[(method, float(std), float(a))]["psnr"]) for a in grid
-                      if (method, float(std), float(a)) in stats]
-            if points:
-                by_alpha.append(Series([p[0] for p in points], [p[1] for p in points],
-                                       f"{method}, std {std:g}", "o-"))
-    files = [line_plot(out / "psnr_vs_alpha.png", by_alpha, title="Mean PSNR against alpha",
-                       xlabel="alpha", ylabel="PSNR (dB)", logx=True, overwrite=True)]
-    best_rows = []
-    by_noise = []
-    for method in spec.methods:
-        xs, ys = [], []
-        for std in spec.noise_stds:
-            cands = [(stats[(method, float(std), float(a))]["psnr"], a) for a in grid
-                     if (method, float(std), float(a)) in stats
-                     and stats[(method, float(std), float(a))]["psnr"] is not None]
-            if cands:
-                psnr, alpha = max(cands)
-                xs.append(std)
-                ys.append(psnr)
-                best_rows.append([method, std, alpha, psnr,
-                                  stats[(method, float(std), float(alpha))]["decoder_psnr"],
-                                  stats[(method, float(std), float(alpha))]["delta_squared"]])
-        if xs:
-            by_noise.append(Series(xs, ys, f"{method} (best alpha)", "o-"))
-    decoder = [(std, mean([v["decoder_psnr"] for k, v in stats.items() if k[1] == float(std)]))
-               for std in spec.noise_stds]
-    if any(d is not None for _, d in decoder):
-        by_noise.append(Series([d[0] for d in decoder], [d[1] for d in decoder], "decoder",
-                               "s--"))
-    files.append(line_plot(out / "psnr_vs_noise.png", by_noise,
-                           title="Mean PSNR against the noise std", xlabel="noise std",
-                           ylabel="PSNR (dB)", overwrite=True))
-    text = io.StringIO()
-    text.write(f"# Sweep of `{spec.network}` on {spec.dataset}/{spec.split} samples "
-               f"{', '.join(map(str, spec.indices))}\n\n")
-    text.write("## Best alpha per method and noise std\n\n")
-    text.write(table(["method", "noise std", "best α", "mean PSNR", "mean decoder PSNR",
-                      "mean δ²"], best_rows))
-    text.write("\n\n## Every cell (means over the samples)\n\n")
-    text.write(table(["method", "noise std", "α", "samples", "PSNR", "SSIM", "iterations",
-                      "mean chosen α (auto)"],
-                     [[k[0], k[1], k[2], v["samples"], v["psnr"], v["ssim"],
-                       None if v["iterations"] is None else round(v["iterations"]),
-                       v["alpha_chosen"]]
-                      for k, v in stats.items()]))
-    text.write("\n\n![PSNR against alpha](psnr_vs_alpha.png)\n\n"
-               "![PSNR against noise](psnr_vs_noise.png)\n")
-    write(out / "summary.md", text.getvalue())
-    return [*files, out / "summary.md"]

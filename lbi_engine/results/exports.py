@@ -48,11 +48,36 @@ RESULT_FORMAT_VERSION = 1
 RUN_FILES = (
     "reconstruction.npy",
     "reconstruction.png",
+    "truth.npy",
+    "truth.png",
+    "noisy_data.npy",
+    "noisy_data.png",
     "curves.csv",
     "decoder.npy",
     "decoder.png",
+    "README.txt",
     "result.json",
 )
+#: README.txt's line for each file (a person opening the folder reads what is what).
+FILE_NOTES = {
+    "reconstruction.npy": "the reconstruction x: float32, the network's input shape, display "
+                          "range (preprocessing undone)",
+    "reconstruction.png": "the reconstruction as an image",
+    "truth.npy": "the ground truth as the solver saw it (after --resize): float32, the "
+                 "network's input shape, display range",
+    "truth.png": "the ground truth as an image, to compare with reconstruction.png",
+    "noisy_data.npy": "the noisy data y^delta the solver inverted (the network's output of "
+                      "the truth plus noise): float32, the network's output shape",
+    "noisy_data.png": "the noisy data as an image (channels side by side, scaled from its "
+                      "min to its max)",
+    "curves.csv": "one row per reported iterate: objective, Bregman terms, regulariser, psnr, "
+                  "ssim, residuals",
+    "decoder.npy": "the network's decoder applied to y^delta (a reference to compare with)",
+    "decoder.png": "the decoder's output as an image",
+    "README.txt": "this list of the folder's files",
+    "result.json": "every parameter of the run and its final numbers; `lbi invert --record "
+                   "result.json` repeats it",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,6 +236,11 @@ def export_run(
     x = np.asarray(_to_numpy(_field(final_record, "x")), dtype=np.float32)[sample]
     reconstruction = np.asarray(prepared.bundle.preprocessing.undo(x), dtype=np.float32)
     reconstruction = reconstruction.reshape(tuple(problem.input_shape))
+    truth = None
+    if prepared.truth_image is not None:
+        truth = np.asarray(prepared.truth_image, np.float32).reshape(problem.input_shape)
+    simulated = not getattr(prepared.request, "data", None)  # y^delta made here, noise added
+    noisy = _to_numpy(problem.y_delta)[sample] if simulated else None
     return write_result_folder(
         out_dir,
         reconstruction=reconstruction,
@@ -220,6 +250,9 @@ def export_run(
         document=lambda: result_document(prepared, final_record, sample, extra),
         overwrite=overwrite,
         sample=sample,
+        truth=truth,
+        truth_display=prepared.truth_image,
+        noisy_data=noisy,
     )
 
 
@@ -233,17 +266,26 @@ def write_result_folder(
     document: Any,
     overwrite: bool = False,
     sample: int = 0,
+    truth: Any = None,
+    truth_display: Any = None,
+    noisy_data: Any = None,
 ) -> dict[str, Path]:
     """The one writer of a run's folder (CLI and GUI): reconstruction.npy (display-space
-    values in the network's input shape), reconstruction.png, curves.csv, decoder.*,
-    result.json (``document``: a dict, or a callable that builds it). Torch-free."""
+    values in the network's input shape), reconstruction.png, truth.* (``truth`` in the
+    input shape, ``truth_display`` its image), noisy_data.* (``noisy_data``: y^delta of a
+    simulated run; its PNG only where it is an image), curves.csv, decoder.*, README.txt (one
+    line per file), result.json (``document``: a dict, or a callable that builds it).
+    Torch-free."""
     out = Path(out_dir)
     has_decoder = decoder is not None
+    noisy_image = noisy_data is not None and _is_image(np.shape(noisy_data))
+    absent = {"truth.npy": truth is None, "truth.png": truth_display is None,
+              "noisy_data.npy": noisy_data is None, "noisy_data.png": not noisy_image,
+              "curves.csv": records is None}
     names = [
         n
         for n in RUN_FILES
-        if (has_decoder or not n.startswith("decoder"))
-        and (records is not None or n != "curves.csv")
+        if (has_decoder or not n.startswith("decoder")) and not absent.get(n, False)
     ]
     if out.exists() and not out.is_dir():
         raise OutputExistsError(f"{out} is a file, not a folder; give a folder for the results")
@@ -259,10 +301,39 @@ def write_result_folder(
         written["reconstruction.png"] = save_png(new / "reconstruction.png", display)
         if records is not None:
             written["curves.csv"] = write_curves_csv(records, new / "curves.csv", sample)
+        if truth is not None:
+            written["truth.npy"] = save_npy(new / "truth.npy", truth)
+        if truth_display is not None:
+            written["truth.png"] = save_png(new / "truth.png", truth_display)
+        if noisy_data is not None:
+            written["noisy_data.npy"] = save_npy(new / "noisy_data.npy", noisy_data)
+        if noisy_image:
+            written["noisy_data.png"] = save_png(new / "noisy_data.png", noisy_data,
+                                                 vmin=None, vmax=None)
         if has_decoder:
             written["decoder.npy"] = save_npy(new / "decoder.npy", decoder)
             written["decoder.png"] = save_png(new / "decoder.png", decoder)
+        written["README.txt"] = _write_readme(new / "README.txt",
+                                             [*written, "README.txt", "result.json"])
         doc = dict(document() if callable(document) else document)
         doc["files"] = sorted([*written, "result.json"])
         written["result.json"] = write_json(new / "result.json", doc)
     return {name: out / name for name in written}
+
+
+def _is_image(shape: tuple[int, ...]) -> bool:
+    """An array a PNG shows as a picture: (H, W) or (C, H, W) with H, W > 1 (a code
+    vector is not)."""
+    dims = list(shape)
+    while len(dims) > 3 and dims[0] == 1:
+        dims = dims[1:]
+    return len(dims) in (2, 3) and dims[-1] > 1 and dims[-2] > 1
+
+
+def _write_readme(path: Path, names: Sequence[str]) -> Path:
+    """README.txt: every file of the folder with one line saying what it is."""
+    width = max(len(n) for n in names)
+    lines = ["Files of this lbi result folder:", ""]
+    lines += [f"{n.ljust(width)}  {FILE_NOTES[n]}" for n in sorted(names)]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path

@@ -15,7 +15,8 @@ from lbi_engine.api import InversionRequest, final_metrics, run_to_end
 
 NET = "mnist-perceptron-ae"  # the smallest bundled network with a decoder (784 -> 100)
 RUN_FILES = {"result.json", "reconstruction.npy", "reconstruction.png", "curves.csv",
-             "decoder.npy", "decoder.png"}
+             "decoder.npy", "decoder.png", "truth.npy", "truth.png", "noisy_data.npy",
+             "README.txt"}  # this network's output is a vector: no noisy_data.png
 BASE = ["invert", "--network", NET, "--split", "val", "--sample", "2", "--noise-std", "0.05",
         "--seed", "3", "--alpha", "5e-3", "--method", "pdhg", "--max-iter", "20",
         "--report-every", "5", "--threads", "1"]
@@ -146,8 +147,8 @@ def test_user_torchscript_network_with_measured_data(tmp_path: Path, cli) -> Non
                        "--dtype", "float64", "--max-iter", "300", "--out", tmp_path / "r",
                        "--quiet")
     assert code == 0, err
-    assert {p.name for p in (tmp_path / "r").iterdir()} == RUN_FILES - {"decoder.npy",
-                                                                         "decoder.png"}
+    assert {p.name for p in (tmp_path / "r").iterdir()} == RUN_FILES - {
+        "decoder.npy", "decoder.png", "truth.npy", "truth.png", "noisy_data.npy"}
     result = _result(tmp_path / "r")
     m = result["metrics"]
     for key in ("psnr", "ssim", "delta", "delta_squared", "decoder_psnr"):

@@ -87,3 +87,60 @@ def test_sweep_bad_input_exits_2(tmp_path: Path, cli) -> None:
     code, _, err = cli(*GRID, "--alphas", "0", "--out", tmp_path)
     assert code == 2 and "alpha" in err and err.count("\n") == 1
     assert not (tmp_path / "results.csv").exists()
+
+
+def test_sweep_defaults_are_inverts_and_its_auto_rows_repeat_with_invert(tmp_path: Path,
+                                                                          cli) -> None:
+    """One set of defaults: `lbi sweep --alphas auto` and `lbi invert` on the same sample,
+    noise and seed (SEED + INDEX) are the same run, so they reach the same PSNR."""
+    from lbi_engine.cli import build_parser
+    from lbi_engine.settings.defaults import REQUEST_DEFAULTS as D
+
+    args = build_parser().parse_args(["sweep", "--network", "mnist-cnn-ae", "--out", "x"])
+    assert (args.regulariser, args.methods, args.alphas, args.steps, args.device) == (
+        D["regulariser"], [D["method"]], [D["alpha"]], D["steps"], D["device"])
+    assert (args.noise_stds, args.seed, args.dtype, args.max_iter, args.tol, args.tol_mode) == (
+        [D["noise_std"]], D["seed"], D["dtype"], D["max_iter"], D["tol"], D["tol_mode"])
+    out = tmp_path / "s"
+    code, stdout, err = cli("sweep", "--network", "mnist-cnn-ae", "--alphas", "auto",
+                            "--samples", "0-1", "--out", out)
+    assert code == 0, err
+    rows = {r["index"]: r for r in _rows(out)}
+    mean_psnr = (float(rows["0"]["psnr"]) + float(rows["1"]["psnr"])) / 2
+    assert (f"  best at noise std 0.05: auto, alpha auto (mean chosen "
+            f"{float(rows['0']['alpha_chosen']):.4g}): mean PSNR {mean_psnr:.2f} dB") in stdout
+    for index in ("0", "1"):
+        code, _, err = cli("invert", "--network", "mnist-cnn-ae", "--sample", index,
+                           "--seed", index, "--out", tmp_path / index, "-q")
+        assert code == 0, err
+        single = json.loads((tmp_path / index / "result.json").read_text())["metrics"]
+        assert float(rows[index]["psnr"]) == pytest.approx(single["psnr"], abs=1e-6)
+        assert float(rows[index]["alpha_chosen"]) == pytest.approx(single["alpha"], rel=1e-9)
+        assert int(rows[index]["iterations"]) == single["iterations"]
+
+
+def test_summary_best_is_the_best_of_all_cells_auto_included(tmp_path: Path) -> None:
+    from lbi_engine.experiments.sweep_summary import write_summary
+
+    spec = SweepSpec(network=NET, alphas=(1e-3, 1e-2, "auto"), noise_stds=(0.05, 0.1),
+                     methods=("joint", "pdhg"), indices=(0, 1))
+    psnr = {("joint", 0.05, "0.001"): 20.0, ("joint", 0.05, "0.01"): 22.0,
+            ("joint", 0.05, "auto"): 25.0, ("pdhg", 0.05, "0.001"): 21.0,
+            ("pdhg", 0.05, "0.01"): 23.0, ("pdhg", 0.05, "auto"): 19.0,
+            ("joint", 0.1, "0.001"): 15.0, ("joint", 0.1, "0.01"): 18.0,
+            ("joint", 0.1, "auto"): 17.0, ("pdhg", 0.1, "0.001"): 16.0,
+            ("pdhg", 0.1, "0.01"): 18.5, ("pdhg", 0.1, "auto"): 16.5}
+    rows = [{"method": m, "noise_std": str(s), "alpha": a, "psnr": str(p + 0.5 * i),
+             "ssim": "0.9", "decoder_psnr": "", "delta_squared": "1.0", "iterations": "100",
+             "alpha_chosen": "0.003" if a == "auto" else ""}
+            for (m, s, a), p in psnr.items() for i in (0, 1)]  # means: p + 0.25
+    files = write_summary(spec, rows, tmp_path)
+    assert {f.name for f in files} == {"psnr_vs_alpha.png", "psnr_vs_noise.png", "summary.md"}
+    text = (tmp_path / "summary.md").read_text()
+    best = text.split("## Best cell per noise std")[1].split("##")[0]
+    assert "| 0.05 | joint | auto (mean chosen 0.003) | 25.25 |" in best
+    assert "| 0.1 | pdhg | 0.01 | 18.75 |" in best
+    per_method = text.split("## Best α per method and noise std")[1].split("##")[0]
+    assert "| joint | 0.05 | auto (mean chosen 0.003) | 25.25 |" in per_method
+    assert "| pdhg | 0.05 | 0.01 | 23.25 |" in per_method
+    assert "| joint | 0.1 | 0.01 | 18.25 |" in per_method
