@@ -239,6 +239,9 @@ class GraphLifter:
                 refuse(label, sub, position, "its exact ReLU rewrite does not apply: "
                        f"{why or 'it needs (C, H, W) samples'}", "Put it after a ReLU, or use "
                        "padding=0 and ceil_mode=False, or nn.AvgPool2d (affine).")
+            from lbi_engine.models.footprint import check_rewrite_memory
+
+            check_rewrite_memory(sub, tuple(x.shape[1:]), label, x.element_size())
             rewritten = maxpool_as_relu(sub, int(x.shape[1]), nonneg_input=chain in self._nonneg,
                                         in_hw=(int(x.shape[2]), int(x.shape[3])))
             steps = list(rewritten.to(x.dtype).named_children())

@@ -70,3 +70,31 @@ def deep_card(path: Path, layers: int) -> Path:
         "architecture": {"layers": arch, "encoder_layers": len(arch)},
         "weights": {"source": "seeded-init", "seed": 0}}))
     return path
+
+
+def pool_onnx(path: Path, shape: tuple[int, int, int], kernel: int, stride: int) -> Path:
+    """Relu then MaxPool(kernel, stride) on (C, H, W) samples: the pool's output is small, its
+    exact ReLU rewrite (lifted units, selection weights) is not."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["y"], name="pool",
+                              kernel_shape=[kernel, kernel], strides=[stride, stride])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *shape])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", shape[0], "h", "w"])], [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def pool_card(path: Path, shape: tuple[int, int, int], kernel: int, stride: int) -> Path:
+    """The same as a card of a few hundred bytes."""
+    arch = [{"type": "ReLU"}, {"type": "MaxPool2d", "kernel_size": kernel, "stride": stride}]
+    path.write_text(json.dumps({
+        "name": path.stem, "format_version": 1, "input_shape": list(shape),
+        "architecture": {"layers": arch, "encoder_layers": 2},
+        "weights": {"source": "seeded-init", "seed": 0}}))
+    return path
