@@ -66,6 +66,9 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
         return _npy_as_image(p, size, grayscale, channels)
     if kind == "JPEG":
         _check_jpeg_scans(p)
+    if kind == "PNG":
+        _check_png(p)
+    _limit_pillow()
     if channels is not None:
         _check_channel_request(p, channels)
     try:
@@ -117,6 +120,30 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     if size is not None:
         chans = resize_channels(chans, size, str(p))
     return np.clip(chans, 0.0, 1.0).astype(np.float32)[None]
+
+
+def _check_png(p: Path) -> None:
+    """The PNG's chunk headers walked (never its data) before Pillow parses any chunk."""
+    from lbi_engine.data._png16 import check_png_chunks
+
+    try:
+        check_png_chunks(p)
+    except DataFileError as exc:
+        raise DataFileError(f"image file {p}: {exc}") from None
+
+
+def _limit_pillow() -> None:
+    """Pillow's own bounds at lbi's: its decompression-bomb check at the pixels lbi reads
+    (it refuses at twice this; its warning below that is lbi's one-line refusal instead),
+    its text chunks at the ancillary bound of the PNG walk."""
+    from PIL import Image, PngImagePlugin
+
+    from lbi_engine.data._png16 import MAX_ANCILLARY_CHUNK, MAX_ANCILLARY_TOTAL
+
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    PngImagePlugin.MAX_TEXT_CHUNK = MAX_ANCILLARY_CHUNK
+    PngImagePlugin.MAX_TEXT_MEMORY = MAX_ANCILLARY_TOTAL
 
 
 def resize_channels(chans: np.ndarray, size: int | tuple[int, int], source: str) -> np.ndarray:
