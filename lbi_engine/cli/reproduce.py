@@ -101,6 +101,6 @@ def _run_one(name: str, out: Path, args: argparse.Namespace) -> float:
         report = experiment(out, quick=args.quick, overwrite=args.overwrite, progress=progress)
     seconds = time.perf_counter() - started
     if not args.quiet:
-        print(f"{name}: {seconds:.1f} s -> {out / 'report.md'} "
+        print(f"{name}: {seconds:.1f} s -> {c.shown(out / 'report.md')} "
               f"({len(report.figures)} figure(s))")
     return seconds
