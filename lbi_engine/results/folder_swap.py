@@ -41,7 +41,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from lbi_engine.io import OutputExistsError, _fsync_dir
+from lbi_engine.io import DiskFullError, OutputExistsError, _fsync_dir, disk_full
 
 __all__ = ["NEW_TAG", "OLD_TAG", "STAGE_PREFIX", "leftovers", "recover_folder", "staged_files",
            "staged_folder"]
@@ -290,8 +290,15 @@ def staged_folder(target: str | os.PathLike[str],
         if t.is_dir():
             _carry_over(t, staging, keep)
         _swap_in(staging, t, keep)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if disk_full(exc):
+            where = getattr(exc, "path", None) or getattr(exc, "filename", None) or "a file"
+            why = getattr(exc.__cause__ or exc, "strerror", None) or "No space left on device"
+            raise DiskFullError(f"{t}: the disk filled while the result was written ({why}: "
+                                f"{Path(str(where)).name}); the previous result in {t} is "
+                                "intact: free some space and run again, or choose another "
+                                "--out", getattr(exc, "path", None)) from exc
         raise
 
 
