@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # only for annotations
     import numpy as np
 
 __all__ = [
+    "DiskFullError",
     "OutputExistsError",
     "atomic_writer",
     "atomic_write_bytes",
@@ -33,6 +34,23 @@ __all__ = [
 
 class OutputExistsError(LbiError, FileExistsError):
     """The output file exists and the caller did not ask to overwrite it."""
+
+
+class DiskFullError(LbiError, OSError):
+    """The disk (or the user's quota) filled while a file was written; what it replaces is
+    intact. ``path``: the file that could not be written."""
+
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk or the quota is full."""
+    import errno
+
+    return isinstance(exc, DiskFullError) or (
+        isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,9 +87,14 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "wb",
             with contextlib.suppress(OSError):
                 os.chmod(tmp, target.stat().st_mode & 0o7777)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        if disk_full(exc) and not isinstance(exc, DiskFullError):
+            raise DiskFullError(f"cannot write {target}: the disk is full ({exc}); "
+                                f"{target.name} keeps its previous content (nothing was "
+                                "replaced): free some space, or write elsewhere",
+                                target) from exc
         raise
     _fsync_dir(target.parent)
 

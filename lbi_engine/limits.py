@@ -26,11 +26,11 @@ import re
 import stat
 from typing import IO, Any
 
-from lbi_engine.errors import InputError
+from lbi_engine.errors import InputError, LbiError
 
-__all__ = ["ENV_VAR", "JSON_EXPANSION", "LoadBudget", "MemoryLimitError", "check_bytes",
-           "format_bytes", "memory_limit", "json_byte_limit", "open_regular", "parse_size",
-           "read_json", "read_regular"]
+__all__ = ["ENV_VAR", "JSON_EXPANSION", "LAYERS_ENV", "LoadBudget", "MemoryLimitError",
+           "bound_from_env", "check_bytes", "format_bytes", "json_byte_limit", "max_layers",
+           "memory_limit", "open_regular", "parse_size", "read_json", "read_regular"]
 
 ENV_VAR = "LBI_MEMORY_LIMIT"
 _MIN_LIMIT = 256 * 2**20
@@ -103,6 +103,31 @@ def _address_space_room() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return max(0, soft - used)
+
+
+#: The most layers a network may have (a card's layers, counted inside residual blocks too,
+#: and the lifted layers of a graph): every layer is built, checked and stepped on, so a
+#: few kilobytes of card or graph must not cost minutes before a refusal. The deepest
+#: torchvision networks lift to a few hundred layers.
+MAX_LAYERS = 1000
+LAYERS_ENV = "LBI_MAX_LAYERS"
+
+
+def max_layers() -> int:
+    """``LBI_MAX_LAYERS`` if set (a whole number), else :data:`MAX_LAYERS`."""
+    return bound_from_env(LAYERS_ENV, MAX_LAYERS, "layers")
+
+
+def bound_from_env(name: str, default: int, unit: str,
+                   error: type[LbiError] = InputError) -> int:
+    """A count bound: the environment variable ``name`` if set (a whole number >= 1), else
+    ``default``; ``error`` naming the variable for anything else."""
+    text = os.environ.get(name, "").strip()
+    try:
+        return max(1, int(text)) if text else default
+    except ValueError:
+        raise error(f"{name}={text!r}: give a whole number of {unit}, e.g. "
+                         f"{name}={default * 4}") from None
 
 
 def format_bytes(n: float) -> str:

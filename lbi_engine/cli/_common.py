@@ -104,6 +104,16 @@ def one_line(message: str) -> str:
     return "".join(_escape_char(ch) for ch in text)
 
 
+def shown(name: object) -> str:
+    """A name from a file or the command line (a model file, a node, --out), as printed on
+    stdout: every control, bidi and other invisible character escaped as in
+    :func:`one_line`, spaces and the text itself kept. The one printer of such names."""
+    text = str(name)
+    if text.isprintable():
+        return text
+    return "".join(_escape_char(ch) for ch in text)
+
+
 def _escape_char(ch: str) -> str:
     import unicodedata
 

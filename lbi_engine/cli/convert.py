@@ -59,11 +59,11 @@ def run_convert(args: argparse.Namespace) -> int:
                                allow_pickle=args.allow_code, card_path=args.card,
                                force=args.force, maxpool_relu=args.maxpool_relu)
     card = result.card
-    print(f"{args.model} -> {result.weights} + {result.card_path}")
+    print(f"{c.shown(args.model)} -> {c.shown(result.weights)} + {c.shown(result.card_path)}")
     print(f"  layers: {len(card['architecture']['layers'])} "
           f"(encoder {card['architecture']['encoder_layers']}), input shape "
           f"{tuple(card['input_shape'])}, {card['weights']['parameters']:,} values")
     print(f"  read back and compared with the source: max relative error "
           f"{result.max_rel_error:.1e}")
-    print(f"  use it with --network {result.card_path}")
+    print(f"  use it with --network {c.shown(result.card_path)}")
     return c.EXIT_OK

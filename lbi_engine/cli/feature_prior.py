@@ -101,6 +101,6 @@ def _run_locked(args: argparse.Namespace) -> int:
     fitted = fp.fit_feature_priors(encoder, bundle.preprocessing.apply(inputs.double()), rank)
     fitted.card = fp.make_card(bundle.name, bundle.sha256, source, command, fitted, rank)
     tensors, card = fp.save_feature_priors(fitted, args.out, overwrite=args.overwrite)
-    print(f"{tensors} + {card}: {len(fitted.layers)} feature variable(s), "
+    print(f"{c.shown(tensors)} + {c.shown(card)}: {len(fitted.layers)} feature variable(s), "
           f"sizes {[p.size for p in fitted.layers]}, rank {rank}, from {source}")
     return c.EXIT_OK

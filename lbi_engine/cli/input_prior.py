@@ -47,6 +47,6 @@ def _run_locked(args: argparse.Namespace) -> int:
     card = ip.make_card(bundle.name, bundle.sha256, tuple(bundle.input_shape), source,
                         ip.samples_sha256(inputs), "lbi prior " + command, info)
     tensors, card_path = ip.save_input_prior(prior, card, args.out, overwrite=args.overwrite)
-    print(f"{tensors} + {card_path}: input prior of size {prior.size}, rank {prior.rank}, "
-          f"shrinkage {info['shrinkage']:.4g}, from {source}")
+    print(f"{c.shown(tensors)} + {c.shown(card_path)}: input prior of size {prior.size}, "
+          f"rank {prior.rank}, shrinkage {info['shrinkage']:.4g}, from {c.shown(source)}")
     return c.EXIT_OK

@@ -274,7 +274,7 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
           f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
     note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()
     if note:
-        print(f"  {note}")
+        print(f"  {c.shown(note)}")
     if m.get("hidden_weight", 1.0) != 1.0:
         why = f": {m['hidden_weight_rule']}" if m.get("hidden_weight_rule") else ""
         print(f"  hidden layers' Bregman terms weighted {m['hidden_weight']:g}x the last one's "
@@ -294,7 +294,7 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
           f"delta^2 {c.fmt(m['delta_squared'])}")
     if m.get("decoder_psnr") is not None:
         print(f"  decoder psnr {c.fmt(m['decoder_psnr'])} dB")
-    print(f"  wrote {out}/: {', '.join(sorted(written))}")
+    print(f"  wrote {c.shown(out)}/: {', '.join(sorted(written))}")
     for advice in _advice(prepared, final, m):
         print(f"  note: {advice}")
     sys.stdout.flush()

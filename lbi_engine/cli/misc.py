@@ -45,8 +45,8 @@ def run_train(args: argparse.Namespace) -> int:
         card = training.train(args.name, args.out, epochs=args.epochs, seed=args.seed,
                               progress=progress, threads=args.threads)
     report = card.get("training") or card.get("generation") or {}
-    print(f"{args.name} -> {args.out}/{args.name}.json "
-          f"(use it with --network {args.out}/{args.name}.json)")
+    print(f"{args.name} -> {c.shown(args.out)}/{args.name}.json "
+          f"(use it with --network {c.shown(args.out)}/{args.name}.json)")
     for key in ("epochs", "seed", "train_mse", "val_mse", "training_time_s", "seconds"):
         if key in report:
             print(f"  {key}: {c.fmt(report[key])}")

@@ -65,14 +65,18 @@ def run(args: argparse.Namespace) -> int:
 
     names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
     from lbi_engine.results.folder_lock import output_folder_lock, prepare_output_folder
+    from lbi_engine.results.owned_folders import derived_folder, owned_folder
 
     base = prepare_output_folder(args.out or f"reproduce-{args.experiment}")
     if args.experiment == "all":  # refuse an existing index before hours of work
         safe_output_path(base / "index.md", args.overwrite)
     lines = []
     with output_folder_lock(base), torch_threads(args.threads):
+        # every folder made under --out, checked (no link, the user's own) before any work
+        folders = {name: derived_folder(base, name) if args.experiment == "all"
+                   else owned_folder(base) for name in names}
         for name in names:
-            out = base / name if args.experiment == "all" else base
+            out = folders[name]
             seconds = _run_one(name, out, args)
             lines.append(f"| [{name}]({name}/report.md) | {EXPERIMENTS[name][2]} | "
                          f"{seconds:.1f} s |")
@@ -97,6 +101,6 @@ def _run_one(name: str, out: Path, args: argparse.Namespace) -> float:
         report = experiment(out, quick=args.quick, overwrite=args.overwrite, progress=progress)
     seconds = time.perf_counter() - started
     if not args.quiet:
-        print(f"{name}: {seconds:.1f} s -> {out / 'report.md'} "
+        print(f"{name}: {seconds:.1f} s -> {c.shown(out / 'report.md')} "
               f"({len(report.figures)} figure(s))")
     return seconds

@@ -202,8 +202,8 @@ def run(args: argparse.Namespace) -> int:
             result = run_sweep(spec, out, progress, cluster=cluster)
     if not args.quiet:
         print(f"sweep: {total} cell(s) x {len(spec.indices)} sample(s): ran {result.ran}, "
-              f"skipped {result.skipped} already in {result.csv_path}")
-        print(f"  wrote {', '.join(str(f) for f in result.files)}")
+              f"skipped {result.skipped} already in {c.shown(result.csv_path)}")
+        print(f"  wrote {', '.join(c.shown(f) for f in result.files)}")
         _print_best(spec, result.rows)
     return c.EXIT_OK
 

@@ -66,6 +66,9 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
         return _npy_as_image(p, size, grayscale, channels)
     if kind == "JPEG":
         _check_jpeg_scans(p)
+    if kind == "PNG":
+        _check_png(p)
+    _limit_pillow()
     if channels is not None:
         _check_channel_request(p, channels)
     try:
@@ -117,6 +120,65 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
     if size is not None:
         chans = resize_channels(chans, size, str(p))
     return np.clip(chans, 0.0, 1.0).astype(np.float32)[None]
+
+
+#: Most pixels a folder of images (``lbi prior``'s samples) may hold in all: each file is
+#: decoded at full size before it is resized. 2^28, e.g. 4,096 images of 256 x 256.
+MAX_FOLDER_PIXELS = 2**28
+
+
+def check_image_folder(folder: Path, files: list[Path], sample_shape: tuple[int, ...]) -> None:
+    """Refuse, from the files' headers alone, a folder of images that would not fit the
+    memory limit once resized to ``sample_shape`` (the stacked batch and a copy) or that
+    holds more than MAX_FOLDER_PIXELS pixels to decode. A file that is not an image is left
+    to the reader, which names what is wrong with it."""
+    import math
+
+    from PIL import Image
+
+    from lbi_engine.limits import check_bytes
+
+    check_bytes(2 * 4 * len(files) * math.prod(sample_shape), f"the {len(files):,} images "
+                f"in {folder} at size {tuple(sample_shape)}", "use fewer images")
+    total = 0
+    for f in files:
+        try:
+            kind = _image_kind(f)
+            if kind == "NPY":
+                continue
+            with Image.open(f, formats=[kind]) as im:  # the header only: nothing decoded
+                total += im.size[0] * im.size[1]
+        except (OSError, ValueError, SyntaxError, DataFileError, Image.DecompressionBombError):
+            continue  # the reader refuses it, naming the file
+        if total > MAX_FOLDER_PIXELS:
+            raise DataFileError(f"the images in {folder} hold more than "
+                                f"{MAX_FOLDER_PIXELS:,} pixels in all (at {f.name}); each is "
+                                "decoded at full size: use fewer or smaller images (resize "
+                                "them to the network's input first)")
+
+
+def _check_png(p: Path) -> None:
+    """The PNG's chunk headers walked (never its data) before Pillow parses any chunk."""
+    from lbi_engine.data._png16 import check_png_chunks
+
+    try:
+        check_png_chunks(p)
+    except DataFileError as exc:
+        raise DataFileError(f"image file {p}: {exc}") from None
+
+
+def _limit_pillow() -> None:
+    """Pillow's own bounds at lbi's: its decompression-bomb check at the pixels lbi reads
+    (it refuses at twice this; its warning below that is lbi's one-line refusal instead),
+    its text chunks at the ancillary bound of the PNG walk."""
+    from PIL import Image, PngImagePlugin
+
+    from lbi_engine.data._png16 import MAX_ANCILLARY_CHUNK, MAX_ANCILLARY_TOTAL
+
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    PngImagePlugin.MAX_TEXT_CHUNK = MAX_ANCILLARY_CHUNK
+    PngImagePlugin.MAX_TEXT_MEMORY = MAX_ANCILLARY_TOTAL
 
 
 def resize_channels(chans: np.ndarray, size: int | tuple[int, int], source: str) -> np.ndarray:

@@ -65,8 +65,9 @@ class Report:
     numbers: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.out_dir = Path(self.out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        from lbi_engine.results.owned_folders import owned_folder
+
+        self.out_dir = owned_folder(self.out_dir)  # never through a link planted at its name
         safe_output_path(self.out_dir / REPORT_NAME, self.overwrite)  # refuse before working
 
     def path(self, name: str) -> Path:

@@ -183,8 +183,9 @@ def run_sweep(
 
     if str(spec.regulariser).strip().lower() != "auto":
         regulariser_name(spec.regulariser)  # a typo fails now, not after the first cells
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from lbi_engine.results.owned_folders import owned_folder
+
+    out = owned_folder(out_dir)
     csv_path = out / RESULTS
     rows = read_results(csv_path)
     bundle = load_network(spec.network, input_shape=spec.input_shape,

@@ -179,6 +179,8 @@ def build_module(layers: list[dict[str, Any]], where: str = "card",
     if not isinstance(layers, list) or not layers:
         raise ModelFileError(f"{where}: '{field}' must be a non-empty list of layer "
                              "specs like {\"type\": \"Linear\", \"in_features\": 784, ...}")
+    if depth == 0:
+        _check_layer_count(layers, where, field)
     mods = []
     for i, spec in enumerate(layers):
         kind = spec.get("type") if isinstance(spec, dict) else None
@@ -208,6 +210,22 @@ def build_module(layers: list[dict[str, Any]], where: str = "card",
             raise ModelFileError(f"{where}: {label} ({kind}) has bad parameters {kwargs} "
                                  f"({exc})") from exc
     return nn.Sequential(*mods)
+
+
+def _check_layer_count(layers: list[Any], where: str, field: str) -> None:
+    """Refuse a card of more layers (those inside residual blocks too) than
+    :func:`lbi_engine.limits.max_layers`, before any is built."""
+    from lbi_engine.limits import LAYERS_ENV, max_layers
+
+    bound, count, stack = max_layers(), 0, [layers]
+    while stack and count <= bound:
+        specs = stack.pop()
+        count += len(specs)
+        stack += [v for spec in specs if isinstance(spec, dict) for k, v in spec.items()
+                  if k in ("body", "shortcut") and isinstance(v, list)]
+    if count > bound:
+        raise ModelFileError(f"{where}: '{field}' has more than {bound:,} layers; lbi lifts at "
+                             f"most {bound:,} (set {LAYERS_ENV} to allow more if it is yours)")
 
 
 def _build_residual(spec: dict[str, Any], where: str, field: str, depth: int) -> nn.Module:

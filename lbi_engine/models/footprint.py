@@ -28,11 +28,12 @@ from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.limits import LoadBudget, check_bytes
 from lbi_engine.models._chain_shapes import chain_output_sizes, graph_output_sizes
 
-__all__ = ["Footprint", "ITERATE_COPIES", "ChainBudget", "check_network_memory",
-           "check_onnx_external_data", "meta_footprint", "probe_output_shape"]
+__all__ = ["ITERATE_COPIES", "WEIGHT_COPIES", "ChainBudget", "Footprint", "check_network_memory",
+           "check_onnx_external_data", "check_rewrite_memory", "meta_footprint",
+           "probe_output_shape"]
 
 ITERATE_COPIES = 12
-_WEIGHT_COPIES = 3
+WEIGHT_COPIES = 3
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,11 @@ class Footprint:
     weights: int  # number of parameter and buffer values
     activations: int  # values of all leaf outputs for ONE sample
     itemsize: int
+    pool_units: int = 0  # of the activations: lifted units of the max-pools' ReLU rewrites
+    pool_weights: int = 0  # of the weights: those rewrites' selection weights
 
     def bytes(self, batch: int = 1) -> int:
-        return (_WEIGHT_COPIES * self.weights * self.itemsize
+        return (WEIGHT_COPIES * self.weights * self.itemsize
                 + ITERATE_COPIES * max(1, batch) * self.activations * self.itemsize)
 
 
@@ -70,8 +73,10 @@ def meta_footprint(module: nn.Module, input_shape: Sequence[int], where: str,
     if sizes is None:  # an importer's graph of such chains: the same formulas per segment
         sizes = graph_output_sizes(module, input_shape)
     if sizes is not None:
-        return Footprint(weights=weights, activations=sum(sizes) + math.prod(input_shape),
-                         itemsize=itemsize)
+        units, added = _chain_rewrites(module, input_shape)
+        return Footprint(weights=weights + added, itemsize=itemsize,
+                         activations=sum(sizes) + math.prod(input_shape) + units,
+                         pool_units=units, pool_weights=added)
     names = {id(m): n for n, m in module.named_modules()}
     outputs: list[int] = []
 
@@ -81,7 +86,19 @@ def meta_footprint(module: nn.Module, input_shape: Sequence[int], where: str,
 
     state = {k: torch.empty_like(v, device="meta")
              for k, v in (*module.named_parameters(), *module.named_buffers())}
+    rewrites = [0, 0]  # what the max-pools' exact ReLU rewrites add: units, weights
+
+    def pool(m: nn.Module, inp: Any) -> None:
+        if isinstance(m, nn.MaxPool2d) and inp and getattr(inp[0], "dim", lambda: 0)() == 4:
+            from lbi_engine.models.maxpool_relu import rewrite_size
+
+            units, added = rewrite_size(m, tuple(inp[0].shape[1:]))
+            rewrites[0] += units
+            rewrites[1] += added
+
     handles = [m.register_forward_hook(hook) for m in _leaves(module)]
+    handles += [m.register_forward_pre_hook(pool) for m in _leaves(module)
+                if isinstance(m, nn.MaxPool2d)]
     x = torch.empty(2, *input_shape, device="meta",
                     dtype=ref.dtype if ref is not None else torch.float32)
     current = [""]
@@ -96,8 +113,8 @@ def meta_footprint(module: nn.Module, input_shape: Sequence[int], where: str,
     except (RuntimeError, ValueError, TypeError, ZeroDivisionError, IndexError,
             NotImplementedError) as exc:
         if not shape_errors:
-            return Footprint(weights=weights, itemsize=itemsize,
-                             activations=sum(outputs) + math.prod(input_shape))
+            return Footprint(weights + rewrites[1], sum(outputs) + math.prod(input_shape)
+                             + rewrites[0], itemsize, *rewrites)
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else \
             type(exc).__name__
         raise ShapeMismatchError(
@@ -107,18 +124,55 @@ def meta_footprint(module: nn.Module, input_shape: Sequence[int], where: str,
     finally:
         for h in handles:
             h.remove()
-    return Footprint(weights=weights, activations=sum(outputs) + math.prod(input_shape),
-                     itemsize=itemsize)
+    return Footprint(weights + rewrites[1], sum(outputs) + math.prod(input_shape) + rewrites[0],
+                     itemsize, *rewrites)
+
+
+def _chain_rewrites(module: nn.Module, input_shape: Sequence[int]) -> tuple[int, int]:
+    """(lifted units, weight values) the exact ReLU rewrites of a chain's max-pools add
+    (:func:`lbi_engine.models.maxpool_relu.rewrite_size`), from the layers' formulas."""
+    from lbi_engine.models._chain_shapes import _leaves_in_order, leaf_output_shape
+    from lbi_engine.models.maxpool_relu import rewrite_size
+
+    leaves = _leaves_in_order(module) or []
+    shape: tuple[int, ...] | None = tuple(int(v) for v in input_shape)
+    units = added = 0
+    for leaf in leaves:
+        if shape is None:
+            break
+        if isinstance(leaf, nn.MaxPool2d) and len(shape) == 3:
+            u, w = rewrite_size(leaf, shape)
+            units, added = units + u, added + w
+        shape = leaf_output_shape(leaf, shape)
+    return units, added
 
 
 def check_network_memory(module: nn.Module, input_shape: Sequence[int], where: str,
                          batch: int = 1, shape_errors: bool = True) -> Footprint:
     """:func:`meta_footprint`, then refuse (MemoryLimitError) above the memory limit."""
     fp = meta_footprint(module, input_shape, where, shape_errors)
+    pools = (f"; the exact ReLU rewrites of its max-pools: {fp.pool_units:,} lifted units and "
+             f"{fp.pool_weights:,} weights of them" if fp.pool_units or fp.pool_weights else "")
     check_bytes(fp.bytes(batch), f"{where} ({fp.weights:,} weights, {fp.activations:,} "
-                f"activation values per sample)",
+                f"activation values per sample{pools})",
                 "check the layer sizes, padding and strides, or use a smaller input")
     return fp
+
+
+def check_rewrite_memory(m: nn.MaxPool2d, in_shape: Sequence[int], label: str,
+                         itemsize: int = 4) -> None:
+    """Refuse (MemoryLimitError) a pool whose rewrite alone would not fit the memory limit:
+    its weights (three copies, as the network's) and the solver's copies of its lifted
+    units (:data:`ITERATE_COPIES`), before anything is built."""
+    from lbi_engine.models.maxpool_relu import _pair, rewrite_size
+
+    units, weights = rewrite_size(m, in_shape)
+    check_bytes((WEIGHT_COPIES * weights + ITERATE_COPIES * units) * itemsize,
+                f"the exact ReLU rewrite of max-pool '{label}' (kernel "
+                f"{_pair(m.kernel_size)}, input {tuple(int(v) for v in in_shape)}: {units:,} "
+                f"lifted units, {weights:,} weights)",
+                "use a smaller pooling window or input, or an nn.AvgPool2d (affine, no "
+                "rewrite)")
 
 
 def probe_output_shape(module: nn.Module, sample_shape: Sequence[int]) -> tuple[int, ...]:
@@ -180,6 +234,13 @@ class ChainBudget:
         self.budget.charge(sum(t.numel() * t.element_size() for t in tensors
                                if t.device.type != "meta"), f"the weights of {label}")
         values = math.prod(out)
+        if isinstance(module, nn.MaxPool2d) and len(in_shape) == 3:
+            from lbi_engine.models.maxpool_relu import rewrite_size
+
+            units, added = rewrite_size(module, in_shape)  # its exact ReLU rewrite
+            self.budget.charge(WEIGHT_COPIES * added * itemsize, f"the {added:,} weights "
+                               f"of the ReLU rewrite of max-pool {label}")
+            values += units
         self.values += values
         self.budget.charge(ITERATE_COPIES * itemsize * values,
                            f"{label}: {values:,} activation values per sample, "

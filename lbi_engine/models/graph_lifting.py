@@ -45,6 +45,12 @@ LayerFields = tuple[AffineMap, Any, str, tuple[int, ...], tuple[AffineMap, ...]]
 _ADD = {operator.add, operator.iadd, torch.add, "add", "add_"}
 _CAT = {torch.cat, torch.concat, torch.concatenate}
 
+#: The most terms one lifted sum may have. Every term is a map applied (and, for a channel
+#: slot, a full-size tensor made) at each solver step, so a sum's cost grows with its terms
+#: times its size; a DenseNet-201 block concatenates 49 inputs. Additions over shared states
+#: are merged (below), so only a wide concatenation reaches it.
+MAX_SUM_TERMS = 256
+
 
 @dataclass
 class _Sum:
@@ -52,6 +58,12 @@ class _Sum:
 
     terms: list[tuple[int, AffineMap | None]]
     source: list[str] = field(default_factory=list)
+
+
+def _same_terms(a: _Sum, b: _Sum) -> bool:
+    """Whether two sums read the same states through the same map objects (x + x)."""
+    return len(a.terms) == len(b.terms) and all(
+        j == k and m is n for (j, m), (k, n) in zip(a.terms, b.terms, strict=True))
 
 
 class GraphLifter:
@@ -69,6 +81,13 @@ class GraphLifter:
 
     # -- the symbolic values ---------------------------------------------------------------
     def _layer(self, s: _Sum, activation: Any) -> _Sum:
+        from lbi_engine.limits import LAYERS_ENV, max_layers
+
+        if len(self.layers) >= max_layers():
+            raise UnsupportedLayerError(
+                f"the network lifts to more than {max_layers():,} layers (at "
+                f"{', '.join(s.source[-2:]) or 'the input'}); lbi lifts at most that many (set "
+                f"{LAYERS_ENV} to allow more if the file is yours)")
         maps = [m if m is not None else IdentityMap(self.shapes[j]) for j, m in s.terms]
         self.layers.append((maps[0], activation, ", ".join(s.source) or "identity",
                             tuple(j for j, _ in s.terms), tuple(maps[1:])))
@@ -97,7 +116,54 @@ class GraphLifter:
                 terms.append((j, slot if m is None else compose([m, slot])))
             source += s.source
             offset += c
-        return _Sum(terms, [*source, "cat"])
+        return _Sum(terms, list(dict.fromkeys([*source, "cat"])))
+
+    def _join(self, first: fx.Node, second: fx.Node, sym: dict[fx.Node, _Sum],
+              label: str) -> _Sum:
+        """a + b. Terms that read the same state through the same map are merged into one
+        scaled term (a value added to itself); where the two sums still read a common state
+        through different maps (a diamond), each sum of several terms first becomes a
+        lifted layer of its own (kept as that node's value, so a node is made a layer once),
+        and repeated diamonds stay linear in size instead of reaching 2^depth terms."""
+        a, b = sym[first], sym[second]
+        shared = {j for j, _ in a.terms} & {j for j, _ in b.terms}
+        if shared and not _same_terms(a, b):
+            if len(a.terms) > 1:
+                sym[first] = self._identity_layer(a)
+            if len(sym[second].terms) > 1:
+                sym[second] = self._identity_layer(sym[second])
+            a, b = sym[first], sym[second]
+        return _Sum(self._merged([*a.terms, *b.terms]),
+                    list(dict.fromkeys([*a.source, *b.source, label])))
+
+    def _merged(self, terms: list[tuple[int, AffineMap | None]]
+                ) -> list[tuple[int, AffineMap | None]]:
+        """Equal terms (one state, one map object) as one term scaled by their count."""
+        from lbi_engine.operators.scaled import scaled
+
+        counts: dict[tuple[int, int], int] = {}
+        first: dict[tuple[int, int], tuple[int, AffineMap | None]] = {}
+        for j, m in terms:
+            key = (j, id(m))
+            counts[key] = counts.get(key, 0) + 1
+            first.setdefault(key, (j, m))
+        out: list[tuple[int, AffineMap | None]] = []
+        for key, (j, m) in first.items():
+            n = counts[key]
+            if n == 1:
+                out.append((j, m))
+            else:
+                out.append((j, scaled(m if m is not None else IdentityMap(self.shapes[j]),
+                                      float(n), float(n))))
+        return out
+
+    def _check_terms(self, s: _Sum, node: fx.Node, where: str, position: int) -> _Sum:
+        if len(s.terms) > MAX_SUM_TERMS:
+            _refuse(node, where, position, f"it sums or concatenates {len(s.terms):,} inputs "
+                    f"(at most {MAX_SUM_TERMS} are lifted: each is applied, at full size, at "
+                    "every solver step)", "Concatenate fewer tensors at a time, or fewer "
+                    "channels.")
+        return s
 
     # -- the walk ----------------------------------------------------------------------------
     def lift(self, module: nn.Module, where: str) -> list[LayerFields]:
@@ -144,9 +210,9 @@ class GraphLifter:
                         "than a sum a + b or a channel concatenation",
                         "Write the combination as an addition or torch.cat(.., dim=1).")
             first, second = (cast(fx.Node, n) for n in node.args[:2])
-            a, b = sym[first], sym[second]
             env[node] = env[first] + env[second]
-            sym[node] = _Sum(a.terms + b.terms, [*a.source, *b.source, label])
+            sym[node] = self._check_terms(self._join(first, second, sym, label), node, where,
+                                          position)
             return
         if not tensors:
             _refuse(node, where, position, "it does not use the network's input",
@@ -173,6 +239,9 @@ class GraphLifter:
                 refuse(label, sub, position, "its exact ReLU rewrite does not apply: "
                        f"{why or 'it needs (C, H, W) samples'}", "Put it after a ReLU, or use "
                        "padding=0 and ceil_mode=False, or nn.AvgPool2d (affine).")
+            from lbi_engine.models.footprint import check_rewrite_memory
+
+            check_rewrite_memory(sub, tuple(x.shape[1:]), label, x.element_size())
             rewritten = maxpool_as_relu(sub, int(x.shape[1]), nonneg_input=chain in self._nonneg,
                                         in_hw=(int(x.shape[2]), int(x.shape[3])))
             steps = list(rewritten.to(x.dtype).named_children())
@@ -189,6 +258,8 @@ class GraphLifter:
                 refuse(name, step, position, "its output is not one tensor with the batch "
                        "dimension first", "Use layers that map (B, ...) to (B, ...).")
             if isinstance(lifted, AffineMap):
+                if len(s.terms) > 1 and s is sym[chain]:  # one layer for every reader of it
+                    s = sym[chain] = self._identity_layer(s)
                 if lifted.dtype not in (None, x.dtype):
                     lifted = lifted.to(dtype=x.dtype)
                 s = self._affine(s, lifted, f"{name}:{type(step).__name__}")
@@ -223,8 +294,10 @@ class GraphLifter:
         if not isinstance(dim, int) or dim % rank != 1:
             _refuse(node, where, position, f"it concatenates along dim {dim}; lbi lifts the "
                     "concatenation of channels (dim=1) only", "Use torch.cat(.., dim=1).")
+        parts = [sym[n] for n in items]
+        self._check_terms(_Sum([t for s in parts for t in s.terms]), node, where, position)
         env[node] = torch.cat(values, dim=1)
-        sym[node] = self._cat([sym[n] for n in items], [int(v.shape[1]) for v in values])
+        sym[node] = self._cat(parts, [int(v.shape[1]) for v in values])
 
     def _finish(self, s: _Sum) -> list[LayerFields]:
         if s.terms != [(len(self.layers), None)] or not self.layers:

@@ -28,10 +28,7 @@ convolution. The rewrite takes that form when it has fewer lifted units
 pool at 128x128, 25,088 instead of 30,720 per channel, the same number of ReLU levels
 (2 + 2 = ceil(log2 9)). A non-overlapping pool (2x2, stride 2) keeps the tree over each
 window, which is then the same lifted model. The same map either way; a different lifted
-model where the form changes: measured on the random slices of bench_graph_slices (with the
-other speed-ups of that round), resnet18 at 128x128 went from 19.11 dB in 77 s to 19.47 dB in
-54 s, squeezenet at 64x64 from 57 to 32 s at the same 16.42 dB, alexnet from 12.66 to 14.36
-dB, resnet18 at 64x64 from 19.16 to 18.89 dB (L-BFGS 19.02).
+model where the form changes (benchmarks' graph slices compare them).
 
 Geometry: any kernel, stride and dilation (the first convolution reads the dilated window).
 Padding and ceil_mode are exact only when the pool's input is known to be non-negative (it
@@ -101,32 +98,82 @@ def _border_pads(m: nn.MaxPool2d, in_hw: tuple[int, int] | None) -> tuple[int, i
     return pw, ends[1], ph, ends[0]
 
 
+def _level_sizes(n: int) -> list[int]:
+    """Units per ReLU level of the tree over n values, without building it: m values make
+    3 units per pair and 2 for an odd one out, and leave ceil(m / 2) values."""
+    sizes, m = [], n
+    while m > 1:
+        sizes.append(3 * (m // 2) + 2 * (m % 2))
+        m = (m + 1) // 2
+    return sizes
+
+
 def _levels(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(U, V) per ReLU level: units = U @ (previous ReLU outputs, or the window at level 1),
-    values = V @ relu(units); the next level's U is built from V's rows."""
-    values = torch.eye(n, dtype=torch.float64)  # values as combinations of the features
-    out = []
-    while values.shape[0] > 1:
-        m = values.shape[0]
-        rows: list[torch.Tensor] = []
+    values = V @ relu(units); the next level's U is built from V's rows. Every row has at
+    most three non-zeros, so each matrix is filled by index (never from an n x n identity)."""
+    out: list[tuple[torch.Tensor, torch.Tensor]] = []
+    # the values as sparse rows {column: coefficient}; at level 1 the features themselves
+    values: list[dict[int, float]] = [{j: 1.0} for j in range(n)]
+    width = n
+    while len(values) > 1:
+        m = len(values)
+        rows: list[dict[int, float]] = []
         nxt: list[tuple[int, tuple[float, ...]]] = []
         for j in range(0, m - 1, 2):
             a, b = values[j], values[j + 1]
-            base = len(rows)
-            rows += [a - b, b, -b]
-            nxt.append((base, (1.0, 1.0, -1.0)))
+            minus_b = {k: -v for k, v in b.items()}
+            a_minus_b = dict(a)
+            for k, v in minus_b.items():
+                a_minus_b[k] = a_minus_b.get(k, 0.0) + v
+            nxt.append((len(rows), (1.0, 1.0, -1.0)))
+            rows += [a_minus_b, b, minus_b]
         if m % 2:
             c = values[m - 1]
-            base = len(rows)
-            rows += [c, -c]
-            nxt.append((base, (1.0, -1.0)))
-        units = torch.stack(rows)
+            nxt.append((len(rows), (1.0, -1.0)))
+            rows += [c, {k: -v for k, v in c.items()}]
+        units = torch.zeros(len(rows), width, dtype=torch.float64)
+        for i, row in enumerate(rows):
+            for k, v in row.items():
+                units[i, k] = v
         combine = torch.zeros(len(nxt), len(rows), dtype=torch.float64)
         for i, (base, coef) in enumerate(nxt):
             combine[i, base:base + len(coef)] = torch.tensor(coef, dtype=torch.float64)
         out.append((units, combine))
-        values = combine  # values of the next level, as combinations of this level's units
+        # the next level's values are combinations of this level's units
+        values = [{base + t: c for t, c in enumerate(coef)} for base, coef in nxt]
+        width = len(rows)
     return out
+
+
+def rewrite_size(m: nn.MaxPool2d, in_shape: Sequence[int]) -> tuple[int, int]:
+    """(lifted units, weight values) that the rewrite of ``m`` on a (C, H, W) input adds,
+    from its geometry alone (nothing is built): what the load budget charges before the
+    rewrite's convolutions and ReLU layers exist."""
+    channels, hw = int(in_shape[0]), (int(in_shape[1]), int(in_shape[2]))
+    kh, kw = _pair(m.kernel_size)
+    if kh * kw == 1:
+        return 0, channels
+    kernel, dilation = (kh, kw), _pair(m.dilation)
+    stride = _pair(m.stride if m.stride else m.kernel_size)
+    left, right, top, bottom = _border_pads(m, hw)
+    padded = (hw[0] + top + bottom, hw[1] + left + right)
+    if _rows_first(m, hw):
+        units = separable_units(padded, kernel, stride, dilation)
+        rows, columns = _level_sizes(kw), _level_sizes(kh)
+        weights = _tree_weights(rows, kw, 1) - rows[-1] + _tree_weights(columns, kh, rows[-1])
+    else:
+        units = tree_units(padded, kernel, stride, dilation)
+        levels = _level_sizes(kh * kw)
+        weights = _tree_weights(levels, kh * kw, 1)
+    return channels * units, channels * weights
+
+
+def _tree_weights(levels: list[int], window: int, in_per_group: int) -> int:
+    """Weight values per channel of one tree's convolutions and its final combination (the
+    rows' combination is merged into the columns' first convolution instead)."""
+    rest = sum(a * b for a, b in zip(levels[1:], levels[:-1], strict=True))
+    return levels[0] * in_per_group * window + rest + levels[-1]
 
 
 def maxpool_as_relu(m: nn.MaxPool2d, channels: int, *, nonneg_input: bool = False,
@@ -134,7 +181,8 @@ def maxpool_as_relu(m: nn.MaxPool2d, channels: int, *, nonneg_input: bool = Fals
     """The exact ReLU form of ``m`` on ``channels`` channels (see the module docstring).
 
     ``nonneg_input``: the pool's input is >= 0, so padding and ceil_mode are allowed (zero
-    padding, a leading ZeroPad2d); ``in_hw``: the input's (H, W), needed for ceil_mode."""
+    padding, a leading ZeroPad2d); ``in_hw``: the input's (H, W), needed for ceil_mode. Its
+    cost is :func:`rewrite_size`, which the memory checks charge before this is called."""
     why = why_not_rewritable(m, nonneg_input)
     if why is not None:
         raise UnsupportedLayerError(f"MaxPool2d cannot be rewritten exactly: {why}. Put it "
@@ -173,7 +221,7 @@ def _rows_first(m: nn.MaxPool2d, in_hw: tuple[int, int] | None) -> bool:
 
 def _units(n: int) -> int:
     """Lifted units per window of n values (all levels of the tree)."""
-    return sum(units.shape[0] for units, _ in _levels(n)) if n > 1 else 0
+    return sum(_level_sizes(n))
 
 
 def _out(size: int, k: int, s: int, d: int) -> int:

@@ -28,7 +28,7 @@ from lbi_engine.errors import (
     ShapeMismatchError,
     UnsupportedLayerError,
 )
-from lbi_engine.limits import LoadBudget, _check_shape
+from lbi_engine.limits import LAYERS_ENV, LoadBudget, _check_shape, bound_from_env, max_layers
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_graph import (
     BATCHES,
@@ -331,14 +331,22 @@ MAX_NODES_ENV = "LBI_MAX_GRAPH_NODES"
 
 
 def _max_graph_nodes() -> int:
-    import os
+    return bound_from_env(MAX_NODES_ENV, MAX_NODES, "nodes", ModelFileError)
 
-    text = os.environ.get(MAX_NODES_ENV, "").strip()
-    try:
-        return max(1, int(text)) if text else MAX_NODES
-    except ValueError:
-        raise ModelFileError(f"{MAX_NODES_ENV}={text!r}: give a whole number of nodes, e.g. "
-                             f"{MAX_NODES_ENV}=20000") from None
+
+#: ONNX operators each of which becomes (at least) one lifted layer.
+_LAYER_OPS = frozenset("Relu LeakyRelu PRelu Elu Selu Celu Sigmoid HardSigmoid HardSwish Tanh "
+                       "Softplus Softsign Clip Gelu Mish Softmax LogSoftmax MaxPool".split())
+
+
+def _check_layer_count(model: Any, p: Path) -> None:
+    """Refuse, before the walk, a graph whose activations alone would lift to more layers
+    than :func:`lbi_engine.limits.max_layers` (each costs a match and a lifted layer)."""
+    layers = sum(node.op_type in _LAYER_OPS for node in model.graph.node)
+    if layers > max_layers():
+        raise ModelFileError(f"ONNX file {str(p)!r} has {layers:,} activation and pooling "
+                             f"nodes, each a lifted layer; lbi lifts at most {max_layers():,} "
+                             f"layers (raise the bound with {LAYERS_ENV}={layers} if it is yours)")
 
 
 def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
@@ -375,6 +383,7 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
         raise ModelFileError(f"ONNX file {str(p)!r} has {nodes:,} nodes; lbi lifts graphs of at "
                              f"most {most:,} (simplify it, e.g. with onnxsim, or raise the bound "
                              f"with {MAX_NODES_ENV}={nodes})")
+    _check_layer_count(model, p)
     newest = onnx.defs.onnx_opset_version()
     for entry in model.opset_import:  # an opset of 10^9 is a damaged or hostile file
         if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:

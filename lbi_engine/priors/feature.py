@@ -33,6 +33,7 @@ from torch import Tensor
 from lbi_engine.errors import InputError, ModelFileError
 from lbi_engine.protocols import Network
 from lbi_engine.regularisers import LowRankGaussian
+from lbi_engine.regularisers._gaussian import check_factorisation
 
 PRIOR_FORMAT_VERSION = 1
 DEFAULT_RANK = 96
@@ -233,6 +234,11 @@ def read_prior_card(base: str | os.PathLike[str], kind: str, version: int, what:
     if card.get("format_version") != version:
         raise ModelFileError(f"{card_path}: {what} format_version "
                              f"{card.get('format_version')!r} is not {version}.")
+    for field in ("weights_sha256", "tensors_sha256"):  # compared and sliced as text later
+        value = card.get(field)
+        if value is not None and not (isinstance(value, str) and len(value) <= 128):
+            raise ModelFileError(f"{card_path}: {field}={str(value)[:40]!r} is not a sha256 "
+                                 f"hex string; create the {what} again.")
     return tensors_path, card_path, card
 
 
@@ -274,6 +280,8 @@ def load_feature_priors(base: str | os.PathLike[str]) -> FeaturePriors:
         if not ok:
             raise ModelFileError(f"{tensors_path}: variable x{i} has inconsistent or non-finite "
                                  "tensors; create the prior again.")
+        check_factorisation(int(mean.numel()), int(factor.shape[1]),
+                            f"feature prior {tensors_path} (variable x{i})")
         layers.append(GaussianFeaturePrior(mean, factor, diag))
         i += 1
     if not layers:
@@ -313,6 +321,7 @@ def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -
     of images (sorted by name, with the network's channel count, resized to the input's
     height and width)."""
     from lbi_engine.data import as_batch, load_array, load_image
+    from lbi_engine.data.files import check_image_folder
 
     path = Path(source).expanduser()
     if path.is_dir():
@@ -322,6 +331,7 @@ def load_samples(source: str | os.PathLike[str], input_shape: tuple[int, ...]) -
                              "give a folder of sample inputs or a .npy array")
         hw = (input_shape[-2], input_shape[-1]) if len(input_shape) >= 2 else None
         channels = input_shape[0] if len(input_shape) == 3 else 1
+        check_image_folder(path, files, input_shape)
         images = [load_image(f, size=hw, channels=channels) for f in files]
         return torch.cat([as_batch(im, input_shape) for im in images])
     return as_batch(load_array(path).float(), input_shape)

@@ -105,6 +105,9 @@ def load_input_prior(base: str | os.PathLike[str],
         raise ModelFileError(f"{tensors_path}: the tensors are inconsistent or not finite (mean "
                              f"{tuple(mean.shape)}, factor {tuple(factor.shape)}, diag "
                              f"{tuple(diag.shape)}); create the prior again.")
+    from lbi_engine.regularisers._gaussian import check_factorisation
+
+    check_factorisation(int(mean.numel()), int(factor.shape[1]), f"input prior {tensors_path}")
     if input_shape is not None and mean.numel() != math.prod(input_shape):
         raise InputError(f"the input prior {card_path} has {mean.numel()} values per sample but "
                          f"the network's input {tuple(input_shape)} has {math.prod(input_shape)}; "

@@ -41,7 +41,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from lbi_engine.io import OutputExistsError, _fsync_dir
+from lbi_engine.io import DiskFullError, OutputExistsError, _fsync_dir, disk_full
 
 __all__ = ["NEW_TAG", "OLD_TAG", "STAGE_PREFIX", "leftovers", "recover_folder", "staged_files",
            "staged_folder"]
@@ -52,6 +52,34 @@ OLD_TAG = "lbi-old"
 STAGE_PREFIX = ".lbi-stage-"
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
+
+
+#: the file that marks a staging folder as lbi's own: a user's folder of the same name
+#: (``.lbi-stage-notes``) is never removed as a stale stage
+_STAGE_MARK = ".lbi-stage-mark"
+_STAGE_NAME = re.compile(re.escape(STAGE_PREFIX) + r"[0-9a-f]{8}")
+
+
+def _new_stage(folder: Path) -> Path:
+    """A fresh staging folder inside ``folder``, marked as lbi's own."""
+    stage = folder / f"{STAGE_PREFIX}{secrets.token_hex(4)}"
+    stage.mkdir()
+    (stage / _STAGE_MARK).touch()
+    return stage
+
+
+def _remove_stale_stages(folder: Path) -> None:
+    """Remove the staging folders that earlier, interrupted writes left in ``folder``: only
+    real directories (never a link) of the user, named as lbi names them, holding lbi's mark."""
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    for stale in folder.glob(f"{STAGE_PREFIX}*"):
+        try:
+            st, mark = os.lstat(stale), os.lstat(stale / _STAGE_MARK)
+        except OSError:
+            continue
+        if (_STAGE_NAME.fullmatch(stale.name) and stat.S_ISDIR(st.st_mode)
+                and stat.S_ISREG(mark.st_mode) and uid in (None, st.st_uid)):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _sibling(target: Path, tag: str) -> Path:
@@ -214,7 +242,7 @@ def _commit_in_place(staging: Path, target: Path, keep: Callable[[str], bool],
     if last is not None:
         with contextlib.suppress(FileNotFoundError):
             (target / last).unlink()
-    staged = sorted(p.name for p in staging.iterdir())
+    staged = sorted(p.name for p in staging.iterdir() if p.name != _STAGE_MARK)
     for name in staged:
         if name != last:
             os.replace(staging / name, target / name)
@@ -246,14 +274,13 @@ def staged_folder(target: str | os.PathLike[str],
         raise OutputExistsError(f"{t} is a file, not a folder; give a folder for the results")
     in_place = t.is_dir() and not _swappable(t)
     if in_place:
-        for stale in t.glob(f"{STAGE_PREFIX}*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        staging = t / f"{STAGE_PREFIX}{secrets.token_hex(4)}"
+        _remove_stale_stages(t)
+        staging = _new_stage(t)
     else:
         t.parent.mkdir(parents=True, exist_ok=True)
         recover_folder(t)
         staging = _sibling(t, NEW_TAG)
-    staging.mkdir()
+        staging.mkdir()
     try:
         yield staging
         if in_place:
@@ -263,8 +290,15 @@ def staged_folder(target: str | os.PathLike[str],
         if t.is_dir():
             _carry_over(t, staging, keep)
         _swap_in(staging, t, keep)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if disk_full(exc):
+            where = getattr(exc, "path", None) or getattr(exc, "filename", None) or "a file"
+            why = getattr(exc.__cause__ or exc, "strerror", None) or "No space left on device"
+            raise DiskFullError(f"{t}: the disk filled while the result was written ({why}: "
+                                f"{Path(str(where)).name}); the previous result in {t} is "
+                                "intact: free some space and run again, or choose another "
+                                "--out", getattr(exc, "path", None)) from exc
         raise
 
 
@@ -282,10 +316,8 @@ def staged_files(targets: Iterable[str | os.PathLike[str]]) -> Iterator[dict[Pat
     order = [Path(t) for t in targets]
     stages: dict[Path, Path] = {}
     for folder in dict.fromkeys(t.parent for t in order):
-        for stale in folder.glob(f"{STAGE_PREFIX}*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        stages[folder] = folder / f"{STAGE_PREFIX}{secrets.token_hex(4)}"
-        stages[folder].mkdir()
+        _remove_stale_stages(folder)
+        stages[folder] = _new_stage(folder)
     try:
         mapping = {t: stages[t.parent] / t.name for t in order}
         yield mapping

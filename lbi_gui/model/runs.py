@@ -125,7 +125,8 @@ class CurveStore:
         n = len(arrays["iteration"])
         for key in SCALARS:
             store._cols[key] = [float(v) for v in np.asarray(arrays[key]).reshape(n)]
-        breg = np.asarray(arrays["bregman"]).reshape(n, -1)
+        breg = np.asarray(arrays["bregman"])
+        breg = breg.reshape(n, breg.size // n if n else 0)  # a run stopped before a report: (0, 0)
         store._bregman = [[float(v) for v in row] for row in breg]  # NaN = not reported
         its = [int(v) for v in np.asarray(arrays.get("restart_iterations", []))]
         notes = list(restart_notes) + [""] * max(0, len(its) - len(restart_notes))

@@ -149,7 +149,7 @@ def load_session(path: str | Path) -> SessionState:
     try:
         state = _state({**meta, "request": request}, arrays)
         _check_state(state)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         raise _bad(path, _why(exc)) from exc
     if consent_warning:
         state.warnings.append(consent_warning)
@@ -229,10 +229,21 @@ def _part(where: str, build: Callable[[], Any]) -> Any:
     except KeyError as exc:
         raise _FieldError(f"{where}: the entry {exc.args[0]!r} is missing (in session.json, "
                           "or its arrays in arrays.npz)") from exc
-    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+    except (TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else \
             type(exc).__name__
         raise _FieldError(f"{where} is malformed ({text})") from exc
+
+
+def _number(where: str, value: Any, low: float, high: float, whole: bool) -> None:
+    """A _FieldError naming ``where`` unless ``value`` is a finite number in [low, high]
+    (a whole one if ``whole``): JSON's Infinity and NaN, 1e400 and booleans included."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value) and low <= value <= high and (not whole or float(value).is_integer())
+    if not ok:
+        shown = repr(value)[:40]
+        raise _FieldError(f"{where}={shown} is not a {'whole ' if whole else ''}number from "
+                          f"{low:g} to {high:g}")
 
 
 def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
@@ -247,11 +258,18 @@ def _state(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
     request = dict(DEFAULT_REQUEST)
     request.update({k: v for k, v in dict(meta["request"]).items() if k in DEFAULT_REQUEST})
     if request.get("input_shape") is not None:
-        request["input_shape"] = tuple(int(s) for s in request["input_shape"])
+        shape = _field("request.input_shape", request["input_shape"], list, "a list of sizes")
+        for k, size in enumerate(shape):
+            _number(f"request.input_shape[{k}]", size, 1, 2**31, whole=True)
+        request["input_shape"] = tuple(int(s) for s in shape)
     runs = []
     for i, run_meta in enumerate(meta.get("runs", [])):
         prefix = f"run{i}__"
         _field(f"runs[{i}]", run_meta, dict, "an object")
+        for key, high, whole in (("run_id", 2**53, True), ("iterations", 2**53, True),
+                                 ("elapsed", 1e12, False)):
+            if key in run_meta:
+                _number(f"runs[{i}].{key}", run_meta[key], 0, high, whole)
         run_arrays = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
         run = _part(f"runs[{i}]", partial(RunResult.from_parts, run_meta, run_arrays))
         # a run's parameters can be loaded back into the panels: never with a file's consent

@@ -15,7 +15,16 @@ from typing import Any
 
 import pytest
 
+from tests.reliability.bounded_cli import BoundedCli
 from tests.reliability.kit import Kit, build_kit
+
+
+@pytest.fixture(scope="module")
+def bounded() -> Iterator[BoundedCli]:
+    """The CLI in a worker process under an address-space limit (one per test module)."""
+    worker = BoundedCli()
+    yield worker
+    worker.close()
 
 
 @pytest.fixture(scope="session")

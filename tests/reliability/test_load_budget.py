@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,13 +131,6 @@ def _shared_member(base: Path, dst: Path, member_bytes: int, n_tensors: int) -> 
     add = {f"extra.{k}": _meta("shared", [1 + k]) for k in range(n_tensors)}
     return _rewrite(base, dst, _weights_config(root, add),
                     {f"{root}data/weights/shared": bytes(member_bytes)})
-
-
-@pytest.fixture(scope="module")
-def bounded() -> Iterator[BoundedCli]:
-    worker = BoundedCli()
-    yield worker
-    worker.close()
 
 
 @pytest.mark.timeout(300)

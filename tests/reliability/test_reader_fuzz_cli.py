@@ -17,7 +17,6 @@ import json
 import struct
 import uuid
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +43,6 @@ JSON = st.recursive(st.none() | st.booleans() | BIG_INTS | st.integers(-50, 50)
                     | st.floats() | st.text(max_size=6),
                     lambda kids: st.lists(kids, max_size=3)
                     | st.dictionaries(st.text(max_size=6), kids, max_size=3), max_leaves=6)
-
-
-@pytest.fixture(scope="module")
-def bounded() -> Iterator[BoundedCli]:
-    worker = BoundedCli()
-    yield worker
-    worker.close()
 
 
 def _check(bounded: BoundedCli, folder: Path, *args: object) -> None:
