@@ -10,6 +10,7 @@ from PySide6 import QtWidgets
 from lbi_engine.errors import LbiError
 from lbi_engine.io import atomic_write_text
 from lbi_gui import export as exporter
+from lbi_gui.dialogs import messages as dialogs
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
 from lbi_gui.engine.messages import ErrorInfo
 from lbi_gui.model import session as sessions
@@ -88,12 +89,45 @@ class FileCommands:
             self._revert_problem()
             self.w.statusBar().showMessage("Pickled model not loaded", 5000)
             return
+        if err.exc_type == "ShapeMismatchError" and self._choose_other_data(err):
+            return
         if req.get("network") != (self.w.good_request or {}).get("network"):
             self.w.network_panel.show_problem(err.message)
         self._revert_problem()
         show_error(self.parent, "Could not prepare the inversion", err.message,
                    detail=err.detail if not err.is_user_error else None,
                    fix=None if err.is_user_error else "Check the file and the parameters.")
+
+    def _choose_other_data(self, err: ErrorInfo) -> bool:
+        """Data that no resize can fit to the network (an array or a measured code of
+        another shape, a network no bundled dataset fits): the user picks other data for it
+        (True) or keeps the problem before (False: reverted by the caller)."""
+        req = err.request or {}
+        good = self.w.good_request or {}
+        own_files = any(req.get(k) for k in ("image", "truth", "data"))
+        choices = [("image", "Open an image…")]
+        if own_files:
+            choices.append(("dataset", "Use a dataset sample"))
+        new_network = req.get("network") != good.get("network")
+        keep = Path(str(good.get("network") or "")).name if new_network else ""
+        choices.append(("keep", f"Keep {keep}" if keep else "Keep the data before"))
+        answer = dialogs.ask_choice(
+            self.parent, "The data does not fit the network",
+            f"{err.message}\n\nAn image you open is resized to the network's input.",
+            choices)
+        if answer == "image":
+            path = self._pick_data("Open an image for this network")
+            if path:
+                self.open_data_file("image", path)
+                return True
+        elif answer == "dataset":
+            self.w.data_panel.set_values({"image": None, "truth": None, "data": None})
+            self.w.sync_request()
+            self.w.controller.prepare(self.w.current_request())
+            return True
+        self._revert_problem()
+        self.w.statusBar().showMessage("Kept the network and data before", 6000)
+        return True
 
     def _revert_problem(self) -> None:
         """Show the last network/data that prepared fine again (or keep the defaults)."""

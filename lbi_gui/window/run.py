@@ -261,6 +261,8 @@ class RunView:
     # ---- problem display ------------------------------------------------------------------
     def on_prepared(self, info: PreparedInfo, from_run: bool) -> None:
         """A problem is ready: show truth, decoder output, layers, δ; clear stale results."""
+        if not from_run and not self.w.controller.running:
+            self.files.inputs.follow_prepared(info.request)
         changed_problem = self.w.info is None or not from_run and self._problem_differs(info)
         self.w.info = info
         self.w.good_request = dict(info.request) if info.request else self.w.current_request()
