@@ -32,7 +32,7 @@ from lbi_gui.widgets.curve_overlay import Overlay, joins, smooth
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
 MIN_PLOT_WIDTH = 225
-MIN_PLOT_HEIGHT = 150
+MIN_PLOT_HEIGHT = 190
 #: Opacity of the raw curve drawn under a smoothed one (TensorBoard keeps it faint).
 RAW_OPACITY = 0.25
 # Values the engine measures on some records only (SSIM: at most once per 50 iterations

@@ -74,6 +74,8 @@ class RunView:
             return
         self._fresh_run = True  # old curves stay until the new run reports (it may fail)
         self.w.shown_result = None
+        if self.w.docks["runs"].visibleRegion().isEmpty():
+            self.w.docks["curves"].raise_()  # the inputs' tabs give way to the live curves
         self.w.controller.start(self.w.current_request())
         self.w.progress.setMaximum(max(1, int(self.w.current_request()["max_iter"])))
         self.update_actions()
