@@ -12,7 +12,6 @@ from PySide6 import QtCore, QtWidgets
 
 from lbi_gui.imaging import to_view
 
-
 #: The strip's smallest height while it shows feature maps (their titles and ~60-pixel maps).
 AUX_MIN_HEIGHT = 90
 

@@ -128,5 +128,8 @@ def status_widgets(bar: QtWidgets.QStatusBar) -> tuple[
         bar.addPermanentWidget(w)
     iteration.setMinimumWidth(70)
     speed.setMinimumWidth(60)
-    reason.setMinimumWidth(120)
+    reason.setMinimumWidth(220)
+    # a long reason is cut (its tooltip has it whole), never widens the window
+    reason.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored,
+                         QtWidgets.QSizePolicy.Policy.Preferred)
     return state, iteration, speed, time, reason, progress

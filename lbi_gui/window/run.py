@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
-import numpy as np
-
+from lbi_engine.results.verdict import finite_number
 from lbi_gui.dialogs.messages import confirm, show_error
 from lbi_gui.engine.messages import ErrorInfo, PreparedInfo, Progress
 from lbi_gui.model.runs import RunResult
@@ -23,6 +21,7 @@ from lbi_gui.params import (
 from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
 from lbi_gui.window.files import FileCommands
 from lbi_gui.window.host import WindowHost
+from lbi_gui.window.run_text import concern_texts, preprocessing_text
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
 CURVES_INTERVAL = 0.25
@@ -176,7 +175,7 @@ class RunView:
         if latest is not None and latest.run_id == result.run_id:
             self.w.aux_strip.set_aux(latest.aux_display)
         self.w.image_grid.set_iterate(result.x_display, result.iterations,
-                                    _num(result.metrics.get("psnr")))
+                                    finite_number(result.metrics.get("psnr")))
         self.w.curves.update_curves(result.curves)
         self._update_status(result.iterations)
         self.w.status_reason.setText(f"stopped: {result.stop_reason}")
@@ -187,12 +186,22 @@ class RunView:
             self.w.status_reason.setText(f"stopped: {result.stop_reason}; α = "
                                        f"{float(result.metrics['alpha']):.3g} "
                                        f"({result.metrics['alpha_rule']})")
+        self._say_concerns(result)
         if result.user_action != "stop":
             self.w.run_table.add(result)
             self.w.shown_result = result
         self.set_stale(None)
         self.refresh_stale()
         self.update_actions()
+
+    def _say_concerns(self, result: RunResult) -> None:
+        """A result that is flat, over-regularised, capped or off its α target is never
+        shown as a plain success (:func:`concern_texts`)."""
+        texts = concern_texts(result) if result.user_action != "stop" else None
+        self.w.status_reason.setToolTip(texts[1] if texts else "")
+        if texts:
+            self.w.status_reason.setText(texts[0])
+            self.w.statusBar().showMessage(texts[2], 30000)
 
     def on_boot_failed(self, err: ErrorInfo) -> None:
         self.boot_failed = True
@@ -254,7 +263,7 @@ class RunView:
             if not own_problem:
                 self.w.image_grid.set_decoder(None)
         self.w.image_grid.set_iterate(result.x_display, result.iterations,
-                                    _num(result.metrics.get("psnr")))
+                                    finite_number(result.metrics.get("psnr")))
         self.w.curves.set_run(result.curves)
         self.w.status_reason.setText(f"run #{result.run_id}: {result.stop_reason}")
         self.set_stale(None)
@@ -283,7 +292,7 @@ class RunView:
         # first update (that stalled the event loop for ~70 ms as the run started).
         self.w.aux_strip.reserve(min(AUX_RESERVE_MAX, max(0, len(info.layers) - 1)))
         self.w.curves.set_references(info.decoder_psnr, info.noise_norm)
-        self.w.data_panel.show_preprocessing(_preprocessing_text(info))
+        self.w.data_panel.show_preprocessing(preprocessing_text(info))
         notes = list(info.warnings)
         if notes and (not from_run or notes != self._notes_shown):
             # What the engine changed in the user's input (e.g. clipped data) must be seen.
@@ -363,31 +372,3 @@ class RunView:
             text = "Starting engine… (the run begins by itself)"
         self.w.status_state.setText(text)
 
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def _preprocessing_text(info: PreparedInfo) -> str:
-    """What was done to the data before inversion, in one or two lines."""
-    shape = "×".join(str(s) for s in info.input_shape)
-    parts = [f"network input {shape}"]
-    if info.truth is not None:
-        t = np.asarray(info.truth)
-        parts.append(f"ground truth {t.shape[-2]}×{t.shape[-1]}, values "
-                     f"[{float(t.min()):.3g}, {float(t.max()):.3g}]")
-    pre = info.preprocessing or {}
-    offset, scale = float(pre.get("offset", 0.0)), float(pre.get("scale", 1.0))
-    if offset or scale != 1.0:
-        parts.append(f"network input = (x − {offset:.4g}) / {scale:.4g}")
-    req = info.request or {}
-    if req.get("data"):
-        parts.append("measured y used as is (no noise added)")
-    elif req.get("noise_std"):
-        parts.append(f"y^δ = output + N(0, {float(req['noise_std']):.3g}²), clipped to dom Ψ")
-    text = "; ".join(parts)
-    return text + "".join(f"\n⚠ {note}" for note in info.warnings)
