@@ -8,6 +8,7 @@ import time
 from lbi_engine.results.verdict import finite_number
 from lbi_gui.dialogs.messages import confirm, show_error
 from lbi_gui.engine.messages import ErrorInfo, PreparedInfo, Progress
+from lbi_gui.model.progress import run_progress
 from lbi_gui.model.runs import RunResult
 from lbi_gui.model.selection import same_sample
 from lbi_gui.params import (
@@ -76,7 +77,12 @@ class RunView:
         if self.w.docks["runs"].visibleRegion().isEmpty():
             self.w.docks["curves"].raise_()  # the inputs' tabs give way to the live curves
         self.w.controller.start(self.w.current_request())
-        self.w.progress.setMaximum(max(1, int(self.w.current_request()["max_iter"])))
+        # the last run's "stopped by user" / "stale" / concerns must not stand beside this one
+        self.w.status_reason.setText("running")
+        self.w.status_reason.setToolTip("")
+        self.w.status_time.setText("0.0 s")
+        self.w.progress.setRange(0, 1000)
+        self.w.progress.setValue(0)
         self.update_actions()
 
     def toggle_pause(self) -> None:
@@ -100,6 +106,7 @@ class RunView:
         self.w.status_speed.setText("— it/s")
         self.w.status_time.setText("0.0 s")
         self.w.status_reason.setText("")
+        self.w.progress.setRange(0, 1000)
         self.w.progress.setValue(0)
 
     def run_all_methods(self) -> None:
@@ -151,15 +158,23 @@ class RunView:
         run's budget: warm restarts continue it)."""
         return max(1, int((self.w.controller.run_request or {}).get("max_iter", 1)))
 
-    def _update_status(self, iteration: int, stage: str = "") -> None:
+    def _update_status(self, iteration: int, stage: str = "", done: bool = False) -> None:
+        """Stage, iterations, time and what is left (:mod:`lbi_gui.model.progress`); the bar
+        fills with k / max-iter only for a run that can only stop there."""
         c = self.w.controller
-        self.w.status_iter.setText(f"k = {iteration}" + (f" ({stage})" if stage else ""))
+        request = c.run_request or {}
+        prog = run_progress(c.curves, self._expected_end(), request.get("tol"),
+                            c.iterations_per_second)
+        self.w.status_iter.setText(f"k = {iteration}" + ("" if done else f" · {prog.stage}"))
         self.w.status_speed.setText(f"{c.iterations_per_second:,.0f} it/s")
-        elapsed = c.curves.arrays()["elapsed"][-1] if len(c.curves) else 0.0
-        self.w.status_time.setText(f"{elapsed:.1f} s")
-        max_iter = self._expected_end()
-        self.w.progress.setMaximum(max_iter)
-        self.w.progress.setValue(min(max_iter, iteration))
+        left = "" if done or prog.left_at_most is None else f" · {prog.left_text()}"
+        self.w.status_time.setText(f"{prog.elapsed:.1f} s{left}")
+        bar = self.w.progress
+        if done or prog.fraction is not None:
+            bar.setRange(0, 1000)
+            bar.setValue(1000 if done else round(1000 * float(prog.fraction or 0.0)))
+        elif bar.maximum() != 0:
+            bar.setRange(0, 0)  # busy: the run stops when its tolerance is met
 
     def on_restart_marked(self, iteration: int, what: str) -> None:
         self.w.curves.mark_restart(iteration, what)
@@ -177,7 +192,7 @@ class RunView:
         self.w.image_grid.set_iterate(result.x_display, result.iterations,
                                     finite_number(result.metrics.get("psnr")))
         self.w.curves.update_curves(result.curves)
-        self._update_status(result.iterations)
+        self._update_status(result.iterations, done=True)
         self.w.status_reason.setText(f"stopped: {result.stop_reason}")
         if result.request.get("alpha") == "auto" and result.metrics.get("alpha") is not None \
                 and result.metrics.get("alpha_rule", "fixed") not in ("fixed", "given"):
