@@ -363,6 +363,10 @@ class FileCommands:
         if existing and not confirm_overwrite(self.parent, existing):
             self.w.statusBar().showMessage("Export cancelled: nothing was written", 4000)
             return []
+        if self.w.curves.store is not result.curves and not self.w.controller.running:
+            # the plot exported is what is on screen: this run's curves (and the runs
+            # checked in the run list, named in the legend), never another run's
+            self.w.curves.set_run(result.curves)
         try:
             written = exporter.export_files(paths, result, levels=self.w.image_grid.levels(),
                                             plot_item=self.w.curves.export_item(),

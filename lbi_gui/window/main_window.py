@@ -242,7 +242,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.data_panel.thumbnails_needed.connect(d.load_thumbnails)
         self.run_table.run_all_requested.connect(r.run_all_or_cancel)
         self.run_table.load_requested.connect(f.load_run_parameters)
-        self.run_table.table.itemSelectionChanged.connect(r.overlay_selected)
+        self.run_table.table.itemSelectionChanged.connect(r.overlays.overlay_selected)
+        self.curves.run_list.checked_changed.connect(r.overlays.overlay_runs)
+        for signal in (self.run_table.model_signals.added, self.run_table.model_signals.removed,
+                       self.run_table.model_signals.reset):
+            signal.connect(r.overlays.runs_changed)
         self.run_table.export_table_requested.connect(f.export_runs_table)
         self.run_table.show_requested.connect(r.show_result)
         self.image_grid.shared_bar.sigLevelsChanged.connect(

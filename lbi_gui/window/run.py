@@ -22,6 +22,7 @@ from lbi_gui.params import (
 from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
 from lbi_gui.window.files import FileCommands
 from lbi_gui.window.host import WindowHost
+from lbi_gui.window.overlays import RunOverlays
 from lbi_gui.window.run_text import concern_texts, preprocessing_text
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
@@ -55,6 +56,7 @@ class RunView:
         self._notes_shown: list[str] = []
         #: The engine could not start: Run stays disabled.
         self.boot_failed = False
+        self.overlays = RunOverlays(window)
 
     # ---- commands -------------------------------------------------------------------------
     def run(self) -> None:
@@ -260,11 +262,6 @@ class RunView:
         else:
             self.w.statusBar().showMessage("All methods finished; see the Runs table", 5000)
 
-    def overlay_selected(self) -> None:
-        """Two or more runs selected in the table: their curves overlaid on the plots."""
-        selected = self.w.run_table.selected()
-        self.w.curves.overlay.set_runs(selected if len(selected) >= 2 else [])
-
     def show_result(self, result: RunResult) -> None:
         """Show a finished run from the table (image and curves)."""
         if self.w.controller.running:
@@ -317,6 +314,7 @@ class RunView:
         if changed_problem and not from_run and not self.w.controller.running and not restoring:
             self.w.image_grid.set_iterate(None)
             self.w.aux_strip.clear()
+            self.overlays.overlay_runs([])  # another network's runs: not this problem's
         self.w.status_state.setText(STATE_TEXT.get(self.w.controller.state, ""))
         if self.w.autorun and not from_run:
             self.w.autorun = False
