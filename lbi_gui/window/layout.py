@@ -128,8 +128,6 @@ def status_widgets(bar: QtWidgets.QStatusBar) -> tuple[
         bar.addPermanentWidget(w)
     iteration.setMinimumWidth(70)
     speed.setMinimumWidth(60)
-    reason.setMinimumWidth(220)
-    # a long reason is cut (its tooltip has it whole), never widens the window
-    reason.setSizePolicy(QtWidgets.QSizePolicy.Policy.Ignored,
-                         QtWidgets.QSizePolicy.Policy.Preferred)
+    reason.setMinimumWidth(160)
+    reason.setMaximumWidth(420)  # a long reason is cut (its tooltip has it whole)
     return state, iteration, speed, time, reason, progress
