@@ -179,13 +179,32 @@ class ImageGrid(QtWidgets.QWidget):
         err = None
         if self.iterate is not None and self.truth is not None:
             err = error_map(self.iterate, self.truth)
+        rgb = err is not None and to_view(err).ndim == 3
+        if rgb and err is not None:
+            # a signed RGB error has no colour bar that describes it: its magnitude per
+            # pixel, on a sequential bar from 0
+            err = np.sqrt(np.sum(to_view(err) ** 2, axis=-1))
+        self._rgb(rgb)
         if err is not None and self._error_auto:
             m = float(np.nanmax(np.abs(err))) if err.size else 0.0
             m = m if m > 0 else 1e-3
-            self.error_bar.setLevels((-m, m))
+            self.error_bar.setLevels((0.0, m) if rgb else (-m, m))
         self._set("error", err)
         rms = float(np.sqrt(np.mean(err ** 2))) if err is not None else None
-        self._title("error", TITLES["error"] + (f"<br>RMS {rms:.2g}" if rms else "<br>"))
+        name = "|x − x†| (RGB)" if rgb else TITLES["error"]
+        self._title("error", name + (f"<br>RMS {rms:.2g}" if rms else "<br>"))
+
+    def _rgb(self, rgb: bool) -> None:
+        """Colour images: the error bar is sequential (a magnitude) and the colour map
+        combo is off (maps apply to grey values only; the value bar then shows the levels)."""
+        if rgb == getattr(self, "_is_rgb", False):
+            return
+        self._is_rgb = rgb
+        self.error_bar.setColorMap(pg.colormap.get("CET-L3" if rgb else "CET-D1"))
+        self.tools.lut.setEnabled(not rgb)
+        self.tools.lut.setToolTip("Colour images are shown in their own colours: a colour "
+                                  "map applies to grey images only" if rgb else
+                                  "Colour map of truth, decoder output and iterate")
 
     def _error_levels_touched(self) -> None:
         self._error_auto = False  # the user dragged the error bar: keep their levels

@@ -26,6 +26,7 @@ from lbi_gui.params import (
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 from lbi_gui.window.data import DataInputs
 from lbi_gui.window.host import WindowHost
+from lbi_gui.window.session_view import restore_view
 
 RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
                  "data": "Measured data"}
@@ -186,7 +187,8 @@ class FileCommands:
         """What a session adds to the model from the window: widget settings, the curves and
         the iterate on screen."""
         return {"request": self.w.current_request(),
-                "gui": {**self.w.reg_panel.gui_state(), "levels": list(self.w.image_grid.levels())},
+                "gui": {**self.w.reg_panel.gui_state(), "levels": list(self.w.image_grid.levels()),
+                        "colour_map": self.w.image_grid.tools.lut.currentData()},
                 "curves": self.w.controller.curves, "shown": self.w.image_grid.iterate}
 
     def session_state(self) -> sessions.SessionState:
@@ -220,7 +222,7 @@ class FileCommands:
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.w.setWindowTitle(f"lbi — {Path(path).name}")
+        self.w.setWindowTitle(Path(path).name)  # Qt adds " — lbi"
         self.w.statusBar().showMessage(f"Session saved to {path}", 4000)
         return True
 
@@ -252,13 +254,13 @@ class FileCommands:
             self.w.curves.set_run(state.curves)
         else:
             self.w.curves.clear()
-        self.w.image_grid.set_iterate(state.shown)
         self.w.shown_result = state.runs[-1] if state.runs else None
+        restore_view(self.w, state)
         self.w.restoring = True  # the next prepare must not clear the restored iterate
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.w.setWindowTitle(f"lbi — {Path(path).name}")
+        self.w.setWindowTitle(Path(path).name)  # Qt adds " — lbi"
         if self.w.controller.engine_info is not None:
             self.w.controller.prepare(self.w.current_request())
         self.w.update_actions()

@@ -51,7 +51,7 @@ class MainWindow(QtWidgets.QMainWindow):
                  restore_layout: bool = True, controller: RunController | None = None) -> None:
         super().__init__()
         gui_gc.install()  # before any worker thread exists: see gui_gc for the deadlock
-        self.setWindowTitle("lbi — lifted Bregman inversion")
+        self.setWindowTitle("lifted Bregman inversion")  # Qt adds " — lbi", the display name
         self.setObjectName("lbiMainWindow")
         self.setAcceptDrops(True)
         self.setDockOptions(QtWidgets.QMainWindow.DockOption.AnimatedDocks
