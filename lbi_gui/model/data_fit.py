@@ -71,6 +71,16 @@ def image_size(path: str) -> tuple[int, int] | None:
     return int(height), int(width)
 
 
+def degenerate_image(path: str) -> str | None:
+    """Why the raster image ``path`` holds no picture to invert (a side under 2 pixels: a
+    1×1 image resized to the network's input is a flat square), else None."""
+    size = image_size(path)
+    if size is None or min(size) >= 2:
+        return None
+    return (f"{Path(path).name} is {size[1]}×{size[0]} pixels: no picture to invert. Open "
+            "an image at least 2 pixels on each side (best: the network's input size).")
+
+
 def fit_to_network(request: dict[str, Any], input_shape: tuple[int, ...] | None) -> Fitted:
     """``request`` with its sample made to fit a network taking ``input_shape`` (None: the
     shape is not known before loading: unchanged). Raises ShapeMismatchError when the

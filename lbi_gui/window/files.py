@@ -14,6 +14,7 @@ from lbi_gui.dialogs import messages as dialogs
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
 from lbi_gui.engine.messages import ErrorInfo
 from lbi_gui.model import session as sessions
+from lbi_gui.model.data_fit import degenerate_image
 from lbi_gui.model.runs import RunResult
 from lbi_gui.params import (
     IMAGE_SUFFIXES,
@@ -164,6 +165,11 @@ class FileCommands:
         """Use ``path`` as ground truth (``image``: arrays go to ``truth``) or measured y."""
         if key == "image" and Path(path).suffix.lower() in (".npy", ".npz"):
             key = "truth"
+        problem = degenerate_image(path) if key == "image" else None
+        if problem is not None:
+            show_error(self.parent, "Not an image to invert", problem)
+            return
+        remember_dir("data", path)
         self.w.data_panel.set_file(key, path)
         self.w.flush_changes()
 

@@ -205,3 +205,22 @@ def test_an_image_opened_before_its_network_is_kept_for_it(qtbot, make_window, t
     win.data_panel.use_dataset.click()
     qtbot.waitUntil(lambda: _settled(win, ("zoo", "dataset")), timeout=60000)
     assert win.info.request["dataset"] == "mnist" and win.data_panel.dataset.isEnabled()
+
+
+def test_a_one_pixel_image_is_refused_and_dialogs_start_in_the_last_folder(
+        qtbot, make_window, tmp_path) -> None:
+    from lbi_gui.settings import last_dir
+
+    win = make_window({"network": ZOO, "dataset": "mnist", "max_iter": 3})
+    dot = tmp_path / "dot.png"
+    Image.fromarray(np.zeros((1, 1, 3), dtype=np.uint8), "RGB").save(dot)
+    errors = len(messages.OPEN_ERRORS)
+    win.open_data_file("image", str(dot))
+    assert len(messages.OPEN_ERRORS) == errors + 1
+    box = messages.OPEN_ERRORS[-1]
+    assert "dot.png is 1×1 pixels: no picture to invert" in box.informativeText()
+    box.close()
+    assert win.current_request()["image"] is None  # the dataset sample stays
+    own = _own_network(tmp_path, 32, "mine")
+    win.open_network(own)
+    assert last_dir("data") == str(tmp_path)  # an image dialog opens beside the network

@@ -66,3 +66,12 @@ def test_the_window_takes_only_the_fitted_fields_of_its_own_problem() -> None:
     prepared = {**shown, "dataset": "mnist", "index": 0, "alpha": 0.2}
     assert follow_changes(shown, prepared) == {"dataset": "mnist", "index": 0}
     assert follow_changes({**shown, "network": "other"}, prepared) == {}
+
+
+def test_an_image_under_two_pixels_a_side_is_degenerate(tmp_path) -> None:
+    from lbi_gui.model.data_fit import degenerate_image
+
+    assert "is 1×1 pixels" in degenerate_image(_png(tmp_path / "a.png", 1, 1))
+    assert "is 5×1 pixels" in degenerate_image(_png(tmp_path / "b.png", 1, 5))
+    assert degenerate_image(_png(tmp_path / "c.png", 2, 2)) is None
+    assert degenerate_image(str(tmp_path / "missing.png")) is None  # the reader says more
