@@ -287,6 +287,8 @@ class RunView:
         if not from_run and not self.w.controller.running:
             self.files.inputs.follow_prepared(info.request)
         changed_problem = self.w.info is None or not from_run and self._problem_differs(info)
+        new_network = self.w.info is not None and \
+            self.w.info.request.get("network") != info.request.get("network")
         self.w.info = info
         self.w.good_request = dict(info.request) if info.request else self.w.current_request()
         self.files.remember_opened(self.w.good_request)
@@ -297,7 +299,7 @@ class RunView:
         self.w.image_grid.set_decoder(info.decoder, info.decoder_psnr)
         self.w.noise_panel.show_delta(info.delta, info.delta_squared, info.noise_norm)
         self.w.reg_panel.set_delta(info.delta)
-        self.w.reg_panel.set_layer_count(max(0, len(info.layers) - 1))
+        self.w.reg_panel.set_layer_count(max(0, len(info.layers) - 1), fresh=new_network)
         self.w.solver_panel.set_layer_count(len(info.layers))
         self._drop_disabled_method(len(info.layers))
         # Views for the auxiliary variables x_1 … x_{L−1} are built now, not at the run's
