@@ -26,14 +26,20 @@ def settings() -> QtCore.QSettings:
 
 
 def last_dir(kind: str) -> str:
-    """The folder last used for ``kind`` (network, data, session, export), else home."""
-    value = settings().value(f"last_dir/{kind}", "")
-    return str(value) if value and Path(str(value)).is_dir() else str(Path.home())
+    """The folder last used for ``kind`` (network, data, session, export), else the last
+    folder used for anything (a photo is often beside the network), else home."""
+    for key in (f"last_dir/{kind}", "last_dir/any"):
+        value = settings().value(key, "")
+        if value and Path(str(value)).is_dir():
+            return str(value)
+    return str(Path.home())
 
 
 def remember_dir(kind: str, path: str | Path) -> None:
     p = Path(path)
-    settings().setValue(f"last_dir/{kind}", str(p if p.is_dir() else p.parent))
+    folder = str(p if p.is_dir() else p.parent)
+    settings().setValue(f"last_dir/{kind}", folder)
+    settings().setValue("last_dir/any", folder)
 
 
 def recent_files(kind: str = "sessions") -> list[str]:

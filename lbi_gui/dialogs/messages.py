@@ -58,6 +58,27 @@ def confirm(parent: QtWidgets.QWidget | None, title: str, text: str,
     return answer == buttons.Yes
 
 
+def ask_choice(parent: QtWidgets.QWidget | None, title: str, text: str,
+               choices: list[tuple[str, str]]) -> str:
+    """Ask which of ``choices`` ([(key, button label)], the last one the default and the
+    answer to Esc) to take; returns its key."""
+    box = QtWidgets.QMessageBox(parent)
+    box.setIcon(QtWidgets.QMessageBox.Icon.Question)
+    box.setWindowTitle(title)
+    box.setText(f"<b>{_escape(title)}</b>")
+    box.setInformativeText(_escape(text))
+    buttons: list[tuple[QtWidgets.QPushButton, str]] = []
+    for key, label in choices:
+        role = QtWidgets.QMessageBox.ButtonRole.AcceptRole
+        buttons.append((box.addButton(label, role), key))
+    last = buttons[-1][0]
+    box.setDefaultButton(last)
+    box.setEscapeButton(last)
+    box.exec()
+    clicked = box.clickedButton()
+    return next((key for button, key in buttons if button is clicked), choices[-1][0])
+
+
 def ask_unsaved_runs(parent: QtWidgets.QWidget | None, count: int, running: bool = False,
                      action: str = "quitting") -> str:
     """Before ``action`` (quitting, opening a session) that would lose ``count`` finished

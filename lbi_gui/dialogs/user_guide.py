@@ -35,7 +35,7 @@ class UserGuide(QtWidgets.QDialog):
 
     def __init__(self, parent: QtWidgets.QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setWindowTitle("lbi — user guide")
+        self.setWindowTitle("User guide")
         self.browser = QtWidgets.QTextBrowser()
         self.browser.setOpenExternalLinks(True)
         path = guide_path()

@@ -280,7 +280,8 @@ class RunDriver:
         key = _bundle_key(request)
         with _BUNDLES_LOCK:
             bundle = _BUNDLES.get(key)
-        record = {"format_version": eng.FORMAT_VERSION, **request}
+        fitted = _fit_data(request, bundle)
+        record = {"format_version": eng.FORMAT_VERSION, **fitted.request}
         record.pop("kind", None)
         # The engine reports recoverable changes to the user's input (measured data clipped
         # into the activation's domain, ...) as warnings; they would only reach stderr, so
@@ -288,8 +289,9 @@ class RunDriver:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             prepared = eng.prepare(eng.InversionRequest.from_dict(record), bundle=bundle)
-        notes = list(dict.fromkeys(str(w.message) for w in caught
-                                   if not issubclass(w.category, _DEV_WARNINGS)))
+        notes = list(dict.fromkeys([*([fitted.note] if fitted.note else []),
+                                    *(str(w.message) for w in caught
+                                      if not issubclass(w.category, _DEV_WARNINGS))]))
         self._notes = {id(prepared): notes}  # only the newest problem's are ever asked for
         with _BUNDLES_LOCK:
             _BUNDLES[key] = prepared.bundle
@@ -350,6 +352,18 @@ class RunDriver:
                                            copy=True),
                         aux_display=self._aux(prepared, rec), restarts=list(restarts),
                         prepared=info)
+
+
+def _fit_data(request: dict[str, Any], bundle: Any) -> Any:
+    """The request with its data made to fit the network (:mod:`lbi_gui.model.data_fit`):
+    the shape of a loaded network, else the one its file or card declares."""
+    from lbi_engine.models.declared import declared_input_shape
+    from lbi_gui.model.data_fit import fit_to_network
+
+    shape = tuple(bundle.input_shape) if bundle is not None and hasattr(
+        bundle, "input_shape") else declared_input_shape(
+        str(request.get("network") or ""), request.get("input_shape"))
+    return fit_to_network(request, shape)
 
 
 def layer_rows(network: Any) -> list[dict[str, Any]]:

@@ -10,13 +10,13 @@ remaining steps; a run waits for the loaded network only, never for the warm-up'
 The first curve is the real run's: nothing the warm-up computes is shown or reused except the
 loaded network and the process's warmed caches.
 
-On Linux the warm-up thread runs at a lower priority (nice +WARM_NICE, that thread only):
-where the window's process and this one share a CPU (a busy machine), the window is built
-first; on idle cores it changes nothing. The solver's threads keep the normal priority.
-Measured on the shared 2-core machine (load 8, ``benchmarks.bench_startup --compare``):
-+5 left the window 1.3 s later than +19 did, and the first curve 3 s later. +10 rather than
-+19 because where the kernel does not group a session's processes (autogroup), the thread
-also competes with every other busy process, and +19 would all but starve it.
+The warm-up thread keeps the normal priority (WARM_NICE 0). It ran at nice +10 so that the
+window was built first on a shared CPU, but the engine's import and the first prepare are on
+the path to the first iterate, and beside CPU-bound work at nice 0 a +10 thread gets about a
+tenth of a core's share: with two CPU-bound processes beside it on the 2-core machine the
+engine was ready after 78 s for 3.3 CPU-seconds of work, the first curve at 109 s; at nice
+0, 19 s and 27 s, 2.8× the quiet launch (``python -m benchmarks.bench_startup_busy``,
+benchmarks/startup_busy.md, which names the load).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import sys
 import threading
 from typing import Any
 
-#: Added to the warm-up thread's nice value (Linux: per thread; 0 = unchanged).
-WARM_NICE = 10
+#: Added to the warm-up thread's nice value (Linux: per thread; 0 = unchanged; see above).
+WARM_NICE = 0
 
 
 class Warmup:

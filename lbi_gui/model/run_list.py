@@ -19,7 +19,7 @@ from lbi_gui.model.runs import RunResult
 #: The run table's columns, in order (the keys of :meth:`RunResult.table_row`).
 COLUMNS = ["run", "network", "method", "regulariser", "alpha", "alpha rule",
            "noise", "sample", "iterations",
-           "time [s]", "stop", "restarts", "segments", "PSNR", "SSIM", "decoder PSNR",
+           "time [s]", "stop", "check", "restarts", "segments", "PSNR", "SSIM", "decoder PSNR",
            "discrepancy", "objective", "notes"]
 
 

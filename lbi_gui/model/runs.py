@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from lbi_engine.results.verdict import Concern, judge
 from lbi_gui.params import HOT_KEYS
 
 #: Scalar curve columns, in CSV order (per-layer Bregman terms follow as bregman_1..L).
@@ -206,6 +207,17 @@ class RunResult:
         return short if short not in ("", "fixed", "given") else "auto"
 
     @property
+    def concerns(self) -> list[Concern]:
+        """Why the result may not be what it seems (flat, over-regularised, the iteration
+        cap, an α search that missed its target), each with the next step; [] for none."""
+        if self.user_action == "finish":  # the user stopped it: the cap is not the story
+            stop = None
+        else:
+            stop = self.stop_reason
+        return judge(self.metrics, x=self.x_display, truth=self.truth, stop_reason=stop,
+                     max_iter=self.request.get("max_iter"))
+
+    @property
     def label(self) -> str:
         alpha = self.alpha_used
         shown = "auto" if alpha == "auto" or alpha is None else f"{float(alpha):.3g}"
@@ -234,6 +246,7 @@ class RunResult:
             "iterations": self.iterations,
             "time [s]": self.elapsed,
             "stop": self.stop_reason,
+            "check": "; ".join(c.kind for c in self.concerns),
             "restarts": len(self.curves.restarts),
             "segments": self.segments_text(),
             "PSNR": m.get("psnr"),

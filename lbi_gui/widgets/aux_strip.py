@@ -12,6 +12,9 @@ from PySide6 import QtCore, QtWidgets
 
 from lbi_gui.imaging import to_view
 
+#: The strip's smallest height while it shows feature maps (their titles and ~60-pixel maps).
+AUX_MIN_HEIGHT = 90
+
 
 class AuxStrip(QtWidgets.QWidget):
     """One small view per auxiliary variable; views are created when the count changes.
@@ -82,6 +85,7 @@ class AuxStrip(QtWidgets.QWidget):
         self.glw.setVisible(bool(images))
         # Empty, the strip is one line high, so the images above get the room.
         self.setMaximumHeight(16777215 if images else self.placeholder.sizeHint().height() + 4)
+        self.setMinimumHeight(AUX_MIN_HEIGHT if images else 24)
 
     def reserve(self, n: int) -> None:
         """Have at least ``n`` views ready (hidden until used).

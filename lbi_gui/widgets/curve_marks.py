@@ -16,6 +16,8 @@ RESTART_PEN = pg.mkPen("#ff7f0e", width=1.5, style=QtCore.Qt.PenStyle.DashLine)
 STAGE_PEN = pg.mkPen("#6b6b6b", width=1, style=QtCore.Qt.PenStyle.DotLine)
 #: Longest mark label on the plot (the whole text is in the line's tooltip).
 MARK_LABEL_CHARS = 16
+#: Pixels between two labels of one row (about a label's width at 7 pt).
+MARK_LABEL_GAP = 90
 
 
 def short_label(text: str) -> str:
@@ -91,14 +93,23 @@ class CurveMarks:
         no label runs past the plot's edge and is cut."""
         plot = self.plots["objective"]
         (x0, x1), _y = plot.vb.viewRange()
-        for owner, line in (*self.restart_lines, *self.stage_lines):
-            if owner is not plot or line.label is None:
-                continue
+        shown_at: dict[float, float] = {}  # label row (height) -> pixel x of its last label
+        labelled = [line for owner, line in (*self.restart_lines, *self.stage_lines)
+                    if owner is plot and line.label is not None]
+        for line in sorted(labelled, key=lambda ln: ln.value()):
             right = x1 > x0 and (line.value() - x0) / (x1 - x0) > 0.55
             anchor = (1, 0.5) if right else (0, 0.5)
             if line.label.anchors[0] != anchor:
                 line.label.anchors = [anchor, anchor]
                 line.label.updatePosition()
+            # Thinned, never piled up: a label closer than a label's width to the last one
+            # shown in its row is hidden (its line's tooltip still names the stage).
+            pixel = plot.vb.mapViewToScene(QtCore.QPointF(line.value(), 0.0)).x()
+            row = float(line.label.orthoPos)
+            free = row not in shown_at or abs(pixel - shown_at[row]) >= MARK_LABEL_GAP
+            line.label.setVisible(free and x0 <= line.value() <= x1)
+            if free:
+                shown_at[row] = pixel
 
     def _x_of(self, iteration: int) -> float:
         """Where iteration ``iteration`` lies on the current x axis (log10 on a log axis:

@@ -28,11 +28,12 @@ from lbi_gui.widgets.curve_legend import add_legend, place_legend, subscript, ti
 from lbi_gui.widgets.curve_marks import MARK_LABEL_CHARS as MARK_LABEL_CHARS  # re-exported
 from lbi_gui.widgets.curve_marks import CurveMarks
 from lbi_gui.widgets.curve_overlay import Overlay, joins, smooth
+from lbi_gui.widgets.curve_runs import CurveRunList
 
 LAYER_COLOURS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
 #: Plot sizes below which the grid reflows (fewer columns) or scrolls (fixed row height).
 MIN_PLOT_WIDTH = 225
-MIN_PLOT_HEIGHT = 150
+MIN_PLOT_HEIGHT = 190
 #: Opacity of the raw curve drawn under a smoothed one (TensorBoard keeps it faint).
 RAW_OPACITY = 0.25
 # Values the engine measures on some records only (SSIM: at most once per 50 iterations
@@ -158,6 +159,8 @@ class CurvesPanel(CurveMarks, HeldRanges, QtWidgets.QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         lay.addLayout(options)
+        self.run_list = CurveRunList()
+        lay.addWidget(self.run_list)
         lay.addWidget(self.stale_banner)
         lay.addWidget(self.plots_area)
 
@@ -358,6 +361,11 @@ class CurvesPanel(CurveMarks, HeldRanges, QtWidgets.QWidget):
         self.restart_lines = []
         self.restarts = []
         self._restart_at = {}
+
+    @property
+    def store(self) -> CurveStore | None:
+        """The curves drawn as the current run (None: none yet)."""
+        return self._store
 
     def export_item(self) -> pg.GraphicsLayout:
         """What plot exports render (all curves as one figure)."""

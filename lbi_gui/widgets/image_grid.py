@@ -27,8 +27,10 @@ TITLES = {"truth": "Ground truth x†", "decoder": "Decoder D(y^δ)",
 #: What a title says when its column is too narrow for the long form.
 SHORT_TITLES = {"truth": "x†", "decoder": "D(y^δ)", "iterate": "x", "error": "x − x†"}
 TITLE_SIZE = "10pt"
-#: Below this width (pixels) the four views go into two rows.
-TWO_ROWS_BELOW = 520
+#: Width (pixels) a colour bar's column takes beside the views, with its tick labels.
+BAR_ROOM = 60
+#: Height (pixels) of the tool row under the views (read-out, Hist, Profile, Fit).
+TOOLS_ROOM = 28
 #: The smallest side (pixels) an image view may be squeezed to by docks or splitters: below
 #: it a 28x28 digit is a smudge and a colour bar's labels overprint.
 MIN_VIEW = 80
@@ -64,11 +66,11 @@ class ImageGrid(QtWidgets.QWidget):
                 plot.setXLink(self.plots["truth"])
                 plot.setYLink(self.plots["truth"])
         self.shared_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=pg.colormap.get("CET-L1"),
-                                          width=14, interactive=True, label="value")
+                                          width=14, interactive=True)
         self.shared_bar.setImageItem([self.items[k] for k in ("truth", "decoder", "iterate")])
         self.glw.addItem(self.shared_bar, row=0, col=3)
         self.error_bar = pg.ColorBarItem(values=(-0.5, 0.5), colorMap=pg.colormap.get("CET-D1"),
-                                         width=14, interactive=True, label="error")
+                                         width=14, interactive=True)
         self.error_bar.setImageItem(self.items["error"])
         self.glw.addItem(self.error_bar, row=0, col=5)
         for col in (0, 1, 2, 4):
@@ -177,13 +179,32 @@ class ImageGrid(QtWidgets.QWidget):
         err = None
         if self.iterate is not None and self.truth is not None:
             err = error_map(self.iterate, self.truth)
+        rgb = err is not None and to_view(err).ndim == 3
+        if rgb and err is not None:
+            # a signed RGB error has no colour bar that describes it: its magnitude per
+            # pixel, on a sequential bar from 0
+            err = np.sqrt(np.sum(to_view(err) ** 2, axis=-1))
+        self._rgb(rgb)
         if err is not None and self._error_auto:
             m = float(np.nanmax(np.abs(err))) if err.size else 0.0
             m = m if m > 0 else 1e-3
-            self.error_bar.setLevels((-m, m))
+            self.error_bar.setLevels((0.0, m) if rgb else (-m, m))
         self._set("error", err)
         rms = float(np.sqrt(np.mean(err ** 2))) if err is not None else None
-        self._title("error", TITLES["error"] + (f"<br>RMS {rms:.2g}" if rms else "<br>"))
+        name = "|x − x†| (RGB)" if rgb else TITLES["error"]
+        self._title("error", name + (f"<br>RMS {rms:.2g}" if rms else "<br>"))
+
+    def _rgb(self, rgb: bool) -> None:
+        """Colour images: the error bar is sequential (a magnitude) and the colour map
+        combo is off (maps apply to grey values only; the value bar then shows the levels)."""
+        if rgb == getattr(self, "_is_rgb", False):
+            return
+        self._is_rgb = rgb
+        self.error_bar.setColorMap(pg.colormap.get("CET-L3" if rgb else "CET-D1"))
+        self.tools.lut.setEnabled(not rgb)
+        self.tools.lut.setToolTip("Colour images are shown in their own colours: a colour "
+                                  "map applies to grey images only" if rgb else
+                                  "Colour map of truth, decoder output and iterate")
 
     def _error_levels_touched(self) -> None:
         self._error_auto = False  # the user dragged the error bar: keep their levels
@@ -221,7 +242,7 @@ class ImageGrid(QtWidgets.QWidget):
         self.user_zoomed = False
         rect = self.image_rect()
         if rect is not None:
-            self.plots["truth"].vb.setRange(rect, padding=0.02)
+            self.plots["truth"].vb.setRange(rect, padding=0.0)
 
     def _zoomed_by_hand(self, *_args: object) -> None:
         self.user_zoomed = True
@@ -233,12 +254,26 @@ class ImageGrid(QtWidgets.QWidget):
 
     def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
         super().resizeEvent(event)
-        self.reflow(event.size().width())
+        self.reflow(event.size().width(), event.size().height() - self._below_views())
         self._refit.start()  # after the scene has laid out at the new size
 
-    def reflow(self, width: int) -> None:
-        """One row of four views when they fit, else two rows of two (no view is cut)."""
-        rows = 1 if width >= TWO_ROWS_BELOW else 2
+    def _below_views(self) -> int:
+        """Height taken under the views: the tool row, and the histogram and line profile
+        while shown."""
+        extra = [w.height() for w in (self.tools.hist, self.profile.plot) if w.isVisible()]
+        return TOOLS_ROOM + sum(extra)
+
+    @staticmethod
+    def best_rows(width: int, height: int) -> int:
+        """1 (four views in a row) or 2 (two rows of two): whichever draws the images larger
+        in ``width`` × ``height`` pixels (square images: the smaller side of a view counts)."""
+        one = min((width - 2 * BAR_ROOM) / 4, height - TITLE_ROOM)
+        two = min((width - BAR_ROOM) / 2, height / 2 - TITLE_ROOM)
+        return 1 if one >= two else 2
+
+    def reflow(self, width: int, height: int | None = None) -> None:
+        """The arrangement of the four views that draws them largest (no view is cut)."""
+        rows = self.best_rows(width, height if height is not None else width // 2)
         if rows == self.rows:
             return
         self.rows = rows

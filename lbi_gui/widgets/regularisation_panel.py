@@ -140,11 +140,15 @@ class RegularisationPanel(ParamPanel):
         self._user_alpha()
 
     # ---- per-layer α ---------------------------------------------------------------------
-    def set_layer_count(self, n: int) -> None:
-        """One row per auxiliary variable x_1 … x_n (n = layers − 1), pre-filled with α."""
-        if n == self.layer_table.rowCount():
+    def set_layer_count(self, n: int, fresh: bool = False) -> None:
+        """One row per auxiliary variable x_1 … x_n (n = layers − 1), pre-filled with α;
+        ``fresh`` (another network): every row starts from α again, none keeps a value
+        typed for the network before."""
+        if n == self.layer_table.rowCount() and not fresh:
             return
         with QtCore.QSignalBlocker(self.layer_table):
+            if fresh:
+                self.layer_table.setRowCount(0)
             self.layer_table.setRowCount(n)
             self.layer_table.setVerticalHeaderLabels([f"x_{i + 1}" for i in range(n)])
             self.layer_table.setFixedHeight(min(100, 26 + 22 * n))

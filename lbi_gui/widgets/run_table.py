@@ -45,6 +45,8 @@ class _SortItem(QtWidgets.QTableWidgetItem):
 EMPTY_COMPARE = "Select two runs in the table to compare them."
 #: The smallest side (pixels) of each compared image.
 MIN_COMPARE_VIEW = 64
+#: Below this width (pixels) the compare pane puts its numbers under the images.
+STACK_BELOW = 480
 
 
 class CompareView(QtWidgets.QWidget):
@@ -89,12 +91,22 @@ class CompareView(QtWidgets.QWidget):
         numbers.setMaximumWidth(360)
         numbers.setMinimumHeight(40)
         self.glw.setMinimumSize(150, MIN_COMPARE_VIEW + 36)  # + titles
-        lay = QtWidgets.QHBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
+        self.numbers = numbers
+        self.box = QtWidgets.QBoxLayout(QtWidgets.QBoxLayout.Direction.LeftToRight, self)
+        self.box.setContentsMargins(0, 0, 0, 0)
         # The images are height-bound in a short pane: width beyond that goes to the numbers.
-        lay.addWidget(self.glw, 1)
-        lay.addWidget(numbers, 1)
+        self.box.addWidget(self.glw, 1)
+        self.box.addWidget(numbers, 1)
         self.shown: tuple[int, int] | None = None
+
+    def resizeEvent(self, event: QtGui.QResizeEvent) -> None:
+        """Numbers beside the images in a wide pane, under them in a narrow one (a dock
+        column), so the three images keep their width."""
+        super().resizeEvent(event)
+        narrow = event.size().width() < STACK_BELOW
+        direction = QtWidgets.QBoxLayout.Direction
+        self.box.setDirection(direction.TopToBottom if narrow else direction.LeftToRight)
+        self.numbers.setMaximumWidth(16777215 if narrow else 360)
 
     def clear(self) -> None:
         """Back to the empty pane (no images, no numbers)."""
@@ -191,7 +203,7 @@ class RunTable(QtWidgets.QWidget):
         split.setStretchFactor(1, 3)
         split.setCollapsible(0, False)
         split.setCollapsible(1, False)
-        self.table.setMinimumHeight(80)  # header and two rows; more scroll
+        self.table.setMinimumHeight(150)  # header and six rows; more scroll
         self.table.verticalHeader().setDefaultSectionSize(22)
         lay = QtWidgets.QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)

@@ -62,6 +62,18 @@ class DataInputs:
                     f"{req['dataset']} images do not fit {req['network']}: switched the "
                     f"network to {network}", 6000)
 
+    def follow_prepared(self, prepared: dict[str, Any] | None) -> None:
+        """The data panel shows the data that was prepared: a dataset the solver switched to,
+        or the resize it turned on, so that the network's input fits (its note says so)."""
+        from lbi_gui.model.data_fit import follow_changes
+
+        follow = follow_changes(self.w.current_request(), prepared or {})
+        if not follow:
+            return
+        self.w.set_request({**self.w.current_request(), **follow})
+        self.show_data({k: follow[k] for k in ("dataset", "split", "index") if k in follow})
+        self.w.sync_request()
+
     def _data_misfit(self, req: dict[str, Any]) -> str | None:
         """Why the bundled dataset in ``req`` cannot be the input of the network on screen
         (None: it can, or its input size is not known yet)."""

@@ -10,9 +10,11 @@ from PySide6 import QtWidgets
 from lbi_engine.errors import LbiError
 from lbi_engine.io import atomic_write_text
 from lbi_gui import export as exporter
+from lbi_gui.dialogs import messages as dialogs
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
 from lbi_gui.engine.messages import ErrorInfo
 from lbi_gui.model import session as sessions
+from lbi_gui.model.data_fit import degenerate_image
 from lbi_gui.model.runs import RunResult
 from lbi_gui.params import (
     IMAGE_SUFFIXES,
@@ -25,6 +27,7 @@ from lbi_gui.params import (
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
 from lbi_gui.window.data import DataInputs
 from lbi_gui.window.host import WindowHost
+from lbi_gui.window.session_view import restore_view
 
 RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
                  "data": "Measured data"}
@@ -88,12 +91,45 @@ class FileCommands:
             self._revert_problem()
             self.w.statusBar().showMessage("Pickled model not loaded", 5000)
             return
+        if err.exc_type == "ShapeMismatchError" and self._choose_other_data(err):
+            return
         if req.get("network") != (self.w.good_request or {}).get("network"):
             self.w.network_panel.show_problem(err.message)
         self._revert_problem()
         show_error(self.parent, "Could not prepare the inversion", err.message,
                    detail=err.detail if not err.is_user_error else None,
                    fix=None if err.is_user_error else "Check the file and the parameters.")
+
+    def _choose_other_data(self, err: ErrorInfo) -> bool:
+        """Data that no resize can fit to the network (an array or a measured code of
+        another shape, a network no bundled dataset fits): the user picks other data for it
+        (True) or keeps the problem before (False: reverted by the caller)."""
+        req = err.request or {}
+        good = self.w.good_request or {}
+        own_files = any(req.get(k) for k in ("image", "truth", "data"))
+        choices = [("image", "Open an image…")]
+        if own_files:
+            choices.append(("dataset", "Use a dataset sample"))
+        new_network = req.get("network") != good.get("network")
+        keep = Path(str(good.get("network") or "")).name if new_network else ""
+        choices.append(("keep", f"Keep {keep}" if keep else "Keep the data before"))
+        answer = dialogs.ask_choice(
+            self.parent, "The data does not fit the network",
+            f"{err.message}\n\nAn image you open is resized to the network's input.",
+            choices)
+        if answer == "image":
+            path = self._pick_data("Open an image for this network")
+            if path:
+                self.open_data_file("image", path)
+                return True
+        elif answer == "dataset":
+            self.w.data_panel.set_values({"image": None, "truth": None, "data": None})
+            self.w.sync_request()
+            self.w.controller.prepare(self.w.current_request())
+            return True
+        self._revert_problem()
+        self.w.statusBar().showMessage("Kept the network and data before", 6000)
+        return True
 
     def _revert_problem(self) -> None:
         """Show the last network/data that prepared fine again (or keep the defaults)."""
@@ -129,6 +165,11 @@ class FileCommands:
         """Use ``path`` as ground truth (``image``: arrays go to ``truth``) or measured y."""
         if key == "image" and Path(path).suffix.lower() in (".npy", ".npz"):
             key = "truth"
+        problem = degenerate_image(path) if key == "image" else None
+        if problem is not None:
+            show_error(self.parent, "Not an image to invert", problem)
+            return
+        remember_dir("data", path)
         self.w.data_panel.set_file(key, path)
         self.w.flush_changes()
 
@@ -152,7 +193,8 @@ class FileCommands:
         """What a session adds to the model from the window: widget settings, the curves and
         the iterate on screen."""
         return {"request": self.w.current_request(),
-                "gui": {**self.w.reg_panel.gui_state(), "levels": list(self.w.image_grid.levels())},
+                "gui": {**self.w.reg_panel.gui_state(), "levels": list(self.w.image_grid.levels()),
+                        "colour_map": self.w.image_grid.tools.lut.currentData()},
                 "curves": self.w.controller.curves, "shown": self.w.image_grid.iterate}
 
     def session_state(self) -> sessions.SessionState:
@@ -186,7 +228,7 @@ class FileCommands:
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.w.setWindowTitle(f"lbi — {Path(path).name}")
+        self.w.setWindowTitle(Path(path).name)  # Qt adds " — lbi"
         self.w.statusBar().showMessage(f"Session saved to {path}", 4000)
         return True
 
@@ -218,13 +260,13 @@ class FileCommands:
             self.w.curves.set_run(state.curves)
         else:
             self.w.curves.clear()
-        self.w.image_grid.set_iterate(state.shown)
         self.w.shown_result = state.runs[-1] if state.runs else None
+        restore_view(self.w, state)
         self.w.restoring = True  # the next prepare must not clear the restored iterate
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.w.setWindowTitle(f"lbi — {Path(path).name}")
+        self.w.setWindowTitle(Path(path).name)  # Qt adds " — lbi"
         if self.w.controller.engine_info is not None:
             self.w.controller.prepare(self.w.current_request())
         self.w.update_actions()
@@ -329,6 +371,10 @@ class FileCommands:
         if existing and not confirm_overwrite(self.parent, existing):
             self.w.statusBar().showMessage("Export cancelled: nothing was written", 4000)
             return []
+        if self.w.curves.store is not result.curves and not self.w.controller.running:
+            # the plot exported is what is on screen: this run's curves (and the runs
+            # checked in the run list, named in the legend), never another run's
+            self.w.curves.set_run(result.curves)
         try:
             written = exporter.export_files(paths, result, levels=self.w.image_grid.levels(),
                                             plot_item=self.w.curves.export_item(),

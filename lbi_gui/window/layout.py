@@ -12,6 +12,9 @@ PREFERRED_SIZE = (1600, 1000)
 FRAME_MARGIN = (16, 40)
 #: Side docks never ask for more width than this; narrower content scrolls instead.
 DOCK_MAX_MIN_WIDTH = 270
+#: Width the images' centre gets before the input column grows (two columns of views, each
+#: room for a 64×64 picture at 3×, beside their colour bars).
+CENTRE_WIDTH = 560
 
 
 def fit_geometry(available: QtCore.QRect, wanted: QtCore.QRect | None = None) -> QtCore.QRect:
@@ -125,5 +128,6 @@ def status_widgets(bar: QtWidgets.QStatusBar) -> tuple[
         bar.addPermanentWidget(w)
     iteration.setMinimumWidth(70)
     speed.setMinimumWidth(60)
-    reason.setMinimumWidth(120)
+    reason.setMinimumWidth(160)
+    reason.setMaximumWidth(420)  # a long reason is cut (its tooltip has it whole)
     return state, iteration, speed, time, reason, progress

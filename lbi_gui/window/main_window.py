@@ -23,7 +23,7 @@ from lbi_gui.engine.messages import PreparedInfo, Progress
 from lbi_gui.model import AppModel
 from lbi_gui.model.runs import RunResult
 from lbi_gui.params import default_request
-from lbi_gui.widgets.aux_strip import AuxStrip
+from lbi_gui.widgets.aux_strip import AUX_MIN_HEIGHT, AuxStrip
 from lbi_gui.widgets.curves import CurvesPanel
 from lbi_gui.widgets.data_panel import DataPanel
 from lbi_gui.widgets.image_grid import ImageGrid
@@ -38,7 +38,7 @@ from lbi_gui.window.actions import Slot, build_actions
 from lbi_gui.window.controller import RunController
 from lbi_gui.window.data import DataInputs, FieldShortcuts
 from lbi_gui.window.files import FileCommands
-from lbi_gui.window.layout import DOCK_MAX_MIN_WIDTH, add_dock, titled_column
+from lbi_gui.window.layout import CENTRE_WIDTH, DOCK_MAX_MIN_WIDTH, add_dock, titled_column
 from lbi_gui.window.parameters import Parameters
 from lbi_gui.window.run import RunView
 
@@ -51,7 +51,7 @@ class MainWindow(QtWidgets.QMainWindow):
                  restore_layout: bool = True, controller: RunController | None = None) -> None:
         super().__init__()
         gui_gc.install()  # before any worker thread exists: see gui_gc for the deadlock
-        self.setWindowTitle("lbi — lifted Bregman inversion")
+        self.setWindowTitle("lifted Bregman inversion")  # Qt adds " — lbi", the display name
         self.setObjectName("lbiMainWindow")
         self.setAcceptDrops(True)
         self.setDockOptions(QtWidgets.QMainWindow.DockOption.AnimatedDocks
@@ -125,9 +125,9 @@ class MainWindow(QtWidgets.QMainWindow):
         centre = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
         centre.addWidget(self.image_grid)
         centre.addWidget(self.aux_strip)
-        centre.setStretchFactor(0, 3)
+        centre.setStretchFactor(0, 5)
         centre.setStretchFactor(1, 1)
-        centre.setSizes([300, 130])
+        centre.setSizes([500, AUX_MIN_HEIGHT])
         centre.setCollapsible(0, False)  # the images never vanish behind the strip
         # The strip of auxiliary variables yields its room first: the window's minimum
         # height must stay within a 720-pixel screen with the images at a readable size.
@@ -135,7 +135,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.setCentralWidget(centre)
         left, right = QtCore.Qt.DockWidgetArea.LeftDockWidgetArea, \
             QtCore.Qt.DockWidgetArea.RightDockWidgetArea
-        bottom = QtCore.Qt.DockWidgetArea.BottomDockWidgetArea
         parameters = titled_column([("Noise", self.noise_panel),
                                     ("Regularisation", self.reg_panel),
                                     ("Solver", self.solver_panel)])
@@ -145,24 +144,27 @@ class MainWindow(QtWidgets.QMainWindow):
             # Parameters keep their full width (sliders beside values); they scroll vertically.
             "parameters": add_dock(self, "Parameters", parameters, right, scroll=True,
                                    max_min_width=None),
-            "curves": add_dock(self, "Curves", self.curves, bottom),
-            "runs": add_dock(self, "Runs", self.run_table, bottom),
+            # Curves and runs share the left column with the inputs (tabs): under the images
+            # they left a 64×64 picture ~70 pixels at 1280×720; a run raises the curves.
+            "curves": add_dock(self, "Curves", self.curves, left),
+            "runs": add_dock(self, "Runs", self.run_table, left, scroll=True),
         }
         self.tabifyDockWidget(self.docks["data"], self.docks["network"])
+        self.tabifyDockWidget(self.docks["network"], self.docks["curves"])
         self.tabifyDockWidget(self.docks["curves"], self.docks["runs"])
         self.docks["data"].raise_()
-        self.docks["curves"].raise_()
         self.setCorner(QtCore.Qt.Corner.BottomLeftCorner, left)
         self.setCorner(QtCore.Qt.Corner.BottomRightCorner, right)
         self.setGeometry(layout.fit_geometry(layout.available_area(self)))
 
     def _default_dock_sizes(self) -> None:
         """Dock proportions that fit the content (only meaningful once the window is shown)."""
-        side = max(DOCK_MAX_MIN_WIDTH, min(380, self.width() // 4))
+        # the images' centre gets CENTRE_WIDTH first (a 64×64 picture at 3× in two
+        # columns), the input column what is left of it, within [its minimum, 480]
+        params = self.docks["parameters"].minimumSizeHint().width()
+        side = max(DOCK_MAX_MIN_WIDTH, min(480, self.width() - params - CENTRE_WIDTH))
         self.resizeDocks([self.docks["data"], self.docks["parameters"]], [side, 370],
                          QtCore.Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["curves"]], [max(200, int(self.height() * 0.4))],
-                         QtCore.Qt.Orientation.Vertical)
 
     def showEvent(self, event: QtGui.QShowEvent) -> None:
         super().showEvent(event)
@@ -187,7 +189,6 @@ class MainWindow(QtWidgets.QMainWindow):
         for dock in self.docks.values():
             dock.show()
         self.docks["data"].raise_()
-        self.docks["curves"].raise_()
         self._default_dock_sizes()
         # Docks settle after the restore is laid out: size them again then.
         QtCore.QTimer.singleShot(0, self._default_dock_sizes)
@@ -241,7 +242,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.data_panel.thumbnails_needed.connect(d.load_thumbnails)
         self.run_table.run_all_requested.connect(r.run_all_or_cancel)
         self.run_table.load_requested.connect(f.load_run_parameters)
-        self.run_table.table.itemSelectionChanged.connect(r.overlay_selected)
+        self.run_table.table.itemSelectionChanged.connect(r.overlays.overlay_selected)
+        self.curves.run_list.checked_changed.connect(r.overlays.overlay_runs)
+        for signal in (self.run_table.model_signals.added, self.run_table.model_signals.removed,
+                       self.run_table.model_signals.reset):
+            signal.connect(r.overlays.runs_changed)
         self.run_table.export_table_requested.connect(f.export_runs_table)
         self.run_table.show_requested.connect(r.show_result)
         self.image_grid.shared_bar.sigLevelsChanged.connect(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
-import numpy as np
-
+from lbi_engine.results.verdict import finite_number
 from lbi_gui.dialogs.messages import confirm, show_error
 from lbi_gui.engine.messages import ErrorInfo, PreparedInfo, Progress
+from lbi_gui.model.progress import run_progress
 from lbi_gui.model.runs import RunResult
 from lbi_gui.model.selection import same_sample
 from lbi_gui.params import (
@@ -23,6 +22,8 @@ from lbi_gui.params import (
 from lbi_gui.widgets.run_table import CANCEL_TEXT, RUN_ALL_TEXT
 from lbi_gui.window.files import FileCommands
 from lbi_gui.window.host import WindowHost
+from lbi_gui.window.overlays import RunOverlays
+from lbi_gui.window.run_text import concern_texts, preprocessing_text
 
 #: Seconds between two curve redraws during a run (six plots, the costliest redraw).
 CURVES_INTERVAL = 0.25
@@ -55,6 +56,7 @@ class RunView:
         self._notes_shown: list[str] = []
         #: The engine could not start: Run stays disabled.
         self.boot_failed = False
+        self.overlays = RunOverlays(window)
 
     # ---- commands -------------------------------------------------------------------------
     def run(self) -> None:
@@ -74,8 +76,15 @@ class RunView:
             return
         self._fresh_run = True  # old curves stay until the new run reports (it may fail)
         self.w.shown_result = None
+        if self.w.docks["runs"].visibleRegion().isEmpty():
+            self.w.docks["curves"].raise_()  # the inputs' tabs give way to the live curves
         self.w.controller.start(self.w.current_request())
-        self.w.progress.setMaximum(max(1, int(self.w.current_request()["max_iter"])))
+        # the last run's "stopped by user" / "stale" / concerns must not stand beside this one
+        self.w.status_reason.setText("running")
+        self.w.status_reason.setToolTip("")
+        self.w.status_time.setText("0.0 s")
+        self.w.progress.setRange(0, 1000)
+        self.w.progress.setValue(0)
         self.update_actions()
 
     def toggle_pause(self) -> None:
@@ -99,6 +108,7 @@ class RunView:
         self.w.status_speed.setText("— it/s")
         self.w.status_time.setText("0.0 s")
         self.w.status_reason.setText("")
+        self.w.progress.setRange(0, 1000)
         self.w.progress.setValue(0)
 
     def run_all_methods(self) -> None:
@@ -150,15 +160,23 @@ class RunView:
         run's budget: warm restarts continue it)."""
         return max(1, int((self.w.controller.run_request or {}).get("max_iter", 1)))
 
-    def _update_status(self, iteration: int, stage: str = "") -> None:
+    def _update_status(self, iteration: int, stage: str = "", done: bool = False) -> None:
+        """Stage, iterations, time and what is left (:mod:`lbi_gui.model.progress`); the bar
+        fills with k / max-iter only for a run that can only stop there."""
         c = self.w.controller
-        self.w.status_iter.setText(f"k = {iteration}" + (f" ({stage})" if stage else ""))
+        request = c.run_request or {}
+        prog = run_progress(c.curves, self._expected_end(), request.get("tol"),
+                            c.iterations_per_second)
+        self.w.status_iter.setText(f"k = {iteration}" + ("" if done else f" · {prog.stage}"))
         self.w.status_speed.setText(f"{c.iterations_per_second:,.0f} it/s")
-        elapsed = c.curves.arrays()["elapsed"][-1] if len(c.curves) else 0.0
-        self.w.status_time.setText(f"{elapsed:.1f} s")
-        max_iter = self._expected_end()
-        self.w.progress.setMaximum(max_iter)
-        self.w.progress.setValue(min(max_iter, iteration))
+        left = "" if done or prog.left_at_most is None else f" · {prog.left_text()}"
+        self.w.status_time.setText(f"{prog.elapsed:.1f} s{left}")
+        bar = self.w.progress
+        if done or prog.fraction is not None:
+            bar.setRange(0, 1000)
+            bar.setValue(1000 if done else round(1000 * float(prog.fraction or 0.0)))
+        elif bar.maximum() != 0:
+            bar.setRange(0, 0)  # busy: the run stops when its tolerance is met
 
     def on_restart_marked(self, iteration: int, what: str) -> None:
         self.w.curves.mark_restart(iteration, what)
@@ -174,9 +192,9 @@ class RunView:
         if latest is not None and latest.run_id == result.run_id:
             self.w.aux_strip.set_aux(latest.aux_display)
         self.w.image_grid.set_iterate(result.x_display, result.iterations,
-                                    _num(result.metrics.get("psnr")))
+                                    finite_number(result.metrics.get("psnr")))
         self.w.curves.update_curves(result.curves)
-        self._update_status(result.iterations)
+        self._update_status(result.iterations, done=True)
         self.w.status_reason.setText(f"stopped: {result.stop_reason}")
         if result.request.get("alpha") == "auto" and result.metrics.get("alpha") is not None \
                 and result.metrics.get("alpha_rule", "fixed") not in ("fixed", "given"):
@@ -185,12 +203,22 @@ class RunView:
             self.w.status_reason.setText(f"stopped: {result.stop_reason}; α = "
                                        f"{float(result.metrics['alpha']):.3g} "
                                        f"({result.metrics['alpha_rule']})")
+        self._say_concerns(result)
         if result.user_action != "stop":
             self.w.run_table.add(result)
             self.w.shown_result = result
         self.set_stale(None)
         self.refresh_stale()
         self.update_actions()
+
+    def _say_concerns(self, result: RunResult) -> None:
+        """A result that is flat, over-regularised, capped or off its α target is never
+        shown as a plain success (:func:`concern_texts`)."""
+        texts = concern_texts(result) if result.user_action != "stop" else None
+        self.w.status_reason.setToolTip(texts[1] if texts else "")
+        if texts:
+            self.w.status_reason.setText(texts[0])
+            self.w.statusBar().showMessage(texts[2], 30000)
 
     def on_boot_failed(self, err: ErrorInfo) -> None:
         self.boot_failed = True
@@ -234,11 +262,6 @@ class RunView:
         else:
             self.w.statusBar().showMessage("All methods finished; see the Runs table", 5000)
 
-    def overlay_selected(self) -> None:
-        """Two or more runs selected in the table: their curves overlaid on the plots."""
-        selected = self.w.run_table.selected()
-        self.w.curves.overlay.set_runs(selected if len(selected) >= 2 else [])
-
     def show_result(self, result: RunResult) -> None:
         """Show a finished run from the table (image and curves)."""
         if self.w.controller.running:
@@ -252,7 +275,7 @@ class RunView:
             if not own_problem:
                 self.w.image_grid.set_decoder(None)
         self.w.image_grid.set_iterate(result.x_display, result.iterations,
-                                    _num(result.metrics.get("psnr")))
+                                    finite_number(result.metrics.get("psnr")))
         self.w.curves.set_run(result.curves)
         self.w.status_reason.setText(f"run #{result.run_id}: {result.stop_reason}")
         self.set_stale(None)
@@ -261,7 +284,11 @@ class RunView:
     # ---- problem display ------------------------------------------------------------------
     def on_prepared(self, info: PreparedInfo, from_run: bool) -> None:
         """A problem is ready: show truth, decoder output, layers, δ; clear stale results."""
+        if not from_run and not self.w.controller.running:
+            self.files.inputs.follow_prepared(info.request)
         changed_problem = self.w.info is None or not from_run and self._problem_differs(info)
+        new_network = self.w.info is not None and \
+            self.w.info.request.get("network") != info.request.get("network")
         self.w.info = info
         self.w.good_request = dict(info.request) if info.request else self.w.current_request()
         self.files.remember_opened(self.w.good_request)
@@ -272,14 +299,14 @@ class RunView:
         self.w.image_grid.set_decoder(info.decoder, info.decoder_psnr)
         self.w.noise_panel.show_delta(info.delta, info.delta_squared, info.noise_norm)
         self.w.reg_panel.set_delta(info.delta)
-        self.w.reg_panel.set_layer_count(max(0, len(info.layers) - 1))
+        self.w.reg_panel.set_layer_count(max(0, len(info.layers) - 1), fresh=new_network)
         self.w.solver_panel.set_layer_count(len(info.layers))
         self._drop_disabled_method(len(info.layers))
         # Views for the auxiliary variables x_1 … x_{L−1} are built now, not at the run's
         # first update (that stalled the event loop for ~70 ms as the run started).
         self.w.aux_strip.reserve(min(AUX_RESERVE_MAX, max(0, len(info.layers) - 1)))
         self.w.curves.set_references(info.decoder_psnr, info.noise_norm)
-        self.w.data_panel.show_preprocessing(_preprocessing_text(info))
+        self.w.data_panel.show_preprocessing(preprocessing_text(info))
         notes = list(info.warnings)
         if notes and (not from_run or notes != self._notes_shown):
             # What the engine changed in the user's input (e.g. clipped data) must be seen.
@@ -289,6 +316,7 @@ class RunView:
         if changed_problem and not from_run and not self.w.controller.running and not restoring:
             self.w.image_grid.set_iterate(None)
             self.w.aux_strip.clear()
+            self.overlays.overlay_runs([])  # another network's runs: not this problem's
         self.w.status_state.setText(STATE_TEXT.get(self.w.controller.state, ""))
         if self.w.autorun and not from_run:
             self.w.autorun = False
@@ -359,31 +387,3 @@ class RunView:
             text = "Starting engine… (the run begins by itself)"
         self.w.status_state.setText(text)
 
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def _preprocessing_text(info: PreparedInfo) -> str:
-    """What was done to the data before inversion, in one or two lines."""
-    shape = "×".join(str(s) for s in info.input_shape)
-    parts = [f"network input {shape}"]
-    if info.truth is not None:
-        t = np.asarray(info.truth)
-        parts.append(f"ground truth {t.shape[-2]}×{t.shape[-1]}, values "
-                     f"[{float(t.min()):.3g}, {float(t.max()):.3g}]")
-    pre = info.preprocessing or {}
-    offset, scale = float(pre.get("offset", 0.0)), float(pre.get("scale", 1.0))
-    if offset or scale != 1.0:
-        parts.append(f"network input = (x − {offset:.4g}) / {scale:.4g}")
-    req = info.request or {}
-    if req.get("data"):
-        parts.append("measured y used as is (no noise added)")
-    elif req.get("noise_std"):
-        parts.append(f"y^δ = output + N(0, {float(req['noise_std']):.3g}²), clipped to dom Ψ")
-    text = "; ".join(parts)
-    return text + "".join(f"\n⚠ {note}" for note in info.warnings)

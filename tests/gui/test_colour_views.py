@@ -37,7 +37,15 @@ def test_the_image_grid_draws_colour(qtbot) -> None:
     want = np.moveaxis(truth, 0, -1) * 255  # pyqtgraph maps levels with its own rounding
     assert pixels.shape == want.shape
     assert np.abs(pixels.astype(float) - want).max() <= 1.0
-    assert grid.items["error"].image.shape == (6, 7, 3)  # signed error per channel
+    # the error of a colour image is its magnitude per pixel, on a bar from 0
+    magnitude = np.sqrt(np.sum(np.moveaxis(truth * 0.5 - truth, 0, -1) ** 2, axis=-1))
+    np.testing.assert_allclose(grid.items["error"].image, magnitude, rtol=1e-6)
+    assert grid.error_bar.levels() == (0.0, float(magnitude.max()))
+    assert not grid.tools.lut.isEnabled()  # colour maps are for grey images
+    grey = truth[0]
+    grid.set_truth(grey)
+    grid.set_iterate(grey * 0.5)
+    assert grid.tools.lut.isEnabled() and grid.error_bar.levels()[0] < 0  # signed again
 
 
 def test_png_export_of_a_colour_image_is_rgb(tmp_path) -> None:

@@ -73,7 +73,7 @@ def test_reset_layout_restores_the_default_docks(qtbot, fake_engine, monkeypatch
     win.actions_.reset_layout.trigger()
     _settle(qtbot)
     assert not runs.isFloating()
-    assert win.dockWidgetArea(runs) == QtCore.Qt.DockWidgetArea.BottomDockWidgetArea
+    assert win.dockWidgetArea(runs) == QtCore.Qt.DockWidgetArea.LeftDockWidgetArea
     assert win.image_grid.readable()
     assert win.docks["curves"].height() >= 200
     win.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PySide6 import QtCore
 
 from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curves import CurvesPanel
@@ -143,8 +144,11 @@ def test_selected_runs_are_overlaid(qtbot, fake_engine, make_window) -> None:
     objective_lines = [ln for plot, ln in overlay.lines if plot is win.curves.plots["objective"]]
     for run, line in zip(win.run_table.runs, objective_lines, strict=True):
         np.testing.assert_allclose(line.xData, run.curves.arrays()["iteration"])
-    win.run_table.select_ids([2])
-    assert overlay.lines == []
+    win.run_table.select_ids([2])  # one row: shown, the runs checked stay drawn
+    assert [r.run_id for r in overlay.runs] == [1, 2]
+    win.curves.run_list.item(1).setCheckState(QtCore.Qt.CheckState.Unchecked)
+    win.curves.run_list.item(2).setCheckState(QtCore.Qt.CheckState.Unchecked)
+    assert overlay.lines == []  # the run list decides what is drawn
 
 
 def test_ssim_measured_on_some_records_is_one_joined_line(qtbot) -> None:

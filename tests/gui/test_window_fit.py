@@ -135,6 +135,8 @@ def test_titles_never_overprint_and_plots_are_not_cut(qtbot, fake_engine, make_w
         box = plot.vb.sceneBoundingRect()
         assert box.left() >= -1 and box.right() <= view.width() + 1, (key, box, view)
         assert box.bottom() <= view.height() + 1 and box.width() >= 40, (key, box, view)
+    win.docks["curves"].raise_()  # a tab of the inputs' column
+    _settle(qtbot, 150)
     curves = win.curves
     width = curves.glw.viewport().width()
     for key, plot in curves.plots.items():

@@ -129,7 +129,9 @@ def test_warmup_failures_are_left_to_the_real_jobs(monkeypatch) -> None:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
-def test_the_warmup_yields_the_cpu_to_the_window_but_only_its_own_thread(monkeypatch) -> None:
+def test_the_warmup_priority_is_its_own_threads_only(monkeypatch) -> None:
+    """WARM_NICE is added to the warm-up thread alone (0: the normal priority, which a
+    launch beside CPU-bound work needs: a niced import starved behind it)."""
     from lbi_gui.engine import warmup
 
     fake = make_fake_engine()

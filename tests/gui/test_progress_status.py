@@ -1,0 +1,43 @@
+"""During a run the status line says the stage, k, the time and at most how much is left;
+the bar is busy (not k / max-iter) for a run that stops by tolerance; a new run clears the
+last run's reason."""
+
+from __future__ import annotations
+
+from tests.gui.conftest import wait_idle, wait_iterations
+
+
+def test_a_new_run_clears_the_last_reason_and_shows_its_progress(qtbot, fake_engine,
+                                                                 make_window) -> None:
+    fake_engine(delay=0.002)
+    win = make_window({"network": "fake-net", "max_iter": 5000, "tol": 1e-6})
+    win.run()
+    wait_iterations(qtbot, win, 50)
+    win.stop()
+    wait_idle(qtbot, win)
+    assert win.status_reason.text() == "stopped: stopped by user"
+    win.run()
+    assert win.status_reason.text() == "running"  # not the last run's "stopped by user"
+    wait_iterations(qtbot, win, 100)
+    qtbot.waitUntil(lambda: "left" in win.status_time.text(), timeout=5000)
+    assert " · solving" in win.status_iter.text()
+    assert win.status_time.text().split(" · ")[1].startswith("≤ ")
+    assert win.progress.maximum() == 0  # busy: the run may stop by its tolerance
+    win.finish_now()
+    wait_idle(qtbot, win)
+    assert win.progress.maximum() == 1000 and win.progress.value() == 1000
+    assert "left" not in win.status_time.text()
+
+
+def test_a_run_without_tolerance_fills_the_bar_by_iterations(qtbot, fake_engine,
+                                                             make_window) -> None:
+    fake_engine(delay=0.002)
+    win = make_window({"network": "fake-net", "max_iter": 4000, "tol": 0.0})
+    win.run()
+    wait_iterations(qtbot, win, 200)
+    qtbot.waitUntil(lambda: win.progress.value() > 0, timeout=5000)
+    assert win.progress.maximum() == 1000
+    k = win.controller.curves.last_iteration
+    assert 0 < win.progress.value() <= round(1000 * (k + 200) / 4000)
+    win.stop()
+    wait_idle(qtbot, win)
