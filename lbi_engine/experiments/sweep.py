@@ -85,7 +85,10 @@ class SweepSpec:
             split=self.split, index=self.indices[0], noise_std=noise_std, seed=self.seed,
             alpha=alpha, regulariser=self.regulariser, method=method, steps=self.steps,
             max_iter=self.max_iter, tol=self.tol, tol_mode=self.tol_mode, device=self.device,
-            dtype=self.dtype, report_every=self.max_iter, threads=self.threads,
+            # lbi invert's report cadence: the objective rule decides at the records, so
+            # each row then stops where `lbi invert --sample INDEX` does
+            dtype=self.dtype, report_every=REQUEST_DEFAULTS["report_every"],
+            threads=self.threads,
             allow_pickle=self.allow_pickle,
         ).validate()
 
