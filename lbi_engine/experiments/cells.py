@@ -23,20 +23,21 @@ def solve_cell(spec: Any, bundle: Any, truths: Any, cell: tuple[float, str, floa
     )
 
     std, method, alpha = cell
-    if std not in prepared:
-        prepared.clear()
-        prepared[std] = prepare_batch(spec.request(std, method, alpha), truths,
-                                      [spec.seed + i for i in spec.indices], bundle)
-    rule = None
-    if alpha == "auto":  # chosen per sample from the data; the row records it (alpha_chosen)
-        scaled = noise_scaled_alpha(prepared[std].with_method(method), method)
-        if scaled is None:  # a search per sample
-            return _auto_alpha_metrics(spec, std, method, bundle)
-        alpha, rule = scaled
-    batch = prepared[std].with_alpha(float(alpha)).with_method(method)
     with torch_threads(spec.threads):
+        if std not in prepared:
+            prepared.clear()
+            prepared[std] = prepare_batch(spec.request(std, method, alpha), truths,
+                                          [spec.seed + i for i in spec.indices], bundle)
+        rule = None
+        if alpha == "auto":  # chosen per sample from the data; the row records it
+            scaled = noise_scaled_alpha(prepared[std].with_method(method), method)
+            if scaled is None:  # a search per sample
+                return _auto_alpha_metrics(spec, std, method, bundle)
+            alpha, rule = scaled
+        batch = prepared[std].with_alpha(float(alpha)).with_method(method)
         record = solve_each(batch)
-    rows = sample_metrics(batch, record)
+    with torch_threads(1):  # one sample's metrics at a time: tensors too small to share
+        rows = sample_metrics(batch, record)
     if rule is not None:  # as api's alpha "auto" with a noise-scaled weight reports it
         for row in rows:
             row.update(alpha=float(alpha), alpha_rule=rule, alpha_chosen=float(alpha))
