@@ -218,12 +218,21 @@ def solve_each(run: BatchRun, method: str | None = None) -> Any:
     stopped by its own rule and leaving the batch then (``solvers.shrinking``): the same
     steps and stop as ``lbi invert`` of that sample with the request's settings, within
     rounding; ``extras["stop_iterations"]`` holds each sample's iteration count."""
-    from lbi_engine.solvers.shrinking import solve_shrinking
+    from lbi_engine.solvers.shrinking import solve_shrinking_split
 
     request = run.prepared.request
-    return solve_shrinking(run.problem, method or request.method, stop=request.stop_rule(),
-                           options=request.solver_options(),
-                           report_every=request.report_every)
+    # --threads N: N shares of the batch solved at once, one torch thread each
+    parts = max(1, int(request.threads or 1)) if run.batch >= SPLIT_MIN_BATCH else 1
+    with torch_threads(1 if parts > 1 else None):
+        return solve_shrinking_split(run.problem, method or request.method, parts,
+                                     stop=request.stop_rule(),
+                                     options=request.solver_options(),
+                                     report_every=request.report_every)
+
+
+#: Fewer samples than this are solved as one share whatever the thread count: a share's
+#: per-step Python work would outweigh its arithmetic.
+SPLIT_MIN_BATCH = 32
 
 
 def noise_scaled_alpha(run: BatchRun, method: str | None = None) -> tuple[float, str] | None:

@@ -48,6 +48,66 @@ def solve_shrinking(problem: Problem, method: str, *, stop: StopRule,
         [_ShrinkingJoint(p, stop, opts, report_every).run()])))
 
 
+def solve_shrinking_split(problem: Problem, method: str, parts: int, *, stop: StopRule,
+                          options: SolverOptions | dict[str, Any] | None = None,
+                          report_every: int = 10) -> IterateRecord:
+    """:func:`solve_shrinking` on ``parts`` interleaved shares of the batch at once, one
+    Python thread each (torch releases the GIL in its kernels), merged into one record.
+
+    Why threads of whole solves rather than torch's own threads: the samples are
+    independent, so the shares never wait for each other, where torch's threads meet at a
+    barrier in every operation (on a loaded machine they spin there). The caller sets
+    torch's thread count (one per share is meant)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    parts = max(1, min(int(parts), problem.batch))
+    if parts == 1:
+        return solve_shrinking(problem, method, stop=stop, options=options,
+                               report_every=report_every)
+    shares = [torch.arange(k, problem.batch, parts, device=problem.device)
+              for k in range(parts)]
+    with ThreadPoolExecutor(parts) as pool:
+        records = list(pool.map(lambda rows: solve_shrinking(
+            problem_rows(problem, rows), method, stop=stop, options=options,
+            report_every=report_every), shares))
+    return merge_rows(records, shares, problem.batch)
+
+
+def merge_rows(records: list[IterateRecord], shares: list[Tensor], batch: int
+               ) -> IterateRecord:
+    """One final record of ``batch`` samples from the final records of the row shares."""
+    def merged(pick: Any) -> Any:
+        first = pick(records[0])
+        if first is None:
+            return None
+        out = first.new_empty((batch, *first.shape[1:]))
+        for record, rows in zip(records, shares, strict=True):
+            out[rows] = pick(record)
+        return out
+
+    def listed(pick: Any) -> list[Any]:
+        out: list[Any] = [None] * batch
+        for record, rows in zip(records, shares, strict=True):
+            for row, value in zip(rows.tolist(), pick(record), strict=True):
+                out[row] = value
+        return out
+
+    first = records[0]
+    extras = dict(first.extras)
+    extras["stop_iterations"] = listed(lambda r: r.extras["stop_iterations"])
+    return IterateRecord(
+        method=first.method, iteration=max(r.iteration for r in records),
+        x=merged(lambda r: r.x),
+        aux=[merged(lambda r, i=i: r.aux[i]) for i in range(len(first.aux))],
+        objective=merged(lambda r: r.objective), bregman_terms=merged(lambda r: r.bregman_terms),
+        reg_term=merged(lambda r: r.reg_term), discrepancy=merged(lambda r: r.discrepancy),
+        primal_residual=merged(lambda r: r.primal_residual),
+        dual_residual=merged(lambda r: r.dual_residual),
+        elapsed=max(r.elapsed for r in records), active=merged(lambda r: r.active),
+        psnr=merged(lambda r: r.psnr), ssim=merged(lambda r: r.ssim), final=True,
+        stop_reasons=listed(lambda r: r.stop_reasons), stage=first.stage, extras=extras)
+
+
 def problem_rows(problem: Problem, keep: Tensor) -> Problem:
     """The problem of the samples ``keep`` (row indices): their codes, truths and noise
     levels; network, regulariser and weight shared."""

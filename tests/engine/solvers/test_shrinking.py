@@ -85,3 +85,20 @@ def test_other_methods_run_as_one_batch() -> None:
     assert shrunk.extras["stop_iterations"] == [7, 7]
     whole = final(solve(problem, "landweber", stop=stop, report_every=10))
     assert torch.equal(shrunk.x, whole.x)
+
+
+@pytest.mark.parametrize("reg", ["gaussian", "tv"])
+def test_shares_solved_at_once_merge_to_the_whole_batch(reg: str) -> None:
+    from lbi_engine.solvers.shrinking import solve_shrinking_split
+
+    problem = _problem(reg, batch=7)
+    stop = StopRule(max_iter=3000, tol=1e-5, tol_mode="objective")
+    whole = solve_shrinking(problem, "joint", stop=stop, report_every=10)
+    split = solve_shrinking_split(problem, "joint", 2, stop=stop, report_every=10)
+    assert split.extras["stop_iterations"] == whole.extras["stop_iterations"]
+    assert split.stop_reasons == whole.stop_reasons
+    assert split.iteration == whole.iteration
+    for mine, theirs in ((split.x, whole.x), (split.objective, whole.objective),
+                         (split.psnr, whole.psnr), (split.ssim, whole.ssim),
+                         *zip(split.aux, whole.aux, strict=True)):
+        assert torch.allclose(mine, theirs, rtol=0, atol=1e-12)
