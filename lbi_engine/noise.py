@@ -12,6 +12,7 @@ the pre-activation, not y ([TYPO 5]).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,16 +127,22 @@ def make_noisy_data(
     std: float,
     seed: int | None = None,
     generator: torch.Generator | None = None,
+    sample_seeds: Sequence[int] | None = None,
 ) -> SimulatedData:
     """Simulate y_delta = P_dom(y + std n) from the ground truth and compute delta (MATH §7).
 
     ``network`` is a LiftedNetwork (``layers``, ``forward_states``, ``pre_activation``).
     ``seed=None`` and no generator draws a random seed and records it in the result.
+    ``sample_seeds``: one seed per sample instead, sample i's noise drawn as ``seed=
+    sample_seeds[i]`` draws it for that sample alone (the result records the first).
     """
     s = validate_std(std)
     if not isinstance(x_true, Tensor):
         raise InputError("x_true: expected a torch tensor of shape (B, *input_shape).")
-    gen, used_seed = _generator(seed, generator)
+    if sample_seeds is not None and len(sample_seeds) != x_true.shape[0]:
+        raise InputError(f"{x_true.shape[0]} samples but {len(sample_seeds)} seeds; give one "
+                         "seed per sample.")
+    gen, used_seed = _generator(sample_seeds[0] if sample_seeds else seed, generator)
     layers = list(network.layers)
     last = layers[-1].activation
     with torch.no_grad():
@@ -145,7 +152,12 @@ def make_noisy_data(
             network, "is_chain", True) else network.pre_activation_of(  # a graph (§5.6)
             len(layers) - 1, [x_true, *states])
         y = states[-1]
-        n = draw_standard_normal(tuple(y.shape), gen, y)
+        if sample_seeds is None:
+            n = draw_standard_normal(tuple(y.shape), gen, y)
+        else:
+            one = (1, *y.shape[1:])
+            n = torch.cat([draw_standard_normal(one, _generator(v, None)[0], y)
+                           for v in sample_seeds])
         y_delta = last.project(y + s * n)
         noise = y_delta - y
         # B >= 0 exactly; clamp the round-off (~1e-16 below 0) so that delta is never NaN.

@@ -59,6 +59,14 @@ class BatchRun:
             truth_image=self.truths[i],
         )
 
+    def with_method(self, method: str) -> BatchRun:
+        """The same batch run by another method (the request's field)."""
+        if method == self.prepared.request.method:
+            return self
+        request = dataclasses.replace(self.prepared.request, method=method)
+        return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared,
+                                                                      request=request))
+
     def with_alpha(self, alpha: float) -> BatchRun:
         """The same data with another regularisation weight (data and noise are reused)."""
         from lbi_engine.problem import InversionProblem
@@ -124,40 +132,43 @@ def prepare_batch(
     shaped = np.asarray(truths, dtype=np.float32).reshape(batch, *input_shape)
     x_true = torch.as_tensor(np.asarray(bundle.preprocessing.apply(shaped)), dtype=dtype,
                              device=device)
-    parts = [noise.make_noisy_data(encoder, x_true[i:i + 1], request.noise_std, seed=int(s))
-             for i, s in enumerate(seeds)]
-    y_delta = torch.cat([p.y_delta for p in parts])
-    noise_norm = torch.cat([p.noise_norm for p in parts])
+    # one forward pass for the batch, each sample's noise from its own seed
+    data = noise.make_noisy_data(encoder, x_true, request.noise_std,
+                                 sample_seeds=[int(s) for s in seeds])
+    y_delta, noise_norm = data.y_delta, data.noise_norm
     preprocessing = bundle.preprocessing
+    regulariser, regulariser_rule = run_regulariser(
+        request.regulariser, request.network, getattr(bundle, "sha256", None), input_shape,
+        request.input_prior, request.noise_std_known())
     problem = InversionProblem(
         network=encoder,
         y_delta=y_delta,
-        regulariser=run_regulariser(request.regulariser, request.network,
-                                    getattr(bundle, "sha256", None), input_shape,
-                                    request.input_prior, request.noise_std_known())[0],
-        alpha=float(request.alpha),
+        regulariser=regulariser,
+        alpha=request.fixed_alpha(),
         x_true=x_true,
         data_range=float(getattr(preprocessing, "data_range", 1.0)),
         display_offset=float(getattr(preprocessing, "display_offset", 0.0)),
         delta=noise_norm,
         layer_alphas=request.layer_alphas,
+        extras={"regulariser_rule": regulariser_rule,
+                "regulariser_run": regulariser.describe()},
     )
     image_shape = problem.image_shape or input_shape
     display = _squeeze_channels(shaped.reshape(batch, *image_shape))
     decoder_images, decoder_psnr = _decode(bundle, y_delta, display)
+    delta, delta_squared = data.delta.tolist(), data.delta_squared.tolist()
     prepared = PreparedRun(request, bundle, problem, display[0],
                            None if decoder_images is None else decoder_images[0],
-                           decoder_psnr[0], float(parts[0].delta[0]),
-                           float(parts[0].delta_squared[0]), float(noise_norm[0]),
-                           torch.cat([p.y for p in parts]))
+                           decoder_psnr[0], float(delta[0]), float(delta_squared[0]),
+                           float(noise_norm[0]), data.y)
     return BatchRun(
         prepared=prepared,
         truths=display,
         decoder_images=decoder_images,
         decoder_psnr=decoder_psnr,
-        delta=[float(p.delta[0]) for p in parts],
-        delta_squared=[float(p.delta_squared[0]) for p in parts],
-        noise_norm=[float(v) for v in noise_norm],
+        delta=[float(v) for v in delta],
+        delta_squared=[float(v) for v in delta_squared],
+        noise_norm=[float(v) for v in noise_norm.tolist()],
         seeds=[int(s) for s in seeds],
     )
 
@@ -202,11 +213,55 @@ def solve_batch(
     return final
 
 
+def solve_each(run: BatchRun, method: str | None = None) -> Any:
+    """The final record of the request's method (or ``method``) on the batch, each sample
+    stopped by its own rule and leaving the batch then (``solvers.shrinking``): the same
+    steps and stop as ``lbi invert`` of that sample with the request's settings, within
+    rounding; ``extras["stop_iterations"]`` holds each sample's iteration count."""
+    from lbi_engine.solvers.shrinking import solve_shrinking_split
+
+    request = run.prepared.request
+    # --threads N: N shares of the batch solved at once, one torch thread each
+    parts = max(1, int(request.threads or 1)) if run.batch >= SPLIT_MIN_BATCH else 1
+    with torch_threads(1 if parts > 1 else None):
+        return solve_shrinking_split(run.problem, method or request.method, parts,
+                                     stop=request.stop_rule(),
+                                     options=request.solver_options(),
+                                     report_every=request.report_every)
+
+
+#: Fewer samples than this are solved as one share whatever the thread count: a share's
+#: per-step Python work would outweigh its arithmetic.
+SPLIT_MIN_BATCH = 32
+
+
+def noise_scaled_alpha(run: BatchRun, method: str | None = None) -> tuple[float, str] | None:
+    """alpha "auto" of the batch's request when it needs no search: the regulariser's own
+    weight for the noise level (the learned Gaussian prior's c(s) s^2, ``alpha_for_noise``),
+    which ``api.iterate`` takes for every sample alike when no rule is named and the noise
+    level is known; as (alpha, rule name), else None (a per-sample search)."""
+    from lbi_engine.solvers.alpha import ALPHA_MAX
+
+    request = run.prepared.request
+    inner = getattr(run.problem.reg, "inner", run.problem.reg)
+    scaled = getattr(inner, "alpha_for_noise", None)
+    std = request.noise_std_known()
+    if scaled is None or request.alpha_rule != "auto" or not (std is not None and std > 0) \
+            or (method or request.method) in ("landweber", "layerwise"):
+        return None
+    alpha = min(max(float(scaled(std)), 1e-12), ALPHA_MAX)
+    return alpha, str(getattr(inner, "noise_alpha_rule", "noise-scaled"))
+
+
 def sample_metrics(run: BatchRun, record: Any) -> list[dict[str, Any]]:
-    """``api.final_metrics`` of every sample of a finished batch."""
+    """``api.final_metrics`` of every sample of a finished batch (each sample's own
+    iteration count where the record holds them: ``solve_each``)."""
     from lbi_engine.api import final_metrics
 
-    return [final_metrics(run.sample_view(i), record, i) for i in range(run.batch)]
+    rows = [final_metrics(run.sample_view(i), record, i) for i in range(run.batch)]
+    for row, count in zip(rows, record.extras.get("stop_iterations") or (), strict=False):
+        row["iterations"] = int(count)
+    return rows
 
 
 def display_images(run: BatchRun, record: Any) -> list[np.ndarray]:

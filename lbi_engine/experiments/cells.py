@@ -14,17 +14,34 @@ def solve_cell(spec: Any, bundle: Any, truths: Any, cell: tuple[float, str, floa
     ``prepared`` caches the noisy data of one noise std (cells are ordered by std, so one
     draw serves a whole row of alphas and methods); it is cleared when the std changes.
     """
-    from lbi_engine.experiments.batch import prepare_batch, sample_metrics, solve_batch
+    from lbi_engine.experiments.batch import (
+        noise_scaled_alpha,
+        prepare_batch,
+        sample_metrics,
+        solve_each,
+        torch_threads,
+    )
 
     std, method, alpha = cell
-    if alpha == "auto":  # chosen per sample from the data; the row records it (alpha_chosen)
-        return _auto_alpha_metrics(spec, std, method, bundle)
-    if std not in prepared:
-        prepared.clear()
-        prepared[std] = prepare_batch(spec.request(std, method, alpha), truths,
-                                      [spec.seed + i for i in spec.indices], bundle)
-    batch = prepared[std].with_alpha(alpha)
-    return sample_metrics(batch, solve_batch(batch, method=method))
+    with torch_threads(spec.threads):
+        if std not in prepared:
+            prepared.clear()
+            prepared[std] = prepare_batch(spec.request(std, method, alpha), truths,
+                                          [spec.seed + i for i in spec.indices], bundle)
+        rule = None
+        if alpha == "auto":  # chosen per sample from the data; the row records it
+            scaled = noise_scaled_alpha(prepared[std].with_method(method), method)
+            if scaled is None:  # a search per sample
+                return _auto_alpha_metrics(spec, std, method, bundle)
+            alpha, rule = scaled
+        batch = prepared[std].with_alpha(float(alpha)).with_method(method)
+        record = solve_each(batch)
+    with torch_threads(1):  # one sample's metrics at a time: tensors too small to share
+        rows = sample_metrics(batch, record)
+    if rule is not None:  # as api's alpha "auto" with a noise-scaled weight reports it
+        for row in rows:
+            row.update(alpha=float(alpha), alpha_rule=rule, alpha_chosen=float(alpha))
+    return rows
 
 
 def _auto_alpha_metrics(spec: Any, std: float, method: str, bundle: Any) -> list[dict]:

@@ -1,7 +1,9 @@
 """Parameter sweeps: a grid over alpha x noise std x method x samples, batched and resumable.
 
 * A *cell* is one (noise std, method, alpha); its samples are solved in one batch
-  (:mod:`lbi_engine.experiments.batch`). Sample INDEX gets the noise seed SEED + INDEX, so
+  (:mod:`lbi_engine.experiments.batch`), each sample leaving it when its stop rule fires
+  (:mod:`lbi_engine.solvers.shrinking`); alpha "auto" with a noise-scaled weight (the learned
+  prior's) is one weight for the whole cell, any other "auto" a search per sample. Sample INDEX gets the noise seed SEED + INDEX, so
   one row is repeated by ``lbi invert --sample INDEX --seed SEED+INDEX`` with the cell's
   parameters.
 * Results go to ``results.csv``, one row per (cell, sample), keyed by every parameter that

@@ -79,6 +79,31 @@ class RunMonitor:
         self._history_start = self.start_iteration
         self._last_ssim: int | None = None  # the iteration of the last live SSIM
 
+    def subset(self, problem: Problem, keep: Tensor) -> RunMonitor:
+        """A monitor of the samples ``keep`` (row indices of this batch) on ``problem`` (the
+        problem of those rows): the same count, stop rule, clock and extras, and those
+        samples' active flags, stop reasons, last changes and objective history, so that each
+        sample stops exactly as it would have in the whole batch."""
+        other = RunMonitor(problem, self.method, self.stop, self.cancel, self.report_every,
+                           self.start_iteration)
+        rows = keep.tolist()
+        other.report_every = self.report_every
+        other.iteration = self.iteration
+        other.active = self.active[keep].clone()
+        other._all_active = bool(other.active.all())
+        other._resume = self._resume
+        other.reasons = [self.reasons[i] for i in rows]
+        other.watch = self.watch
+        if self.first_objective is not None:
+            other.first_objective = self.first_objective[keep]
+        other.stage = self.stage
+        other.extras = dict(self.extras)
+        other._last_dx, other._last_dz = self._last_dx[keep], self._last_dz[keep]
+        other._history = [(k, v[keep]) for k, v in self._history]
+        other._history_start = self._history_start
+        other._last_ssim = self._last_ssim
+        return other
+
     # -- stopping ----------------------------------------------------------------------------
     @property
     def running(self) -> bool:
@@ -252,7 +277,7 @@ class RunMonitor:
 
                 psnr = metrics.psnr(x, problem.x_true, data_range=problem.data_range)
                 if final or self._live_ssim_due():
-                    ssim = _ssim(problem, x)
+                    ssim = problem_ssim(problem, x)
                     self._last_ssim = self.iteration
         if final:
             self.finish(self.active.clone(), StopReason.FINISHED)
@@ -285,7 +310,7 @@ class RunMonitor:
         return rec
 
 
-def _ssim(problem: Problem, x: Tensor) -> Tensor | None:
+def problem_ssim(problem: Problem, x: Tensor) -> Tensor | None:
     from lbi_engine import metrics
 
     shape, x_true = problem.image_shape, problem.x_true

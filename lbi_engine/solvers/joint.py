@@ -90,10 +90,8 @@ def run_joint(
         aux = list(init["aux"]) if init.get("aux") else problem.forward_aux(x0)
         aux = [layers[i].activation.project(a) for i, a in enumerate(aux)]
     if _accel.supported(problem, options):
-        if "x" not in init:  # a cheap start: the scaled back-projection of the code
-            with torch.no_grad():
-                x0 = _start.backprojection_start(problem)
-                aux = problem.forward_aux(x0)
+        if "x" not in init:
+            x0, aux = accelerated_start(problem)
         yield from _run_accelerated(problem, monitor, x0, aux, init, options)
         return
     if not getattr(problem.network, "is_chain", True):
@@ -163,6 +161,14 @@ class CoordinateDescent(BlockMethod):
             pre[0] = None  # frozen samples: recompute rather than trust the cache
         self.aux = new_aux
         return dx, dz
+
+
+def accelerated_start(problem: Problem) -> tuple[Tensor, list[Tensor]]:
+    """The accelerated method's cold start (x_0, [x_1 .. x_{L-1}]): a cheap one, the scaled
+    back-projection of the code and its forward states."""
+    with torch.no_grad():
+        x0 = _start.backprojection_start(problem)
+        return x0, problem.forward_aux(x0)
 
 
 def _run_accelerated(problem: Problem, monitor: RunMonitor, x0: Tensor, aux: list[Tensor],

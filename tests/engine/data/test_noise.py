@@ -163,3 +163,18 @@ def test_expected_clipped_residual_is_finite_for_a_tiny_std() -> None:
     std = 0.01
     exact = expected_clipped_residual(y, std)
     assert float(exact[0]) == pytest.approx(std * std * (0.5 + 1.0 + 1.0), rel=1e-12)
+
+
+def test_sample_seeds_give_each_sample_its_own_seeds_draw() -> None:
+    """A batch with one seed per sample: sample i's noise is the draw of seed s_i alone."""
+    from tests.engine._nets import relu_mlp
+
+    net = relu_mlp((16, 12, 8), seed=1)
+    x = torch.rand(3, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    batch = make_noisy_data(net, x, 0.2, sample_seeds=[7, 3, 11])
+    for i, seed in enumerate((7, 3, 11)):
+        alone = make_noisy_data(net, x[i:i + 1], 0.2, seed=seed)
+        assert torch.allclose(batch.noise[i], alone.noise[0], rtol=0, atol=1e-15)
+        assert torch.allclose(batch.delta[i], alone.delta[0], rtol=1e-12, atol=0)
+    with pytest.raises(InputError, match="3 samples but 2 seeds"):
+        make_noisy_data(net, x, 0.2, sample_seeds=[1, 2])
