@@ -114,7 +114,9 @@ def test_sweep_defaults_are_inverts_and_its_auto_rows_repeat_with_invert(tmp_pat
                            "--seed", index, "--out", tmp_path / index, "-q")
         assert code == 0, err
         single = json.loads((tmp_path / index / "result.json").read_text())["metrics"]
-        assert float(rows[index]["psnr"]) == pytest.approx(single["psnr"], abs=1e-6)
+        # the sweep solves its samples as one float32 batch (summed in another order than a
+        # single run), so the same iterations agree to float32 rounding, not bit for bit
+        assert float(rows[index]["psnr"]) == pytest.approx(single["psnr"], abs=1e-4)
         assert float(rows[index]["alpha_chosen"]) == pytest.approx(single["alpha"], rel=1e-9)
         assert int(rows[index]["iterations"]) == single["iterations"]
 
