@@ -305,5 +305,6 @@ def _advice(prepared: Any, final: Any, m: dict[str, Any]) -> list[str]:
     from lbi_engine.results.advice import run_advice
 
     shown = prepared.to_display(final.x[0])  # the image a person looks at
-    span = float(shown.max() - shown.min()) if shown.size else None
-    return run_advice(m, prepared.request.max_iter, span, prepared.problem.data_range)
+    truth = prepared.truth_image  # display space, like `shown`; None for measured data
+    return run_advice(m, prepared.request.max_iter, x=shown, truth=truth,
+                      data_range=prepared.problem.data_range)

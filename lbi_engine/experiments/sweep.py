@@ -3,9 +3,9 @@
 * A *cell* is one (noise std, method, alpha); its samples are solved in one batch
   (:mod:`lbi_engine.experiments.batch`), each sample leaving it when its stop rule fires
   (:mod:`lbi_engine.solvers.shrinking`); alpha "auto" with a noise-scaled weight (the learned
-  prior's) is one weight for the whole cell, any other "auto" a search per sample. Sample INDEX gets the noise seed SEED + INDEX, so
-  one row is repeated by ``lbi invert --sample INDEX --seed SEED+INDEX`` with the cell's
-  parameters.
+  prior's) is one weight for the whole cell, any other "auto" a search per sample. Sample
+  INDEX gets the noise seed SEED + INDEX, so one row is repeated by
+  ``lbi invert --sample INDEX --seed SEED+INDEX`` with the cell's parameters.
 * Results go to ``results.csv``, one row per (cell, sample), keyed by every parameter that
   changes the numbers (including the network file's sha256). After each cell the whole file
   is rewritten atomically, so an interrupted sweep loses at most the cell in progress and a

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FLAT_RATIO", "MISS_RATIO", "OVERFIT_RATIO", "PSNR_PASSED_DB", "Concern",
+__all__ = ["FLAT_RATIO", "FLAT_SPAN", "MISS_RATIO", "OVERFIT_RATIO", "PSNR_PASSED_DB", "Concern",
            "contrast_ratio", "finite_number", "judge"]
 
 #: A result whose spatial standard deviation is below this fraction of the ground truth's is
@@ -30,6 +30,9 @@ OVERFIT_RATIO = 2.0
 MISS_RATIO = 1.10
 #: A point of the α search this many dB better than the kept result is worth naming.
 PSNR_PASSED_DB = 0.5
+#: Without a ground truth (measured data), a result whose values span less than this share of
+#: the display range is "flat": the picture is one colour to the eye.
+FLAT_SPAN = 0.02
 
 
 @dataclass(frozen=True)
@@ -66,16 +69,18 @@ def contrast_ratio(x: np.ndarray, truth: np.ndarray) -> float | None:
 
 def judge(metrics: Mapping[str, Any], *, x: np.ndarray | None = None,
           truth: np.ndarray | None = None, stop_reason: str | None = None,
-          max_iter: int | None = None) -> list[Concern]:
+          max_iter: int | None = None, data_range: float | None = None) -> list[Concern]:
     """The concerns about one run (empty: nothing found to doubt). ``metrics``: result.json's
-    (alpha, alpha_rule, alpha_path, alpha_target, discrepancy, noise_norm, psnr, …)."""
+    (alpha, alpha_rule, alpha_path, alpha_target, discrepancy, noise_norm, psnr, …); ``x``
+    and ``truth``: the displayed result and ground truth; without a truth, ``data_range``
+    (the display range) judges flatness from ``x``'s span alone."""
     concerns: list[Concern] = []
     alpha = finite_number(metrics.get("alpha"))
     alpha_text = f"α = {alpha:.3g}" if alpha is not None else "α"
-    ratio = contrast_ratio(x, truth) if x is not None and truth is not None else None
-    if ratio is not None and ratio < FLAT_RATIO:
+    flat = _flatness(x, truth, data_range)
+    if flat is not None:
         concerns.append(Concern(
-            "flat", f"flat result: {ratio:.0%} of the ground truth's contrast at {alpha_text}",
+            "flat", f"flat result: {flat} at {alpha_text}",
             "try a smaller α (a tenth), another method or regulariser"))
     residual = finite_number(metrics.get("discrepancy"))
     noise = finite_number(metrics.get("noise_norm"))
@@ -90,6 +95,22 @@ def judge(metrics: Mapping[str, Any], *, x: np.ndarray | None = None,
             "raise Max iterations, or Finish now if the curves have levelled off"))
     concerns.extend(_alpha_search(metrics, alpha, residual))
     return concerns
+
+
+def _flatness(x: np.ndarray | None, truth: np.ndarray | None,
+              data_range: float | None) -> str | None:
+    """How the result is flat, in words, or None when it is not (or cannot be told)."""
+    if x is None:
+        return None
+    ratio = contrast_ratio(x, truth) if truth is not None else None
+    if ratio is not None:
+        return f"{ratio:.0%} of the ground truth's contrast" if ratio < FLAT_RATIO else None
+    values = np.asarray(x, dtype=np.float64)
+    if truth is None and data_range and values.size and np.isfinite(values).all():
+        span = float(values.max() - values.min())
+        if span < FLAT_SPAN * data_range:
+            return f"its values span {span:.3g} of a display range of {data_range:g}"
+    return None
 
 
 def _alpha_search(metrics: Mapping[str, Any], alpha: float | None,

@@ -132,17 +132,28 @@ def test_count_progress_times_only_the_items_run_here() -> None:
 
 
 def test_duration_and_advice_words() -> None:
+    """The summary's notes are the window's concerns (results.verdict.judge) with flags."""
     assert (duration(5.2), duration(185), duration(3720)) == ("5 s", "3 min 05 s", "1 h 02 min")
-    capped = run_advice({"stop_reason": "max_iterations", "alpha": 0.1}, 2000, 0.5, 1.0)
+    plain = np.linspace(0.0, 1.0, 16).reshape(4, 4)
+    capped = run_advice({"stop_reason": "max_iterations", "alpha": 0.1}, 2000, x=plain,
+                        data_range=1.0)
     assert len(capped) == 1 and "iteration cap (2000)" in capped[0]
     assert "--max-iter 8000" in capped[0]
     missed = run_advice({"stop_reason": "tolerance", "alpha": 1e-4, "alpha_target": 1.0,
-                         "discrepancy": 1.5}, 2000, 0.5, 1.0)
-    assert len(missed) == 1 and "missed its target" in missed[0] and "above" in missed[0]
-    flat = run_advice({"stop_reason": "tolerance", "alpha": 3.0}, 2000, 0.01, 1.0)
-    assert len(flat) == 1 and "nearly flat" in flat[0]
+                         "discrepancy": 1.5, "alpha_path": [{"alpha": 1e-4}]}, 2000)
+    assert len(missed) == 1
+    assert "50% above its target 1" in missed[0] and "--alphas log:" in missed[0]
+    # without a truth, a span of 1 % of the display range is flat; with one, the contrast
+    flat = run_advice({"stop_reason": "tolerance", "alpha": 3.0}, 2000, x=0.01 * plain,
+                      data_range=1.0)
+    assert len(flat) == 1 and "flat result: its values span 0.01" in flat[0]
+    assert "--alpha 0.3 (ten times smaller)" in flat[0]
+    faint = run_advice({"stop_reason": "tolerance", "alpha": 3.0}, 2000, x=0.2 * plain,
+                       truth=plain, data_range=1.0)
+    assert len(faint) == 1 and "20% of the ground truth's contrast" in faint[0]
     assert run_advice({"stop_reason": "tolerance", "alpha": 0.01, "alpha_target": 1.0,
-                       "discrepancy": 1.02}, 2000, 0.9, 1.0) == []
+                       "discrepancy": 1.02, "alpha_path": [{"alpha": 0.01}]}, 2000,
+                      x=plain, truth=plain, data_range=1.0) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,7 +230,7 @@ def test_summary_says_when_the_iteration_cap_ended_the_run(tmp_path: Path, cli) 
     code, out, err = cli(*RUN, "--alpha", "1e-2", "--max-iter", "5", "--out", tmp_path / "r")
     assert code == 0 and err == ""
     assert "5 iterations (max_iterations)" in out
-    assert "  note: the run stopped at the iteration cap (5) before its stop rule was met" in out
+    assert "  note: stopped by the iteration cap (5) before the tolerance: try --max-iter" in out
     assert "--max-iter 20" in out
 
 
@@ -230,4 +241,5 @@ def test_summary_says_when_the_image_is_flat(tmp_path: Path, cli) -> None:
                        "--out", tmp_path / "r")
     recon = np.load(tmp_path / "r" / "reconstruction.npy")
     assert code == 0 and float(recon.max() - recon.min()) < 0.02
-    assert "  note: the reconstruction is nearly flat" in out and "--alpha ten times" in out
+    assert "  note: flat result: 0% of the ground truth's contrast at α = 1e+03" in out
+    assert "try --alpha 100 (ten times smaller)" in out
