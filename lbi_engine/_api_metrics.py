@@ -65,6 +65,9 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         **({"hidden_weight_rule": record.extras["hidden_weight_rule"],
             "alpha_path_unweighted": record.extras.get("alpha_path_unweighted")}
            if "hidden_weight_rule" in record.extras else {}),
+        # alpha "auto": seconds and iterations of the start, each search solve, the final one
+        **({"time_split": record.extras["time_split"]}
+           if record.extras.get("time_split") else {}),
         **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
                        for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
     }
