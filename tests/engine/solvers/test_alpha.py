@@ -566,7 +566,8 @@ def test_the_time_split_adds_up_to_the_run_and_records_name_their_stage() -> Non
     prepared = prepare(request, load_zoo("mnist-cnn-ae"))
     records = list(iterate(prepared))
     last = records[-1]
-    split = final_metrics(prepared, last)["time_split"]
+    metrics = final_metrics(prepared, last)
+    split = metrics["time_split"]
     path = last.extras["alpha_path"]
     assert [s["stage"] for s in split] == ["start"] + ["alpha search"] * len(path) + \
         ["final solve"]
@@ -576,6 +577,9 @@ def test_the_time_split_adds_up_to_the_run_and_records_name_their_stage() -> Non
     assert sum(s["iterations"] for s in split) == last.extras["solver_steps"]
     assert sum(s["seconds"] for s in split) == pytest.approx(last.elapsed, rel=1e-6)
     assert all(s["seconds"] >= 0 for s in split)
+    assert metrics["timings"]["alpha_search"] == pytest.approx(
+        sum(s["seconds"] for s in split[1:-1]))
+    assert metrics["timings"]["final_solve"] == split[-1]["seconds"]
     search = [r for r in records[:-1] if r.extras.get("run_stage") == "alpha search"]
     assert sorted({r.extras["alpha_point"] for r in search}) == list(range(1, len(path) + 1))
     assert all(r.extras["alpha_points_at_most"] == MAX_POINTS for r in search)
