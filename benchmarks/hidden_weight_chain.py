@@ -10,6 +10,10 @@ absorb the fit; a larger w pins them to the forward (MATH.md §5.7's (I + M/w)^-
 
     PYTHONPATH=. python -m benchmarks.hidden_weight_chain [--arch vgg11] [--photo coffee]
         [--seed 2] [--alpha 1e-3] [--weights 1,10,100] [--max-iter 1000] [--write]
+
+``--defaults`` instead runs ``lbi invert --network F --image crop.png --noise-std S --seed K
+--threads 1`` on the same case as a user does, once at the defaults and once with
+``--option hidden_weight=1`` (the earlier rule on a chain: never raised).
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ def _lbfgs(forward, y, x0, alpha: float, iters: int = 300) -> torch.Tensor:
     return x.detach()
 
 
+def _files(folder: Path, arch: str, photo: str, seed: int) -> tuple[torch.nn.Module, Path, Path]:
+    """The case's module (random weights from ``seed``), its exported file and the crop."""
+    module = nets.build(arch, seed)
+    network = export(module, folder / f"{arch}.{nets.arch(arch).fmt}", design.SIDE)
+    return module, network, design.write_png(photo, design.SIDE, folder)
+
+
 def run(arch: str, photo: str, seed: int, alpha: float, weights: list[float],
         max_iter: int) -> list[str]:
     from lbi_engine import api, metrics
@@ -55,10 +66,7 @@ def run(arch: str, photo: str, seed: int, alpha: float, weights: list[float],
     rows = ["| start / solve | w | PSNR (dB) | ‖N(x)−y‖ | iterations | stop | seconds |",
             "|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        module = nets.build(arch, seed)
-        network = export(module, folder / f"{arch}.{nets.arch(arch).fmt}", design.SIDE)
-        image = design.write_png(photo, design.SIDE, folder)
+        _, network, image = _files(Path(tmp), arch, photo, seed)
         clean = api.prepare(InversionRequest(network=str(network), image=str(image),
                                              noise_std=0.0)).problem.y_delta
         std = 0.01 * float(clean.pow(2).mean().sqrt())
@@ -87,6 +95,34 @@ def run(arch: str, photo: str, seed: int, alpha: float, weights: list[float],
     return rows
 
 
+def run_defaults(arch: str, photo: str, seed: int) -> list[str]:
+    """The case at lbi's defaults and with the weight held at 1, in subprocesses."""
+    import json
+
+    from benchmarks.bench_graph_slices import run_lbi
+
+    rows = ["| run | PSNR (dB) | α | hidden weight | solver steps | wall (s) |",
+            "|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        module, network, image = _files(folder, arch, photo, seed)
+        truth = torch.from_numpy(design.photograph(photo, design.SIDE).transpose(2, 0, 1)
+                                 .copy())
+        with torch.no_grad():
+            std = 0.01 * float(module(truth[None].float() / 255).pow(2).mean().sqrt())
+        for name, extra in (("defaults", ()), ("hidden_weight=1", ("--option",
+                                                                    "hidden_weight=1"))):
+            out = folder / name
+            lbi = run_lbi(network, image, out, std, ("--seed", str(seed), "--threads", "1",
+                                                     *extra))
+            m = json.loads((out / "result.json").read_text())["metrics"]
+            steps = sum(s["iterations"] for s in m.get("time_split") or [])
+            rows.append(f"| {name} | {lbi['psnr']:.2f} | {lbi['alpha']:.3g} | "
+                        f"{m.get('hidden_weight', 1.0):g} | {steps} | {lbi['wall_s']:.0f} |")
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hidden_weight_chain",
                                      description=__doc__.split("\n\n")[0])
@@ -96,14 +132,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=1e-3)
     parser.add_argument("--weights", default="1,10,100")
     parser.add_argument("--max-iter", type=int, default=1000)
+    parser.add_argument("--defaults", action="store_true",
+                        help="lbi invert at the defaults vs hidden_weight=1 on the case")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
     load = load_average()
-    rows = run(args.arch, args.photo, args.seed, args.alpha,
-               [float(w) for w in args.weights.split(",")], args.max_iter)
-    start, end = "<!-- hidden-weight-chain:start -->", "<!-- hidden-weight-chain:end -->"
-    text = "\n".join([start, "## The hidden weight on a chain (calibration half)", "",
-                      _command(args, load), "", *rows, "", end])
+    if args.defaults:
+        rows = run_defaults(args.arch, args.photo, args.seed)
+        key, title = "hidden-weight-chain-defaults", "at lbi's defaults, "
+        head = (f"`PYTHONPATH=. python -m benchmarks.hidden_weight_chain --defaults --arch "
+                f"{args.arch} --photo {args.photo} --seed {args.seed} --write`: the case below "
+                "run as a user does (`lbi invert ... --threads 1`, noise 1 % of the output's "
+                f"RMS, seed {args.seed}), at the defaults and with the weight held at 1. Load "
+                f"average {load} at the start; wall times of one run, both under that load.")
+    else:
+        rows = run(args.arch, args.photo, args.seed, args.alpha,
+                   [float(w) for w in args.weights.split(",")], args.max_iter)
+        key, title, head = "hidden-weight-chain", "", _command(args, load)
+    start, end = f"<!-- {key}:start -->", f"<!-- {key}:end -->"
+    text = "\n".join([start, f"## The hidden weight on a chain ({title}calibration half)",
+                      "", head, "", *rows, "", end])
     if args.write:
         write_section(text, start, end)
     print(text)
