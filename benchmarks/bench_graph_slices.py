@@ -28,6 +28,8 @@ import argparse
 import contextlib
 import io
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,18 +111,26 @@ def export(module: nn.Module, folder: Path, name: str, fmt: str, side: int = SID
 
 
 def run_lbi(network: Path, image: Path, out: Path, std: float,
-            extra: tuple[str, ...] = ()) -> dict:
-    """``lbi invert`` at its defaults (plus ``extra`` arguments) in a subprocess."""
+            extra: tuple[str, ...] = (), timeout: float | None = None) -> dict:
+    """``lbi invert`` at its defaults (plus ``extra`` arguments) in a subprocess; past
+    ``timeout`` seconds its whole process group is killed and the row says so."""
     start = time.perf_counter()
     peak = out.parent / f"{out.name}.peak"  # GNU time's maximum resident set, KiB
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", str(peak),
-                           sys.executable, "-m", "lbi_engine.cli", "invert", "--network",
-                           str(network), "--image", str(image), "--noise-std", str(std),
-                           "--out", str(out), "--overwrite", "--quiet", *extra],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", str(peak),
+                             sys.executable, "-m", "lbi_engine.cli", "invert", "--network",
+                             str(network), "--image", str(image), "--noise-std", str(std),
+                             "--out", str(out), "--overwrite", "--quiet", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group: a timeout ends it all
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"error": f"timed out after {timeout:.0f} s", "timeout": True}
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+        return {"error": stderr.strip().splitlines()[-1] if stderr.strip() else "failed"}
     peak_gb = int(peak.read_text().split()[-1]) * 1024 / 1e9
     doc = json.loads((out / "result.json").read_text())
     m = doc["metrics"]
@@ -129,16 +139,24 @@ def run_lbi(network: Path, image: Path, out: Path, std: float,
             "decoder": m.get("decoder_psnr"), "peak_gb": peak_gb}
 
 
-def run_lbfgs(module: nn.Module, lbi_out: Path, alphas: tuple[float, ...]) -> dict:
-    from benchmarks._hand_written import lbfgs_curve
+def lbi_data(lbi_out: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, x_true) of the run in ``lbi_out``: its noisy data rebuilt from result.json's
+    request (same seed), float32."""
     from lbi_engine import api
     from lbi_engine.request import InversionRequest
 
     request = InversionRequest.from_dict(
         json.loads((lbi_out / "result.json").read_text())["request"])
     problem = api.prepare(request).problem  # the noisy y lbi inverted
-    y = problem.y_delta.to(torch.float32)
-    truth = problem.x_true.to(torch.float32)
+    return problem.y_delta.to(torch.float32), problem.x_true.to(torch.float32)
+
+
+def lbfgs_curves(module: nn.Module, y: torch.Tensor, truth: torch.Tensor,
+                 alphas: tuple[float, ...], iters: int = 300) -> dict[float, list]:
+    """``_hand_written.lbfgs_curve`` through ``module`` for each alpha, from x = 1/2 (at
+    x = 0 a bias-free convolution followed by ReLU has gradient 0)."""
+    from benchmarks._hand_written import lbfgs_curve
+
     module.requires_grad_(False)
 
     class Shifted:  # start at x = 1/2; TV and PSNR do not see the shift
@@ -146,9 +164,14 @@ def run_lbfgs(module: nn.Module, lbi_out: Path, alphas: tuple[float, ...]) -> di
         def forward(v: torch.Tensor) -> torch.Tensor:
             return module(v + 0.5)
 
+    return {alpha: lbfgs_curve(Shifted, y, truth - 0.5, alpha, iters=iters)
+            for alpha in alphas}
+
+
+def run_lbfgs(module: nn.Module, lbi_out: Path, alphas: tuple[float, ...]) -> dict:
+    y, truth = lbi_data(lbi_out)
     best: dict = {"psnr": -np.inf}
-    for alpha in alphas:
-        curve = lbfgs_curve(Shifted, y, truth - 0.5, alpha)
+    for alpha, curve in lbfgs_curves(module, y, truth, alphas).items():
         if curve[-1][1] > best["psnr"]:
             best = {"psnr": curve[-1][1], "seconds": curve[-1][0], "iterations": len(curve),
                     "alpha": alpha, "peak": max(c[1] for c in curve)}

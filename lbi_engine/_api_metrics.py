@@ -65,6 +65,10 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         **({"hidden_weight_rule": record.extras["hidden_weight_rule"],
             "alpha_path_unweighted": record.extras.get("alpha_path_unweighted")}
            if "hidden_weight_rule" in record.extras else {}),
+        # alpha "auto": seconds and iterations of the start, each search solve, the final one
+        **({"time_split": record.extras["time_split"],
+            "timings": _timings(record.extras["time_split"])}
+           if record.extras.get("time_split") else {}),
         **({"stages": [{**st, "stop_reason": st["stop_reasons"][sample]}
                        for st in record.extras["stages"]]} if record.extras.get("stages") else {}),
     }
@@ -75,6 +79,14 @@ def _stop_rule(request: InversionRequest) -> str:
     from lbi_engine.solvers.base import TOL_MEANING
 
     return f"{TOL_MEANING[request.tol_mode]} < {request.tol:g} (tol_mode {request.tol_mode})"
+
+
+def _timings(split: list[dict[str, Any]]) -> dict[str, float]:
+    """Solver seconds per stage kind (start, alpha_search, final_solve), from time_split."""
+    out = {"start": 0.0, "alpha_search": 0.0, "final_solve": 0.0}
+    for stage in split:
+        out[str(stage["stage"]).replace(" ", "_")] += float(stage["seconds"])
+    return out
 
 
 def _first(t: Tensor) -> float | None:

@@ -223,11 +223,12 @@ def iterate(
 def _hidden_weight_auto(problem: InversionProblem, request: InversionRequest,
                         warm_start_from: IterateRecord | dict | None) -> InversionProblem:
     """The problem marked for the joint method's hidden weight "auto" (MATH.md §5.7): on a
-    graph network the alpha search may raise it (``AUTO_WEIGHT`` = 1 in extras); a warm
+    network with a hidden state that scales the alpha search may raise it (``AUTO_WEIGHT`` = 1 in extras); a warm
     restart keeps the weight its record ran with, so that changing alpha or the noise while
     a run goes on does not change the objective under it."""
-    from lbi_engine.models.rescale import AUTO_WEIGHT, can_raise
+    from lbi_engine.models.rescale import AUTO_WEIGHT
     from lbi_engine.solvers import resolve_method
+    from lbi_engine.solvers._hidden_weight import may_raise
 
     if request.solver_options().hidden_weight != "auto" or \
             resolve_method(request.method, problem) != "joint":
@@ -236,7 +237,7 @@ def _hidden_weight_auto(problem: InversionProblem, request: InversionRequest,
         (warm_start_from or {}).get("extras") or {}
     if "hidden_weight" in extras:
         weight = float(extras["hidden_weight"])
-    elif can_raise(problem.network):  # type: ignore[arg-type]
+    elif may_raise(problem.network):
         weight = 1.0
     else:
         return problem

@@ -136,8 +136,9 @@ class SolverOptions:
         input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
     hidden_weight: the joint method's weight on every hidden layer's Bregman term against the
         last one's (MATH.md §5.7). ``"auto"`` (default): 1, the paper's objective, except on
-        a network that adds or concatenates tensors whose discrepancy target the alpha
-        search finds out of reach at weight 1: there the search runs again at 100. A number
+        a network with a hidden state that scales (chain or graph) whose discrepancy
+        target the alpha search finds out of reach at weight 1: there the search runs
+        again at 100. A number
         in [1e-4, 1e6] applies to any network. It acts on layers whose activation is
         positively homogeneous (ReLU, leaky ReLU, identity, clip, soft-shrink); others keep
         weight 1. lbi_engine/models/rescale.py says why.

@@ -33,6 +33,16 @@ def hidden_weight_of(problem: Problem, options: SolverOptions) -> float:
     return resolve_hidden_weight(options.hidden_weight, problem.extras)
 
 
+def may_raise(network: Any) -> bool:
+    """Whether hidden weight "auto" may be raised on this network (MATH.md §5.7): it has a
+    hidden state whose activation scales, chain or graph. The relaxation measures the
+    residual in the (I + M/w)^-1 norm, M from the hidden states' gains to the output, which
+    a chain's amplifying layers make large as a graph's extra paths do; the alpha search
+    raises the weight only where the data show it (a target out of reach at weight 1)."""
+    scales = state_scales(network, 4.0)
+    return any(c != 1.0 for c in scales[1:-1])
+
+
 def _scale_flat(flat: Tensor, sizes: list[int], scales: list[float], up: bool) -> Tensor:
     """(B, n_0 + n_1 + ..) blocks [x_0, x_1, ..] times (or divided by) their scales."""
     parts = list(flat.reshape(flat.shape[0], -1).split(sizes, dim=1))

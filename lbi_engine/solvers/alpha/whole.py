@@ -78,6 +78,7 @@ from lbi_engine.solvers.alpha.residual_path import (
     _nearest,
     _out_of_reach,
 )
+from lbi_engine.solvers.alpha.time_split import position, positioned, time_split
 from lbi_engine.solvers.alpha.target import (
     ALPHA_MAX,
     ALPHA_MIN,
@@ -168,6 +169,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     if rule == "discrepancy" and not (noise_std is not None and noise_std > 0):
         raise InputError("the discrepancy rule needs the noise level: give --noise-level S "
                          "(the per-entry std of the measurement noise) or use quasi-optimality.")
+    unweighted: list[PathPoint] = []  # a search at weight 1 that a raised one replaced
     if rule == "discrepancy":
         assert noise_std is not None
         # floored: a vanishing noise level (std 1e-200) leaves no residual to match; the
@@ -182,7 +184,6 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
         path, finals, chosen, near = yield from _discrepancy_search(
             problem, solve, target, first, alpha_min, guessing)
         raised = _raised_weight(problem, path[near], target)
-        unweighted: list[PathPoint] = []
         if raised is not None:  # the lifted states absorbed the fit: search again, weighted,
             # from the closest unweighted fit (its states are the network's own: the solver
             # rescales them at its border)
@@ -204,6 +205,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     previous = None
     for record in solve(_with_alpha(problem, chosen), _warm(finals[near], problem), None):
         record.elapsed += choice.seconds  # solver time of the whole run, path included
+        record.extras = {**record.extras, "run_stage": "final solve"}
         if previous is not None:
             yield previous
         previous = record
@@ -215,6 +217,12 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     # iteration counts from the path point it continued, not every solve before it)
     previous.extras["solver_steps"] = sum(p.iterations for p in path) + int(
         previous.iteration - finals[near].iteration)
+    weight = float(previous.extras.get("hidden_weight", 1.0))
+    searched = [(p, 1.0) for p in unweighted] + [(p, weight) for p in path]
+    previous.extras["time_split"] = time_split(
+        guessing - sum(p.seconds for p in unweighted), searched, chosen, weight,
+        int(previous.iteration - finals[near].iteration),
+        float(previous.elapsed) - sum(p.seconds for p in path) - guessing)
     if raised is not None:
         previous.extras["solver_steps"] += sum(p.iterations for p in unweighted)
         previous.extras["alpha_path_unweighted"] = [p.to_dict() for p in unweighted]
@@ -253,6 +261,9 @@ def _noise_scaled(problem: Problem, solve: PathSolve, alpha: float,
     choice = AlphaChoice(alpha, rule, [], previous, seconds=float(previous.elapsed))
     previous.extras.update(choice.to_dict())
     previous.extras["solver_steps"] = int(previous.iteration)
+    previous.extras["time_split"] = time_split(
+        0.0, [], alpha, float(previous.extras.get("hidden_weight", 1.0)),
+        int(previous.iteration), float(previous.elapsed))
     previous.stage = f"alpha {alpha:.3g} ({rule})"
     yield previous
 
@@ -265,13 +276,13 @@ def _geometric_path(problem: Problem, solve: PathSolve, rule: QuasiOptimality,
     was cancelled, ran out of time or diverged)."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
+    points = math.ceil(math.log(rule.start / rule.lowest) / -math.log(rule.factor)) + 1
 
     def solve_at(alpha: float) -> Generator[IterateRecord, None, tuple[Tensor, bool]]:
         init = _warm(finals[-1], problem) if finals else None
-        first, last = yield from _solve_at(problem, alpha, solve, init,
-                                           f"alpha path: {alpha:.3g}",
-                                           sum(p.seconds for p in path),
-                                           path_tol=QUASI_TOL)
+        solving = _solve_at(problem, alpha, solve, init, f"alpha path: {alpha:.3g}",
+                            sum(p.seconds for p in path), path_tol=QUASI_TOL)
+        first, last = yield from positioned(solving, position(len(path) + 1, points))
         path.append(_point(alpha, first, last))
         finals.append(last)
         return last.x[:1], last.stop_reason in _FATAL
@@ -298,16 +309,18 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
     beyond them, or after ``MAX_POINTS`` solves (the bracket's interpolation). ``spent``:
     solver time before the first solve (the first guess); ``init``: the first solve's warm
     start (None: the method's own start); ``slope``: d log residual / d log alpha before two
-    points measure it (None: SLOPE). Returns the path, its final records, the chosen alpha
+    points measure it (None: SLOPE). Its records' ``extras`` number its solves from 1
+    (``time_split.position``; a raised search counts again, its records' hidden_weight
+    says which). Returns the path, its final records, the chosen alpha
     and the path point to warm-start from."""
     path: list[PathPoint] = []
     finals: list[IterateRecord] = []
     below: int | None = None  # the path point below the target with the largest alpha
     above: int | None = None  # the path point above the target with the smallest alpha
     for _ in range(MAX_POINTS):
-        first, last = yield from _solve_at(problem, alpha, solve, init,
-                                           f"alpha search: {alpha:.3g}",
-                                           spent + sum(p.seconds for p in path))
+        solving = _solve_at(problem, alpha, solve, init, f"alpha search: {alpha:.3g}",
+                            spent + sum(p.seconds for p in path))
+        first, last = yield from positioned(solving, position(len(path) + 1, MAX_POINTS))
         path.append(_point(alpha, first, last))
         finals.append(last)
         init = _warm(last, problem)

@@ -551,3 +551,36 @@ def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_
     assert searched == [1.0] and last.extras["hidden_weight"] == 1.0
     searched, last, _ = run({}, residual=1e6)  # a chain or a fixed weight: never raised
     assert searched == [1.0] and "hidden_weight_rule" not in last.extras
+
+
+def test_the_time_split_adds_up_to_the_run_and_records_name_their_stage() -> None:
+    """result.json's time_split (lbi_engine/solvers/alpha/time_split.py): a start, one
+    entry per search solve (the path's points, in order) and the final solve, whose
+    iterations add up to the run's solver_steps and seconds to its solver time; the search's
+    records say which solve they belong to, the final solve's say so."""
+    from lbi_engine.api import InversionRequest, final_metrics, iterate, prepare
+    from lbi_engine.models.zoo import load_zoo
+
+    request = InversionRequest(network="mnist-cnn-ae", regulariser="tv", split="train",
+                               index=7, noise_std=0.02, report_every=5)
+    prepared = prepare(request, load_zoo("mnist-cnn-ae"))
+    records = list(iterate(prepared))
+    last = records[-1]
+    metrics = final_metrics(prepared, last)
+    split = metrics["time_split"]
+    path = last.extras["alpha_path"]
+    assert [s["stage"] for s in split] == ["start"] + ["alpha search"] * len(path) + \
+        ["final solve"]
+    assert [s["alpha"] for s in split[1:-1]] == [p["alpha"] for p in path]
+    assert [s["point"] for s in split[1:-1]] == list(range(1, len(path) + 1))
+    assert split[-1]["alpha"] == last.extras["alpha"]
+    assert sum(s["iterations"] for s in split) == last.extras["solver_steps"]
+    assert sum(s["seconds"] for s in split) == pytest.approx(last.elapsed, rel=1e-6)
+    assert all(s["seconds"] >= 0 for s in split)
+    assert metrics["timings"]["alpha_search"] == pytest.approx(
+        sum(s["seconds"] for s in split[1:-1]))
+    assert metrics["timings"]["final_solve"] == split[-1]["seconds"]
+    search = [r for r in records[:-1] if r.extras.get("run_stage") == "alpha search"]
+    assert sorted({r.extras["alpha_point"] for r in search}) == list(range(1, len(path) + 1))
+    assert all(r.extras["alpha_points_at_most"] == MAX_POINTS for r in search)
+    assert last.extras["run_stage"] == "final solve"

@@ -1,0 +1,120 @@
+"""Rows to CSV, and the per-architecture table of one half."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import statistics
+from pathlib import Path
+
+from benchmarks.heldout.design import SIDE
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+#: the issue's bars: within 0.5 dB of L-BFGS (and never 2 dB below), at most 2x its time
+CLOSE_DB, WORST_DB, TIME_RATIO = -0.5, -2.0, 2.0
+
+
+def csv_path(half: str, quick: bool = False) -> Path:
+    return RESULTS / f"heldout-{half}{'-quick' if quick else ''}.csv"
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        return [_typed(r) for r in csv.DictReader(f)]
+
+
+def _typed(row: dict) -> dict:
+    out: dict = {}
+    for k, v in row.items():
+        try:
+            out[k] = float(v) if v not in ("", None) and k not in ("case", "photo") else v
+        except ValueError:
+            out[k] = v
+    return out
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """All rows, atomically (a killed run leaves the previous file)."""
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=keys)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def _num(r: dict, key: str) -> float:
+    v = r.get(key)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else math.nan
+
+
+def _fmt(v: float, spec: str = ".2f") -> str:
+    return "–" if not math.isfinite(v) else format(v, spec)
+
+
+def _median(values: list[float]) -> float:
+    values = [v for v in values if math.isfinite(v)]
+    return statistics.median(values) if values else math.nan
+
+
+def table(rows: list[dict]) -> list[str]:
+    """One line per architecture (64 x 64 cases), then one per size case. A case that lbi
+    refused or that ran past the cap counts as below both bars."""
+    lines = ["| architecture | file | cases run / all | median Δ dB | worst Δ dB | "
+             "≥ −0.5 dB | median solve-time ratio | ≤ 2× | median lbi solve (s) | "
+             "median L-BFGS (s) | split: α search / final (s) | refused or timed out |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    archs = list(dict.fromkeys(r["arch"] for r in rows))
+    for arch in archs:
+        group = [r for r in rows if r["arch"] == arch and _num(r, "side") == SIDE]
+        if not group:
+            continue
+        ok = [r for r in group if r.get("status") == "ok"]
+        diffs = [_num(r, "diff_db") for r in ok]
+        ratios = [_num(r, "time_ratio") for r in ok]
+        close = sum(d >= CLOSE_DB for d in diffs)
+        fast = sum(t <= TIME_RATIO for t in ratios)
+        failed = sorted({str(r.get("message", ""))[:90] for r in group if r.get("status") != "ok"})
+        lines.append(
+            f"| {arch} | {group[0]['format']} | {len(ok)}/{len(group)} | "
+            f"{_fmt(_median(diffs))} | {_fmt(min(diffs, default=math.nan))} | "
+            f"{close}/{len(group)} | {_fmt(_median(ratios), '.1f')} | {fast}/{len(group)} | "
+            f"{_fmt(_median([_num(r, 'lbi_solve_s') for r in ok]), '.1f')} | "
+            f"{_fmt(_median([_num(r, 'lbfgs_time_s') for r in ok]), '.2f')} | "
+            f"{_fmt(_median([_num(r, 't_alpha_search') for r in ok]), '.1f')} / "
+            f"{_fmt(_median([_num(r, 't_final_solve') for r in ok]), '.1f')} | "
+            f"{'; '.join(failed)} |")
+    sized = [r for r in rows if _num(r, "side") != SIDE]
+    if sized:
+        lines += ["", "| size case | lbi PSNR | L-BFGS PSNR | Δ dB | lbi whole run (s) | "
+                  "L-BFGS (s) | peak RSS (GB) | status |", "|---|---|---|---|---|---|---|---|"]
+        for r in sized:
+            lines.append(
+                f"| {r['arch']} {int(_num(r, 'side'))}×{int(_num(r, 'side'))} | "
+                f"{_fmt(_num(r, 'lbi_psnr'))} | {_fmt(_num(r, 'lbfgs_psnr'))} | "
+                f"{_fmt(_num(r, 'diff_db'))} | {_fmt(_num(r, 'lbi_wall_s'), '.1f')} | "
+                f"{_fmt(_num(r, 'lbfgs_time_s'), '.1f')} | {_fmt(_num(r, 'lbi_peak_gb'))} | "
+                f"{r.get('status')} {str(r.get('message', ''))[:80]} |")
+    return lines
+
+
+def summary(rows: list[dict]) -> str:
+    small = [r for r in rows if _num(r, "side") == SIDE]
+    if not small:
+        return "no 64×64 cases"
+    diffs = [_num(r, "diff_db") if r.get("status") == "ok" else -math.inf for r in small]
+    ratios = [_num(r, "time_ratio") if r.get("status") == "ok" else math.inf for r in small]
+    close = sum(d >= CLOSE_DB for d in diffs)
+    never = sum(d >= WORST_DB for d in diffs)
+    fast = sum(t <= TIME_RATIO for t in ratios)
+    n = len(small)
+    return (f"All 64×64 cases: {close}/{n} within 0.5 dB of L-BFGS (bar ≥ 90 %), {never}/{n} "
+            f"above −2 dB (bar: all), {fast}/{n} with solve time ≤ 2× L-BFGS's (bar: all); "
+            f"refused or timed out: {sum(r.get('status') != 'ok' for r in small)}.")
