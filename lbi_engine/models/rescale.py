@@ -19,8 +19,8 @@ fit that the network's forward must make (a block's input enters twice), and the
 solution drifts from the network's inverse. Weight 100 closed a 4-5 dB gap to L-BFGS on a
 resnet18 slice (benchmarks/RESULTS.md, "hidden-weight"); on the trained natural-res-ae it lost
 0.1-1.1 dB. Hence "auto" is 1 and the discrepancy search raises it (``HIDDEN_WEIGHT_RAISED``)
-only on a graph whose target it finds out of reach at weight 1: the sign that the lifted
-states, not the input, absorb the fit.
+on any network (graph or chain) whose target it finds out of reach at weight 1: the sign
+that the lifted states, not the input, absorb the fit (the rule's derivation: MATH.md §5.7).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from lbi_engine.activations import ProximalActivation
     from lbi_engine.models.network import LiftedNetwork
 
-#: The weight the discrepancy search raises "auto" to on a graph network whose target it
+#: The weight the discrepancy search raises "auto" to on a network whose target it
 #: found out of reach at weight 1 (lbi_engine/solvers/alpha/whole.py, MATH.md §5.7). Chosen
 #: on the random resnet18 parts of bench_graph_slices (benchmarks/hidden_weight_study.py:
 #: weights 1 / 9 / 100 / 900 gave 20.92 / 24.79 / 26.05 / 25.88 dB on the residual blocks,
