@@ -3,9 +3,11 @@ the time so far and an honest estimate of the time left (Qt-free and torch-free,
 command line and the window read the same events).
 
 :class:`ProgressTracker` reads the iterate records a run already yields (``api.iterate``) and
-turns each into a :class:`Progress`. It knows a run's stages by the records' ``stage`` text:
-the alpha search's path solves (``"alpha search: A"``, ``"alpha path: A"``), then the final
-solve at the chosen alpha; a fixed alpha is one solve; the layer-wise method names its layers.
+turns each into a :class:`Progress`. It knows a run's stages by the typed ``extras`` the
+alpha search writes on its records (``run_stage``: "alpha search" or "final solve",
+``alpha_point`` k of at most ``alpha_points_at_most``, lbi_engine/solvers/alpha/time_split.py),
+else by the records' ``stage`` text (``"alpha search: A"``, ``"alpha path: A"``); a fixed
+alpha is one solve; the layer-wise method names its layers.
 
 The time left is measured, never assumed:
 
@@ -40,8 +42,7 @@ class Progress:
     """One report of a running inversion, for a progress line or a status bar."""
 
     #: "start" (or "start: what it does"), "alpha search", "final solve", "solve", or the
-    #: method's own stage
-    #: (e.g. "layer 2/3"); "done" once the final record arrived
+    #: method's own stage (e.g. "layer 2/3"); "done" once the final record arrived
     stage: str
     #: the alpha search's point k (1-based) and the most points it may take; None elsewhere
     point: int | None = None
@@ -72,10 +73,13 @@ class Progress:
 
     def time_text(self) -> str:
         """"12 s, ≈ 30 s left" (or "≤", or the elapsed time alone when nothing is known)."""
-        text = duration(self.elapsed)
-        if self.remaining is not None and not self.final:
-            text += f", {'≤' if self.remaining_is_bound else '≈'} {duration(self.remaining)} left"
-        return text
+        return ", ".join(t for t in (duration(self.elapsed), self.left_text()) if t)
+
+    def left_text(self) -> str:
+        """"≈ 30 s left" (an estimate) or "≤ 30 s left" (a bound); "" when nothing is known."""
+        if self.remaining is None or self.final:
+            return ""
+        return f"{'≤' if self.remaining_is_bound else '≈'} {duration(self.remaining)} left"
 
     def text(self) -> str:
         """The whole line: stage, time so far and left, iterations, objective."""
@@ -103,7 +107,7 @@ def duration(seconds: float) -> str:
 @dataclass
 class _Stage:
     name: str
-    key: str  # the records' stage text (a new text is a new stage or alpha point)
+    key: tuple[str, int | None]  # stage text, alpha point: a new one is a new stage or point
     first_iteration: int
     first_wall: float
     history: list[tuple[int, float, float | None, float | None]]  # (it, wall, objective, dx)
@@ -121,16 +125,13 @@ class ProgressTracker:
                  time_budget: float | None = None, alpha_points: int | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.max_iter = int(max_iter)
-        self.tol = float(tol)
-        self.tol_mode = tol_mode
-        self.time_budget = time_budget
-        self.alpha_points = alpha_points
-        self._clock = clock
-        self._started = clock()
+        self.tol, self.tol_mode, self.time_budget = float(tol), tol_mode, time_budget
+        self.alpha_points, self._clock, self._started = alpha_points, clock, clock()
         self._lock = threading.Lock()
         self._stage: _Stage | None = None
         self._searched = False
         self._point = 0
+        self._points_at_most: int | None = None  # the search's own bound (records' extras)
         self._point_seconds: list[float] = []
         self._steps_before = 0  # iterations of the finished stages
         self._last = Progress("start")
@@ -146,10 +147,18 @@ class ProgressTracker:
                 self._last_wall = wall
 
     # -- reading records -------------------------------------------------------------------
-    def update(self, record: Any) -> Progress:
-        """The event of one record (an ``IterateRecord`` or anything with its fields)."""
-        wall = self._clock()
-        key = str(getattr(record, "stage", "") or "")
+    def update(self, record: Any, at: float | None = None) -> Progress:
+        """The event of one record (an ``IterateRecord`` or anything with its fields);
+        ``at``: seconds since the start when the record was made, for a front end that
+        receives records in batches (None: now)."""
+        wall = self._clock() if at is None else self._started + float(at)
+        text = str(getattr(record, "stage", "") or "")
+        extras = getattr(record, "extras", None) or {}
+        run_stage = extras.get("run_stage")
+        alpha_stage = (run_stage == "alpha search" if run_stage
+                       else text.startswith(ALPHA_STAGE_PREFIXES))
+        point = extras.get("alpha_point") if alpha_stage else None
+        key = (text, None if point is None else int(point))
         iteration = int(record.iteration)
         objective = _number(record.objective)
         with self._lock:
@@ -159,9 +168,9 @@ class ProgressTracker:
                                 steps=self._steps(iteration))
                 self._last, self._last_wall = event, wall
                 return event
-            alpha_stage = key.startswith(ALPHA_STAGE_PREFIXES)
             if self._stage is None or key != self._stage.key:
-                self._new_stage(key, alpha_stage, iteration, wall)
+                self._new_stage(key, alpha_stage, run_stage == "final solve", iteration, wall,
+                                extras.get("alpha_points_at_most"))
             stage = self._stage
             assert stage is not None
             change = None if self.tol_mode == "objective" else _change(record)
@@ -171,7 +180,7 @@ class ProgressTracker:
             event = Progress(
                 stage=stage.name, point=self._point if alpha_stage else None,
                 points=self._points() if alpha_stage else None,
-                alpha=_alpha_of(key) if alpha_stage else None, iteration=done,
+                alpha=_alpha_of(text) if alpha_stage else None, iteration=done,
                 iteration_cap=None if alpha_stage else self.max_iter,
                 steps=self._steps_before + done, objective=objective,
                 elapsed=wall - self._started, remaining=remaining, remaining_is_bound=bound)
@@ -192,7 +201,8 @@ class ProgressTracker:
         stage = self._stage
         return self._steps_before + (0 if stage is None else iteration - stage.first_iteration)
 
-    def _new_stage(self, key: str, alpha_stage: bool, iteration: int, wall: float) -> None:
+    def _new_stage(self, key: tuple[str, int | None], alpha_stage: bool, final_solve: bool,
+                   iteration: int, wall: float, points_at_most: Any) -> None:
         old = self._stage
         if old is not None:
             self._steps_before += old.history[-1][0] - old.first_iteration if old.history else 0
@@ -200,18 +210,21 @@ class ProgressTracker:
                 self._point_seconds.append(wall - old.first_wall)
         if alpha_stage:
             self._searched = True
-            self._point += 1
+            self._point = self._point + 1 if key[1] is None else key[1]
+            if points_at_most is not None:
+                self._points_at_most = int(points_at_most)
             name = "alpha search"
-        elif self._searched:
+        elif self._searched or final_solve:
             name = "final solve"
         else:
-            name = key or "solve"
+            name = key[0] or "solve"
         self._stage = _Stage(name, key, iteration, wall, [])
 
     def _points(self) -> int | None:
-        if self.alpha_points is None:
+        at_most = self._points_at_most or self.alpha_points  # the records' bound first
+        if at_most is None:
             return None
-        return max(self.alpha_points, self._point)  # a second (weighted) search goes on
+        return max(at_most, self._point)  # a second (weighted) search goes on
 
     # -- the time left ---------------------------------------------------------------------
     def _remaining(self, stage: _Stage, done: int, wall: float,
@@ -339,11 +352,8 @@ def _change(record: Any) -> float | None:
     return max(finite) if finite else None
 
 
-def _alpha_of(key: str) -> float | None:
-    try:
-        return float(key.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        return None
+def _alpha_of(text: str) -> float | None:
+    return _number([text.rsplit(":", 1)[1]]) if ":" in text else None  # "alpha search: A"
 
 
 class CountProgress:

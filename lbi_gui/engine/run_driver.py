@@ -38,6 +38,7 @@ from lbi_gui.engine.messages import (  # re-exported: the records' old import pa
     RunJob,
     RunOutcome,
 )
+from lbi_gui.model.progress import STAGE_EXTRAS
 from lbi_gui.params import describe_change
 
 #: Minimum seconds between two progress emits (the window redraws at most this often).
@@ -336,6 +337,9 @@ class RunDriver:
                 "dual_residual": _measured(_first(rec.dual_residual)), "psnr": _first(rec.psnr),
                 "ssim": _first(rec.ssim), "elapsed": elapsed_offset + float(rec.elapsed),
                 "stage": str(getattr(rec, "stage", "") or ""),
+                # the stage in typed form (run_stage, alpha_point, ...) for the status line
+                "extras": {k: v for k, v in (getattr(rec, "extras", None) or {}).items()
+                           if k in STAGE_EXTRAS},
                 "bregman": [float(v) for v in breg[0].tolist()] if breg is not None else []}
 
     @staticmethod

@@ -1,85 +1,88 @@
-"""What a running inversion has done and has left, in words: the one adapter from the
-engine's iterate records (their ``stage`` names, iterations and times, as the curve store
-keeps them) to the window's status line and progress bar.
-
-Why one place: the engine names stages in free text today ("alpha search: 0.0123", "layer
-2/3", the chosen α's solve unnamed until its last record); when it reports stages as typed
-events, only this module changes. Qt-free.
+"""What a running inversion has done and has left, for the window's status line and progress
+bar. The stage words and the time left are the engine's
+(:class:`lbi_engine.results.progress.ProgressTracker`, the rule ``lbi invert`` shows on its
+progress line); this adapter only feeds it the curve points the window receives and says
+what the window shows of its answer. Qt-free.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
 
-from lbi_gui.model.runs import CurveStore
+from lbi_engine.results.progress import Progress, ProgressTracker
 
-#: At most this many solves of the α search (the engine's discrepancy search,
-#: ``lbi_engine.solvers.alpha.residual_path.MAX_POINTS``).
-MAX_ALPHA_TRIALS = 10
-
-_SEARCH = re.compile(r"^alpha (search|path): (?P<alpha>\S+)")
-_LAYER = re.compile(r"^layer (?P<i>\d+)/(?P<n>\d+)")
+#: The records' typed stage extras (lbi_engine/solvers/alpha/time_split.py) that the run
+#: driver carries on each curve point.
+STAGE_EXTRAS = ("run_stage", "alpha_point", "alpha_points_at_most")
 
 
 @dataclass(frozen=True)
-class RunProgress:
+class RunStatus:
     """The status line's parts and the progress bar's state for one moment of a run."""
 
-    stage: str  # "starting", "α trial 3 of ≤ 10 (α = 0.0123)", "final solve", "layer 2 of 3"
+    #: the tracker's words: "start", "α search point 3 of ≤ 10 (α 0.012)", "final solve"
+    stage: str
     iteration: int
+    #: the run's solver seconds (a pause does not count)
     elapsed: float
-    #: Seconds left at most (the iteration budget at the current speed); None: unknown.
-    left_at_most: float | None
-    #: Fraction done for the progress bar; None: unknown (a run that stops by tolerance).
+    #: "≈ 12 s left" (an estimate) or "≤ 12 s left" (a bound); "" when unknown
+    left: str
+    #: the seconds of ``left`` (None: unknown)
+    remaining: float | None
+    #: fraction done for the progress bar; None: unknown (a run that may stop earlier)
     fraction: float | None
 
-    def text(self) -> str:
-        """"α trial 3 of ≤ 10 (α = 0.0123) · k = 240 · 3.1 s · ≤ 12 s left"."""
-        parts = [self.stage, f"k = {self.iteration}", f"{self.elapsed:.1f} s", self.left_text()]
-        return " · ".join(p for p in parts if p)
+    def iteration_text(self) -> str:
+        """"k = 240 · final solve"."""
+        return f"k = {self.iteration} · {self.stage}"
 
-    def left_text(self) -> str:
-        """"≤ 12 s left" ("" when unknown)."""
-        if self.left_at_most is None:
-            return ""
-        return f"≤ {_duration(self.left_at_most)} left"
+    def time_text(self) -> str:
+        """"3.1 s · ≈ 12 s left"."""
+        return " · ".join(t for t in (f"{self.elapsed:.1f} s", self.left) if t)
 
 
-def run_progress(curves: CurveStore, max_iter: int, tol: float | None,
-                 rate: float) -> RunProgress:
-    """The progress of the run whose points are in ``curves``: ``max_iter`` its iteration
-    budget, ``tol`` its tolerance (> 0: it may stop before the budget), ``rate`` its speed
-    in iterations per second (0: not measured yet)."""
-    if not len(curves):
-        return RunProgress("starting", 0, 0.0, None, 0.0)
-    arrays = curves.arrays()
-    iteration, elapsed = int(arrays["iteration"][-1]), float(arrays["elapsed"][-1])
-    names = [name for _start, name in curves.stages]
-    trials = [m.group("alpha") for n in names if (m := _SEARCH.match(n))]
-    current = names[-1] if names else ""
-    searching = _SEARCH.match(current)
-    layer = _LAYER.match(current)
-    if searching:
-        stage = f"α trial {len(trials)} of ≤ {MAX_ALPHA_TRIALS} (α = {searching.group('alpha')})"
-    elif layer:
-        stage = f"layer {layer.group('i')} of {layer.group('n')}"
-    elif trials:
-        stage = f"final solve ({len(trials)} α trials before)"
-    else:
-        stage = "solving"
-    budget_left = max(0, max_iter - iteration)
-    left = budget_left / rate if rate > 0 and not searching else None
-    if searching and rate > 0:  # each later trial and the final solve at most the budget
-        left = (MAX_ALPHA_TRIALS - len(trials) + 1) * max_iter / rate
-    stops_early = bool(tol) or bool(searching) or bool(trials)
-    fraction = None if stops_early else min(1.0, iteration / max(1, max_iter))
-    return RunProgress(stage, iteration, elapsed, left, fraction)
+class RunProgress:
+    """The progress of one run (make a new one for each run): :meth:`feed` it the curve points
+    as they arrive, read :meth:`status`. ``request``: the run's parameters (its stop rule)."""
 
+    def __init__(self, request: dict[str, Any]) -> None:
+        self._tracker = ProgressTracker(max_iter=1, tol=0.0, tol_mode="relative",
+                                        clock=lambda: 0.0)
+        self.follow(request)
+        self._last: Progress | None = None
+        self._iteration = 0
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    def follow(self, request: dict[str, Any]) -> None:
+        """Takes ``request``'s stop rule (at the start, and when a warm restart changes it)."""
+        t = self._tracker
+        t.max_iter = max(1, int(request.get("max_iter") or 1))
+        t.tol = float(request.get("tol") or 0.0)
+        t.tol_mode = str(request.get("tol_mode") or "relative")
+        budget = request.get("time_budget")
+        t.time_budget = float(budget) if budget else None
+        self._stops_early = t.tol > 0  # an alpha search shows by its records' stages
+
+    def feed(self, points: list[dict[str, Any]]) -> None:
+        """Reads curve points (the run driver's dicts: iteration, elapsed, objective,
+        residuals, stage, extras) as the engine's records, made at their ``elapsed``."""
+        for p in points:
+            record = SimpleNamespace(
+                iteration=int(p["iteration"]), objective=p.get("objective"),
+                primal_residual=p.get("primal_residual"),
+                dual_residual=p.get("dual_residual"), stage=p.get("stage") or "",
+                extras=p.get("extras") or {}, final=False)
+            self._last = self._tracker.update(record, at=float(p.get("elapsed") or 0.0))
+            self._iteration = record.iteration
+
+    def status(self) -> RunStatus:
+        """What the window shows now."""
+        last = self._last
+        if last is None:
+            return RunStatus("start", 0, 0.0, "", None, None if self._stops_early else 0.0)
+        searching = last.stage in ("alpha search", "final solve")
+        fraction = None if self._stops_early or searching else min(
+            1.0, self._iteration / self._tracker.max_iter)
+        return RunStatus(last.stage_text(), self._iteration, last.elapsed, last.left_text(),
+                         last.remaining, fraction)

@@ -19,6 +19,7 @@ from PySide6 import QtCore
 from lbi_gui import engine as engine_bridge
 from lbi_gui.engine.backend import EngineBackend
 from lbi_gui.engine.messages import ErrorInfo, PreparedInfo, Progress, RunJob, RunOutcome
+from lbi_gui.model.progress import RunProgress
 from lbi_gui.model.run_control import RunQueue, SpeedMeter, classify_change
 from lbi_gui.model.runs import CurveStore, RunResult
 
@@ -80,6 +81,8 @@ class RunController(QtCore.QObject):
         self.run_request: dict[str, Any] | None = None
         self.run_info: PreparedInfo | None = None
         self._speed = SpeedMeter()
+        #: The current run's stage and time left (the engine's estimate), for the status line.
+        self.progress = RunProgress({})
         self._state = "booting"
         self._paused = False
         self._job_id = 0
@@ -139,6 +142,7 @@ class RunController(QtCore.QObject):
         self.curves = CurveStore()
         self.latest = None
         self._speed.reset()
+        self.progress = RunProgress(request)
         self._paused = paused
         self._set_state("paused" if paused else "running")
         self.backend.run(RunJob(self._run_id, dict(request), start_paused=paused))
@@ -201,6 +205,7 @@ class RunController(QtCore.QObject):
         self.curves = CurveStore()
         self.latest = None
         self._speed.reset()
+        self.progress = RunProgress({})
 
     def change(self, old: dict[str, Any], new: dict[str, Any]) -> str:
         """React to edited parameters (the rule: :func:`~lbi_gui.model.run_control.
@@ -213,6 +218,7 @@ class RunController(QtCore.QObject):
         if what == "restart":
             if self.backend.request_restart(new):
                 self.run_request = dict(new)
+                self.progress.follow(new)
                 return "restart"
             return "none"
         if what == "prepare":
@@ -265,6 +271,7 @@ class RunController(QtCore.QObject):
         if prog.run_id != self._active_run:
             return
         self.curves.extend(prog.points)
+        self.progress.feed(prog.points)
         if prog.points:
             last = prog.points[-1]
             self._speed.update(last["iteration"], last["elapsed"])

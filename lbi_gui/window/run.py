@@ -8,7 +8,6 @@ import time
 from lbi_engine.results.verdict import finite_number
 from lbi_gui.dialogs.messages import confirm, show_error
 from lbi_gui.engine.messages import ErrorInfo, PreparedInfo, Progress
-from lbi_gui.model.progress import run_progress
 from lbi_gui.model.runs import RunResult
 from lbi_gui.model.selection import same_sample
 from lbi_gui.params import (
@@ -82,6 +81,7 @@ class RunView:
         # the last run's "stopped by user" / "stale" / concerns must not stand beside this one
         self.w.status_reason.setText("running")
         self.w.status_reason.setToolTip("")
+        self.w.status_iter.setText("k = 0 · start")
         self.w.status_time.setText("0.0 s")
         self.w.progress.setRange(0, 1000)
         self.w.progress.setValue(0)
@@ -161,16 +161,14 @@ class RunView:
         return max(1, int((self.w.controller.run_request or {}).get("max_iter", 1)))
 
     def _update_status(self, iteration: int, stage: str = "", done: bool = False) -> None:
-        """Stage, iterations, time and what is left (:mod:`lbi_gui.model.progress`); the bar
-        fills with k / max-iter only for a run that can only stop there."""
+        """Stage, iterations, time and what is left (the engine's estimate, through
+        :mod:`lbi_gui.model.progress`); the bar fills with k / max-iter only for a run that
+        can only stop there."""
         c = self.w.controller
-        request = c.run_request or {}
-        prog = run_progress(c.curves, self._expected_end(), request.get("tol"),
-                            c.iterations_per_second)
-        self.w.status_iter.setText(f"k = {iteration}" + ("" if done else f" · {prog.stage}"))
+        prog = c.progress.status()
+        self.w.status_iter.setText(f"k = {iteration}" if done else prog.iteration_text())
         self.w.status_speed.setText(f"{c.iterations_per_second:,.0f} it/s")
-        left = "" if done or prog.left_at_most is None else f" · {prog.left_text()}"
-        self.w.status_time.setText(f"{prog.elapsed:.1f} s{left}")
+        self.w.status_time.setText(f"{prog.elapsed:.1f} s" if done else prog.time_text())
         bar = self.w.progress
         if done or prog.fraction is not None:
             bar.setRange(0, 1000)

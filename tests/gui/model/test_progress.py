@@ -1,46 +1,109 @@
-"""The run's progress in words (lbi_gui.model.progress) from curve points as the engine's
-records give them: stages of an α search, layer-wise stages, a plain run."""
+"""The window's progress (lbi_gui.model.progress): the engine's stage words and time-left
+estimate, read from the curve points the run driver makes of the engine's records, and the
+same estimate as ``lbi invert`` gives for the same records."""
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
 import pytest
 
-from lbi_gui.model.progress import MAX_ALPHA_TRIALS, run_progress
-from lbi_gui.model.runs import CurveStore
+from lbi_engine.results.progress import ProgressTracker
+from lbi_gui.engine.run_driver import RunDriver
+from lbi_gui.model.progress import RunProgress
+
+SECONDS_PER_ITERATION = 0.01
 
 
-def _store(stages: list[tuple[int, str]], seconds_per_iteration: float = 0.01) -> CurveStore:
-    store = CurveStore()
-    store.extend([{"iteration": k, "elapsed": k * seconds_per_iteration, "stage": name}
-                  for k, name in stages])
-    return store
+def _record(k: int, stage: str = "", extras: dict | None = None,
+            residual: float = math.inf) -> Any:
+    """An iterate record as the engine yields it (the fields the run driver reads), made
+    at 10 ms per iteration."""
+    one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
+    return SimpleNamespace(
+        iteration=k, objective=one(1.0 + residual if math.isfinite(residual) else 2.0),
+        reg_term=one(0.1), discrepancy=one(1.0), primal_residual=one(residual),
+        dual_residual=one(residual / 2), psnr=one(12.0), ssim=one(0.5),
+        elapsed=SECONDS_PER_ITERATION * k, stage=stage, bregman_terms=None,
+        extras=dict(extras or {}), final=False)
 
 
-def test_an_alpha_search_counts_its_trials_and_bounds_the_time_left() -> None:
-    store = _store([(0, "alpha search: 0.1"), (40, "alpha search: 0.1"),
-                    (80, "alpha search: 0.0316"), (120, "alpha search: 0.0123")])
-    prog = run_progress(store, max_iter=500, tol=1e-4, rate=100.0)
-    assert prog.stage == f"α trial 3 of ≤ {MAX_ALPHA_TRIALS} (α = 0.0123)"
-    assert (prog.iteration, prog.elapsed) == (120, pytest.approx(1.2))
-    # 7 more trials and the final solve, each at most 500 iterations at 100 it/s
-    assert prog.left_at_most == pytest.approx(8 * 500 / 100)
-    assert prog.fraction is None  # no k / max-iter bar for a search
-    assert prog.text() == "α trial 3 of ≤ 10 (α = 0.0123) · k = 120 · 1.2 s · ≤ 40 s left"
-    final = _store([(0, "alpha search: 0.1"), (50, "alpha search: 0.02"), (90, "")])
-    assert run_progress(final, 500, 1e-4, 100.0).stage == "final solve (2 α trials before)"
+def _searching(point: int) -> dict[str, Any]:
+    return {"run_stage": "alpha search", "alpha_point": point, "alpha_points_at_most": 6}
+
+
+def _alpha_run() -> list[Any]:
+    """Two points of an alpha search (at most 6), 40 iterations each, then the final solve,
+    whose change of x falls as exp(-(k - 80) / 20)."""
+    records = [_record(k, "alpha search: 0.1", _searching(1)) for k in range(0, 40, 10)]
+    records += [_record(k, "alpha search: 0.03", _searching(2)) for k in range(40, 80, 10)]
+    records += [_record(k, "", {"run_stage": "final solve"}, math.exp(-(k - 80) / 20))
+                for k in range(80, 201, 10)]
+    return records
+
+
+REQUEST = {"max_iter": 1000, "tol": 1e-4, "tol_mode": "relative", "alpha": "auto"}
+
+
+def test_the_window_and_the_command_line_give_the_same_estimate_for_the_same_records(
+) -> None:
+    clock = SimpleNamespace(t=0.0)
+    cli = ProgressTracker(max_iter=1000, tol=1e-4, tol_mode="relative", alpha_points=10,
+                          clock=lambda: clock.t)
+    window = RunProgress(REQUEST)
+    seen = []
+    for record in _alpha_run():
+        clock.t = record.elapsed
+        line = cli.update(record)
+        window.feed([RunDriver._point(record, record.iteration, 0.0)])
+        status = window.status()
+        assert status.stage == line.stage_text()
+        assert status.remaining == line.remaining and status.left == line.left_text()
+        assert status.elapsed == pytest.approx(line.elapsed)
+        seen.append(status)
+    at_60 = seen[6]  # point 1 took 0.4 s: 0.2 s more of point 2, 4 more, the final solve
+    assert at_60.remaining == pytest.approx(0.2 + 4 * 0.4 + 0.4)
+    last = seen[-1]  # 1e-4 is reached 20 ln(1e4) iterations into the final solve
+    assert last.remaining == pytest.approx((20 * math.log(1e4) - 120) * SECONDS_PER_ITERATION)
+
+
+def test_the_status_line_says_stage_iteration_time_and_what_is_left() -> None:
+    window = RunProgress(REQUEST)
+    start = window.status()
+    assert (start.iteration_text(), start.time_text()) == ("k = 0 · start", "0.0 s")
+    points = [RunDriver._point(r, r.iteration, 0.0) for r in _alpha_run()]
+    window.feed(points[:7])
+    status = window.status()
+    assert status.iteration_text() == "k = 60 · α search point 2 of ≤ 6 (α 0.03)"
+    assert status.time_text() == "0.6 s · ≈ 2 s left"
+    assert status.fraction is None  # a search ends when it matches: no k / max-iter bar
+    window.feed(points[7:])
+    assert window.status().iteration_text() == "k = 200 · final solve"
+    assert window.status().time_text() == "2.0 s · ≈ 1 s left"
 
 
 def test_a_plain_run_fills_the_bar_only_when_it_cannot_stop_early() -> None:
-    store = _store([(0, ""), (100, ""), (250, "")])
-    capped = run_progress(store, max_iter=1000, tol=0.0, rate=50.0)
-    assert capped.fraction == pytest.approx(0.25) and capped.stage == "solving"
-    assert capped.left_at_most == pytest.approx(750 / 50)
-    by_tolerance = run_progress(store, max_iter=1000, tol=1e-5, rate=50.0)
-    assert by_tolerance.fraction is None and by_tolerance.left_at_most == pytest.approx(15)
-    assert run_progress(CurveStore(), 1000, 1e-5, 0.0).stage == "starting"
-    assert run_progress(store, 1000, 1e-5, 0.0).left_at_most is None  # speed not measured
+    points = [RunDriver._point(_record(k, residual=0.5), k, 0.0) for k in range(0, 251, 50)]
+    capped = RunProgress({"max_iter": 1000, "tol": 0.0})
+    capped.feed(points)
+    status = capped.status()
+    assert status.fraction == pytest.approx(0.25) and status.stage == "solve"
+    assert status.time_text() == "2.5 s · ≤ 8 s left"  # 750 iterations at 10 ms: the cap
+    by_tolerance = RunProgress({"max_iter": 1000, "tol": 1e-6})
+    by_tolerance.feed(points)  # the change of x does not fall: only the cap bounds it
+    assert by_tolerance.status().fraction is None
+    assert by_tolerance.status().left == "≤ 8 s left"
 
 
-def test_layerwise_stages_are_named_in_words() -> None:
-    store = _store([(0, "layer 3/3"), (30, "layer 2/3")])
-    assert run_progress(store, 300, 1e-4, 10.0).stage == "layer 2 of 3"
+def test_layerwise_stages_and_a_warm_restart_follow_the_run() -> None:
+    window = RunProgress({"max_iter": 300, "tol": 0.0})
+    window.feed([RunDriver._point(_record(k, "layer 3/3", residual=0.5), k, 0.0)
+                 for k in (0, 10, 20)])
+    assert window.status().iteration_text() == "k = 20 · layer 3/3"
+    assert window.status().remaining == pytest.approx(280 * SECONDS_PER_ITERATION)
+    window.follow({"max_iter": 100, "tol": 0.0})  # a warm restart with a smaller budget
+    window.feed([RunDriver._point(_record(30, "layer 3/3", residual=0.5), 30, 0.0)])
+    assert window.status().remaining == pytest.approx(70 * SECONDS_PER_ITERATION)
