@@ -19,6 +19,10 @@ def _uptime() -> str:
     return ", ".join(f"{v:.2f}" for v in loads)
 
 
+def _measured(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("status") != report.NOT_RUN]
+
+
 def main(argv: list[str] | None = None) -> int:
     import benchmarks.heldout as package
 
@@ -32,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the CSV's rows of cases already measured, run the rest")
     parser.add_argument("--cap", type=float, default=300.0,
                         help="seconds after which an lbi run is stopped and counted as failed")
+    parser.add_argument("--budget-min", type=float, default=None,
+                        help="start no case after this many minutes; the rest are listed as "
+                             "not run")
     parser.add_argument("--csv", type=Path, default=None, help="where the rows go")
     parser.add_argument("--write", action="store_true", help="write the table to RESULTS.md")
     args = parser.parse_args(argv)
@@ -50,17 +57,23 @@ def main(argv: list[str] | None = None) -> int:
         if case.key in done:
             rows.append(done[case.key])
             continue
+        if args.budget_min is not None and time.perf_counter() - started > 60 * args.budget_min:
+            rows.append({"case": case.key, "arch": case.arch, "side": case.side,
+                         "format": design.ARCHS[case.arch].fmt if case.arch in design.ARCHS
+                         else "", "status": report.NOT_RUN, "message": ""})
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             row = run_case(case, Path(tmp), quick=args.quick, cap=args.cap)
         row["load"] = load_average()
         rows.append(row)
-        report.write_rows(path, [*rows, *(r for k, r in done.items()
-                                          if k not in {x["case"] for x in rows})])
+        report.write_rows(path, _measured([*rows, *(r for k, r in done.items()
+                                                    if k not in {x["case"] for x in rows})]))
         print(f"{case.key}: {row.get('status')} lbi {row.get('lbi_psnr', '–')} dB "
               f"L-BFGS {row.get('lbfgs_psnr', '–')} dB solve ratio "
               f"{row.get('time_ratio', '–')} {row.get('message', '')}", flush=True)
-    report.write_rows(path, rows)
-    options = f" --half {args.half}" + (" --quick" if args.quick else "")
+    report.write_rows(path, _measured(rows))
+    options = f" --half {args.half}" + (" --quick" if args.quick else "") + \
+        f" --cap {args.cap:g}" + (f" --budget-min {args.budget_min:g}" if args.budget_min else "")
     text = "\n".join([
         f"<!-- heldout-{args.half}:start -->",
         f"## Held-out evaluation: {args.half} half, lbi at its defaults vs L-BFGS",

@@ -4,7 +4,8 @@ lbi: the network exported to a file, the crop written as PNG, then in a subproce
 ``lbi invert --network F --image crop.png --noise-std S --seed K --out D
 --memory-limit 4G`` (S the case's noise std in the output's units, K its seed: lbi's noise
 is drawn from K, so the run is the user's at the defaults; the memory limit only refuses
-what would not fit the machine's share) and the same with ``--max-iter 1``: the solve time
+what would not fit the machine's share; ``--time-budget CAP`` stops runs far past any bar,
+and such a run counts as failing both) and the same with ``--max-iter 1``: the solve time
 is the difference of their wall times, so start-up, reading and lifting are not counted and
 the alpha choice is.
 
@@ -37,6 +38,8 @@ SPREAD = (0.1, 1.0, 10.0)
 #: the noise level the grid is centred for when the case has none
 FLOOR = 0.002
 WITHIN_DB = 0.2
+#: seconds past the cap (lbi's --time-budget) before the run is killed: start-up and lifting
+HARD_STOP_S = 180.0
 
 
 def module_for(case: Case) -> nn.Module:
@@ -116,15 +119,21 @@ def run_case(case: Case, folder: Path, quick: bool = False, cap: float = 300.0) 
     extra = ("--seed", str(case.seed), "--memory-limit", MEMORY_LIMIT,
              *(("--max-iter", "30") if quick else ()))
     out = folder / "run"
-    lbi = run_lbi(network, image, out, std, extra, timeout=cap)
+    # the cap: lbi's own time budget, so a capped run still reports where it got to, and a
+    # hard stop for start-up and lifting on top of it
+    lbi = run_lbi(network, image, out, std, (*extra, "--time-budget", f"{cap:g}"),
+                  timeout=cap + HARD_STOP_S)
     if "error" in lbi:
         row.update(status="timeout" if lbi.get("timeout") else "refused",
                    message=lbi["error"][:200])
         return row
     one = run_lbi(network, image, folder / "one", std, (*extra, "--max-iter", "1"),
-                  timeout=cap)
+                  timeout=cap + HARD_STOP_S)
     metrics = json.loads((out / "result.json").read_text())["metrics"]
-    row.update(status="ok", message="", lbi_psnr=lbi["psnr"], lbi_wall_s=lbi["wall_s"],
+    capped = lbi["stop"] == "time_budget"
+    row.update(status="capped" if capped else "ok",
+               message=f"stopped by the {cap:g} s cap" if capped else "",
+               lbi_psnr=lbi["psnr"], lbi_wall_s=lbi["wall_s"],
                lbi_one_iter_s=one.get("wall_s", math.nan),
                lbi_iters=lbi["iterations"], lbi_alpha=lbi["alpha"],
                lbi_alpha_rule=metrics.get("alpha_rule", ""), lbi_stop=lbi["stop"],
