@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--write replaces the half's table: run all architectures, not --quick")
     cases = [design.quick_case(args.half)] if args.quick else design.cases(args.half, archs)
     path = args.csv or report.csv_path(args.half, args.quick)
-    done = {r["case"]: r for r in report.read_rows(path)} if args.resume else {}
+    done = {r["case"]: r for r in report.read_rows(path, args.cap)} if args.resume else {}
     load_start, started = _uptime(), time.perf_counter()
     rows = []
     for case in cases:
