@@ -23,6 +23,29 @@ def _measured(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("status") != report.NOT_RUN]
 
 
+def _section(args: argparse.Namespace, path: Path, rows: list[dict], load_start: str,
+             minutes: float) -> str:
+    """The half's RESULTS.md section: the command, what is compared, the load, the table."""
+    options = f" --half {args.half}" + (" --quick" if args.quick else "") + \
+        f" --cap {args.cap:g}" + ("" if args.budget_min is None else
+                                  f" --budget-min {args.budget_min:g}") + \
+        (" --resume" if args.resume else "")
+    where = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    kept = " (with --resume: rows measured by earlier runs are kept)" if args.resume else ""
+    return "\n".join([
+        f"<!-- heldout-{args.half}:start -->",
+        f"## Held-out evaluation: {args.half} half, lbi at its defaults vs L-BFGS",
+        "", f"`nice -n 10 python -m benchmarks.heldout{options} --write` (rows: `{where}`). "
+        "Δ = lbi's PSNR − L-BFGS's at its best of three α (`measure.grid`); solve-time "
+        "ratio = (lbi's wall time − its one-iteration run's) / L-BFGS's time to within 0.2 dB "
+        f"of its final PSNR. lbi runs with `--time-budget {args.cap:g}`: a run that reaches "
+        "it (capped) counts as failing both bars; where the table lists one, Δ is where it "
+        "got to. The machine (2 cores) is shared with other work: load average (`uptime`) "
+        f"{load_start} at the start, {_uptime()} at the end, {minutes:.0f} min of this "
+        f"run{kept}; times are ratios measured in the same run.", "", *report.table(rows),
+        "", report.summary(rows), "", f"<!-- heldout-{args.half}:end -->"])
+
+
 def main(argv: list[str] | None = None) -> int:
     import benchmarks.heldout as package
 
@@ -72,20 +95,7 @@ def main(argv: list[str] | None = None) -> int:
               f"L-BFGS {row.get('lbfgs_psnr', '–')} dB solve ratio "
               f"{row.get('time_ratio', '–')} {row.get('message', '')}", flush=True)
     report.write_rows(path, _measured(rows))
-    options = f" --half {args.half}" + (" --quick" if args.quick else "") + \
-        f" --cap {args.cap:g}" + (f" --budget-min {args.budget_min:g}" if args.budget_min else "")
-    text = "\n".join([
-        f"<!-- heldout-{args.half}:start -->",
-        f"## Held-out evaluation: {args.half} half, lbi at its defaults vs L-BFGS",
-        "", f"`nice -n 10 python -m benchmarks.heldout{options} --write` (rows: "
-        f"`{path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}`). "
-        "Δ = lbi's PSNR − L-BFGS's at its best of three α; solve-time ratio = (lbi's wall "
-        "time − its one-iteration run's) / L-BFGS's time to within 0.2 dB of its final PSNR. "
-        "The machine (2 cores) is shared with other work: load average (`uptime`) "
-        f"{load_start} at the start, {_uptime()} at the end, "
-        f"{(time.perf_counter() - started) / 60:.0f} min of this run; times are ratios "
-        "measured in the same run.", "", *report.table(rows), "", report.summary(rows), "",
-        f"<!-- heldout-{args.half}:end -->"])
+    text = _section(args, path, rows, load_start, (time.perf_counter() - started) / 60)
     print(text)
     if args.write:
         write_section(text, f"<!-- heldout-{args.half}:start -->",
