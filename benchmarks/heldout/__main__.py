@@ -32,6 +32,9 @@ def _section(args: argparse.Namespace, path: Path, rows: list[dict], load_start:
         (" --resume" if args.resume else "")
     where = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
     kept = " (with --resume: rows measured by earlier runs are kept)" if args.resume else ""
+    loads = [r["load"] for r in rows if isinstance(r.get("load"), float)]
+    if loads:
+        kept += f"; 1-min load at the end of each measured case {min(loads):.1f}–{max(loads):.1f}"
     return "\n".join([
         f"<!-- heldout-{args.half}:start -->",
         f"## Held-out evaluation: {args.half} half, lbi at its defaults vs L-BFGS",
