@@ -52,7 +52,7 @@ def test_photographs_are_distinct_crops_of_the_asked_side() -> None:
 def test_grid_centre_balances_tv_against_the_noise_and_time_within() -> None:
     import torch
 
-    from benchmarks.heldout.measure import SPREAD, _time_within, grid
+    from benchmarks.heldout.measure import FLOOR, SPREAD, _time_within, grid
 
     truth = torch.zeros(1, 3, 4, 4)
     truth[..., 2:, :] = 1.0  # one horizontal edge: TV = 3 channels x 3 columns x 1
@@ -60,9 +60,23 @@ def test_grid_centre_balances_tv_against_the_noise_and_time_within() -> None:
     alphas = grid(y, truth, std=0.1, rms=1.0)
     assert alphas == pytest.approx(tuple(50 * 0.01 / 9 * f for f in SPREAD))
     # no noise: the floor's level (FLOOR x RMS) takes its place
-    assert grid(y, truth, 0.0, 1.0)[1] == pytest.approx(50 * 0.002 ** 2 / 9)
+    assert grid(y, truth, 0.0, 1.0)[1] == pytest.approx(50 * FLOOR ** 2 / 9)
     curve = [(0.1, 10.0), (0.2, 19.7), (0.3, 19.9), (0.5, 20.0)]
     assert _time_within(curve) == 0.3
+
+
+def test_a_run_whose_stage_reached_the_cap_is_marked_capped(tmp_path) -> None:
+    from benchmarks.heldout import report
+    from benchmarks.heldout.measure import reached_cap
+
+    row = {"lbi_stop": "tolerance", "t_alpha_search": 50.0, "t_solver_total": 60.0}
+    assert not reached_cap(row, 100.0)
+    assert reached_cap({**row, "t_alpha_search": 99.0}, 100.0)
+    assert reached_cap({**row, "lbi_stop": "time_budget"}, 100.0)
+    path = tmp_path / "rows.csv"
+    report.write_rows(path, [{"case": "c", "status": "ok", **row, "t_solver_total": 98.0}])
+    assert report.read_rows(path)[0]["status"] == "ok"  # no cap known
+    assert report.read_rows(path, cap=100.0)[0]["status"] == "capped"
 
 
 def test_table_counts_refused_cases_against_the_bars() -> None:
@@ -70,7 +84,7 @@ def test_table_counts_refused_cases_against_the_bars() -> None:
 
     ok = {"arch": "a", "format": "onnx", "side": 64.0, "status": "ok", "diff_db": -0.2,
           "time_ratio": 1.5, "lbi_solve_s": 3.0, "lbfgs_time_s": 2.0,
-          "t_alpha_search": 1.0, "t_final_solve": 2.0, "message": ""}
+          "t_alpha_search": 1.0, "t_solver_total": 2.0, "message": ""}
     bad = {**ok, "diff_db": -3.0, "time_ratio": 9.0}
     refused = {"arch": "b", "format": "pt2", "side": 64.0, "status": "refused",
                "message": "node 'cat' cannot be lifted"}

@@ -19,6 +19,36 @@ def _uptime() -> str:
     return ", ".join(f"{v:.2f}" for v in loads)
 
 
+def _measured(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("status") != report.NOT_RUN]
+
+
+def _section(args: argparse.Namespace, path: Path, rows: list[dict], load_start: str,
+             minutes: float) -> str:
+    """The half's RESULTS.md section: the command, what is compared, the load, the table."""
+    options = f" --half {args.half}" + (" --quick" if args.quick else "") + \
+        f" --cap {args.cap:g}" + ("" if args.budget_min is None else
+                                  f" --budget-min {args.budget_min:g}") + \
+        (" --resume" if args.resume else "")
+    where = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    kept = " (with --resume: rows measured by earlier runs are kept)" if args.resume else ""
+    loads = [r["load"] for r in rows if isinstance(r.get("load"), float)]
+    if loads:
+        kept += f"; 1-min load at the end of each measured case {min(loads):.1f}–{max(loads):.1f}"
+    return "\n".join([
+        f"<!-- heldout-{args.half}:start -->",
+        f"## Held-out evaluation: {args.half} half, lbi at its defaults vs L-BFGS",
+        "", f"`nice -n 10 python -m benchmarks.heldout{options} --write` (rows: `{where}`). "
+        "Δ = lbi's PSNR − L-BFGS's at its best of three α (`measure.grid`); solve-time "
+        "ratio = (lbi's wall time − its one-iteration run's) / L-BFGS's time to within 0.2 dB "
+        f"of its final PSNR. lbi runs with `--time-budget {args.cap:g}`: a run that reaches "
+        "it (capped) counts as failing both bars; where the table lists one, Δ is where it "
+        "got to. The machine (2 cores) is shared with other work: load average (`uptime`) "
+        f"{load_start} at the start, {_uptime()} at the end, {minutes:.0f} min of this "
+        f"run{kept}; times are ratios measured in the same run.", "", *report.table(rows),
+        "", report.summary(rows), "", f"<!-- heldout-{args.half}:end -->"])
+
+
 def main(argv: list[str] | None = None) -> int:
     import benchmarks.heldout as package
 
@@ -32,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the CSV's rows of cases already measured, run the rest")
     parser.add_argument("--cap", type=float, default=300.0,
                         help="seconds after which an lbi run is stopped and counted as failed")
+    parser.add_argument("--budget-min", type=float, default=None,
+                        help="start no case after this many minutes; the rest are listed as "
+                             "not run")
     parser.add_argument("--csv", type=Path, default=None, help="where the rows go")
     parser.add_argument("--write", action="store_true", help="write the table to RESULTS.md")
     args = parser.parse_args(argv)
@@ -43,36 +76,29 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--write replaces the half's table: run all architectures, not --quick")
     cases = [design.quick_case(args.half)] if args.quick else design.cases(args.half, archs)
     path = args.csv or report.csv_path(args.half, args.quick)
-    done = {r["case"]: r for r in report.read_rows(path)} if args.resume else {}
+    done = {r["case"]: r for r in report.read_rows(path, args.cap)} if args.resume else {}
     load_start, started = _uptime(), time.perf_counter()
     rows = []
     for case in cases:
         if case.key in done:
             rows.append(done[case.key])
             continue
+        if args.budget_min is not None and time.perf_counter() - started > 60 * args.budget_min:
+            rows.append({"case": case.key, "arch": case.arch, "side": case.side,
+                         "format": design.ARCHS[case.arch].fmt if case.arch in design.ARCHS
+                         else "", "status": report.NOT_RUN, "message": ""})
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             row = run_case(case, Path(tmp), quick=args.quick, cap=args.cap)
         row["load"] = load_average()
         rows.append(row)
-        report.write_rows(path, [*rows, *(r for k, r in done.items()
-                                          if k not in {x["case"] for x in rows})])
+        report.write_rows(path, _measured([*rows, *(r for k, r in done.items()
+                                                    if k not in {x["case"] for x in rows})]))
         print(f"{case.key}: {row.get('status')} lbi {row.get('lbi_psnr', '–')} dB "
               f"L-BFGS {row.get('lbfgs_psnr', '–')} dB solve ratio "
               f"{row.get('time_ratio', '–')} {row.get('message', '')}", flush=True)
-    report.write_rows(path, rows)
-    options = f" --half {args.half}" + (" --quick" if args.quick else "")
-    text = "\n".join([
-        f"<!-- heldout-{args.half}:start -->",
-        f"## Held-out evaluation: {args.half} half, lbi at its defaults vs L-BFGS",
-        "", f"`nice -n 10 python -m benchmarks.heldout{options} --write` (rows: "
-        f"`{path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}`). "
-        "Δ = lbi's PSNR − L-BFGS's at its best of three α; solve-time ratio = (lbi's wall "
-        "time − its one-iteration run's) / L-BFGS's time to within 0.2 dB of its final PSNR. "
-        "The machine (2 cores) is shared with other work: load average (`uptime`) "
-        f"{load_start} at the start, {_uptime()} at the end, "
-        f"{(time.perf_counter() - started) / 60:.0f} min of this run; times are ratios "
-        "measured in the same run.", "", *report.table(rows), "", report.summary(rows), "",
-        f"<!-- heldout-{args.half}:end -->"])
+    report.write_rows(path, _measured(rows))
+    text = _section(args, path, rows, load_start, (time.perf_counter() - started) / 60)
     print(text)
     if args.write:
         write_section(text, f"<!-- heldout-{args.half}:start -->",

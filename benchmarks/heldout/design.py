@@ -78,16 +78,19 @@ def write_png(name: str, side: int, folder: Path) -> Path:
 def cases(half: str, archs: list[str] | None = None) -> list[Case]:
     """Four cases per architecture: each noise level once, random and trained weights twice
     each, the pairing and the photographs and seeds rotating with the architecture; then the
-    size cases (resnet18 ONNX, random weights, 1 % noise)."""
+    size cases (resnet18 ONNX, random weights, 1 % noise). Ordered so that a run stopped
+    early has measured every architecture: the random-weight cases round by round (every
+    architecture's first, then its second), then the trained ones (which train first)."""
     photos, seeds = list(PHOTOS[half]), SEEDS[half]
+    names = [n for n in ARCHS if not archs or n in archs]
     out = []
-    for a, name in enumerate(ARCHS):
-        if archs and name not in archs:
-            continue
-        for j, noise in enumerate(NOISES):
+    for j, noise in enumerate(NOISES):
+        for name in names:
+            a = list(ARCHS).index(name)
             out.append(Case(half, name, "trained" if (a + j) % 2 == 0 else "random",
                             photos[(a + j) % len(photos)], seeds[(a + 2 * j) % len(seeds)],
                             noise))
+    out.sort(key=lambda c: c.weights == "trained")  # stable: the rounds stay in order
     if not archs or "resnet18-onnx" in archs:
         out += [Case(half, "resnet18-onnx", "random", photos[k], seeds[k], 0.01, side)
                 for k, side in enumerate(SIZES)]

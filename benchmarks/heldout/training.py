@@ -22,7 +22,7 @@ from benchmarks.heldout import nets
 from benchmarks.heldout.design import PHOTOS, SIDE, photograph
 
 CACHE = Path(__file__).resolve().parent / ".cache"
-STEPS, BATCH, LR, NOISE = 300, 8, 1e-3, 0.05
+STEPS, BATCH, LR, NOISE = 200, 8, 1e-3, 0.05
 
 
 def _key(name: str) -> str:

@@ -234,3 +234,24 @@ def match_values(y: np.ndarray, scalars: list[float]) -> nn.Module | None:
         if float(np.abs(want - y).max()) <= 1e-9 * scale:
             return m
     return None
+
+
+_NONNEG_OPS = {"Relu", "Sigmoid", "Softmax", "HardSigmoid", "Softplus"}
+
+
+def produced_nonneg(nodes: Any, name: str, consts: dict[str, np.ndarray],
+                    depth: int = 0) -> bool:
+    """Whether the graph's tensor ``name`` is >= 0 by how it is made: an activation with range
+    [0, ..), Clip with min >= 0, a max-pool of such values, or a concatenation of them (a
+    max-pool at a branch point reads the tensor an earlier segment ended in)."""
+    node = next((n for n in nodes if name in n.output), None)
+    if node is None or depth > 16:
+        return False
+    if node.op_type in _NONNEG_OPS:
+        return True
+    if node.op_type == "Clip":
+        low = consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        return low is not None and float(np.asarray(low).reshape(-1)[0]) >= 0
+    if node.op_type in ("MaxPool", "GlobalMaxPool", "Identity", "Concat"):
+        return all(produced_nonneg(nodes, i, consts, depth + 1) for i in node.input if i)
+    return False

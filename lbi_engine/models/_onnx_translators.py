@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from lbi_engine.errors import UnsupportedLayerError
-from lbi_engine.models._onnx_graph import BATCHES
+from lbi_engine.models._onnx_graph import BATCHES, produced_nonneg
 from lbi_engine.operators import Reshape, ScaleShift
 
 
@@ -34,6 +34,7 @@ class _NodeContext:
     node: Any
     index: int
     static_batch: int | None  # the graph input's fixed batch size, if it has one
+    graph: Any  # the ONNX GraphProto
     shape_vals: dict[str, tuple[np.ndarray, np.ndarray]]  # batch-dependent shape tensors
 
     def label(self) -> str:
@@ -280,14 +281,14 @@ class _OpTranslators(_NodeContext):
                               ceil_mode=ceil))
 
     def _follows_nonneg(self) -> bool:
-        """Whether the module added last gives values >= 0 (an activation with range [0, ..),
-        or a max-pool of such values)."""
+        """Whether the input is >= 0 (the module added last, or the node that made it)."""
         last = list(self.seq.children())[-1] if len(self.seq) else None
-        if isinstance(last, (nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Softmax, nn.Hardsigmoid,
-                             nn.MaxPool2d, nn.AdaptiveMaxPool2d)):
-            return True
+        if last is None:  # a segment's start: a tensor that several nodes use
+            return produced_nonneg(self.graph.node, self.current, self.consts)
         lower = getattr(getattr(last, "activation", None), "lower", None)
-        return lower is not None and lower >= 0
+        return isinstance(last, (nn.ReLU, nn.ReLU6, nn.Sigmoid, nn.Softmax, nn.Hardsigmoid,
+                                 nn.MaxPool2d, nn.AdaptiveMaxPool2d)) or \
+            (lower is not None and lower >= 0)
 
     def _op_GlobalAveragePool(self, a: dict) -> None:
         self.add(nn.AdaptiveAvgPool2d(1))

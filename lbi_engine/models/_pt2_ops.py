@@ -23,12 +23,20 @@ from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.limits import LoadBudget, _check_shape
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_graph import BATCHES, PROBE, match_values
+from lbi_engine.models._pt2_channels import (
+    BATCH,
+    RESHAPE,
+    SPLIT,
+    channel_permutation,
+    node_target,
+    split_node,
+)
 from lbi_engine.models._pt2_translate import translate
 from lbi_engine.models.footprint import ChainBudget
 
 _ADD = {"aten.add.Tensor", "aten.add_.Tensor"}
 _CAT = {"aten.cat.default", "aten.concat.default"}
-_BATCH = "batch"  # the symbolic batch size (aten.sym_size.int(x, 0))
+_BATCH = BATCH  # the symbolic batch size (aten.sym_size.int(x, 0))
 _PASS = {"aten.alias.default", "aten.clone.default", "aten.contiguous.default",
          "aten.detach.default", "aten.lift_fresh_copy.default", "aten.dropout.default",
          "aten.feature_dropout.default", "aten._assert_tensor_metadata.default"}
@@ -47,9 +55,7 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
 
 
 
-def _target(node: dict[str, Any]) -> str:
-    t = str(node.get("target", ""))
-    return t[len("torch.ops."):] if t.startswith("torch.ops.") else t
+_target = node_target
 
 
 class GraphTranslator(SegmentedWalk):
@@ -168,9 +174,10 @@ class GraphTranslator(SegmentedWalk):
         consumers: dict[str, list[int]] = {}
         for j, n in enumerate(nodes):
             for i in n.get("inputs", []):
-                t = i["arg"].get("as_tensor")
-                if t:
-                    consumers.setdefault(t["name"], []).append(j)
+                # a tensor, or torch.cat's list of them
+                for t in [i["arg"].get("as_tensor"), *(i["arg"].get("as_tensors") or [])]:
+                    if t:
+                        consumers.setdefault(t["name"], []).append(j)
         self.consumers = consumers
         start = self.shape
         index = 0
@@ -185,6 +192,9 @@ class GraphTranslator(SegmentedWalk):
                 continue
             if target in _CAT:
                 self._merge_cat(args)
+                continue
+            if target in SPLIT:
+                split_node(self, args)
                 continue
             if not tensors:  # weight-only ops (t, permute of a weight) are folded
                 self._fold(target, args)
@@ -204,6 +214,11 @@ class GraphTranslator(SegmentedWalk):
                     index = end + 1
                     continue
                 self.graph_parts.close()  # several nodes use it: a branch point
+            if target in RESHAPE:  # a channel shuffle: reshape-transpose-reshape
+                end = channel_permutation(self, nodes, index - 1)
+                if end is not None:
+                    index = end + 1
+                    continue
             if target not in _PASS or args.get("train"):
                 translate(self, target, args)
             self._advance()

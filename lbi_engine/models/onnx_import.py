@@ -30,6 +30,7 @@ from lbi_engine.errors import (
 )
 from lbi_engine.limits import LAYERS_ENV, LoadBudget, _check_shape, bound_from_env, max_layers
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
+from lbi_engine.models._onnx_channels import channel_permutation, split_node
 from lbi_engine.models._onnx_graph import (
     BATCHES,
     ELEMENTWISE,
@@ -173,6 +174,13 @@ class _Builder(SegmentedWalk, _OpTranslators):
                     index = end + 1
                     continue
                 self.graph_parts.close()  # several nodes use it: a branch point
+            if n.op_type == "Split":  # of channels: a branch per piece (_channel_ops)
+                split_node(self)
+                continue
+            end = channel_permutation(self, nodes, index - 1) if n.op_type == "Reshape" else None
+            if end is not None:  # a channel shuffle
+                index = end + 1
+                continue
             self._translate(n.op_type)
             self.current = n.output[0]
             self.shapes[self.current] = self.shape
