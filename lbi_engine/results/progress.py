@@ -31,10 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lbi_engine.results.stop_forecast import iterations_to_stop
+
 #: The records' stage text of the alpha search's path solves (lbi_engine/solvers/alpha).
 ALPHA_STAGE_PREFIXES = ("alpha search", "alpha path")
-#: Records of a solve used for the stop rule's extrapolation (the most recent ones).
-FIT_RECORDS = 6
 
 
 @dataclass(frozen=True)
@@ -147,10 +147,12 @@ class ProgressTracker:
                 self._last_wall = wall
 
     # -- reading records -------------------------------------------------------------------
-    def update(self, record: Any, at: float | None = None) -> Progress:
+    def update(self, record: Any, at: float | None = None, *,
+               estimate: bool = True) -> Progress:
         """The event of one record (an ``IterateRecord`` or anything with its fields);
         ``at``: seconds since the start when the record was made, for a front end that
-        receives records in batches (None: now)."""
+        receives records in batches (None: now); ``estimate`` False skips the time left
+        (for all but the last record of a batch: only the last one is shown)."""
         wall = self._clock() if at is None else self._started + float(at)
         text = str(getattr(record, "stage", "") or "")
         extras = getattr(record, "extras", None) or {}
@@ -176,7 +178,8 @@ class ProgressTracker:
             change = None if self.tol_mode == "objective" else _change(record)
             stage.history.append((iteration, wall, objective, change))
             done = iteration - stage.first_iteration
-            remaining, bound = self._remaining(stage, done, wall, alpha_stage)
+            remaining, bound = (self._remaining(stage, done, wall, alpha_stage) if estimate
+                                else (None, False))
             event = Progress(
                 stage=stage.name, point=self._point if alpha_stage else None,
                 points=self._points() if alpha_stage else None,
@@ -252,79 +255,8 @@ class ProgressTracker:
         return this + (points - self._point) * mean + mean  # the rest, then the final solve
 
     def _iterations_by_rule(self, stage: _Stage) -> float | None:
-        """Iterations until the stop rule's measure reaches the tolerance, extrapolated from
-        the records of the solve's second half by the decay that fits them better: a power
-        of the iteration count (sublinear convergence) or an exponential (linear
-        convergence); None when the measure does not fall."""
-        if self.tol <= 0:
-            return None
-        samples = []
-        history = stage.history
-        for index, (iteration, _, objective, change) in enumerate(history):
-            k = iteration - stage.first_iteration
-            if k <= 0:
-                continue
-            if self.tol_mode == "objective":
-                measure = _objective_spread(history, index, stage.first_iteration, objective)
-            else:
-                measure = change
-            if measure is not None and measure > 0 and math.isfinite(measure):
-                samples.append((float(k), math.log(measure)))
-        if not samples:
-            return None
-        k_now, log_m = samples[-1]
-        recent = [p for p in samples if p[0] >= k_now / 2]
-        if len(recent) < FIT_RECORDS // 2:
-            recent = samples[-FIT_RECORDS:]
-        if len(recent) < 3:
-            return None
-        if log_m <= math.log(self.tol):
-            return 0.0
-        fits = [(fit, power) for fit, power in (
-            (_fit([(math.log(k), m) for k, m in recent]), True),  # m ~ k^slope
-            (_fit(recent), False),  # m ~ exp(slope k)
-        ) if fit is not None and fit[0] < 0]
-        if not fits:
-            return None
-        (slope, _), power = min(fits, key=lambda f: f[0][1])
-        to_go = (math.log(self.tol) - log_m) / slope  # in log k, or in k
-        if (math.log(k_now) + to_go if power else math.log(k_now + to_go)) > math.log(
-                10 * self.max_iter):
-            return None  # beyond the cap by far: the cap decides
-        stop = k_now * math.exp(to_go) if power else k_now + to_go
-        return max(0.0, stop - k_now)
-
-
-def _objective_spread(history: list[tuple[int, float, float | None, float | None]], index: int,
-                      start: int, objective: float | None) -> float | None:
-    """The objective rule's measure at record ``index`` (solvers/_monitor.objective_settled
-    takes max |E_j - E_k| / |E_k| over the records since the middle of the solve): here
-    |E(middle) - E_k| / |E_k| with E(middle) interpolated between the records around the
-    middle, which follows the rule's measure for a settling objective without the jumps
-    of the rule's record-aligned window."""
-    if objective is None or objective == 0:
-        return None
-    k = history[index][0]
-    middle = start + (k - start) / 2
-    for j in range(index):
-        (k0, _, e0, _), (k1, _, e1, _) = history[j], history[j + 1]
-        if k0 <= middle <= k1 and e0 is not None and e1 is not None and k1 > k0:
-            e_middle = e0 + (e1 - e0) * (middle - k0) / (k1 - k0)
-            return abs(e_middle - objective) / abs(objective)
-    return None
-
-
-def _fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:
-    """Least squares line through the points: (slope, mean squared residual)."""
-    n = len(points)
-    mx = sum(p[0] for p in points) / n
-    my = sum(p[1] for p in points) / n
-    sxx = sum((p[0] - mx) ** 2 for p in points)
-    if sxx <= 0:
-        return None
-    slope = sum((p[0] - mx) * (p[1] - my) for p in points) / sxx
-    residual = sum((p[1] - my - slope * (p[0] - mx)) ** 2 for p in points) / n
-    return slope, residual
+        return iterations_to_stop(stage.history, stage.first_iteration, tol=self.tol,
+                                  tol_mode=self.tol_mode, max_iter=self.max_iter)
 
 
 def _rate(history: list[tuple[int, float, float | None, float | None]]) -> float | None:

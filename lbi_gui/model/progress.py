@@ -67,13 +67,14 @@ class RunProgress:
     def feed(self, points: list[dict[str, Any]]) -> None:
         """Reads curve points (the run driver's dicts: iteration, elapsed, objective,
         residuals, stage, extras) as the engine's records, made at their ``elapsed``."""
-        for p in points:
+        for n, p in enumerate(points, 1):
             record = SimpleNamespace(
                 iteration=int(p["iteration"]), objective=p.get("objective"),
                 primal_residual=p.get("primal_residual"),
                 dual_residual=p.get("dual_residual"), stage=p.get("stage") or "",
                 extras=p.get("extras") or {}, final=False)
-            self._last = self._tracker.update(record, at=float(p.get("elapsed") or 0.0))
+            self._last = self._tracker.update(record, at=float(p.get("elapsed") or 0.0),
+                                              estimate=n == len(points))
             self._iteration = record.iteration
 
     def status(self) -> RunStatus:
