@@ -102,13 +102,18 @@ class PrimalDualBlock:
 
     def _build_state(self, x: Tensor, z: Tensor | None) -> None:
         """Two slots per variable; slot k holds the iterate and, right behind it in memory,
-        the change that produced it, so one reduction gives both norms."""
+        the change that produced it, so one reduction gives both norms. On the CPU, with W one
+        matrix, x's slots lie half a page from W (see :func:`_off_the_page_of`)."""
 
         def pair(shape: tuple[int, ...]) -> Tensor:
             return torch.zeros((2, self.batch, *shape), dtype=x.dtype, device=x.device)
 
         self._cur = 0
-        self._xp = [pair(tuple(x.shape[1:])) for _ in range(2)]
+        dense = dense_matrix(self.affine)
+        shape_x = (2, self.batch, *x.shape[1:])
+        self._xp = [pair(tuple(x.shape[1:])) if dense is None or x.device.type != "cpu"
+                    else _off_the_page_of(dense[0], shape_x, x.dtype, 1)
+                    for _ in range(2)]
         self._x = [p[0] for p in self._xp]
         self._x[0].copy_(x)
         self._zp: list[Tensor] = []  # the dual's slots: none without a dual part
@@ -343,6 +348,25 @@ def _measured(nx: Tensor, nz: Tensor | None, tol_mode: str) -> Changes:
         return nx[1], None if nz is None else nz[1]
     dzn = None if nz is None else nz[1] / nz[0].clamp_min(_TINY)
     return nx[1] / nx[0].clamp_min(_TINY), dzn
+
+
+# The gradient step writes dx = -tau W^T r row of W after row of W: where dx and W share
+# their addresses modulo a 4 KiB page, the CPU takes each load of W for one that may depend
+# on the store to dx before it ("4K aliasing") and waits; half a page apart, it never does.
+PAGE = 4096
+
+
+def _off_the_page_of(weight: Tensor, shape: tuple[int, ...], dtype: torch.dtype,
+                     half: int) -> Tensor:
+    """Zeros of ``shape`` (CPU) placed so that ``tensor[half]`` starts half a page away from
+    ``weight``'s address modulo a page (allocated with a page to spare)."""
+    numel = math.prod(shape)
+    item = torch.empty((), dtype=dtype).element_size()
+    room = torch.zeros(numel + PAGE // item, dtype=dtype)
+    start_of_half = half * (numel // shape[0]) * item
+    wanted = (weight.data_ptr() + PAGE // 2 - start_of_half) % PAGE
+    skip = ((wanted - room.data_ptr()) % PAGE) // item
+    return room[skip:skip + numel].view(shape)
 
 
 def _img(x: Tensor, image_shape: tuple[int, ...] | None) -> Tensor:
