@@ -1,6 +1,12 @@
-"""Section 4 of ``bench_multilayer``: the CPU cost of one accelerated joint step for one image
-in its forms (default, CSR convolutions, torch operations, torch on the maps' own kernels),
-one record's objective, and each layer's products (issue #23)."""
+"""The CPU cost of one step against the floor of its products.
+
+``step_cost``: section 4 of ``bench_multilayer``, one accelerated joint step for one image in
+its forms (default, CSR convolutions, torch operations, torch on the maps' own kernels), one
+record's objective, and each layer's products (issue #23).
+
+``one_layer_step_cost``: the Condat–Vũ iteration of method pdhg (``--steps balanced``)
+against one W x plus one W^T r, ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 python -m
+benchmarks._step_cost`` (benchmarks/RESULTS.md, "one-layer step cost")."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import math
 import statistics
 import time
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -93,3 +100,92 @@ def _as_csr(state: Any) -> Any:
             bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
             state._one._prods[i] = MatrixProducts(used._w, used._wt, bias)
     return state
+
+
+
+def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> list[str]:
+    """The Condat–Vũ iteration of method pdhg (``--steps balanced``; circle problem, W
+    512x4096, float32, one torch thread) against the floor of one W x plus one W^T r, in the
+    same rounds: the whole iteration as a run takes it (``driver.iterate`` on the method that
+    ``run_pdhg`` drives, monitor included; records, not solver time, are not), the same
+    with the changes computed every step (as before the records took them over), that with
+    x's slots where the allocator puts them too (as before they were placed half a page from
+    W: no 4K aliasing in W^T r), and the block's step alone. CPU time of this process
+    (``time.process_time``: other processes' load does not enter, their cache traffic does);
+    ratio = median over rounds of (time per iteration) / (floor time per call), the jobs'
+    order rotated from round to round; 'fastest' = fastest round / fastest floor round."""
+    from benchmarks.bench_iteration import _strip_truth
+    from benchmarks.problems import circle
+    from lbi_engine.settings.solver import SolverOptions
+    from lbi_engine.solvers import StopRule, _primal_dual
+    from lbi_engine.solvers._monitor import RunMonitor
+    from lbi_engine.solvers._primal_dual import PrimalDualBlock
+    from lbi_engine.solvers.driver import iterate
+    from lbi_engine.solvers.pdhg import OneLayer, make_block
+
+    torch.set_num_threads(1)
+    case = circle(batch)
+    problem = _strip_truth(case.problem)
+    options = SolverOptions.from_dict({"steps": "balanced"})
+    # the default stop rule's mode ("objective", run by the records); tol 0 keeps records
+    # (every 50 iterations in a real run, not solver time) out of the rounds
+    stop = StopRule(max_iter=chunk, tol=0.0)
+
+    def block() -> Any:
+        return make_block(problem.network.layers[0], problem, options, problem.zeros_input(),
+                          None, tol_mode=stop.tol_mode)
+
+    def loop(method: OneLayer) -> Any:
+        def run() -> None:  # chunk iterations, no record (report_every beyond the chunk)
+            for _ in iterate(method, RunMonitor(problem, "pdhg", stop, None, 10**9)):
+                pass
+        return run
+
+    current = OneLayer(block(), problem, None)
+    with mock.patch.object(PrimalDualBlock, "step_noting_changes", PrimalDualBlock.step):
+        eager = OneLayer(block(), problem, None)  # its changes every step
+        with mock.patch.object(_primal_dual, "_off_the_page_of",
+                               lambda weight, shape, dtype, *_: torch.zeros(shape, dtype=dtype)):
+            before = OneLayer(block(), problem, None)  # and its slots where they fall
+    alone, data = block(), case.problem.y_delta
+    monitor = RunMonitor(problem, "pdhg", stop, None, 10**9)
+
+    def step() -> None:
+        for _ in range(chunk):
+            alone.step(data, monitor)
+
+    def floor() -> None:
+        for _ in range(chunk):
+            case.floor()
+
+    jobs = {"whole iteration (run loop)": loop(current),
+            "whole iteration, changes computed every step": loop(eager),
+            "whole iteration as before (changes every step, slots where they fall)":
+                loop(before),
+            "block step alone (changes every step)": step, "floor": floor}
+    times: dict[str, list[float]] = {k: [] for k in jobs}
+    with torch.no_grad():
+        for job in jobs.values():
+            job()  # warm-up
+        order = list(jobs)
+        for k in range(rounds):
+            for name in order[k % len(order):] + order[:k % len(order)]:  # each first in turn
+                t0 = time.process_time()
+                jobs[name]()
+                times[name].append((time.process_time() - t0) / chunk)
+    base = times.pop("floor")
+    path = "fused" if getattr(current.block, "_fused", None) is not None else "torch"
+    lines = [f"circle, batch {batch}, {type(current.block).__name__} ({path} TV path); floor "
+             f"{statistics.median(base) * 1e3:.3f} ms CPU",
+             "| timed | CPU ms per iteration (median) | / floor (median of rounds) | fastest |",
+             "|---|---:|---:|---:|"]
+    for name, row in times.items():
+        ratio = statistics.median(s / f for s, f in zip(row, base, strict=True))
+        lines.append(f"| {name} | {statistics.median(row) * 1e3:.3f} | {ratio:.3f} | "
+                     f"{min(row) / min(base):.3f} |")
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+if __name__ == "__main__":
+    one_layer_step_cost()

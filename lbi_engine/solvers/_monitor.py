@@ -7,6 +7,7 @@ all methods stop, cancel and report identically.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -74,6 +75,7 @@ class RunMonitor:
         device, dtype = problem.device, problem.dtype
         self._last_dx = torch.full((batch,), math.inf, device=device, dtype=dtype)
         self._last_dz = torch.full((batch,), math.inf, device=device, dtype=dtype)
+        self._pending_change: Callable[[], tuple[Tensor, Tensor | None]] | None = None
         # (iteration, objective) of the reports of this stage, for the objective rule
         self._history: list[tuple[int, Tensor]] = []
         self._history_start = self.start_iteration
@@ -84,6 +86,7 @@ class RunMonitor:
         problem of those rows): the same count, stop rule, clock and extras, and those
         samples' active flags, stop reasons, last changes and objective history, so that each
         sample stops exactly as it would have in the whole batch."""
+        self._settle_change()
         other = RunMonitor(problem, self.method, self.stop, self.cancel, self.report_every,
                            self.start_iteration)
         rows = keep.tolist()
@@ -161,9 +164,26 @@ class RunMonitor:
     def note_change(self, dx: Tensor, dz: Tensor | None = None) -> None:
         """The changes the next record reports (converged() notes every iteration's; a
         method that measures them only for its records notes them there)."""
+        self._pending_change = None
         self._last_dx = dx
         if dz is not None:
             self._last_dz = dz
+
+    def changes_read_at_records(self) -> bool:
+        """Whether this iteration's changes are read by nothing but the records: the objective
+        rule, with every sample running (else stopped samples' changes are zeroed as they
+        stop). A method may then note them with :meth:`note_change_later`."""
+        return self.stop.tol_mode == "objective" and self._all_active
+
+    def note_change_later(self, changes: Callable[[], tuple[Tensor, Tensor | None]]) -> None:
+        """As :meth:`note_change` with what ``changes()`` returns, called only if a record
+        (or :meth:`subset`) comes before the next change is noted; ``changes`` must give the
+        numbers of this iteration until then."""
+        self._pending_change = changes
+
+    def _settle_change(self) -> None:
+        if self._pending_change is not None:
+            self.note_change(*self._pending_change())
 
     def guard_finite(self, new: list[Tensor], old: list[Tensor]) -> list[Tensor]:
         """Stops samples with non-finite values, keeping their last finite iterate."""
@@ -257,6 +277,7 @@ class RunMonitor:
     ) -> IterateRecord:
         """Builds a record (the time spent here is not counted as solver time)."""
         self.watch.pause()
+        self._settle_change()
         problem = self.problem
         with torch.no_grad():
             if parts is None:

@@ -49,6 +49,7 @@ from lbi_engine.solvers.base import StopReason
 from lbi_engine.solvers.steps import paper_steps_warning, resolve_rule, step_sizes
 
 _TINY = 1e-12  # denominator floor of the relative change (as base.relative_change)
+Changes = tuple[Tensor, Tensor | None]  # per-sample changes of x and of z (None: no dual)
 
 
 class PrimalDualBlock:
@@ -101,13 +102,18 @@ class PrimalDualBlock:
 
     def _build_state(self, x: Tensor, z: Tensor | None) -> None:
         """Two slots per variable; slot k holds the iterate and, right behind it in memory,
-        the change that produced it, so one reduction gives both norms."""
+        the change that produced it, so one reduction gives both norms. On the CPU, with W one
+        matrix, x's slots lie half a page from W (see :func:`_off_the_page_of`)."""
 
         def pair(shape: tuple[int, ...]) -> Tensor:
             return torch.zeros((2, self.batch, *shape), dtype=x.dtype, device=x.device)
 
         self._cur = 0
-        self._xp = [pair(tuple(x.shape[1:])) for _ in range(2)]
+        dense = dense_matrix(self.affine)
+        shape_x = (2, self.batch, *x.shape[1:])
+        self._xp = [pair(tuple(x.shape[1:])) if dense is None or x.device.type != "cpu"
+                    else _off_the_page_of(dense[0], shape_x, x.dtype, 1)
+                    for _ in range(2)]
         self._x = [p[0] for p in self._xp]
         self._x[0].copy_(x)
         self._zp: list[Tensor] = []  # the dual's slots: none without a dual part
@@ -161,20 +167,32 @@ class PrimalDualBlock:
                                         self.alpha, store_dz=self._anderson_memory > 0)
 
     # -- the iteration ---------------------------------------------------------------------------
-    def step(
-        self, data: Tensor, monitor: RunMonitor, pre: Tensor | None = None
-    ) -> tuple[Tensor, Tensor | None]:
+    def step(self, data: Tensor, monitor: RunMonitor, pre: Tensor | None = None) -> Changes:
         """One iteration; returns the per-sample changes of x and z (StopRule.tol_mode).
 
         ``pre``: W x + b at the current x when the caller already has it (the joint method
         computes it for its next block anyway); saves one forward product.
         """
         cur, nxt = self._cur, 1 - self._cur
-        x_old, tau_x = self._x[cur], self.tau_x
         # the step dx = -tau_x (W^T r + alpha K^T z) is formed on its own and added to x
         # afterwards: as a difference of rounded iterates it would lose its low bits, which
         # Anderson mixing (secants of dx) needs in float32
         dx = self._xp[nxt][1]
+        self._products(data, cur, dx, pre)
+        if self._fused is not None:  # the rest of the step and the norms, one numba pass
+            self._fused_total = self._fused(cur)
+        else:
+            self._torch_rest(cur, nxt, dx)
+        if self._aa is not None:
+            self._aa.apply(self, cur, nxt, monitor.iteration)
+        changes = self._changes(monitor, cur, nxt)
+        self._cur = nxt
+        self.steps_taken += 1
+        return changes
+
+    def _products(self, data: Tensor, cur: int, dx: Tensor, pre: Tensor | None) -> None:
+        """dx = -tau_x W^T (sigma(W x + b) - data) at x = slot ``cur`` (``pre``: W x + b)."""
+        tau_x = self.tau_x
         if self._gemm is not None:
             weight, weight_t, bias = self._gemm
             a = self._a
@@ -188,20 +206,34 @@ class PrimalDualBlock:
             if data is not self._data:  # the flat view of the data, made once per tensor
                 self._data, self._data_flat = data, data.reshape(a.shape)
             a.sub_(self._data_flat)
-            dxf = self._dxf[nxt]
+            dxf = self._dxf[1 - cur]
             torch.addmm(dxf, a, weight, beta=0.0, alpha=-tau_x, out=dxf)
         else:
-            z = self.affine.apply(x_old) if pre is None else pre
+            z = self.affine.apply(self._x[cur]) if pre is None else pre
             residual = self.activation.sigma(z) - data
             torch.mul(self.affine.adjoint(residual), -tau_x, out=dx)
-        if self._fused is not None:  # the rest of the step and the norms, one numba pass
-            self._fused_total = self._fused(cur)
+
+    def step_noting_changes(self, data: Tensor, monitor: RunMonitor) -> Changes | None:
+        """:meth:`step` for a caller that only hands the changes to ``monitor.converged``.
+
+        Where the monitor reads them only in its records (``changes_read_at_records``) and
+        the fused kernel left its norms, they are computed from those norms when a record
+        asks (``monitor.note_change_later``) and None is returned: the same numbers, without
+        half a dozen small tensor operations per iteration (as many as the fused kernel's
+        whole pass costs on one 64x64 image).
+        """
+        fused = self._fused
+        if fused is None or self._aa is not None or not monitor.changes_read_at_records():
+            return self.step(data, monitor)
+        self._products(data, self._cur, self._xp[1 - self._cur][1], None)
+        total = fused(self._cur)
+        if not math.isfinite(total):  # the eager path stops the samples that diverged
+            self._fused_total = total
+            changes = self._changes(monitor, self._cur, 1 - self._cur)
         else:
-            self._torch_rest(cur, nxt, dx)
-        if self._aa is not None:
-            self._aa.apply(self, cur, nxt, monitor.iteration)
-        changes = self._changes(monitor, cur, nxt)
-        self._cur = nxt
+            changes = None
+            monitor.note_change_later(self._fused_changes)
+        self._cur = 1 - self._cur
         self.steps_taken += 1
         return changes
 
@@ -241,10 +273,9 @@ class PrimalDualBlock:
         """Per-sample changes; non-finite samples are stopped (DIVERGED) and, like samples
         that stopped earlier, keep their previous iterate (change 0)."""
         batch = self.batch
+        nz: Tensor | None
         if self._fused is not None and self._aa is None:  # the kernel's norms (float64)
-            # a copy: the kernel rewrites its buffer next step, the monitor keeps dx, dz
-            norms = self._fused.norms.to(self._x[0].dtype, copy=True).T
-            nx, nz = norms[0:2], norms[2:4]
+            nx, nz = self._fused_norms(self._fused)
             total: float | Tensor = self._fused_total
         else:
             # (2, B): ||new||, ||new - old|| per sample, for x and for z
@@ -260,17 +291,25 @@ class PrimalDualBlock:
             if nz is not None:
                 finite &= torch.isfinite(nz).all(dim=0)
             monitor.finish(~finite, StopReason.DIVERGED)
-        relative = monitor.stop.tol_mode != "absolute"
-        dxn = nx[1] / nx[0].clamp_min(_TINY) if relative else nx[1]
-        dzn = None
-        if nz is not None:
-            dzn = nz[1] / nz[0].clamp_min(_TINY) if relative else nz[1]
+        dxn, dzn = _measured(nx, nz, monitor.stop.tol_mode)
         if not monitor.all_active:
             self._freeze(monitor.active, cur, nxt)
             zero = torch.zeros((), dtype=dxn.dtype, device=dxn.device)
             dxn = torch.where(monitor.active, dxn, zero)
             dzn = None if dzn is None else torch.where(monitor.active, dzn, zero)
         return dxn, dzn
+
+    def _fused_norms(self, fused: FusedTV) -> tuple[Tensor, Tensor]:
+        """(||new||, ||new - old||) of x and of z, each (2, B), from the kernel's last pass."""
+        # a copy: the kernel rewrites its buffer next step, the monitor keeps dx, dz
+        norms = fused.norms.to(self._x[0].dtype, copy=True).T
+        return norms[0:2], norms[2:4]
+
+    def _fused_changes(self) -> Changes:
+        """The relative changes of the last step (the objective rule's records report them)
+        from the kernel's norms, as :meth:`_changes` makes them while every sample runs."""
+        assert self._fused is not None  # noted only on the fused path
+        return _measured(*self._fused_norms(self._fused), "objective")
 
     def _project(self, k: int) -> None:
         """Slot k back into the feasible set (box for x, dual ball for TV's z) after a
@@ -301,6 +340,33 @@ class PrimalDualBlock:
         batch = x.shape[0]
         res = (x - moved).reshape(batch, -1).norm(dim=1) / self.tau_x
         return res / grad_f.reshape(batch, -1).norm(dim=1).clamp_min(1e-12)
+
+
+def _measured(nx: Tensor, nz: Tensor | None, tol_mode: str) -> Changes:
+    """The changes as ``tol_mode`` measures them from (||new||, ||new - old||) rows."""
+    if tol_mode == "absolute":
+        return nx[1], None if nz is None else nz[1]
+    dzn = None if nz is None else nz[1] / nz[0].clamp_min(_TINY)
+    return nx[1] / nx[0].clamp_min(_TINY), dzn
+
+
+# The gradient step writes dx = -tau W^T r row of W after row of W: where dx and W share
+# their addresses modulo a 4 KiB page, the CPU takes each load of W for one that may depend
+# on the store to dx before it ("4K aliasing") and waits; half a page apart, it never does.
+PAGE = 4096
+
+
+def _off_the_page_of(weight: Tensor, shape: tuple[int, ...], dtype: torch.dtype,
+                     half: int) -> Tensor:
+    """Zeros of ``shape`` (CPU) placed so that ``tensor[half]`` starts half a page away from
+    ``weight``'s address modulo a page (allocated with a page to spare)."""
+    numel = math.prod(shape)
+    item = torch.empty((), dtype=dtype).element_size()
+    room = torch.zeros(numel + PAGE // item, dtype=dtype)
+    start_of_half = half * (numel // shape[0]) * item
+    wanted = (weight.data_ptr() + PAGE // 2 - start_of_half) % PAGE
+    skip = ((wanted - room.data_ptr()) % PAGE) // item
+    return room[skip:skip + numel].view(shape)
 
 
 def _img(x: Tensor, image_shape: tuple[int, ...] | None) -> Tensor:

@@ -25,7 +25,7 @@ reasons and iteration counts depend on)::
     monitor.before_iteration()       # cancel, time budget, max_iter -> stop
     changes = method.step(monitor)   # one iteration; per-sample changes of x (and dual)
     monitor.iteration += 1
-    monitor.converged(*changes)      # tol (relative/absolute modes)
+    monitor.converged(*changes)      # tol (relative/absolute modes); skipped when None
     method.after_step(monitor)       # optional: e.g. the optimality residual rule
     if running and due: record       # (the objective rule runs inside monitor.record)
 """
@@ -51,10 +51,12 @@ class Method(ABC):
     """One iterative method on the driver (subclass it; see the module docstring)."""
 
     @abstractmethod
-    def step(self, monitor: RunMonitor) -> Changes:
+    def step(self, monitor: RunMonitor) -> Changes | None:
         """One iteration on the running samples; returns the per-sample changes of the
         primal and (or None) of the dual/auxiliary variables, as StopRule.tol_mode measures
-        them. Stopped samples (``monitor.active`` false) must keep their iterate."""
+        them, or None when it noted them with ``monitor.note_change_later`` (allowed where
+        ``monitor.changes_read_at_records()``). Stopped samples (``monitor.active`` false)
+        must keep their iterate."""
 
     @abstractmethod
     def state(self) -> tuple[Tensor, list[Tensor]]:
@@ -98,9 +100,10 @@ def iterate(method: Method, monitor: RunMonitor,
                 check(monitor)
             if not monitor.before_iteration():
                 break
-            dx, dz = step(monitor)
+            changes = step(monitor)
             monitor.iteration += 1
-            converged(dx, dz)
+            if changes is not None:
+                converged(*changes)
             if after is not None:
                 after(monitor)
             if monitor.running and monitor.due():

@@ -56,12 +56,15 @@ class BlockMethod(Method):
                  aux: list[torch.Tensor] | None = None) -> None:
         self.block, self.data = block, data
         self.aux = aux if aux is not None else []
+        # the Condat–Vu block leaves its changes to the records where only they read them
+        self._step = (block.step_noting_changes if isinstance(block, PrimalDualBlock)
+                      else block.step)
 
     def state(self) -> tuple[torch.Tensor, list[torch.Tensor]]:
         return self.block.x, self.aux
 
-    def step(self, monitor: RunMonitor) -> Changes:
-        return self.block.step(self.data, monitor)
+    def step(self, monitor: RunMonitor) -> Changes | None:
+        return self._step(self.data, monitor)
 
     def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
         monitor.extras["dual"] = self.block.z
