@@ -223,9 +223,9 @@ def iterate(
 def _hidden_weight_auto(problem: InversionProblem, request: InversionRequest,
                         warm_start_from: IterateRecord | dict | None) -> InversionProblem:
     """The problem marked for the joint method's hidden weight "auto" (MATH.md §5.7): on a
-    network with a hidden state that scales the alpha search may raise it (``AUTO_WEIGHT`` = 1 in extras); a warm
-    restart keeps the weight its record ran with, so that changing alpha or the noise while
-    a run goes on does not change the objective under it."""
+    network with a hidden state that scales the alpha search may raise it (``AUTO_WEIGHT``
+    = 1 in extras); a warm restart keeps the weight its record ran with, so that changing
+    alpha or the noise while a run goes on does not change the objective under it."""
     from lbi_engine.models.rescale import AUTO_WEIGHT
     from lbi_engine.solvers import resolve_method
     from lbi_engine.solvers._hidden_weight import may_raise

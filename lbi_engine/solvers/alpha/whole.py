@@ -78,7 +78,6 @@ from lbi_engine.solvers.alpha.residual_path import (
     _nearest,
     _out_of_reach,
 )
-from lbi_engine.solvers.alpha.time_split import position, positioned, time_split
 from lbi_engine.solvers.alpha.target import (
     ALPHA_MAX,
     ALPHA_MIN,
@@ -88,6 +87,7 @@ from lbi_engine.solvers.alpha.target import (
     first_guess,
     tau_for,
 )
+from lbi_engine.solvers.alpha.time_split import position, positioned, time_split
 from lbi_engine.solvers.base import IterateRecord
 
 FACTOR = 10.0 ** -0.25
