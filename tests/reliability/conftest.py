@@ -61,8 +61,9 @@ def qsettings_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 def dialogs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
     """Captures every message box: error boxes (opened non-modally) and questions.
 
-    Each entry: {"kind": "error"|"question", "title", "text"}. Questions answer "No", so a
-    pickled model is never loaded unless a test says otherwise.
+    Each entry: {"kind": "error"|"question"|"choice", "title", "text"}. Questions answer
+    "No", so a pickled model is never loaded unless a test says otherwise; choices (modal
+    boxes with buttons of their own) take their default.
     """
     from PySide6 import QtGui, QtWidgets
 
@@ -80,8 +81,16 @@ def dialogs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str]]:
         shown.append({"kind": "question", "title": title, "text": text})
         return QtWidgets.QMessageBox.StandardButton.No
 
+    def fake_exec(box: QtWidgets.QMessageBox) -> int:
+        # a modal choice (data that does not fit the network: open an image, a dataset
+        # sample, or keep what was there); no button clicked takes its default, "keep"
+        shown.append({"kind": "choice", "title": box.windowTitle(),
+                      "text": f"{plain(box.text())}\n{plain(box.informativeText())}"})
+        return 0
+
     monkeypatch.setattr(QtWidgets.QMessageBox, "open", fake_open)
     monkeypatch.setattr(QtWidgets.QMessageBox, "question", fake_question)
+    monkeypatch.setattr(QtWidgets.QMessageBox, "exec", fake_exec)
     return shown
 
 

@@ -45,6 +45,9 @@ class Case:
     gui: str | None = "file"
     cli: bool = True
     warns: tuple[str, ...] = field(default=())  # accepted cases: words of the warning
+    #: the window's words where it meets the case otherwise than the command line (it fits
+    #: the data to the network first, and refuses a degenerate image when it is opened)
+    gui_words: tuple[str, ...] | None = None
 
 
 
@@ -99,7 +102,7 @@ CASES: list[Case] = [
     Case("input-shape-absurd", mk.absurd_input_shape, InputError, ("100000", "too large"),
          gui="param"),
     Case("input-shape-mismatch", mk.mismatched_input_shape, ShapeMismatchError, ("1024",),
-         gui="param"),
+         gui="param", gui_words=("tiny_ts.pt", "1×32×32", "open an image")),
     # ground-truth arrays and images
     Case("truth-nan", lambda c: mk.truth(c, "t_nan.npy", mk.digit_with(np.nan)), DataFileError,
          ("t_nan.npy", "nan")),
@@ -136,7 +139,7 @@ CASES: list[Case] = [
     Case("image-is-text", lambda c: mk.png_file(c, "notes.png", b"hello, I am text\n"),
          DataFileError, ("notes.png", "image")),
     Case("image-one-pixel", lambda c: mk.png_file(c, "dot.png", mk.png_bytes((1, 1))),
-         ShapeMismatchError, ("dot.png", "resize")),
+         ShapeMismatchError, ("dot.png", "resize"), gui_words=("dot.png", "1×1", "at least 2")),
     Case("image-one-pixel-resized",
          lambda c: {**mk.png_file(c, "dot2.png", mk.png_bytes((1, 1))), "resize": True}, None, ()),
     Case("image-decompression-bomb",

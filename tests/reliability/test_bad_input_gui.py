@@ -56,11 +56,13 @@ def test_every_bad_input_gives_a_dialog_and_the_window_keeps_working(
         finally:
             patch.undo()
         shown = dialogs[n:]
-        kind = "question" if case.error is UnsafeFileError else "error"
+        # data of a shape no resize fits: the window may name the problem and offer other
+        # data (a choice whose default keeps what was there) instead of an error box
+        kinds = ("question",) if case.error is UnsafeFileError else ("error", "choice")
         text = " ".join(d["text"] for d in shown)
-        if len(shown) != 1 or shown[0]["kind"] != kind:
-            problems.append(f"{case.id}: expected one {kind} dialog, got {shown}")
-        missing = corpus.message_ok(text, case.words)
+        if len(shown) != 1 or shown[0]["kind"] not in kinds:
+            problems.append(f"{case.id}: expected one {' or '.join(kinds)} dialog, got {shown}")
+        missing = corpus.message_ok(text, case.gui_words or case.words)
         if case.error is UnsafeFileError:
             missing += corpus.message_ok(text, ("pickle", "code"))
         if missing:
