@@ -195,12 +195,14 @@ def _chain_walk(module: nn.Module, shape: Shape) -> tuple[list[int], Shape] | No
     return sizes, shape
 
 
-def graph_output_sizes(module: nn.Module, input_shape: Sequence[int],
-                       batch: int = 2) -> list[int] | None:
+def graph_output_sizes(module: nn.Module, input_shape: Sequence[int], batch: int = 2,
+                       segment_inputs: list[tuple[int, Shape]] | None = None,
+                       ) -> list[int] | None:
     """:func:`chain_output_sizes` for an importer's ``SegmentGraph`` (chains joined by sums
     and channel concatenations): the leaves' outputs of every segment in the plan's order;
     None when a segment is not a known chain or a merge's inputs do not fit (the meta pass
-    then explains)."""
+    then explains). ``segment_inputs``, when given, receives (segment index, its input's
+    sample shape) for every chain segment."""
     from lbi_engine.models._graph_module import SegmentGraph
 
     if type(module) is not SegmentGraph:
@@ -210,6 +212,8 @@ def graph_output_sizes(module: nn.Module, input_shape: Sequence[int],
     for kind, inputs, seg in module.plan:
         ins = [shapes[i] for i in inputs]
         if kind == "seq":
+            if segment_inputs is not None:
+                segment_inputs.append((seg, ins[0][1:]))
             walked = _chain_walk(module.segments[seg], ins[0])
             if walked is None:
                 return None

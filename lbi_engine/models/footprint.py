@@ -70,10 +70,15 @@ def meta_footprint(module: nn.Module, input_shape: Sequence[int], where: str,
     # Plain chains of standard layers: the same counts from the layers' formulas, without
     # the meta pass's imports of sympy and torch._dynamo (seconds; see _chain_shapes).
     sizes = chain_output_sizes(module, input_shape)
+    segments: list[tuple[int, tuple[int, ...]]] = []
     if sizes is None:  # an importer's graph of such chains: the same formulas per segment
-        sizes = graph_output_sizes(module, input_shape)
+        sizes = graph_output_sizes(module, input_shape, segment_inputs=segments)
     if sizes is not None:
-        units, added = _chain_rewrites(module, input_shape)
+        chains = getattr(module, "segments", None)  # a SegmentGraph's ModuleList
+        parts = [_chain_rewrites(chains[i], shape) for i, shape in segments] \
+            if segments and isinstance(chains, nn.ModuleList) \
+            else [_chain_rewrites(module, input_shape)]
+        units, added = sum(u for u, _ in parts), sum(w for _, w in parts)
         return Footprint(weights=weights + added, itemsize=itemsize,
                          activations=sum(sizes) + math.prod(input_shape) + units,
                          pool_units=units, pool_weights=added)
