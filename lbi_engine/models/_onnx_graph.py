@@ -22,11 +22,15 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+
+from lbi_engine.errors import ModelFileError
+from lbi_engine.limits import LAYERS_ENV, max_layers
 
 #: Batch sizes that batch-dependent shape values are evaluated for.
 BATCHES = (2, 3)
@@ -255,3 +259,18 @@ def produced_nonneg(nodes: Any, name: str, consts: dict[str, np.ndarray],
     if node.op_type in ("MaxPool", "GlobalMaxPool", "Identity", "Concat"):
         return all(produced_nonneg(nodes, i, consts, depth + 1) for i in node.input if i)
     return False
+
+
+#: ONNX operators each of which becomes (at least) one lifted layer.
+_LAYER_OPS = frozenset("Relu LeakyRelu PRelu Elu Selu Celu Sigmoid HardSigmoid HardSwish Tanh "
+                       "Softplus Softsign Clip Gelu Mish Softmax LogSoftmax MaxPool".split())
+
+
+def check_layer_count(model: Any, p: Path) -> None:
+    """Refuse, before the walk, a graph whose activations alone would lift to more layers
+    than :func:`lbi_engine.limits.max_layers` (each costs a match and a lifted layer)."""
+    layers = sum(node.op_type in _LAYER_OPS for node in model.graph.node)
+    if layers > max_layers():
+        raise ModelFileError(f"ONNX file {str(p)!r} has {layers:,} activation and pooling "
+                             f"nodes, each a lifted layer; lbi lifts at most {max_layers():,} "
+                             f"layers (raise the bound with {LAYERS_ENV}={layers} if it is yours)")

@@ -28,13 +28,14 @@ from lbi_engine.errors import (
     ShapeMismatchError,
     UnsupportedLayerError,
 )
-from lbi_engine.limits import LAYERS_ENV, LoadBudget, _check_shape, bound_from_env, max_layers
+from lbi_engine.limits import LoadBudget, _check_shape, bound_from_env
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_channels import channel_permutation, split_node
 from lbi_engine.models._onnx_graph import (
     BATCHES,
     ELEMENTWISE,
     FOLD_OPS,
+    check_layer_count,
     fold,
     fold_bytes,
     match_activation,
@@ -342,21 +343,6 @@ def _max_graph_nodes() -> int:
     return bound_from_env(MAX_NODES_ENV, MAX_NODES, "nodes", ModelFileError)
 
 
-#: ONNX operators each of which becomes (at least) one lifted layer.
-_LAYER_OPS = frozenset("Relu LeakyRelu PRelu Elu Selu Celu Sigmoid HardSigmoid HardSwish Tanh "
-                       "Softplus Softsign Clip Gelu Mish Softmax LogSoftmax MaxPool".split())
-
-
-def _check_layer_count(model: Any, p: Path) -> None:
-    """Refuse, before the walk, a graph whose activations alone would lift to more layers
-    than :func:`lbi_engine.limits.max_layers` (each costs a match and a lifted layer)."""
-    layers = sum(node.op_type in _LAYER_OPS for node in model.graph.node)
-    if layers > max_layers():
-        raise ModelFileError(f"ONNX file {str(p)!r} has {layers:,} activation and pooling "
-                             f"nodes, each a lifted layer; lbi lifts at most {max_layers():,} "
-                             f"layers (raise the bound with {LAYERS_ENV}={layers} if it is yours)")
-
-
 def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
                     ) -> tuple[nn.Module, tuple[int, ...]]:
     """The nn.Sequential lbi builds from an ONNX file (a ``SegmentGraph`` of them where the
@@ -391,7 +377,7 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
         raise ModelFileError(f"ONNX file {str(p)!r} has {nodes:,} nodes; lbi lifts graphs of at "
                              f"most {most:,} (simplify it, e.g. with onnxsim, or raise the bound "
                              f"with {MAX_NODES_ENV}={nodes})")
-    _check_layer_count(model, p)
+    check_layer_count(model, p)
     newest = onnx.defs.onnx_opset_version()
     for entry in model.opset_import:  # an opset of 10^9 is a damaged or hostile file
         if entry.domain in ("", "ai.onnx") and not 1 <= entry.version <= newest:

@@ -79,12 +79,7 @@ class RunView:
             self.w.docks["curves"].raise_()  # the inputs' tabs give way to the live curves
         self.w.controller.start(self.w.current_request())
         # the last run's "stopped by user" / "stale" / concerns must not stand beside this one
-        self.w.status_reason.setText("running")
-        self.w.status_reason.setToolTip("")
-        self.w.status_iter.setText("k = 0 · start")
-        self.w.status_time.setText("0.0 s")
-        self.w.progress.setRange(0, 1000)
-        self.w.progress.setValue(0)
+        self._clear_status("k = 0 · start", "running")
         self.update_actions()
 
     def toggle_pause(self) -> None:
@@ -104,10 +99,15 @@ class RunView:
         self.w.aux_strip.clear()
         self.w.image_grid.set_iterate(None)
         self.w.shown_result = None
-        self.w.status_iter.setText("k = —")
         self.w.status_speed.setText("— it/s")
+        self._clear_status("k = —", "")
+
+    def _clear_status(self, iteration: str, reason: str) -> None:
+        """The status bar as a run begins (or after Reset): nothing of the last run left."""
+        self.w.status_reason.setText(reason)
+        self.w.status_reason.setToolTip("")
+        self.w.status_iter.setText(iteration)
         self.w.status_time.setText("0.0 s")
-        self.w.status_reason.setText("")
         self.w.progress.setRange(0, 1000)
         self.w.progress.setValue(0)
 
