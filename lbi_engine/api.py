@@ -216,8 +216,27 @@ def iterate(
             and not delegated:
 
         rule = None if request.alpha_rule == "auto" else request.alpha_rule
+        if rule is None and _starts_by_continuation(problem, request):
+            from lbi_engine.solvers.alpha.continuation import stream_continuation
+
+            return stream_continuation(problem, run, noise_std=request.noise_std_known(),
+                                       cancel=cancel, time_budget=request.time_budget)
         return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
     return run(problem, init)
+
+
+def _starts_by_continuation(problem: InversionProblem, request: InversionRequest) -> bool:
+    """Whether alpha "auto" runs the exact problem's continuation path and then the lifted
+    solve (SolverOptions.start; "auto": a joint run with TV on a network from a file)."""
+    from lbi_engine.models.zoo import list_zoo
+    from lbi_engine.solvers import resolve_method
+    from lbi_engine.solvers.alpha.continuation import applies
+
+    start = request.solver_options().start
+    if start == "back-projection" or resolve_method(request.method, problem) != "joint" \
+            or not applies(problem):
+        return False
+    return start == "continuation" or request.network not in list_zoo()
 
 
 def _hidden_weight_auto(problem: InversionProblem, request: InversionRequest,

@@ -98,6 +98,8 @@ STEP_RULES = ("auto", "accelerated", "balanced", "safe", "conservative", "paper"
 
 #: Upper bound of n_inner: more PDHG steps per sweep than this is a typo, not a setting.
 MAX_INNER = 10_000
+#: SolverOptions.start's values
+STARTS = ("auto", "continuation", "back-projection")
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,13 @@ class SolverOptions:
         in [1e-4, 1e6] applies to any network. It acts on layers whose activation is
         positively homogeneous (ReLU, leaky ReLU, identity, clip, soft-shrink); others keep
         weight 1. lbi_engine/models/rescale.py says why.
+    start: how the joint method with alpha "auto" starts and chooses alpha.
+        ``"auto"`` (default): ``"continuation"`` on a network read from a file with the TV
+        regulariser, else ``"back-projection"``. ``"continuation"``: alpha from a
+        warm-started L-BFGS path on the exact problem (1/2 ||N(x) - y||^2 + alpha TV_eps),
+        then the lifted solve from the path's end (MATH.md §5.8,
+        lbi_engine/solvers/alpha/continuation.py). ``"back-projection"``: the lifted alpha
+        search from the scaled back-projection of the code (MATH.md §5.7).
     """
 
     steps: str = "auto"
@@ -156,6 +165,7 @@ class SolverOptions:
     input_alpha: str = "quasi-optimality"
     anderson: int = 0
     hidden_weight: float | str = "auto"
+    start: str = "auto"
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -185,6 +195,8 @@ class SolverOptions:
                              "'discrepancy' or 'given'.")
         if not (self.layer_tikhonov >= 0 and math.isfinite(self.layer_tikhonov)):
             raise InputError(f"layer_tikhonov={self.layer_tikhonov}: must be >= 0.")
+        if self.start not in STARTS:
+            raise InputError(f"start={self.start!r}: use {', '.join(repr(s) for s in STARTS)}.")
         self._check_hidden_weight()
 
     def _check_hidden_weight(self) -> None:

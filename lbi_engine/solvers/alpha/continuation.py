@@ -1,0 +1,290 @@
+"""Alpha "auto" by continuation on the exact problem, then the lifted solve from its end
+(MATH.md §5.8): the default start of the joint method on networks read from a file.
+
+The lifted objective is not jointly convex, so where the joint method starts decides where
+it ends, and its α search costs several lifted solves of thousands of steps each. This room
+instead walks α down a geometric path on the *exact* problem
+
+    min_x  ½‖N(x) − y_δ‖² + α TV_ε(x)       (TV_ε: TV with √(|∇x|² + ε²), ε = 1e-3 range)
+
+by L-BFGS through lbi's own lifted forward (never the file's code), each point warm-started
+at the last, from an α at which the answer is nearly flat. Starting flat and lowering α is
+what keeps L-BFGS out of the poor stationary points a cold start from mid-grey finds on
+ReLU and max-pool networks (measured on the held-out evaluation's calibration half:
+docs/developer/calibration.md). The path's residuals choose α:
+
+* with a noise level, the discrepancy principle: the first point whose residual is at most
+  τδ (``target.tau_for``) ends the walk, and α is the log-linear interpolation between it
+  and the point before, solved once more from the point before;
+* the residual floor: when a step of the path lowers the residual by less than
+  ``FLOOR_DROP`` (relative), more α buys no fit (an over-determined network, or one whose
+  range the noisy code has left) and the walk ends there; without a noise level this is
+  the only rule, with ``LOWEST`` (relative to the first α) as the end of the path.
+
+Then the lifted joint method runs at the chosen α from the path's end with the auxiliary
+variables at its forward states (a feasible point), by the run's own stop rule, with the
+exact TV. Where the hidden-layer weight may be raised (``_hidden_weight.may_raise``) it runs
+at ``HIDDEN_WEIGHT_RAISED``: the smooth path solved the w → ∞ limit of the weighted lifted
+problem, and a penalty weight keeps the lifted answer next to it (MATH.md §5.8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from lbi_engine.models.rescale import AUTO_WEIGHT, HIDDEN_WEIGHT_RAISED
+from lbi_engine.operators.finite_differences import grad
+from lbi_engine.protocols import Problem
+from lbi_engine.solvers.alpha.path_solve import PathSolve, _with_alpha
+from lbi_engine.solvers.alpha.target import expected_noise_norm, tau_for
+from lbi_engine.solvers.alpha.time_split import RunStage, position
+from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason
+
+#: the first alpha: this times ||grad_x 1/2 ||N(x) - y||^2|| at mid-grey, where TV's pull
+#: outweighs the data's and the answer is close to flat
+FIRST = 0.05
+#: the path's factor (half a decade a step) and its length
+FACTOR = 10.0 ** -0.5
+MAX_POINTS = 16
+#: without a noise level the path ends at FIRST * LOWEST times the first alpha at the latest
+LOWEST = 1e-7
+#: a step that lowers the residual by less than this (relative) ends the walk: the floor
+FLOOR_DROP = 0.05
+#: L-BFGS iterations per path point (warm-started, so a few tens do), its memory
+POINT_ITERATIONS = 40
+HISTORY = 20
+#: TV's smoothing, relative to the image's value range
+EPSILON = 1e-3
+#: the lifted solve's steps from the path's end at most (it also stops by the run's rule)
+REFINE_STEPS = 100
+RULE = "continuation"
+
+
+@dataclasses.dataclass
+class SmoothPoint:
+    """One solved point of the path: alpha, its residual ||N(x) - y|| (sample 0), the
+    L-BFGS evaluations it took and its solver seconds."""
+
+    alpha: float
+    discrepancy: float
+    evaluations: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def applies(problem: Problem) -> bool:
+    """Whether the continuation can run here: an image-shaped TV regulariser (isotropic,
+    the smooth surrogate's) on a network with hidden layers."""
+    inner = getattr(problem.reg, "inner", problem.reg)
+    return (getattr(inner, "name", "") == "tv" and problem.depth > 1
+            and len(getattr(problem.reg, "image_shape", ())) >= 2)
+
+
+def _smooth_tv(problem: Problem, x: Tensor) -> Tensor:
+    """sum_pixels sqrt(|grad x|^2 + eps^2), the channels' components coupled as lbi's TV."""
+    reg = problem.reg
+    image = x.reshape(x.shape[0], *reg.image_shape)
+    g = grad(image)
+    eps = EPSILON * float(problem.data_range)
+    return torch.sqrt((g * g).sum(dim=tuple(range(1, g.ndim - 2))) + eps * eps).sum()
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
+           cancel: CancelToken | None) -> tuple[Tensor, int]:
+    """``iterations`` L-BFGS steps (strong Wolfe) on 1/2 ||N(x) - y||^2 + alpha TV_eps(x)
+    from ``x``; returns the new x and the function evaluations."""
+    net, y = problem.network, problem.y_delta
+    var = x.detach().clone().requires_grad_(True)
+    opt = torch.optim.LBFGS([var], lr=1, max_iter=iterations, history_size=HISTORY,
+                            line_search_fn="strong_wolfe", tolerance_grad=1e-12,
+                            tolerance_change=1e-12)
+    evaluations = 0
+
+    def closure() -> Tensor:
+        nonlocal evaluations
+        if cancel is not None and cancel.cancelled:
+            raise _Cancelled
+        opt.zero_grad()
+        evaluations += 1
+        loss = 0.5 * (net.forward(var) - y).pow(2).sum() + alpha * _smooth_tv(problem, var)
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)
+    out = var.detach()
+    return (out if bool(torch.isfinite(out).all()) else x), evaluations
+
+
+def first_alpha(problem: Problem, x: Tensor) -> float:
+    """FIRST times the data term's gradient norm at ``x`` (sample 0)."""
+    var = x[:1].detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        loss = 0.5 * (problem.network.forward(var) - problem.y_delta[:1]).pow(2).sum()
+        loss.backward()
+    assert var.grad is not None
+    norm = float(torch.linalg.vector_norm(var.grad))
+    return FIRST * norm if math.isfinite(norm) and norm > 0 else 1.0
+
+
+def _residual(problem: Problem, x: Tensor) -> float:
+    with torch.no_grad():
+        return float(torch.linalg.vector_norm(problem.network.forward(x[:1])
+                                              - problem.y_delta[:1]))
+
+
+def _record(problem: Problem, x: Tensor, alpha: float, evaluations: int, elapsed: float,
+            point: int, change: float) -> IterateRecord:
+    """A progress record of a path point (non-final): the lifted objective at the feasible
+    point (x, its forward states)."""
+    from lbi_engine import metrics
+
+    with torch.no_grad():
+        at = _with_alpha(problem, alpha)
+        aux = problem.forward_aux(x)
+        parts = at.objective_parts(x, aux)
+        psnr = None if problem.x_true is None else metrics.psnr(
+            x, problem.x_true, data_range=problem.data_range)
+    batch = problem.batch
+    zeros = torch.zeros(batch, dtype=x.dtype, device=x.device)
+    return IterateRecord(
+        method="joint", iteration=evaluations, x=x.clone(), aux=[a.clone() for a in aux],
+        objective=parts["total"], bregman_terms=parts["bregman"], reg_term=parts["reg"],
+        discrepancy=parts["discrepancy"], primal_residual=zeros + change,
+        dual_residual=zeros, elapsed=elapsed,
+        active=torch.ones(batch, dtype=torch.bool, device=x.device), psnr=psnr,
+        stage=f"alpha path (exact problem): {alpha:.3g}",
+        extras={**position(point, MAX_POINTS), "alpha": alpha})
+
+
+def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float | None,
+                        cancel: CancelToken | None = None,
+                        time_budget: float | None = None) -> Iterator[IterateRecord]:
+    """Chooses alpha on the exact problem's continuation path, then yields the lifted
+    solve's records from the path's end; the last record is final and its ``extras`` hold
+    ``alpha``, ``alpha_rule`` ("continuation: discrepancy" or "continuation: floor"),
+    ``alpha_path`` and ``time_split`` as :func:`whole.stream_alpha`'s do."""
+    clock = time.perf_counter()
+    lo = -float(problem.display_offset)
+    hi = float(problem.data_range) - float(problem.display_offset)
+    x = torch.full_like(problem.zeros_input(), 0.5 * (lo + hi))
+    target = None
+    if noise_std is not None and noise_std > 0:
+        delta = expected_noise_norm(problem, noise_std)
+        target = tau_for(problem, delta) * delta
+    alpha = first_alpha(problem, x)
+    lowest = alpha * LOWEST
+    path: list[SmoothPoint] = []
+    states: list[Tensor] = []
+    evaluations = 0
+    why = "floor"
+    stopped: str | None = None
+    try:
+        for point in range(1, MAX_POINTS + 1):
+            started = time.perf_counter()
+            new, used = _lbfgs(problem, x, alpha, POINT_ITERATIONS, cancel)
+            evaluations += used
+            change = float(torch.linalg.vector_norm(new - x) /
+                           torch.linalg.vector_norm(new).clamp_min(1e-12))
+            x = new
+            path.append(SmoothPoint(alpha, _residual(problem, x), used,
+                                    time.perf_counter() - started))
+            states.append(x)
+            yield _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
+                          point, change)
+            if time_budget is not None and time.perf_counter() - clock > time_budget:
+                stopped = StopReason.TIME_BUDGET.value
+                break
+            r = path[-1].discrepancy
+            if target is not None and r <= target:
+                why = "discrepancy"
+                break
+            if len(path) >= 2 and r >= (1.0 - FLOOR_DROP) * path[-2].discrepancy:
+                break
+            if alpha * FACTOR < lowest:
+                break
+            alpha *= FACTOR
+        if why == "discrepancy" and len(path) >= 2:
+            # log-linear interpolation between the bracket's ends, solved from the one above
+            above, below = path[-2], path[-1]
+            slope = math.log(above.discrepancy / below.discrepancy)
+            share = (math.log(above.discrepancy / target) / slope  # type: ignore[operator]
+                     if slope > 0 else 1.0)
+            alpha = math.exp(math.log(above.alpha) + min(max(share, 0.0), 1.0)
+                             * math.log(below.alpha / above.alpha))
+            started = time.perf_counter()
+            x, used = _lbfgs(problem, states[-2], alpha, POINT_ITERATIONS, cancel)
+            evaluations += used
+            path.append(SmoothPoint(alpha, _residual(problem, x), used,
+                                    time.perf_counter() - started))
+            yield _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
+                          len(path), 0.0)
+    except _Cancelled:
+        stopped = StopReason.CANCELLED.value
+    searched = time.perf_counter() - clock
+    x = x.clamp(lo, hi)
+    lifted = problem
+    if problem.extras.get(AUTO_WEIGHT) is not None:  # the api marked: the weight may rise
+        lifted = dataclasses.replace(problem, extras={**problem.extras,
+                                                      AUTO_WEIGHT: HIDDEN_WEIGHT_RAISED})
+    with torch.no_grad():
+        init: dict[str, Any] = {"x": x, "aux": problem.forward_aux(x), "iteration": evaluations}
+    rule = f"{RULE}: {why}"
+    yield from _final(lifted, solve, alpha, init, rule, path, searched, target, stopped)
+
+
+def _ssim(problem: Problem, record: IterateRecord) -> Tensor | None:
+    """SSIM of a record the schedule ends (the monitor computes it on final records only)."""
+    from lbi_engine.solvers._monitor import problem_ssim
+
+    return None if problem.x_true is None else problem_ssim(problem, record.x)
+
+
+def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any], rule: str,
+           path: list[SmoothPoint], searched: float, target: float | None,
+           stopped: str | None) -> Iterator[IterateRecord]:
+    """The lifted solve at ``alpha`` from ``init``; its last record carries the choice."""
+    previous: IterateRecord | None = None
+    for record in solve(_with_alpha(problem, alpha), init, None):
+        record.elapsed += searched
+        record.extras = {**record.extras, "run_stage": "final solve"}
+        if stopped is not None:  # cancelled or out of time on the path: its first record
+            previous = dataclasses.replace(record, final=True,
+                                           stop_reasons=[stopped] * problem.batch)
+            break
+        if previous is not None:
+            yield previous
+        previous = record
+        if not record.final and record.iteration - init["iteration"] >= REFINE_STEPS:
+            # the schedule's end: the path and REFINE_STEPS lifted steps (MATH.md §5.8)
+            previous = dataclasses.replace(record, final=True, stop_reasons=[
+                StopReason.FINISHED.value] * problem.batch, ssim=_ssim(problem, record))
+            break
+    assert previous is not None
+    steps = int(previous.iteration - init["iteration"])
+    weight = float(previous.extras.get("hidden_weight", 1.0))
+    previous.extras.update({
+        "alpha": alpha, "alpha_rule": rule, "alpha_target": target,
+        "alpha_path": [p.to_dict() for p in path], "alpha_seconds": float(previous.elapsed),
+        "solver_steps": steps + sum(p.evaluations for p in path),
+        "time_split": [RunStage("start", 0, 0.0).to_dict()]
+        + [RunStage("alpha search", p.evaluations, p.seconds, p.alpha, None, k + 1).to_dict()
+           for k, p in enumerate(path)]
+        + [RunStage("final solve", steps, float(previous.elapsed) - searched, alpha,
+                    weight).to_dict()],
+    })
+    previous.stage = f"alpha {alpha:.3g} ({rule})"
+    yield previous
