@@ -220,7 +220,8 @@ def iterate(
             from lbi_engine.solvers.alpha.continuation import stream_continuation
 
             return stream_continuation(problem, run, noise_std=request.noise_std_known(),
-                                       cancel=cancel, time_budget=request.time_budget)
+                                       cancel=cancel, time_budget=request.time_budget,
+                                       max_iter=request.max_iter)
         return stream_alpha(problem, run, noise_std=request.noise_std_known(), rule=rule)
     return run(problem, init)
 

@@ -108,7 +108,8 @@ def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
     from ``x``; returns the new x and the function evaluations."""
     net, y = problem.network, problem.y_delta
     var = x.detach().clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([var], lr=1, max_iter=iterations, history_size=HISTORY,
+    opt = torch.optim.LBFGS([var], lr=1, max_iter=iterations, max_eval=iterations,
+                            history_size=HISTORY,
                             line_search_fn="strong_wolfe", tolerance_grad=1e-12,
                             tolerance_change=1e-12)
     evaluations = 0
@@ -171,12 +172,14 @@ def _record(problem: Problem, x: Tensor, alpha: float, evaluations: int, elapsed
 
 
 def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float | None,
-                        cancel: CancelToken | None = None,
-                        time_budget: float | None = None) -> Iterator[IterateRecord]:
+                        cancel: CancelToken | None = None, time_budget: float | None = None,
+                        max_iter: int | None = None) -> Iterator[IterateRecord]:
     """Chooses alpha on the exact problem's continuation path, then yields the lifted
     solve's records from the path's end; the last record is final and its ``extras`` hold
     ``alpha``, ``alpha_rule`` ("continuation: discrepancy" or "continuation: floor"),
-    ``alpha_path`` and ``time_split`` as :func:`whole.stream_alpha`'s do."""
+    ``alpha_path`` and ``time_split`` as :func:`whole.stream_alpha`'s do. ``max_iter``
+    bounds the path's L-BFGS evaluations (a record's iteration counts them); the lifted
+    solve has the run's own stop rule, as the final solve after any search."""
     clock = time.perf_counter()
     lo = -float(problem.display_offset)
     hi = float(problem.data_range) - float(problem.display_offset)
@@ -194,8 +197,12 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
     stopped: str | None = None
     try:
         for point in range(1, MAX_POINTS + 1):
+            left = POINT_ITERATIONS if max_iter is None else min(POINT_ITERATIONS,
+                                                                  max_iter - evaluations)
+            if left < 1:
+                break
             started = time.perf_counter()
-            new, used = _lbfgs(problem, x, alpha, POINT_ITERATIONS, cancel)
+            new, used = _lbfgs(problem, x, alpha, left, cancel)
             evaluations += used
             change = float(torch.linalg.vector_norm(new - x) /
                            torch.linalg.vector_norm(new).clamp_min(1e-12))
@@ -214,10 +221,11 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
                 break
             if len(path) >= 2 and r >= (1.0 - FLOOR_DROP) * path[-2].discrepancy:
                 break
-            if alpha * FACTOR < lowest:
+            if alpha * FACTOR < lowest or (max_iter is not None and evaluations >= max_iter):
                 break
             alpha *= FACTOR
-        if why == "discrepancy" and len(path) >= 2:
+        if why == "discrepancy" and len(path) >= 2 and (max_iter is None
+                                                         or evaluations < max_iter):
             # log-linear interpolation between the bracket's ends, solved from the one above
             above, below = path[-2], path[-1]
             slope = math.log(above.discrepancy / below.discrepancy)
@@ -226,7 +234,9 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             alpha = math.exp(math.log(above.alpha) + min(max(share, 0.0), 1.0)
                              * math.log(below.alpha / above.alpha))
             started = time.perf_counter()
-            x, used = _lbfgs(problem, states[-2], alpha, POINT_ITERATIONS, cancel)
+            left = POINT_ITERATIONS if max_iter is None else min(POINT_ITERATIONS,
+                                                                  max_iter - evaluations)
+            x, used = _lbfgs(problem, states[-2], alpha, left, cancel)
             evaluations += used
             path.append(SmoothPoint(alpha, _residual(problem, x), used,
                                     time.perf_counter() - started))

@@ -193,3 +193,18 @@ def test_the_bundled_networks_keep_their_calibrated_search() -> None:
                                             noise_std=0.05))
     assert not api._starts_by_continuation(prepared.problem, prepared.request)
     assert math.isfinite(float(prepared.problem.y_delta.sum()))
+
+
+def test_max_iter_bounds_the_path_and_the_lifted_solve() -> None:
+    problem = problem_for(_net(), _truth(), alpha=1.0, std=0.01)
+
+    def path_solve(p, init, path_tol=None):
+        return solve(p, "joint", stop=StopRule(max_iter=55), init=init, report_every=5)
+
+    records = list(continuation.stream_continuation(problem, path_solve, noise_std=0.01,
+                                                    max_iter=55))
+    last = records[-1]
+    assert last.final and last.stop_reason == "max_iterations"
+    spent = sum(p["evaluations"] for p in last.extras["alpha_path"])
+    assert spent <= 55
+    assert last.iteration - spent == 55  # the lifted solve's own cap, as after any search
