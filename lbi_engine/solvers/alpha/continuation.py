@@ -57,14 +57,19 @@ MAX_POINTS = 16
 LOWEST = 1e-7
 #: a step that lowers the residual by less than this (relative) ends the walk: the floor
 FLOOR_DROP = 0.05
-#: L-BFGS iterations per path point (warm-started, so a few tens do), its memory
-POINT_ITERATIONS = 40
+#: L-BFGS evaluations per path point at most, in chunks of CHUNK; a point ends when a
+#: chunk lowers its objective by at most SETTLE (relative); L-BFGS's memory
+POINT_ITERATIONS = 100
+CHUNK = 10
+SETTLE = 1e-3
 HISTORY = 20
 #: TV's smoothing, relative to the image's value range
 EPSILON = 1e-3
 #: the lifted solve's steps from the path's end at most (it also stops by the run's rule)
 REFINE_STEPS = 100
 RULE = "continuation"
+#: the discrepancy target's factor (None: ``target.tau_for``, the lifted search's)
+TAU: float | None = 0.9
 
 
 @dataclasses.dataclass
@@ -104,28 +109,43 @@ class _Cancelled(Exception):
 
 def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
            cancel: CancelToken | None) -> tuple[Tensor, int]:
-    """``iterations`` L-BFGS steps (strong Wolfe) on 1/2 ||N(x) - y||^2 + alpha TV_eps(x)
-    from ``x``; returns the new x and the function evaluations."""
+    """L-BFGS (strong Wolfe) on 1/2 ||N(x) - y||^2 + alpha TV_eps(x) from ``x``, in chunks
+    of ``CHUNK`` evaluations until a chunk lowers the objective by at most ``SETTLE``
+    (relative) or ``iterations`` evaluations are spent; returns the new x and the
+    evaluations."""
     net, y = problem.network, problem.y_delta
     var = x.detach().clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([var], lr=1, max_iter=iterations, max_eval=iterations,
-                            history_size=HISTORY,
-                            line_search_fn="strong_wolfe", tolerance_grad=1e-12,
-                            tolerance_change=1e-12)
     evaluations = 0
+    last = math.inf
 
     def closure() -> Tensor:
-        nonlocal evaluations
+        nonlocal evaluations, last
         if cancel is not None and cancel.cancelled:
             raise _Cancelled
         opt.zero_grad()
         evaluations += 1
         loss = 0.5 * (net.forward(var) - y).pow(2).sum() + alpha * _smooth_tv(problem, var)
         loss.backward()
+        last = float(loss.detach())
         return loss
 
-    with torch.enable_grad():
-        opt.step(closure)
+    before = math.inf
+    while evaluations < iterations:
+        chunk = min(CHUNK, iterations - evaluations)
+        # the optimiser keeps its curvature pairs from chunk to chunk (its state)
+        if evaluations == 0:
+            opt = torch.optim.LBFGS([var], lr=1, max_iter=chunk, max_eval=chunk,
+                                    history_size=HISTORY, line_search_fn="strong_wolfe",
+                                    tolerance_grad=1e-12, tolerance_change=1e-12)
+        else:
+            opt.param_groups[0].update(max_iter=chunk, max_eval=chunk)
+        spent = evaluations
+        with torch.enable_grad():
+            opt.step(closure)
+        if evaluations == spent or not math.isfinite(last) or \
+                before - last <= SETTLE * abs(last):
+            break
+        before = last
     out = var.detach()
     return (out if bool(torch.isfinite(out).all()) else x), evaluations
 
@@ -187,7 +207,7 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
     target = None
     if noise_std is not None and noise_std > 0:
         delta = expected_noise_norm(problem, noise_std)
-        target = tau_for(problem, delta) * delta
+        target = (tau_for(problem, delta) if TAU is None else TAU) * delta
     alpha = first_alpha(problem, x)
     lowest = alpha * LOWEST
     path: list[SmoothPoint] = []
@@ -195,6 +215,7 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
     evaluations = 0
     why = "floor"
     stopped: str | None = None
+    rising = False  # the first alpha already fitted the target: the walk goes up instead
     try:
         for point in range(1, MAX_POINTS + 1):
             left = POINT_ITERATIONS if max_iter is None else min(POINT_ITERATIONS,
@@ -216,18 +237,25 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
                 stopped = StopReason.TIME_BUDGET.value
                 break
             r = path[-1].discrepancy
-            if target is not None and r <= target:
-                why = "discrepancy"
+            if max_iter is not None and evaluations >= max_iter:
                 break
-            if len(path) >= 2 and r >= (1.0 - FLOOR_DROP) * path[-2].discrepancy:
+            if target is not None:
+                if len(path) == 1 and r <= target:
+                    rising, why = True, "above the first alpha"
+                elif (r > target) == rising:  # the residual crossed the target
+                    why = "discrepancy"
+                    break
+            if not rising and len(path) >= 2 and \
+                    r >= (1.0 - FLOOR_DROP) * path[-2].discrepancy:
                 break
-            if alpha * FACTOR < lowest or (max_iter is not None and evaluations >= max_iter):
+            if alpha * FACTOR < lowest:
                 break
-            alpha *= FACTOR
+            alpha = alpha / FACTOR if rising else alpha * FACTOR
         if why == "discrepancy" and len(path) >= 2 and (max_iter is None
                                                          or evaluations < max_iter):
             # log-linear interpolation between the bracket's ends, solved from the one above
-            above, below = path[-2], path[-1]
+            up = len(path) - 1 if rising else len(path) - 2
+            above, below = path[up], path[up - 1 if rising else up + 1]
             slope = math.log(above.discrepancy / below.discrepancy)
             share = (math.log(above.discrepancy / target) / slope  # type: ignore[operator]
                      if slope > 0 else 1.0)
@@ -236,7 +264,7 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             started = time.perf_counter()
             left = POINT_ITERATIONS if max_iter is None else min(POINT_ITERATIONS,
                                                                   max_iter - evaluations)
-            x, used = _lbfgs(problem, states[-2], alpha, left, cancel)
+            x, used = _lbfgs(problem, states[up], alpha, left, cancel)
             evaluations += used
             path.append(SmoothPoint(alpha, _residual(problem, x), used,
                                     time.perf_counter() - started))

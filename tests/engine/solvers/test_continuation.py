@@ -74,8 +74,9 @@ def test_smooth_tv_gradient_matches_finite_differences() -> None:
     assert torch.autograd.gradcheck(lambda v: continuation._smooth_tv(problem, v), (x,))
 
 
-def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasible() -> None:
-    std = 0.01
+@pytest.mark.parametrize("std", [0.005, 0.01])  # the walk goes down, then up
+def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasible(
+        std: float) -> None:
     problem = problem_for(_fitting_net(), _truth(), alpha=1.0, std=std,
                           extras={AUTO_WEIGHT: 1.0})  # as the api marks a weighable network
     records = _run(problem, std)
@@ -88,14 +89,17 @@ def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasib
     residuals = [p["discrepancy"] for p in path]
     assert extras["alpha_rule"] == "continuation: discrepancy"
     target = extras["alpha_target"]
-    # the walk goes down in alpha and the residual falls with it until it crosses the target
-    walk = alphas[:-1]
-    assert all(b < a for a, b in zip(walk, walk[1:], strict=False))
-    assert all(r > target for r in residuals[:-2]) and residuals[-2] <= target
+    # the walk is monotone in alpha (down from the first alpha, or up where the first one
+    # already fitted the target) and its last step crossed the target
+    walk, fits = alphas[:-1], residuals[:-1]
+    steps = [b / a for a, b in zip(walk, walk[1:], strict=False)]
+    assert steps and all(math.isclose(q, steps[0], rel_tol=1e-9) for q in steps)
+    assert (fits[-1] <= target) != (fits[-2] <= target)
+    assert all((r <= target) == (fits[0] <= target) for r in fits[:-1])
     # the chosen alpha lies between the crossing's ends, its residual between theirs
     assert alphas[-1] == extras["alpha"]
-    assert alphas[-2] <= extras["alpha"] <= alphas[-3]
-    assert residuals[-2] * 0.95 <= residuals[-1] <= residuals[-3] * 1.05
+    assert min(walk[-2:]) <= extras["alpha"] <= max(walk[-2:])
+    assert min(fits[-2:]) * 0.95 <= residuals[-1] <= max(fits[-2:]) * 1.05
     first_lifted = next(r for r in records if r.extras.get("run_stage") == "final solve")
     steps = last.iteration - first_lifted.iteration
     assert steps <= continuation.REFINE_STEPS
