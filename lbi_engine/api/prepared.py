@@ -72,7 +72,7 @@ def tile_feature_maps(array: np.ndarray) -> np.ndarray:
     return padded.reshape(rows, cols)
 
 
-def _squeeze_display(array: np.ndarray) -> np.ndarray:
+def squeeze_display(array: np.ndarray) -> np.ndarray:
     while array.ndim > 2 and array.shape[0] == 1:
         array = array[0]
     return array

@@ -7,7 +7,7 @@ from typing import Any
 
 from torch import Tensor
 
-from lbi_engine._api_prepared import PreparedRun
+from lbi_engine.api.prepared import PreparedRun
 from lbi_engine.request import InversionRequest
 from lbi_engine.solvers.base import IterateRecord
 
