@@ -17,6 +17,7 @@ from lbi_engine.api.warm_up import warm_up
 from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import DTYPES, InversionRequest
+from lbi_engine.solvers import resolve_method
 
 
 def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
@@ -104,7 +105,8 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         extras={"regulariser_rule": regulariser_rule,
                 "regulariser_run": regulariser.describe()},
     )
-    if request.method == "layerwise":  # refused here, before anything runs
+    method = resolve_method(request.method, problem)  # the one place it is resolved
+    if method == "layerwise":  # refused here, before anything runs
         from lbi_engine.solvers.layerwise import check_ready
 
         check_ready(problem)
@@ -123,15 +125,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
     if truth_display is not None:
         image_shape = problem.image_shape or input_shape
         truth_image = squeeze_display(truth_display.reshape(image_shape))
-    return PreparedRun(
-        request,
-        bundle,
-        problem,
-        truth_image,
-        decoder_image,
-        decoder_psnr,
-        delta,
-        delta_sq,
-        noise_norm,
-        y_clean,
-    )
+    return PreparedRun(request=request, problem=problem, method=method, bundle=bundle,
+                       truth_image=truth_image, decoder_image=decoder_image,
+                       decoder_psnr=decoder_psnr, delta=delta, delta_squared=delta_sq,
+                       noise_norm=noise_norm, y_clean=y_clean)

@@ -27,10 +27,8 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         return value if math.isfinite(value) else None
 
     has_image = problem.image_shape is not None
-    from lbi_engine.solvers import resolve_method
-
     return {
-        "method_run": resolve_method(prepared.request.method, problem),
+        "method_run": prepared.method,
         "device_run": str(problem.device),
         "alpha": float(record.extras.get("alpha", problem.alpha)),
         "alpha_rule": record.extras.get("alpha_rule", "fixed"),

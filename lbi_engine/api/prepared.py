@@ -14,19 +14,39 @@ from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedRun:
-    """A request made concrete: network loaded, problem built, references computed."""
+    """A request made concrete: network loaded, problem built, references computed.
+
+    Attributes:
+        request: the run record it was prepared from.
+        problem: the inversion problem the solver runs on.
+        method: the method that runs, resolved once here from ``request.method`` for this
+            problem (``"auto"`` and the alias ``"pdhg"`` never reach the solver).
+        bundle: the loaded network (``lbi_engine.models.zoo.ModelBundle``: encoder,
+            preprocessing, decoder); None for a problem built by hand.
+        truth_image: the ground truth in display space; None without one.
+        decoder_image: the network's decoder applied to the noisy code; None without one.
+        decoder_psnr: that image's PSNR against the truth; None without either.
+        delta: the noise level delta = sqrt(delta_squared) (MATH.md §7); None for measured
+            data.
+        delta_squared: the Bregman distance of the noisy code from the clean one's
+            pre-activation (MATH.md §7); None for measured data.
+        noise_norm: ||y_delta - y||, the norm of the noise after projection (the
+            discrepancy principle's delta); None for measured data.
+        y_clean: the noise-free code; None for measured data.
+    """
 
     request: InversionRequest
-    bundle: Any  # lbi_engine.models.zoo.ModelBundle
     problem: InversionProblem
-    truth_image: np.ndarray | None
-    decoder_image: np.ndarray | None
-    decoder_psnr: float | None
-    delta: float | None
-    delta_squared: float | None
-    noise_norm: float | None
+    method: str
+    bundle: Any = None
+    truth_image: np.ndarray | None = None
+    decoder_image: np.ndarray | None = None
+    decoder_psnr: float | None = None
+    delta: float | None = None
+    delta_squared: float | None = None
+    noise_norm: float | None = None
     y_clean: Tensor | None = None
 
     def to_display(self, x: Any) -> np.ndarray:

@@ -14,6 +14,7 @@ from lbi_engine.api.prepared import PreparedRun
 from lbi_engine.problem import InversionProblem
 from lbi_engine.protocols import Problem
 from lbi_engine.request import InversionRequest
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers import solve as solve_records
 from lbi_engine.solvers import warm_start
 from lbi_engine.solvers.alpha import PATH_REPORT, stream_alpha
@@ -27,13 +28,12 @@ def iterate(
     warm_start_from: IterateRecord | dict | None = None,
     alpha: float | None = None,
 ) -> Iterator[IterateRecord]:
-    """Streams the records of the request's method on the prepared problem.
+    """Streams the records of the prepared method on the prepared problem.
 
     ``warm_start_from``: a previous record (or its ``to_numpy()``) to continue from — the
     iteration count continues; ``alpha`` overrides the request's weight (hot change).
     """
-    request = prepared.request
-    problem = prepared.problem
+    request, problem, method = prepared.request, prepared.problem, prepared.method
     if alpha is not None and alpha != problem.alpha:
         # replace() runs __post_init__ again (checks alpha, rebuilds reg); **__dict__ would
         # also pass the derived attribute `reg`, which __init__ does not take (TypeError)
@@ -51,7 +51,7 @@ def iterate(
                 stop = dataclasses.replace(stop, tol=0.0)
             elif stop.tol_mode == "objective":
                 stop = dataclasses.replace(stop, tol=max(stop.tol, path_tol))
-        return solve_records(p, request.method, stop=stop,
+        return solve_records(p, method, stop=stop,
                              options=request.solver_options(), init=start, cancel=cancel,
                              report_every=every)
 
@@ -59,11 +59,11 @@ def iterate(
     # (SolverOptions.input_alpha, quasi-optimality or discrepancy): no outer path then.
     # A one-layer network has no stages: layer-wise is the one-layer method there, and its
     # alpha "auto" is chosen on the outer path as for that method.
-    delegated = request.method == "layerwise" and problem.depth > 1 \
+    delegated = method == "layerwise" and problem.depth > 1 \
         and request.noise_std_known() is not None \
         and request.solver_options().input_alpha != "given"
-    problem = hidden_weight_auto(problem, request, warm_start_from)
-    if request.alpha == "auto" and alpha is None and request.method != "landweber" \
+    problem = hidden_weight_auto(problem, method, request.solver_options(), warm_start_from)
+    if request.alpha == "auto" and alpha is None and method != "landweber" \
             and not delegated:
 
         rule = None if request.alpha_rule == "auto" else request.alpha_rule
@@ -71,18 +71,17 @@ def iterate(
     return run(problem, init)
 
 
-def hidden_weight_auto(problem: InversionProblem, request: InversionRequest,
-                        warm_start_from: IterateRecord | dict | None) -> InversionProblem:
+def hidden_weight_auto(problem: InversionProblem, method: str, options: SolverOptions,
+                       warm_start_from: IterateRecord | dict | None) -> InversionProblem:
     """The problem marked for the joint method's hidden weight "auto" (MATH.md §5.7): on a
     network with a hidden state that scales the alpha search may raise it (``AUTO_WEIGHT``
     = 1 in extras); a warm restart keeps the weight its record ran with, so that changing
-    alpha or the noise while a run goes on does not change the objective under it."""
+    alpha or the noise while a run goes on does not change the objective under it.
+    ``method``: the resolved method (:attr:`PreparedRun.method`)."""
     from lbi_engine.models.rescale import AUTO_WEIGHT
-    from lbi_engine.solvers import resolve_method
     from lbi_engine.solvers._hidden_weight import may_raise
 
-    if request.solver_options().hidden_weight != "auto" or \
-            resolve_method(request.method, problem) != "joint":
+    if options.hidden_weight != "auto" or method != "joint":
         return problem
     extras = warm_start_from.extras if isinstance(warm_start_from, IterateRecord) else \
         (warm_start_from or {}).get("extras") or {}
@@ -93,8 +92,6 @@ def hidden_weight_auto(problem: InversionProblem, request: InversionRequest,
     else:
         return problem
     return dataclasses.replace(problem, extras={**problem.extras, AUTO_WEIGHT: weight})
-
-
 
 
 def run_to_end(

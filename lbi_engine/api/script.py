@@ -17,6 +17,7 @@ from lbi_engine.errors import InputError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
 from lbi_engine.settings.solver import StopRule
+from lbi_engine.solvers import resolve_method
 from lbi_engine.solvers.base import CancelToken, IterateRecord
 
 
@@ -113,7 +114,8 @@ def solve(
         fixed = float(alpha) if alpha not in (None, "auto") else None
         if fixed is not None and fixed != problem.alpha:
             problem = dataclasses.replace(problem, alpha=fixed, extras=dict(problem.extras))
-        prepared = PreparedRun(request, None, problem, None, None, None, None, None, None)
+        prepared = PreparedRun(request=request, problem=problem,
+                               method=resolve_method(request.method, problem))
     else:
         raise InputError(f"solve: got a {type(problem_or_request).__name__}; give an "
                          "InversionRequest (lbi_engine.InversionRequest) or an "

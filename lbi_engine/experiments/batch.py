@@ -63,9 +63,12 @@ class BatchRun:
         """The same batch run by another method (the request's field)."""
         if method == self.prepared.request.method:
             return self
+        from lbi_engine.solvers import resolve_method
+
         request = dataclasses.replace(self.prepared.request, method=method)
-        return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared,
-                                                                      request=request))
+        resolved = resolve_method(method, self.prepared.problem)
+        return dataclasses.replace(self, prepared=dataclasses.replace(
+            self.prepared, request=request, method=resolved))
 
     def with_alpha(self, alpha: float) -> BatchRun:
         """The same data with another regularisation weight (data and noise are reused)."""
@@ -118,6 +121,7 @@ def prepare_batch(
     from lbi_engine.models.zoo import load_network
     from lbi_engine.priors.input import run_regulariser
     from lbi_engine.problem import InversionProblem
+    from lbi_engine.solvers import resolve_method
 
     request.validate()
     if len(seeds) != len(truths):
@@ -157,10 +161,13 @@ def prepare_batch(
     display = _squeeze_channels(shaped.reshape(batch, *image_shape))
     decoder_images, decoder_psnr = _decode(bundle, y_delta, display)
     delta, delta_squared = data.delta.tolist(), data.delta_squared.tolist()
-    prepared = PreparedRun(request, bundle, problem, display[0],
-                           None if decoder_images is None else decoder_images[0],
-                           decoder_psnr[0], float(delta[0]), float(delta_squared[0]),
-                           float(noise_norm[0]), data.y)
+    prepared = PreparedRun(request=request, problem=problem,
+                           method=resolve_method(request.method, problem), bundle=bundle,
+                           truth_image=display[0],
+                           decoder_image=None if decoder_images is None else decoder_images[0],
+                           decoder_psnr=decoder_psnr[0], delta=float(delta[0]),
+                           delta_squared=float(delta_squared[0]),
+                           noise_norm=float(noise_norm[0]), y_clean=data.y)
     return BatchRun(
         prepared=prepared,
         truths=display,
@@ -200,10 +207,7 @@ def solve_batch(
     """Runs the request's method (or ``method``) on the batch; returns the final record."""
     from lbi_engine.api import iterate
 
-    prepared = run.prepared
-    if method is not None and method != prepared.request.method:
-        request = dataclasses.replace(prepared.request, method=method)
-        prepared = dataclasses.replace(prepared, request=request)
+    prepared = run.with_method(method).prepared if method is not None else run.prepared
     final = None
     for record in iterate(prepared):
         if on_record is not None:

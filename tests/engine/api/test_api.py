@@ -65,3 +65,23 @@ def test_layerwise_on_one_layer_chooses_auto_alpha_as_the_one_layer_method() -> 
     assert layerwise["alpha_rule"] == one_layer["alpha_rule"] != "fixed"
     assert layerwise["alpha"] == pytest.approx(one_layer["alpha"], rel=1e-6)
     assert layerwise["psnr"] == pytest.approx(one_layer["psnr"], abs=0.05)
+
+
+def test_prepare_resolves_the_method_once_and_iterate_runs_that_one() -> None:
+    """``auto`` and the alias ``pdhg`` are resolved in prepare (one lifted layer: the
+    one-layer method); the records and result.json's method_run name the same method."""
+    for asked in ("auto", "pdhg", "one-layer"):
+        prepared = _prepared(method=asked, max_iter=3)
+        assert prepared.request.method == asked and prepared.method == "one-layer"
+        last = list(api.iterate(prepared))[-1]
+        assert last.method == "one-layer"
+        assert api.final_metrics(prepared, last)["method_run"] == "one-layer"
+
+
+def test_prepared_run_is_keyword_only() -> None:
+    prepared = _prepared(max_iter=1)
+    with pytest.raises(TypeError):
+        api.PreparedRun(prepared.request, prepared.problem, "one-layer")  # type: ignore[misc]
+    bare = api.PreparedRun(request=prepared.request, problem=prepared.problem,
+                           method="one-layer")
+    assert bare.bundle is None and bare.truth_image is None and bare.y_clean is None
