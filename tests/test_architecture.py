@@ -173,10 +173,11 @@ def test_gui_model_runs_without_qt_or_torch_loaded():
 
     code = (
         "import sys\n"
+        "from lbi_engine.results.run_metrics import RunMetrics\n"
         "from lbi_gui.model import AppModel, RunList, RunResult\n"
         "import numpy as np\n"
         "runs = RunList([RunResult(1, {'method': 'joint', 'alpha': 0.1}, 'max_iterations', 3,"
-        " 0.1, {'psnr': 20.0}, np.zeros(2), np.zeros((2, 2)), notes='#a')])\n"
+        " 0.1, RunMetrics(psnr=20.0), np.zeros(2), np.zeros((2, 2)), notes='#a')])\n"
         "assert runs.with_tag('a') and runs.csv().startswith('run,')\n"
         "AppModel(runs=runs).session_state()\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'torch')]\n"

@@ -3,9 +3,10 @@
 ``InversionRequest`` is the run record: JSON-serialisable, versioned, and enough to repeat a
 run with ``lbi invert --record FILE``. :func:`prepare` (``loading``) turns it into a
 :class:`PreparedRun` (``prepared``: the problem and the references a run is judged
-against); :func:`iterate` (``running``) streams the solver's records; :func:`final_metrics`
-(``metrics``) gives the numbers result.json holds. :func:`solve` (``script``) is the
-script's call: a request or a problem in, a typed :class:`SolveResult` out. Beside them:
+against, and :func:`final_metrics`: its numbers as a :class:`RunMetrics`, result.json's
+``metrics``); :func:`iterate` (``running``) streams the solver's records.
+:func:`solve` (``script``) is the script's call: a request or a problem in, a typed
+:class:`SolveResult` out. Beside them:
 ``inputs`` (the truth and feature prior a request names, checked before lifting) and
 ``warm_up`` (a run's one-time work).
 """
@@ -13,17 +14,18 @@ script's call: a request or a problem in, a typed :class:`SolveResult` out. Besi
 from __future__ import annotations
 
 from lbi_engine.api.loading import prepare
-from lbi_engine.api.metrics import final_metrics
-from lbi_engine.api.prepared import PreparedRun, tile_feature_maps
+from lbi_engine.api.prepared import PreparedRun, final_metrics, tile_feature_maps
 from lbi_engine.api.running import iterate, run_to_end
 from lbi_engine.api.script import SolveResult, solve
 from lbi_engine.request import DTYPES, FORMAT_VERSION, InversionRequest
+from lbi_engine.results.run_metrics import RunMetrics
 
 __all__ = [
     "DTYPES",
     "FORMAT_VERSION",
     "InversionRequest",
     "PreparedRun",
+    "RunMetrics",
     "SolveResult",
     "final_metrics",
     "iterate",

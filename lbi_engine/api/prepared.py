@@ -1,8 +1,11 @@
-"""The prepared run (``PreparedRun``, what :func:`lbi_engine.api.prepare` returns) and the
-arrays it turns into display images: an input in [0, 1] space, feature maps tiled in a grid."""
+"""The prepared run (``PreparedRun``, what :func:`lbi_engine.api.prepare` returns), the
+numbers of its finished run (:func:`final_metrics`, a :class:`RunMetrics`: result.json's
+``metrics``) and the arrays it turns into display images: an input in [0, 1] space, feature
+maps tiled in a grid."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +15,8 @@ from torch import Tensor
 
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
+from lbi_engine.results.run_metrics import RunMetrics
+from lbi_engine.solvers.base import IterateRecord
 
 
 @dataclass(kw_only=True)
@@ -49,6 +54,18 @@ class PreparedRun:
     noise_norm: float | None = None
     y_clean: Tensor | None = None
 
+    def with_request(self, request: InversionRequest) -> PreparedRun:
+        """The same problem under another request's solver settings (method, stop rule,
+        report interval), its method resolved for this problem."""
+        from lbi_engine.solvers import resolve_method
+
+        return dataclasses.replace(self, request=request,
+                                   method=resolve_method(request.method, self.problem))
+
+    def final_metrics(self, record: IterateRecord, sample: int = 0) -> RunMetrics:
+        """The numbers of one sample of the finished run (:func:`final_metrics`)."""
+        return final_metrics(self, record, sample)
+
     def to_display(self, x: Any) -> np.ndarray:
         """A network-space input (one sample, numpy or tensor, with or without batch dim) as
         a display image in [0, 1] space: (H, W) for one channel, else (C, H, W)."""
@@ -66,6 +83,86 @@ class PreparedRun:
             tile_feature_maps(np.asarray(a.detach().cpu() if isinstance(a, Tensor) else a))
             for a in aux
         ]
+
+
+def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0) -> RunMetrics:
+    """The numbers of one sample of a finished run, as result.json holds them
+    (:meth:`RunMetrics.to_dict`; None where undefined)."""
+    from lbi_engine import metrics as measures
+
+    problem = prepared.problem
+    extras = record.extras
+    x = record.x[sample : sample + 1]
+    image = x.reshape(1, *(problem.image_shape or problem.input_shape))
+
+    def scalar(t: Tensor | None) -> float | None:
+        if t is None:
+            return None
+        value = float(t[sample]) if t.dim() else float(t)
+        return value if math.isfinite(value) else None
+
+    has_image = problem.image_shape is not None
+    raised = "hidden_weight_rule" in extras  # the alpha search raised the hidden weight
+    return RunMetrics(
+        method_run=prepared.method,
+        device_run=str(problem.device),
+        alpha=float(extras.get("alpha", problem.alpha)),
+        alpha_rule=extras.get("alpha_rule", "fixed"),
+        alpha_path=extras.get("alpha_path"),
+        alpha_target=extras.get("alpha_target"),
+        regulariser_run=problem.extras.get("regulariser_run", prepared.request.regulariser),
+        regulariser_rule=problem.extras.get("regulariser_rule", "given"),
+        objective=scalar(record.objective),
+        bregman_terms=[float(v) for v in record.bregman_terms[sample].tolist()],
+        reg_term=scalar(record.reg_term),
+        iterations=record.iteration,
+        stop_reason=(record.stop_reasons[sample]
+                     if record.final and record.stop_reasons else None),
+        stop_rule=_stop_rule(prepared.request),
+        seconds=record.elapsed,
+        psnr=scalar(record.psnr),
+        ssim=scalar(record.ssim),
+        # x and image hold only this sample, so their (1,) metrics are read at index 0
+        l2_norm=_first(measures.l2_norm(x)),
+        tv_iso=_first(measures.tv_iso(image)) if has_image else None,
+        tv_aniso=_first(measures.tv_aniso(image)) if has_image else None,
+        discrepancy=scalar(record.discrepancy),
+        delta=prepared.delta,
+        delta_squared=prepared.delta_squared,
+        noise_norm=prepared.noise_norm,
+        decoder_psnr=prepared.decoder_psnr,
+        # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
+        alpha_used=extras.get("alpha", problem.alpha),
+        # the joint method's weight on the hidden Bregman terms (MATH.md §5.7)
+        hidden_weight=float(extras["hidden_weight"]) if "hidden_weight" in extras else None,
+        hidden_weight_rule=extras["hidden_weight_rule"] if raised else None,
+        alpha_path_unweighted=extras.get("alpha_path_unweighted") if raised else None,
+        # alpha "auto": seconds and iterations of the start, each search solve, the final one
+        time_split=extras["time_split"] if extras.get("time_split") else None,
+        timings=_timings(extras["time_split"]) if extras.get("time_split") else None,
+        stages=[{**st, "stop_reason": st["stop_reasons"][sample]} for st in extras["stages"]]
+        if extras.get("stages") else None,
+    )
+
+
+def _stop_rule(request: InversionRequest) -> str:
+    """What a "tolerance" stop_reason measured, in words (result.json)."""
+    from lbi_engine.solvers.base import TOL_MEANING
+
+    return f"{TOL_MEANING[request.tol_mode]} < {request.tol:g} (tol_mode {request.tol_mode})"
+
+
+def _timings(split: list[dict[str, Any]]) -> dict[str, float]:
+    """Solver seconds per stage kind (start, alpha_search, final_solve), from time_split."""
+    out = {"start": 0.0, "alpha_search": 0.0, "final_solve": 0.0}
+    for stage in split:
+        out[str(stage["stage"]).replace(" ", "_")] += float(stage["seconds"])
+    return out
+
+
+def _first(t: Tensor) -> float | None:
+    value = float(t[0])
+    return value if math.isfinite(value) else None
 
 
 def tile_feature_maps(array: np.ndarray) -> np.ndarray:

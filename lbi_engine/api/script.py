@@ -10,12 +10,12 @@ from typing import Any
 from torch import Tensor
 
 from lbi_engine.api.loading import prepare
-from lbi_engine.api.metrics import final_metrics
-from lbi_engine.api.prepared import PreparedRun
+from lbi_engine.api.prepared import PreparedRun, final_metrics
 from lbi_engine.api.running import iterate
 from lbi_engine.errors import InputError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_engine.settings.solver import StopRule
 from lbi_engine.solvers import resolve_method
 from lbi_engine.solvers.base import CancelToken, IterateRecord
@@ -44,7 +44,8 @@ class SolveResult:
         history: every reported :class:`~lbi_engine.solvers.base.IterateRecord`, the final
             one last.
         prepared: the request, problem and references the run used.
-        metrics: every number ``result.json`` holds under ``metrics``.
+        metrics: every number of the run (:class:`RunMetrics`: what ``result.json`` holds
+            under ``metrics``).
     """
 
     x: Tensor = field(repr=False)  # (B, *input_shape): the final iterate, network input space
@@ -59,10 +60,10 @@ class SolveResult:
     ssim: float | None
     decoder_psnr: float | None  # the network's decoder on the same code, when it has one
     # every record, the final one last; the request, problem and references the run used;
-    # every number result.json holds (:func:`final_metrics`). Left out of the repr: long.
+    # every number of the run (result.json's metrics). Left out of the repr: long.
     history: list[IterateRecord] = field(repr=False)
     prepared: PreparedRun = field(repr=False)
-    metrics: dict[str, Any] = field(repr=False)
+    metrics: RunMetrics = field(repr=False)
 
 
 def solve(
@@ -123,8 +124,9 @@ def solve(
     history = list(iterate(prepared, cancel=cancel))
     final = history[-1]
     m = final_metrics(prepared, final, sample)
+    assert m.alpha is not None  # a run's metrics always hold the alpha it used
     return SolveResult(
-        x=final.x, alpha=m["alpha"], alpha_rule=m["alpha_rule"], method_run=m["method_run"],
-        stop_rule=m["stop_rule"], stop_reason=m["stop_reason"], iterations=m["iterations"],
-        seconds=m["seconds"], psnr=m["psnr"], ssim=m["ssim"], decoder_psnr=m["decoder_psnr"],
+        x=final.x, alpha=m.alpha, alpha_rule=m.alpha_rule, method_run=m.method_run,
+        stop_rule=m.stop_rule, stop_reason=m.stop_reason, iterations=m.iterations,
+        seconds=m.seconds, psnr=m.psnr, ssim=m.ssim, decoder_psnr=m.decoder_psnr,
         history=history, prepared=prepared, metrics=m)

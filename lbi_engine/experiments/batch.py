@@ -63,12 +63,8 @@ class BatchRun:
         """The same batch run by another method (the request's field)."""
         if method == self.prepared.request.method:
             return self
-        from lbi_engine.solvers import resolve_method
-
         request = dataclasses.replace(self.prepared.request, method=method)
-        resolved = resolve_method(method, self.prepared.problem)
-        return dataclasses.replace(self, prepared=dataclasses.replace(
-            self.prepared, request=request, method=resolved))
+        return dataclasses.replace(self, prepared=self.prepared.with_request(request))
 
     def with_alpha(self, alpha: float) -> BatchRun:
         """The same data with another regularisation weight (data and noise are reused)."""
@@ -258,11 +254,11 @@ def noise_scaled_alpha(run: BatchRun, method: str | None = None) -> tuple[float,
 
 
 def sample_metrics(run: BatchRun, record: Any) -> list[dict[str, Any]]:
-    """``api.final_metrics`` of every sample of a finished batch (each sample's own
-    iteration count where the record holds them: ``solve_each``)."""
+    """``api.final_metrics`` of every sample of a finished batch, as result.json's rows
+    (each sample's own iteration count where the record holds them: ``solve_each``)."""
     from lbi_engine.api import final_metrics
 
-    rows = [final_metrics(run.sample_view(i), record, i) for i in range(run.batch)]
+    rows = [final_metrics(run.sample_view(i), record, i).to_dict() for i in range(run.batch)]
     for row, count in zip(rows, record.extras.get("stop_iterations") or (), strict=False):
         row["iterations"] = int(count)
     return rows
