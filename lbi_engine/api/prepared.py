@@ -16,6 +16,7 @@ from torch import Tensor
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
 from lbi_engine.results.run_metrics import RunMetrics
+from lbi_engine.solvers import resolve_method
 from lbi_engine.solvers.base import IterateRecord
 
 
@@ -57,8 +58,6 @@ class PreparedRun:
     def with_request(self, request: InversionRequest) -> PreparedRun:
         """The same problem under another request's solver settings (method, stop rule,
         report interval), its method resolved for this problem."""
-        from lbi_engine.solvers import resolve_method
-
         return dataclasses.replace(self, request=request,
                                    method=resolve_method(request.method, self.problem))
 
