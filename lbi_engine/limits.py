@@ -33,7 +33,7 @@ from lbi_engine.errors import InputError, LbiError
 
 __all__ = ["ENV_VAR", "JSON_EXPANSION", "LAYERS_ENV", "LoadBudget", "MemoryLimitError",
            "bound_from_env", "check_bytes", "format_bytes", "json_byte_limit", "max_layers",
-           "given_limit", "limited_to", "memory_limit", "open_regular", "parse_size", "read_json",
+           "limited_to", "memory_limit", "open_regular", "parse_size", "read_json",
            "read_regular"]
 
 ENV_VAR = "LBI_MEMORY_LIMIT"
@@ -83,9 +83,9 @@ class _Given:
 
 @contextmanager
 def limited_to(limit: int | None) -> Iterator[None]:
-    """Every check inside uses ``limit`` bytes (None: the environment's or the default, as
-    without this). How ``--memory-limit`` reaches the checks: passed here by the CLI for
-    one command, never written to the environment."""
+    """Every check inside uses ``limit`` bytes (None changes nothing: an outer one, else the
+    environment's or the default). How ``--memory-limit`` reaches the checks: passed here by
+    the CLI for one command, never written to the environment."""
     if limit is not None and limit < 1:
         raise InputError(f"memory limit {limit}: give at least 1 byte")
     before = _Given.limit
@@ -94,12 +94,6 @@ def limited_to(limit: int | None) -> Iterator[None]:
         yield
     finally:
         _Given.limit = before
-
-
-def given_limit() -> int | None:
-    """The limit given with :func:`limited_to` (None outside it): what a command passes on
-    to the worker processes it starts."""
-    return _Given.limit
 
 
 def memory_limit() -> int:
