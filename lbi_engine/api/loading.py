@@ -12,12 +12,11 @@ import numpy as np
 import torch
 
 from lbi_engine.api.inputs import as_network_input, feature_priors, load_truth
-from lbi_engine.api.prepared import PreparedRun, squeeze_display
+from lbi_engine.api.prepared import PreparedRun, method_for, squeeze_display
 from lbi_engine.api.warm_up import warm_up
 from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import DTYPES, InversionRequest
-from lbi_engine.solvers import resolve_method
 
 
 def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
@@ -105,11 +104,7 @@ def prepare(request: InversionRequest, bundle: Any = None) -> PreparedRun:
         extras={"regulariser_rule": regulariser_rule,
                 "regulariser_run": regulariser.describe()},
     )
-    method = resolve_method(request.method, problem)  # the one place it is resolved
-    if method == "layerwise":  # refused here, before anything runs
-        from lbi_engine.solvers.layerwise import check_ready
-
-        check_ready(problem)
+    method = method_for(request.method, problem)  # resolved (or refused) once, here
     decoder_image = decoder_psnr = None
     if getattr(bundle, "decoder", None) is not None:
         decoded = bundle.decode(y_delta.to("cpu", torch.float32))

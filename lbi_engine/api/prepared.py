@@ -13,11 +13,31 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
+from lbi_engine.errors import InputError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
 from lbi_engine.results.run_metrics import RunMetrics
 from lbi_engine.solvers import resolve_method
 from lbi_engine.solvers.base import IterateRecord
+
+#: The methods that run on a network with residual additions or concatenation (MATH.md §5.6).
+GRAPH_METHODS = ("joint", "layerwise", "backprop")
+
+
+def method_for(asked: str, problem: InversionProblem) -> str:
+    """The method a run of ``asked`` runs on ``problem`` (``"auto"`` and the alias ``"pdhg"``
+    resolved), refused here, in the words of ``asked``, when it cannot run there: a method
+    for chains on a graph, layer-wise without what it needs (before anything runs)."""
+    method = resolve_method(asked, problem)
+    if not getattr(problem.network, "is_chain", True) and method not in GRAPH_METHODS:
+        from lbi_engine.solvers.joint import graph_refusal
+
+        raise InputError(graph_refusal(f"method {asked!r}"))
+    if method == "layerwise":
+        from lbi_engine.solvers.layerwise import check_ready
+
+        check_ready(problem)
+    return method
 
 
 @dataclass(kw_only=True)
@@ -59,7 +79,7 @@ class PreparedRun:
         """The same problem under another request's solver settings (method, stop rule,
         report interval), its method resolved for this problem."""
         return dataclasses.replace(self, request=request,
-                                   method=resolve_method(request.method, self.problem))
+                                   method=method_for(request.method, self.problem))
 
     def final_metrics(self, record: IterateRecord, sample: int = 0) -> RunMetrics:
         """The numbers of one sample of the finished run (:func:`final_metrics`)."""

@@ -10,14 +10,13 @@ from typing import Any
 from torch import Tensor
 
 from lbi_engine.api.loading import prepare
-from lbi_engine.api.prepared import PreparedRun, final_metrics
+from lbi_engine.api.prepared import PreparedRun, final_metrics, method_for
 from lbi_engine.api.running import iterate
 from lbi_engine.errors import InputError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
 from lbi_engine.results.run_metrics import RunMetrics
 from lbi_engine.settings.solver import StopRule
-from lbi_engine.solvers import resolve_method
 from lbi_engine.solvers.base import CancelToken, IterateRecord
 
 
@@ -116,7 +115,7 @@ def solve(
         if fixed is not None and fixed != problem.alpha:
             problem = dataclasses.replace(problem, alpha=fixed, extras=dict(problem.extras))
         prepared = PreparedRun(request=request, problem=problem,
-                               method=resolve_method(request.method, problem))
+                               method=method_for(request.method, problem))
     else:
         raise InputError(f"solve: got a {type(problem_or_request).__name__}; give an "
                          "InversionRequest (lbi_engine.InversionRequest) or an "

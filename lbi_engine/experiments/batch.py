@@ -114,11 +114,10 @@ def prepare_batch(
     alpha, device and dtype; sample i's noise is drawn with ``seeds[i]``."""
     from lbi_engine import noise
     from lbi_engine.api import DTYPES, PreparedRun
+    from lbi_engine.api.prepared import method_for
     from lbi_engine.models.zoo import load_network
     from lbi_engine.priors.input import run_regulariser
     from lbi_engine.problem import InversionProblem
-    from lbi_engine.solvers import resolve_method
-
     request.validate()
     if len(seeds) != len(truths):
         raise InputError(f"{len(truths)} samples but {len(seeds)} seeds; give one seed per sample.")
@@ -158,7 +157,7 @@ def prepare_batch(
     decoder_images, decoder_psnr = _decode(bundle, y_delta, display)
     delta, delta_squared = data.delta.tolist(), data.delta_squared.tolist()
     prepared = PreparedRun(request=request, problem=problem,
-                           method=resolve_method(request.method, problem), bundle=bundle,
+                           method=method_for(request.method, problem), bundle=bundle,
                            truth_image=display[0],
                            decoder_image=None if decoder_images is None else decoder_images[0],
                            decoder_psnr=decoder_psnr[0], delta=float(delta[0]),

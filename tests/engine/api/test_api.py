@@ -6,6 +6,7 @@ import pytest
 
 from lbi_engine import api
 from lbi_engine.request import InversionRequest
+from lbi_engine.settings.solver import StopRule
 
 
 def _prepared(**overrides: object) -> api.PreparedRun:
@@ -86,3 +87,16 @@ def test_prepared_run_is_keyword_only() -> None:
     bare = api.PreparedRun(request=prepared.request, problem=prepared.problem,
                            method="one-layer")
     assert bare.bundle is None and bare.truth_image is None and bare.y_clean is None
+
+
+def test_a_method_for_chains_is_refused_on_a_graph_in_the_words_asked() -> None:
+    """The method is resolved once, before the run, and the refusal names the method the
+    caller asked for (the alias "pdhg", not what it resolves to)."""
+    from lbi_engine.errors import InputError
+    from tests.engine.models.test_graph_networks import _problem, _small
+
+    graph = _problem(_small("residual"))
+    for asked in ("pdhg", "one-layer", "landweber"):
+        with pytest.raises(InputError, match=f"method '{asked}' runs on chains of layers"):
+            api.solve(graph, method=asked, stop=StopRule(max_iter=1))
+    assert api.solve(graph, method="auto", stop=StopRule(max_iter=2)).method_run == "joint"
