@@ -37,7 +37,7 @@ def _run(api: Any, final: Any, split: str, index: int, std: float, reg: str,
     cpu = time.process_time()
     record = final(api.iterate(prepared))
     cpu = time.process_time() - cpu
-    metrics = api.final_metrics(prepared, record)
+    metrics = api.final_metrics(prepared, record).to_dict()
     return {"psnr": float(metrics["psnr"]), "seconds": float(metrics["seconds"]), "cpu": cpu,
             "alpha": float(metrics["alpha"]), "iterations": int(metrics["iterations"]),
             "solves": len(metrics.get("alpha_path") or [])}

@@ -45,7 +45,7 @@ def _run(bundle: Any, index: int, std: float, reg: str, alpha: float | str = "au
                                    index=index, seed=index, noise_std=std, regulariser=reg,
                                    alpha=alpha, alpha_rule=rule)
     prepared = api.prepare(request, bundle)
-    return api.final_metrics(prepared, final(api.iterate(prepared)))
+    return api.final_metrics(prepared, final(api.iterate(prepared))).to_dict()
 
 
 def _grid(bundle: Any, index: int, std: float) -> dict[float, float]:

@@ -21,7 +21,7 @@ def _run(base: dict, **extra: object) -> dict:
     from lbi_engine.solvers import final
 
     prepared = api.prepare(api.InversionRequest(**base, **extra))
-    return api.final_metrics(prepared, final(api.iterate(prepared)))
+    return api.final_metrics(prepared, final(api.iterate(prepared))).to_dict()
 
 
 def main() -> None:

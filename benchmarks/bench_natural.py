@@ -55,7 +55,7 @@ def _lbi(bundle: Any, index: int, std: float, regulariser: str, network: str = N
                 curve.append((float(record.elapsed), float(record.psnr[0])))
             yield record
 
-    metrics = api.final_metrics(prepared, final(shown()))
+    metrics = api.final_metrics(prepared, final(shown())).to_dict()
     metrics["wall"] = time.perf_counter() - t0
     metrics["prepared"] = prepared
     metrics["curve"] = curve

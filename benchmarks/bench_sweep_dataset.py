@@ -78,7 +78,7 @@ def time_singles(split: str, indices: list[int], threads: int) -> dict[str, floa
     def one(index: int) -> dict:
         run = dataclasses.replace(request, index=index, seed=index)
         prepared = api.prepare(run, bundle)
-        return api.final_metrics(prepared, final(api.iterate(prepared)))
+        return api.final_metrics(prepared, final(api.iterate(prepared))).to_dict()
 
     one(indices[0])  # warm-up: norms, kernels, imports
     start = time.perf_counter()

@@ -13,7 +13,8 @@ Public names:
 - running a request: ``InversionRequest`` (the run record: network, data, noise, prior,
   method, stopping), ``solve`` (a request or a problem -> ``SolveResult``), ``prepare``
   (load what a request names and build its problem) and ``run_to_end`` (prepare and run a
-  request, returning every record);
+  request, returning every record); ``RunMetrics`` (a run's final numbers, as
+  result.json holds them);
 - building a problem by hand: ``load_network`` (a zoo name or a model file), ``LiftedNetwork``,
   ``InversionProblem``, ``make_regulariser``, ``make_activation``, ``StopRule``,
   ``CancelToken``; the methods themselves are generators in ``lbi_engine.solvers``.
@@ -38,6 +39,7 @@ _LAZY = {
     "CancelToken": "lbi_engine.solvers.base",
     "solve": "lbi_engine.api",  # a request or problem -> SolveResult (the records: .solvers)
     "SolveResult": "lbi_engine.api",
+    "RunMetrics": "lbi_engine.results.run_metrics",  # torch-free
     "load_network": "lbi_engine.models.zoo",
     "InversionRequest": "lbi_engine.request",  # torch-free
     "prepare": "lbi_engine.api",

@@ -5,10 +5,11 @@ PNG, a zip bomb, a sweep grid of millions of cells) must end in one clear messag
 machine that swaps to a halt or a MemoryError traceback. Every loader estimates the bytes an
 input needs from its header or shapes alone and calls :func:`check_bytes` first.
 
-The limit: ``LBI_MEMORY_LIMIT`` (e.g. ``8G``, ``512M``, ``2000000000``; the CLI's
-``--memory-limit`` sets it for one run), otherwise 80 % of the memory available now
-(``MemAvailable`` on Linux, physical memory elsewhere), or what an address-space limit
-(``ulimit -v``) still leaves if that is less, and at least 256 MiB.
+The limit: the one a caller gives (:func:`limited_to`: the CLI passes ``--memory-limit``
+there for one command), else ``LBI_MEMORY_LIMIT`` (e.g. ``8G``, ``512M``, ``2000000000``),
+otherwise 80 % of the memory available now (``MemAvailable`` on Linux, physical memory
+elsewhere), or what an address-space limit (``ulimit -v``) still leaves if that is less, and
+at least 256 MiB.
 
 Only regular files are read (:func:`open_regular`, :func:`read_regular`): a FIFO would block
 the open (or the read) forever, a device such as ``/dev/zero`` or a ``/proc`` file has no
@@ -24,13 +25,16 @@ import math
 import os
 import re
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from lbi_engine.errors import InputError, LbiError
 
 __all__ = ["ENV_VAR", "JSON_EXPANSION", "LAYERS_ENV", "LoadBudget", "MemoryLimitError",
            "bound_from_env", "check_bytes", "format_bytes", "json_byte_limit", "max_layers",
-           "memory_limit", "open_regular", "parse_size", "read_json", "read_regular"]
+           "limited_to", "memory_limit", "open_regular", "parse_size", "read_json",
+           "read_regular"]
 
 ENV_VAR = "LBI_MEMORY_LIMIT"
 _MIN_LIMIT = 256 * 2**20
@@ -69,8 +73,33 @@ def _available() -> int:
         return 8 * 2**30
 
 
+class _Given:
+    """The limit a caller gave with :func:`limited_to` (None: none given). One value for the
+    process, not per thread: a command's worker threads (a batch solved in shares) check
+    against the limit the command was given."""
+
+    limit: int | None = None
+
+
+@contextmanager
+def limited_to(limit: int | None) -> Iterator[None]:
+    """Every check inside uses ``limit`` bytes (None changes nothing: an outer one, else the
+    environment's or the default). How ``--memory-limit`` reaches the checks: passed here by
+    the CLI for one command, never written to the environment."""
+    if limit is not None and limit < 1:
+        raise InputError(f"memory limit {limit}: give at least 1 byte")
+    before = _Given.limit
+    _Given.limit = before if limit is None else int(limit)
+    try:
+        yield
+    finally:
+        _Given.limit = before
+
+
 def memory_limit() -> int:
     """The byte budget of one run (see the module docstring)."""
+    if _Given.limit is not None:
+        return _Given.limit
     text = os.environ.get(ENV_VAR, "").strip()
     if text:
         try:

@@ -244,7 +244,7 @@ def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:
     window.close()
     _close_down(app, window)
     result = outcome.get("result")
-    psnr = None if result is None else result.metrics.get("psnr")
+    psnr = None if result is None else result.metrics.psnr
     if result is None or psnr is None or not math.isfinite(psnr):
         print(f"lbi-gui smoke test FAILED: {outcome.get('error') or 'no finished run'}",
               file=sys.stderr)

@@ -134,7 +134,7 @@ def write_result_folder(path: Path, result: RunResult, overwrite: bool) -> None:
     from lbi_engine.results import exports
 
     document = exports.build_result_document(result.request, dict(result.network),
-                                              dict(result.metrics))
+                                              result.metrics.to_dict())
     x = reconstruction(result)
     truth = None if result.truth is None else np.asarray(result.truth, np.float32).reshape(x.shape)
     exports.write_result_folder(path, reconstruction=x,

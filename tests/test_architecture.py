@@ -173,10 +173,11 @@ def test_gui_model_runs_without_qt_or_torch_loaded():
 
     code = (
         "import sys\n"
+        "from lbi_engine.results.run_metrics import RunMetrics\n"
         "from lbi_gui.model import AppModel, RunList, RunResult\n"
         "import numpy as np\n"
         "runs = RunList([RunResult(1, {'method': 'joint', 'alpha': 0.1}, 'max_iterations', 3,"
-        " 0.1, {'psnr': 20.0}, np.zeros(2), np.zeros((2, 2)), notes='#a')])\n"
+        " 0.1, RunMetrics(psnr=20.0), np.zeros(2), np.zeros((2, 2)), notes='#a')])\n"
         "assert runs.with_tag('a') and runs.csv().startswith('run,')\n"
         "AppModel(runs=runs).session_state()\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'torch')]\n"
@@ -198,3 +199,25 @@ def test_engine_tests_mirror_the_engine_packages() -> None:
     assert tests <= packages, sorted(tests - packages)
     # tested elsewhere: cli/ in tests/cli, experiments/ and results/ through the CLI and GUI
     assert packages - tests <= {"cli", "experiments", "results"}, sorted(packages - tests)
+
+
+def test_engine_top_level_holds_at_most_ten_modules() -> None:
+    """Everything but a few shared modules lives in a package named for its concept."""
+    modules = sorted(p.name for p in (ROOT / "lbi_engine").glob("*.py"))
+    assert len(modules) <= 10, modules
+
+
+def test_api_files_share_only_public_names() -> None:
+    """What one file of lbi_engine/api needs from another is public there: no file imports
+    a ``_name`` from another api file, and nothing outside imports one from the api."""
+    private = []
+    for f in sorted(ROOT.rglob("*.py")):
+        if ".venv" in f.parts or not {"lbi_engine", "lbi_gui", "tests", "benchmarks"} & {
+                f.relative_to(ROOT).parts[0]}:
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "lbi_engine.api"):
+                private += [f"{f.relative_to(ROOT)}: {node.module}.{a.name}"
+                            for a in node.names if a.name.startswith("_")]
+    assert not private, private

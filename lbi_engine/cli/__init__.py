@@ -9,10 +9,10 @@ command runs, so ``lbi --help`` is instant.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 from lbi_engine.cli import _common as c
+from lbi_engine.limits import limited_to
 
 DESCRIPTION = """\
 lbi: regularised inversion of pre-trained neural networks with the lifted Bregman formulation
@@ -66,27 +66,6 @@ def build_parser() -> c.Parser:
     return parser
 
 
-@contextmanager
-def _memory_limit(limit: int | None) -> Iterator[None]:
-    """--memory-limit for this command only (the engine reads LBI_MEMORY_LIMIT)."""
-    import os
-
-    from lbi_engine.limits import ENV_VAR
-
-    if limit is None:
-        yield
-        return
-    before = os.environ.get(ENV_VAR)
-    os.environ[ENV_VAR] = str(limit)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = before
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lbi`` console script; returns the exit status."""
     from lbi_engine.errors import LbiError
@@ -103,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not hasattr(args, "handler"):
             parser.print_help()
             return c.EXIT_BAD_INPUT
-        with _memory_limit(getattr(args, "memory_limit", None)):
+        with limited_to(getattr(args, "memory_limit", None)):
             return int(args.handler(args) or 0)
     except c.UsageError as exc:
         print(f"{exc.prog}: error: {c.one_line(str(exc))}", file=sys.stderr)

@@ -16,6 +16,7 @@ from typing import Any
 from lbi_engine.cli import _common as c
 from lbi_engine.cli._invert_request import build_request
 from lbi_engine.cli._invert_request import load_record as load_record  # re-exported
+from lbi_engine.results.run_metrics import RunMetrics
 
 #: Warnings meant for developers (a library's deprecation notices), not for the person running
 #: `lbi`: they are dropped from the messages shown and stored (the GUI does the same).
@@ -267,40 +268,40 @@ def _summary(prepared: Any, final: Any, written: dict[str, Path], out: Path) -> 
 
     m = final_metrics(prepared, final)
     r = prepared.request
-    how = "" if m["alpha_rule"] == "fixed" else f" ({m['alpha_rule']})"
-    regulariser = m.get("regulariser_run") or r.regulariser
-    print(f"{c.one_line(r.network)}: {m['method_run']} on {m['device_run']}, {regulariser}, "
-          f"alpha={m['alpha']:.4g}{how}: "
-          f"{m['iterations']} iterations ({m['stop_reason']}), {m['seconds']:.2f} s")
+    how = "" if m.alpha_rule == "fixed" else f" ({m.alpha_rule})"
+    regulariser = m.regulariser_run or r.regulariser
+    print(f"{c.one_line(r.network)}: {m.method_run} on {m.device_run}, {regulariser}, "
+          f"alpha={m.alpha:.4g}{how}: "
+          f"{m.iterations} iterations ({m.stop_reason}), {m.seconds:.2f} s")
     note = getattr(prepared.bundle.encoder, "rewrite_note", lambda: None)()
     if note:
         print(f"  {c.shown(note)}")
-    if m.get("hidden_weight", 1.0) != 1.0:
-        why = f": {m['hidden_weight_rule']}" if m.get("hidden_weight_rule") else ""
-        print(f"  hidden layers' Bregman terms weighted {m['hidden_weight']:g}x the last one's "
+    if m.hidden_weight is not None and m.hidden_weight != 1.0:
+        why = f": {m.hidden_weight_rule}" if m.hidden_weight_rule else ""
+        print(f"  hidden layers' Bregman terms weighted {m.hidden_weight:g}x the last one's "
               f"(hidden_weight, MATH.md §5.7){why}")
-    if r.method == "layerwise" and len(m.get("stages") or []) == 1:
+    if r.method == "layerwise" and len(m.stages or []) == 1:
         print("  note: a one-layer network has no stages: layer-wise ran as the one-layer "
               "method (alpha chosen as there)")
-    for stage in m.get("stages") or []:
+    for stage in m.stages or []:
         weight = stage["weight"][0] if stage.get("weight") else None
         rule = f" ({stage['weight_rule']})" if stage.get("weight_rule") else ""
         shown = "" if weight is None else \
             f", {'alpha' if stage['stage'].startswith('layer 1/') else 'weight'} {weight:.4g}{rule}"
         print(f"  {stage['stage']}: {stage['iterations']} iterations ({stage['stop_reason']})"
               f"{shown}")
-    print(f"  objective {c.fmt(m['objective'], 6)}  psnr {c.fmt(m['psnr'])} dB  "
-          f"ssim {c.fmt(m['ssim'])}  discrepancy {c.fmt(m['discrepancy'])}  "
-          f"delta^2 {c.fmt(m['delta_squared'])}")
-    if m.get("decoder_psnr") is not None:
-        print(f"  decoder psnr {c.fmt(m['decoder_psnr'])} dB")
+    print(f"  objective {c.fmt(m.objective, 6)}  psnr {c.fmt(m.psnr)} dB  "
+          f"ssim {c.fmt(m.ssim)}  discrepancy {c.fmt(m.discrepancy)}  "
+          f"delta^2 {c.fmt(m.delta_squared)}")
+    if m.decoder_psnr is not None:
+        print(f"  decoder psnr {c.fmt(m.decoder_psnr)} dB")
     print(f"  wrote {c.shown(out)}/: {', '.join(sorted(written))}")
     for advice in _advice(prepared, final, m):
         print(f"  note: {advice}")
     sys.stdout.flush()
 
 
-def _advice(prepared: Any, final: Any, m: dict[str, Any]) -> list[str]:
+def _advice(prepared: Any, final: Any, m: RunMetrics) -> list[str]:
     """The summary's words on a run that needs attention (results.advice.run_advice)."""
     from lbi_engine.results.advice import run_advice
 

@@ -142,7 +142,8 @@ def _cluster(args: argparse.Namespace) -> Any:
     scheduler = None if args.scheduler is None else scheduler_address(args.scheduler)
     options = ClusterOptions(scheduler=scheduler, workers=args.workers,
                              threads=args.threads, oversubscribe=args.oversubscribe,
-                             connect_timeout=args.connect_timeout)
+                             connect_timeout=args.connect_timeout,
+                             memory_limit=args.memory_limit)
     check_local_cores(options)
     return options
 

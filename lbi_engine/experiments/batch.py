@@ -64,8 +64,7 @@ class BatchRun:
         if method == self.prepared.request.method:
             return self
         request = dataclasses.replace(self.prepared.request, method=method)
-        return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared,
-                                                                      request=request))
+        return dataclasses.replace(self, prepared=self.prepared.with_request(request))
 
     def with_alpha(self, alpha: float) -> BatchRun:
         """The same data with another regularisation weight (data and noise are reused)."""
@@ -115,10 +114,10 @@ def prepare_batch(
     alpha, device and dtype; sample i's noise is drawn with ``seeds[i]``."""
     from lbi_engine import noise
     from lbi_engine.api import DTYPES, PreparedRun
+    from lbi_engine.api.prepared import method_for
     from lbi_engine.models.zoo import load_network
     from lbi_engine.priors.input import run_regulariser
     from lbi_engine.problem import InversionProblem
-
     request.validate()
     if len(seeds) != len(truths):
         raise InputError(f"{len(truths)} samples but {len(seeds)} seeds; give one seed per sample.")
@@ -157,10 +156,13 @@ def prepare_batch(
     display = _squeeze_channels(shaped.reshape(batch, *image_shape))
     decoder_images, decoder_psnr = _decode(bundle, y_delta, display)
     delta, delta_squared = data.delta.tolist(), data.delta_squared.tolist()
-    prepared = PreparedRun(request, bundle, problem, display[0],
-                           None if decoder_images is None else decoder_images[0],
-                           decoder_psnr[0], float(delta[0]), float(delta_squared[0]),
-                           float(noise_norm[0]), data.y)
+    prepared = PreparedRun(request=request, problem=problem,
+                           method=method_for(request.method, problem), bundle=bundle,
+                           truth_image=display[0],
+                           decoder_image=None if decoder_images is None else decoder_images[0],
+                           decoder_psnr=decoder_psnr[0], delta=float(delta[0]),
+                           delta_squared=float(delta_squared[0]),
+                           noise_norm=float(noise_norm[0]), y_clean=data.y)
     return BatchRun(
         prepared=prepared,
         truths=display,
@@ -200,10 +202,7 @@ def solve_batch(
     """Runs the request's method (or ``method``) on the batch; returns the final record."""
     from lbi_engine.api import iterate
 
-    prepared = run.prepared
-    if method is not None and method != prepared.request.method:
-        request = dataclasses.replace(prepared.request, method=method)
-        prepared = dataclasses.replace(prepared, request=request)
+    prepared = run.with_method(method).prepared if method is not None else run.prepared
     final = None
     for record in iterate(prepared):
         if on_record is not None:
@@ -254,11 +253,11 @@ def noise_scaled_alpha(run: BatchRun, method: str | None = None) -> tuple[float,
 
 
 def sample_metrics(run: BatchRun, record: Any) -> list[dict[str, Any]]:
-    """``api.final_metrics`` of every sample of a finished batch (each sample's own
-    iteration count where the record holds them: ``solve_each``)."""
+    """``api.final_metrics`` of every sample of a finished batch, as result.json's rows
+    (each sample's own iteration count where the record holds them: ``solve_each``)."""
     from lbi_engine.api import final_metrics
 
-    rows = [final_metrics(run.sample_view(i), record, i) for i in range(run.batch)]
+    rows = [final_metrics(run.sample_view(i), record, i).to_dict() for i in range(run.batch)]
     for row, count in zip(rows, record.extras.get("stop_iterations") or (), strict=False):
         row["iterations"] = int(count)
     return rows

@@ -59,6 +59,6 @@ def _auto_alpha_metrics(spec: Any, std: float, method: str, bundle: Any) -> list
                                       seed=spec.seed + index)
         prepared = api.prepare(request, bundle)
         last = final(api.iterate(prepared))
-        metrics = api.final_metrics(prepared, last)
+        metrics = api.final_metrics(prepared, last).to_dict()
         rows.append({**metrics, "alpha_chosen": metrics["alpha"]})
     return rows

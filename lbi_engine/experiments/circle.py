@@ -50,7 +50,7 @@ def run(out_dir: str | Path, quick: bool = False, overwrite: bool = False,
         # Landweber stops after a handful of steps: record every one for its residual plot.
         req = dataclasses.replace(request, method=method, max_iter=cap,
                                   report_every=1 if method == "landweber" else 10)
-        view = dataclasses.replace(prepared, request=req)
+        view = prepared.with_request(req)
         records = []
         for record in iterate(view):
             records.append(record)

@@ -292,4 +292,5 @@ def _auto_run(study: Study, bundle: Any, index: int, std: float, max_iter: int |
                                    method=METHOD, **extra)
     prepared = api.prepare(request, bundle)
     last = final(api.iterate(prepared))
-    return {**api.final_metrics(prepared, last), "image": prepared.to_display(last.x[0])}
+    return {**api.final_metrics(prepared, last).to_dict(),
+            "image": prepared.to_display(last.x[0])}

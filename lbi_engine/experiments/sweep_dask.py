@@ -77,6 +77,9 @@ class ClusterOptions:
     oversubscribe: bool = False  # allow workers x threads > cores
     retries: int = 2  # re-runs of a task that raised (a lost worker is rescheduled anyway)
     connect_timeout: float | None = None  # None: DEFAULT_CONNECT_TIMEOUT (10 s)
+    # lbi's memory limit in bytes for the local workers (the command's --memory-limit; a
+    # remote worker keeps its own LBI_MEMORY_LIMIT); None: the workers find their own
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
         if (self.scheduler is None) == (self.workers is None):
@@ -200,12 +203,17 @@ def connect(options: ClusterOptions) -> Iterator[Any]:
 
     from distributed import Client, LocalCluster
 
+    from lbi_engine.limits import ENV_VAR
+
     if options.workers is not None:
         check_local_cores(options)
         # Everything on the loopback interface: the scheduler's HTTP routes (no dashboard)
         # too, which would otherwise listen on all interfaces at port 8787.
+        # A worker process reads lbi's limit from its environment: the command's is passed
+        # there explicitly (distributed's Nanny sets ``env`` in the worker it starts).
+        env = {} if options.memory_limit is None else {ENV_VAR: str(options.memory_limit)}
         with LocalCluster(n_workers=options.workers, threads_per_worker=1, processes=True,
-                          host="127.0.0.1", dashboard_address=None,
+                          host="127.0.0.1", dashboard_address=None, env=env,
                           scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                           silence_logs=logging.ERROR) as cluster, \
                 Client(cluster, set_as_default=False) as client:

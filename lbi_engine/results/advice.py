@@ -3,21 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_engine.results.verdict import judge
 
 
-def run_advice(metrics: Mapping[str, Any], max_iter: int, *, x: np.ndarray | None = None,
+def run_advice(metrics: RunMetrics, max_iter: int, *, x: np.ndarray | None = None,
                truth: np.ndarray | None = None,
                data_range: float | None = None) -> list[str]:
     """One line per concern about a finished run, each ending in what to try on the command
     line. ``metrics``: ``api.final_metrics``; ``x``/``truth``: the displayed reconstruction
     and ground truth (``truth`` None for measured data: ``data_range`` then judges flatness)."""
-    alpha = metrics.get("alpha")
+    alpha = metrics.alpha
     alpha_flag = f"--alpha {float(alpha) / 10:.3g}" if isinstance(alpha, (int, float)) \
         else "--alpha ten times smaller"
     tips = {
@@ -29,7 +27,7 @@ def run_advice(metrics: Mapping[str, Any], max_iter: int, *, x: np.ndarray | Non
                            "around it (`lbi sweep --alphas log:A/10:A*10:5`)",
     }
     lines = []
-    for concern in judge(metrics, x=x, truth=truth, stop_reason=metrics.get("stop_reason"),
+    for concern in judge(metrics, x=x, truth=truth, stop_reason=metrics.stop_reason,
                          max_iter=max_iter, data_range=data_range):
         tip = tips.get(concern.kind)
         if concern.kind == "better α passed":

@@ -160,12 +160,10 @@ def result_document(
     prepared: Any, final_record: Any, sample: int = 0, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The content of result.json for one sample of a prepared, finished run."""
-    from lbi_engine.api import final_metrics
-
     request = prepared.request
     bundle = prepared.bundle
     encoder = bundle.encoder
-    metrics = final_metrics(prepared, final_record, sample)
+    metrics = prepared.final_metrics(final_record, sample).to_dict()
     extras = _field(final_record, "extras") or {}
     warning = extras.get("warning") if isinstance(extras, dict) else None
     network = {

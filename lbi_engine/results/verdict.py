@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from lbi_engine.results.run_metrics import RunMetrics
+
 __all__ = ["FLAT_RATIO", "FLAT_SPAN", "MISS_RATIO", "OVERFIT_RATIO", "PSNR_PASSED_DB", "Concern",
            "contrast_ratio", "finite_number", "judge"]
 
@@ -67,23 +69,23 @@ def contrast_ratio(x: np.ndarray, truth: np.ndarray) -> float | None:
     return float(np.mean(sa[keep] / sb[keep]))
 
 
-def judge(metrics: Mapping[str, Any], *, x: np.ndarray | None = None,
+def judge(metrics: RunMetrics, *, x: np.ndarray | None = None,
           truth: np.ndarray | None = None, stop_reason: str | None = None,
           max_iter: int | None = None, data_range: float | None = None) -> list[Concern]:
-    """The concerns about one run (empty: nothing found to doubt). ``metrics``: result.json's
-    (alpha, alpha_rule, alpha_path, alpha_target, discrepancy, noise_norm, psnr, …); ``x``
+    """The concerns about one run (empty: nothing found to doubt). ``metrics``: the run's
+    (alpha, alpha_path, alpha_target, discrepancy, noise_norm, psnr are read); ``x``
     and ``truth``: the displayed result and ground truth; without a truth, ``data_range``
     (the display range) judges flatness from ``x``'s span alone."""
     concerns: list[Concern] = []
-    alpha = finite_number(metrics.get("alpha"))
+    alpha = finite_number(metrics.alpha)
     alpha_text = f"α = {alpha:.3g}" if alpha is not None else "α"
     flat = _flatness(x, truth, data_range)
     if flat is not None:
         concerns.append(Concern(
             "flat", f"flat result: {flat} at {alpha_text}",
             "try a smaller α (a tenth), another method or regulariser"))
-    residual = finite_number(metrics.get("discrepancy"))
-    noise = finite_number(metrics.get("noise_norm"))
+    residual = finite_number(metrics.discrepancy)
+    noise = finite_number(metrics.noise_norm)
     if residual is not None and noise and residual > OVERFIT_RATIO * noise:
         concerns.append(Concern(
             "over-regularised", f"residual {residual:.3g} is {residual / noise:.1f}× the "
@@ -113,10 +115,10 @@ def _flatness(x: np.ndarray | None, truth: np.ndarray | None,
     return None
 
 
-def _alpha_search(metrics: Mapping[str, Any], alpha: float | None,
+def _alpha_search(metrics: RunMetrics, alpha: float | None,
                   residual: float | None) -> list[Concern]:
-    path = [p for p in (metrics.get("alpha_path") or []) if isinstance(p, Mapping)]
-    target = finite_number(metrics.get("alpha_target"))
+    path = [p for p in (metrics.alpha_path or []) if isinstance(p, Mapping)]
+    target = finite_number(metrics.alpha_target)
     found: list[Concern] = []
     if target and residual is not None and path:
         off = residual / target
@@ -127,7 +129,7 @@ def _alpha_search(metrics: Mapping[str, Any], alpha: float | None,
                 f"its target {target:.3g} after {len(path)} trials",
                 "type an α (the Runs table's α column shows the ones tried) or change the "
                 "noise level"))
-    psnr = finite_number(metrics.get("psnr"))
+    psnr = finite_number(metrics.psnr)
     tried = [(p_psnr, finite_number(p.get("alpha"))) for p in path
              if (p_psnr := finite_number(p.get("psnr"))) is not None]
     if psnr is not None and tried:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_gui.engine import messages as m
 
 
@@ -74,7 +75,7 @@ class EngineApi(Protocol):
     def iterate(self, prepared: Any, *, cancel: Any = None,
                 warm_start_from: dict[str, Any] | None = None) -> Iterator[Any]: ...
 
-    def final_metrics(self, prepared: Any, record: Any) -> dict[str, Any]: ...
+    def final_metrics(self, prepared: Any, record: Any) -> RunMetrics: ...
 
     def list_zoo(self) -> list[str]: ...
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from lbi_engine.errors import LbiError, UnsafeFileError
+from lbi_engine.results.run_metrics import RunMetrics
 
 # ---- payload records ------------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ class RunOutcome:
     stop_reason: str
     iterations: int
     elapsed: float
-    metrics: dict[str, Any]
+    metrics: RunMetrics
     x_raw: np.ndarray
     x_display: np.ndarray
     aux_display: list[np.ndarray]

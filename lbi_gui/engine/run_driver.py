@@ -254,7 +254,7 @@ class RunDriver:
         if points or restarts:
             self._emit(ProgressReport(self._progress(run_id, points, last, last_it, prepared,
                                                       restarts, new_info)))
-        metrics = dict(eng.final_metrics(prepared, last))
+        metrics = eng.final_metrics(prepared, last)
         reason = {"stop": "stopped by user", "finish": "finished by user"}.get(action or "")
         x_raw = np.array(last.x[0].detach().cpu().numpy() if hasattr(last.x, "detach")
                          else last.x[0], copy=True)

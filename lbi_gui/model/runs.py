@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_engine.results.verdict import Concern, judge
 from lbi_gui.params import HOT_KEYS
 
@@ -159,7 +160,7 @@ class RunResult:
     stop_reason: str
     iterations: int
     elapsed: float
-    metrics: dict[str, Any]
+    metrics: RunMetrics
     x_raw: np.ndarray  # network-space result, one sample
     x_display: np.ndarray  # display space (H, W) or (C, H, W)
     curves: CurveStore = field(default_factory=CurveStore)
@@ -189,7 +190,7 @@ class RunResult:
     def alpha_used(self) -> float | str | None:
         """The α that ran (result.json's ``alpha``), else the α asked for ("auto" only for a
         run that never reported one)."""
-        used = self.metrics.get("alpha")
+        used = self.metrics.alpha
         if isinstance(used, (int, float)) and not isinstance(used, bool):
             return float(used)
         return self.request.get("alpha")
@@ -200,7 +201,7 @@ class RunResult:
         rule (discrepancy, quasi-optimality, ...)."""
         if self.request.get("alpha") != "auto":
             return "typed"
-        rule = str(self.metrics.get("alpha_rule") or "")
+        rule = str(self.metrics.alpha_rule or "")
         # the rule's name; its details ("first local minimum", a saturated search) are in
         # result.json and the status line
         short = rule.split(" (")[0].split(";")[0].strip()
@@ -227,13 +228,13 @@ class RunResult:
         """Columns of the run table (parameters, then final metrics)."""
         r, m = self.request, self.metrics
         method = r.get("method")
-        if method == "auto" and m.get("method_run"):
-            method = f"auto: {m['method_run']}"  # what auto ran, as result.json says
-        if m.get("hidden_weight", 1.0) != 1.0:  # the joint method's weighted objective
-            method = f"{method} (hidden ×{m['hidden_weight']:g})"
+        if method == "auto" and m.method_run:
+            method = f"auto: {m.method_run}"  # what auto ran, as result.json says
+        if m.hidden_weight is not None and m.hidden_weight != 1.0:  # a weighted objective
+            method = f"{method} (hidden ×{m.hidden_weight:g})"
         regulariser = r.get("regulariser")
-        if regulariser == "auto" and m.get("regulariser_run"):  # what auto ran, likewise
-            regulariser = f"auto: {str(m['regulariser_run']).split(' (')[0]}"
+        if regulariser == "auto" and m.regulariser_run:  # what auto ran, likewise
+            regulariser = f"auto: {str(m.regulariser_run).split(' (')[0]}"
         return {
             "run": self.run_id,
             "network": _network_name(r),
@@ -249,11 +250,11 @@ class RunResult:
             "check": "; ".join(c.kind for c in self.concerns),
             "restarts": len(self.curves.restarts),
             "segments": self.segments_text(),
-            "PSNR": m.get("psnr"),
-            "SSIM": m.get("ssim"),
+            "PSNR": m.psnr,
+            "SSIM": m.ssim,
             "decoder PSNR": self.decoder_psnr,
-            "discrepancy": m.get("discrepancy"),
-            "objective": m.get("objective"),
+            "discrepancy": m.discrepancy,
+            "objective": m.objective,
             "notes": self.notes,
         }
 
@@ -274,7 +275,7 @@ class RunResult:
         return {
             "run_id": self.run_id, "request": self.request, "stop_reason": self.stop_reason,
             "iterations": self.iterations, "elapsed": self.elapsed,
-            "metrics": _jsonable(self.metrics), "decoder_psnr": self.decoder_psnr,
+            "metrics": _jsonable(self.metrics.to_dict()), "decoder_psnr": self.decoder_psnr,
             "restart_notes": [note for _, note in self.curves.restarts],
             "segments": [[int(k), req] for k, req in self.segments],
             "network": self.network, "preprocessing": self.preprocessing,
@@ -299,7 +300,8 @@ class RunResult:
             raise TypeError(f"run {meta.get('run_id')!r}: notes={notes!r} is not text")
         return cls(run_id=int(meta["run_id"]), request=dict(meta["request"]),
                    stop_reason=str(meta["stop_reason"]), iterations=int(meta["iterations"]),
-                   elapsed=float(meta["elapsed"]), metrics=dict(meta["metrics"]),
+                   elapsed=float(meta["elapsed"]),
+                   metrics=RunMetrics.from_dict(dict(meta["metrics"])),
                    x_raw=np.asarray(arrays["x_raw"]), x_display=np.asarray(arrays["x_display"]),
                    curves=curves, decoder_psnr=meta.get("decoder_psnr"),
                    segments=[(int(k), dict(req)) for k, req in meta.get("segments", [])],

@@ -326,7 +326,7 @@ class FileCommands:
                        fix="Run an inversion (Ctrl+R), or press 'Finish now' during a run.")
             return
         # the method that ran (auto resolves to one-layer or joint), as result.json names it
-        method = result.metrics.get("method_run") or result.request.get("method")
+        method = result.metrics.method_run or result.request.get("method")
         stem = f"lbi_run{result.run_id}_{method}"
         dialog = ExportDialog(self.parent, last_dir("export"), stem, result.label)
         if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:

@@ -190,17 +190,17 @@ class RunView:
         if latest is not None and latest.run_id == result.run_id:
             self.w.aux_strip.set_aux(latest.aux_display)
         self.w.image_grid.set_iterate(result.x_display, result.iterations,
-                                    finite_number(result.metrics.get("psnr")))
+                                    finite_number(result.metrics.psnr))
         self.w.curves.update_curves(result.curves)
         self._update_status(result.iterations, done=True)
         self.w.status_reason.setText(f"stopped: {result.stop_reason}")
-        if result.request.get("alpha") == "auto" and result.metrics.get("alpha") is not None \
-                and result.metrics.get("alpha_rule", "fixed") not in ("fixed", "given"):
+        chosen = result.metrics.alpha
+        if result.request.get("alpha") == "auto" and chosen is not None \
+                and result.metrics.alpha_rule not in ("fixed", "given"):
             # Auto α: show its choice (a typed α is never overwritten by what a method did)
-            self.w.reg_panel.show_chosen_alpha(float(result.metrics["alpha"]))
+            self.w.reg_panel.show_chosen_alpha(float(chosen))
             self.w.status_reason.setText(f"stopped: {result.stop_reason}; α = "
-                                       f"{float(result.metrics['alpha']):.3g} "
-                                       f"({result.metrics['alpha_rule']})")
+                                       f"{float(chosen):.3g} ({result.metrics.alpha_rule})")
         self._say_concerns(result)
         if result.user_action != "stop":
             self.w.run_table.add(result)
@@ -273,7 +273,7 @@ class RunView:
             if not own_problem:
                 self.w.image_grid.set_decoder(None)
         self.w.image_grid.set_iterate(result.x_display, result.iterations,
-                                    finite_number(result.metrics.get("psnr")))
+                                    finite_number(result.metrics.psnr))
         self.w.curves.set_run(result.curves)
         self.w.status_reason.setText(f"run #{result.run_id}: {result.stop_reason}")
         self.set_stale(None)

@@ -18,9 +18,10 @@ def restore_view(w: WindowHost, state: SessionState) -> None:
     own = run is not None and shown is not None and np.array_equal(
         np.asarray(shown), np.asarray(run.x_display))
     if own and run is not None:
-        w.image_grid.set_iterate(shown, run.iterations, finite_number(run.metrics.get("psnr")))
-        if run.alpha_rule != "typed" and finite_number(run.metrics.get("alpha")):
-            w.reg_panel.show_chosen_alpha(float(run.metrics["alpha"]))
+        w.image_grid.set_iterate(shown, run.iterations, finite_number(run.metrics.psnr))
+        chosen = finite_number(run.metrics.alpha)
+        if run.alpha_rule != "typed" and chosen:
+            w.reg_panel.show_chosen_alpha(chosen)
         w.status_reason.setText(f"run #{run.run_id}: {run.stop_reason}")
     else:
         w.image_grid.set_iterate(shown)

@@ -41,7 +41,7 @@ def test_writes_every_file_and_matches_a_direct_engine_call(first_run: Path) -> 
     request = InversionRequest.from_dict(result["request"])
     assert (request.network, request.index, request.seed, request.alpha) == (NET, 2, 3, 5e-3)
     prepared, final, records = run_to_end(request)
-    direct = final_metrics(prepared, final)
+    direct = final_metrics(prepared, final).to_dict()
     metrics = result["metrics"]
     for key in ("objective", "reg_term", "psnr", "ssim", "l2_norm", "tv_iso", "tv_aniso",
                 "discrepancy", "delta", "delta_squared", "decoder_psnr"):

@@ -16,6 +16,7 @@ import pytest
 from lbi_engine.cli import main
 from lbi_engine.results.advice import run_advice
 from lbi_engine.results.progress import CountProgress, ProgressTracker, duration
+from lbi_engine.results.run_metrics import RunMetrics
 
 
 @dataclass
@@ -163,24 +164,24 @@ def test_duration_and_advice_words() -> None:
     """The summary's notes are the window's concerns (results.verdict.judge) with flags."""
     assert (duration(5.2), duration(185), duration(3720)) == ("5 s", "3 min 05 s", "1 h 02 min")
     plain = np.linspace(0.0, 1.0, 16).reshape(4, 4)
-    capped = run_advice({"stop_reason": "max_iterations", "alpha": 0.1}, 2000, x=plain,
+    capped = run_advice(RunMetrics(stop_reason="max_iterations", alpha=0.1), 2000, x=plain,
                         data_range=1.0)
     assert len(capped) == 1 and "iteration cap (2000)" in capped[0]
     assert "--max-iter 8000" in capped[0]
-    missed = run_advice({"stop_reason": "tolerance", "alpha": 1e-4, "alpha_target": 1.0,
-                         "discrepancy": 1.5, "alpha_path": [{"alpha": 1e-4}]}, 2000)
+    missed = run_advice(RunMetrics(stop_reason="tolerance", alpha=1e-4, alpha_target=1.0,
+                                   discrepancy=1.5, alpha_path=[{"alpha": 1e-4}]), 2000)
     assert len(missed) == 1
     assert "50% above its target 1" in missed[0] and "--alphas log:" in missed[0]
     # without a truth, a span of 1 % of the display range is flat; with one, the contrast
-    flat = run_advice({"stop_reason": "tolerance", "alpha": 3.0}, 2000, x=0.01 * plain,
+    flat = run_advice(RunMetrics(stop_reason="tolerance", alpha=3.0), 2000, x=0.01 * plain,
                       data_range=1.0)
     assert len(flat) == 1 and "flat result: its values span 0.01" in flat[0]
     assert "--alpha 0.3 (ten times smaller)" in flat[0]
-    faint = run_advice({"stop_reason": "tolerance", "alpha": 3.0}, 2000, x=0.2 * plain,
+    faint = run_advice(RunMetrics(stop_reason="tolerance", alpha=3.0), 2000, x=0.2 * plain,
                        truth=plain, data_range=1.0)
     assert len(faint) == 1 and "20% of the ground truth's contrast" in faint[0]
-    assert run_advice({"stop_reason": "tolerance", "alpha": 0.01, "alpha_target": 1.0,
-                       "discrepancy": 1.02, "alpha_path": [{"alpha": 0.01}]}, 2000,
+    assert run_advice(RunMetrics(stop_reason="tolerance", alpha=0.01, alpha_target=1.0,
+                                 discrepancy=1.02, alpha_path=[{"alpha": 0.01}]), 2000,
                       x=plain, truth=plain, data_range=1.0) == []
 
 

@@ -175,9 +175,9 @@ def test_a_colour_picture_inverts_with_colour_metrics_and_files(tmp_path, colour
     metrics = api.final_metrics(prepared, final)
     x = np.asarray(final.x[0], dtype=np.float64)
     truth = prepared.truth_image.astype(np.float64)
-    assert metrics["psnr"] == pytest.approx(peak_signal_noise_ratio(truth, x, data_range=1.0),
-                                            rel=1e-5)
-    assert metrics["ssim"] == pytest.approx(structural_similarity(
+    assert metrics.psnr == pytest.approx(peak_signal_noise_ratio(truth, x, data_range=1.0),
+                                         rel=1e-5)
+    assert metrics.ssim == pytest.approx(structural_similarity(
         truth, x, data_range=1.0, channel_axis=0, gaussian_weights=True, sigma=1.5,
         use_sample_covariance=False, win_size=11), rel=1e-5)
     written = export_run(prepared, final, None, tmp_path / "out")

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from lbi_engine.errors import InputError
+from lbi_engine.results.run_metrics import RunMetrics
 
 RATE = 0.99
 
@@ -143,9 +144,10 @@ def make_fake_engine(delay: float = 0.0) -> SimpleNamespace:
                 yield record(k)
         yield record(k, True, "max_iterations")
 
-    def final_metrics(prepared: Any, record: FakeRecord) -> dict[str, Any]:
-        return {"psnr": float(record.psnr[0]), "ssim": 0.5, "objective": float(record.objective[0]),
-                "discrepancy": float(record.discrepancy[0]), "iterations": record.iteration}
+    def final_metrics(prepared: Any, record: FakeRecord) -> RunMetrics:
+        return RunMetrics(psnr=float(record.psnr[0]), ssim=0.5,
+                          objective=float(record.objective[0]),
+                          discrepancy=float(record.discrepancy[0]), iterations=record.iteration)
 
     class _T:  # what the GUI thread calls on get_sample(...)[0]
         def __init__(self, a: np.ndarray) -> None:

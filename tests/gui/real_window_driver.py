@@ -68,8 +68,8 @@ def main(out_dir: str) -> int:
     QTest.keyClick(field, Key.Key_R, CTRL)
     wait_until(lambda: len(win.run_table.runs) == 1)
     run = win.run_table.runs[-1]
-    seen.update(iterations=run.iterations, method=run.metrics.get("method_run"),
-                run_network=run.request["network"], psnr=run.metrics.get("psnr"))
+    seen.update(iterations=run.iterations, method=run.metrics.method_run,
+                run_network=run.request["network"], psnr=run.metrics.psnr)
 
     # 3. Ctrl+E, the dialog's folder typed in, Export clicked
     def fill_dialog() -> None:
@@ -83,7 +83,7 @@ def main(out_dir: str) -> int:
 
     QtCore.QTimer.singleShot(200, fill_dialog)
     QTest.keyClick(win, Key.Key_E, CTRL)
-    method = run.metrics.get("method_run") or run.request["method"]
+    method = run.metrics.method_run or run.request["method"]
     wait_until(lambda: (Path(out_dir) / f"lbi_run{run.run_id}_{method}_result" / "result.json")
                .exists())
     seen["files"] = sorted(p.name for p in Path(out_dir).iterdir())
@@ -127,7 +127,7 @@ def main(out_dir: str) -> int:
         "method": layerwise.request["method"], "auto": win.reg_panel.auto_alpha.isChecked(),
         "field": win.reg_panel.alpha.value(), "cell": table.item(row, column.index("alpha"))
         .text(), "rule": table.item(row, column.index("alpha rule")).text(),
-        "metrics_alpha": layerwise.metrics.get("alpha"),
+        "metrics_alpha": layerwise.metrics.alpha,
         "json_alpha": (record.get("metrics") or {}).get("alpha"),
         "json_request_alpha": (record.get("request") or {}).get("alpha"),
         "stale": win.curves.stale}

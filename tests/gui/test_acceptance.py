@@ -55,7 +55,7 @@ def test_run_joint_on_noisy_digit_beats_the_decoder(qtbot, make_window) -> None:
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
     assert run.request["method"] == "auto"  # the default: joint for this 3-layer network
-    assert run.metrics["psnr"] > win.info.decoder_psnr + 0.5, (run.metrics, win.info)
+    assert run.metrics.psnr > win.info.decoder_psnr + 0.5, (run.metrics, win.info)
     # the curves hold exactly the points the solver reports: repeat the run with the engine
     from lbi_engine import api
 

@@ -18,16 +18,16 @@ def test_switch_joint_layerwise_and_compare(qtbot, make_window) -> None:
     wait_idle(qtbot, win, timeout=120000)
     runs = win.run_table.runs
     assert [r.request["method"] for r in runs] == ["auto", "layerwise"]  # auto: the default
-    assert runs[0].metrics.get("method_run") == "joint"  # what auto ran on the 2-layer CNN
+    assert runs[0].metrics.method_run == "joint"  # what auto ran on the 2-layer CNN
     assert win.run_table.table.rowCount() == 2
     for r in runs:
-        assert np.isfinite(r.metrics["psnr"])
+        assert np.isfinite(r.metrics.psnr)
         cells = {win.run_table.table.horizontalHeaderItem(c).text():
                  win.run_table.table.item(runs.index(r), c).text()
                  for c in range(win.run_table.table.columnCount())}
         assert cells["method"] == r.table_row()["method"]
         assert cells["method"].startswith(r.request["method"])  # "auto: joint" for auto
-        assert cells["PSNR"] == f"{r.metrics['psnr']:.4g}"
+        assert cells["PSNR"] == f"{r.metrics.psnr:.4g}"
     win.run_table.select_ids([runs[0].run_id, runs[1].run_id])
     view = win.run_table.compare_view
     assert view.shown == (runs[0].run_id, runs[1].run_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_gui.model import RunResult
 from lbi_gui.model.runs import CurveStore
 from lbi_gui.widgets.curves import MARK_LABEL_CHARS, RAW_OPACITY, CurvesPanel
@@ -100,7 +101,8 @@ def test_overlaid_runs_have_a_legend_and_own_colours(panel) -> None:
         x = np.zeros((4, 4))
         return RunResult(run_id=run_id, request={"method": method, "alpha": alpha},
                          stop_reason="tolerance", iterations=100, elapsed=1.0,
-                         metrics={"alpha": alpha}, x_raw=x, x_display=x, curves=_layerwise())
+                         metrics=RunMetrics(alpha=alpha), x_raw=x, x_display=x,
+                         curves=_layerwise())
 
     panel.overlay.set_runs([run(1, "joint", 0.01), run(2, "layerwise", 0.05)])
     legend = panel.overlay.legend

@@ -59,7 +59,7 @@ def test_export_every_format_and_read_it_back(finished, tmp_path, monkeypatch) -
     assert len(list(svg.iter("{http://www.w3.org/2000/svg}path"))) + \
         len(list(svg.iter("{http://www.w3.org/2000/svg}polyline"))) > 6  # vector curves
     record = json.loads(paths["record"].read_text())
-    assert record["results"]["metrics"]["psnr"] == pytest.approx(run.metrics["psnr"])
+    assert record["results"]["metrics"]["psnr"] == pytest.approx(run.metrics.psnr)
     # `lbi invert --record` reads this file and rebuilds the same request
     from lbi_engine.api import InversionRequest
     from lbi_engine.cli.invert import load_record

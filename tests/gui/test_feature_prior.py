@@ -247,7 +247,7 @@ def test_window_runs_layerwise_on_an_own_network_with_a_chosen_prior(qtbot, make
     run = win.run_table.runs[-1]
     assert run.request["method"] == "layerwise"
     assert run.request["feature_prior"] == str(right)
-    assert np.isfinite(run.metrics["psnr"]) and run.metrics["stages"]
+    assert np.isfinite(run.metrics.psnr) and run.metrics.stages
 
     n = len(messages.OPEN_ERRORS)
     win.set_request({**win.current_request(), "feature_prior": str(wrong)})

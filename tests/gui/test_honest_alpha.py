@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PySide6 import QtWidgets
 
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_gui.model import RunResult
 from lbi_gui.widgets.run_table import COLUMNS, CompareView
 from tests.gui.conftest import wait_idle, wait_ready
@@ -27,8 +28,8 @@ def test_layerwise_runs_the_typed_alpha_and_the_window_says_so(qtbot, make_windo
     win.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
-    assert run.metrics["alpha"] == pytest.approx(0.01)  # it searched 0.0577 before
-    assert run.metrics["stages"][-1]["weight"] == [pytest.approx(0.01)]
+    assert run.metrics.alpha == pytest.approx(0.01)  # it searched 0.0577 before
+    assert run.metrics.stages[-1]["weight"] == [pytest.approx(0.01)]
     cells = _cells(win, run)
     assert cells["alpha"] == "0.01" and cells["alpha rule"] == "typed"
     assert win.reg_panel.alpha.value() == pytest.approx(0.01)
@@ -44,7 +45,8 @@ def test_auto_alpha_records_the_alpha_that_ran_and_its_rule(qtbot) -> None:
     def run(run_id: int, alpha: object, metrics: dict) -> RunResult:
         x = np.full((4, 4), 0.1 * run_id)
         return RunResult(run_id=run_id, request={"method": "layerwise", "alpha": alpha},
-                         stop_reason="tolerance", iterations=5, elapsed=0.1, metrics=metrics,
+                         stop_reason="tolerance", iterations=5, elapsed=0.1,
+                         metrics=RunMetrics.from_dict(metrics),
                          x_raw=x, x_display=x)
 
     auto = run(1, "auto", {"alpha": 0.0577, "alpha_rule": "quasi-optimality (first local "

@@ -147,6 +147,6 @@ def test_window_runs_layerwise_on_a_residual_onnx_with_a_fitted_prior(qtbot, mak
                     timeout=120_000)
     run = win.run_table.runs[-1]
     assert run.request["method"] == "layerwise"
-    assert np.isfinite(run.metrics["psnr"])
-    stages = [s["stage"] for s in run.metrics["stages"]]
+    assert np.isfinite(run.metrics.psnr)
+    stages = [s["stage"] for s in run.metrics.stages]
     assert stages[-1] == "layer 1/5" and "layer 2/5 (sweep 2/2)" in stages

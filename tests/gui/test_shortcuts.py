@@ -120,7 +120,7 @@ def test_dragging_the_alpha_slider_sets_alpha_and_warm_restarts_once(qtbot,
     assert len(win.run_table.runs) == 1
     run = win.run_table.runs[0]
     assert run.request["alpha"] == pytest.approx(alpha)
-    assert run.iterations > k_restart and math.isfinite(run.metrics["objective"])
+    assert run.iterations > k_restart and math.isfinite(run.metrics.objective)
 
 
 def test_ctrl_q_during_a_run_closes_cleanly_and_ends_the_solver(qtbot, make_window,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from lbi_engine import io as lbi_io
+from lbi_engine.results.run_metrics import RunMetrics
 from tests.reliability.conftest import leftover_files
 
 FAILURES = [OSError(28, "No space left on device"), KeyboardInterrupt()]
@@ -130,7 +131,8 @@ def _result(run_id: int = 1, value: float = 0.5) -> Any:
     curves.extend([{"iteration": k, "objective": 1.0 / (k + 1), "elapsed": 0.01 * k,
                     "bregman": [0.1, 0.2]} for k in range(5)])
     return RunResult(run_id=run_id, request=default_request(), stop_reason="max_iterations",
-                     iterations=4, elapsed=0.04, metrics={"objective": 0.2, "psnr": 20.0},
+                     iterations=4, elapsed=0.04,
+                     metrics=RunMetrics(objective=0.2, psnr=20.0),
                      x_raw=np.full((1, 28, 28), value, np.float32),
                      x_display=np.full((28, 28), value, np.float32), curves=curves)
 

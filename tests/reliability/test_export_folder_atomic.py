@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from lbi_engine.results import exports, folder_swap
+from lbi_engine.results.run_metrics import RunMetrics
 from tests.reliability.conftest import leftover_files
 from tests.reliability.kit import Kit
 
@@ -227,7 +228,7 @@ def _result(value: float) -> Any:
     curves.extend([{"iteration": k, "objective": 1.0 / (k + 1), "elapsed": 0.01 * k}
                    for k in range(4)])
     return RunResult(run_id=1, request=default_request(), stop_reason="max_iterations",
-                     iterations=3, elapsed=0.03, metrics={"objective": 0.25},
+                     iterations=3, elapsed=0.03, metrics=RunMetrics(objective=0.25),
                      x_raw=np.full((1, 28, 28), value, np.float32),
                      x_display=np.full((28, 28), value, np.float32), curves=curves)
 

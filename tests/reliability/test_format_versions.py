@@ -14,6 +14,7 @@ import pytest
 
 from lbi_engine.api import FORMAT_VERSION, InversionRequest
 from lbi_engine.errors import DataFileError, FormatVersionError, InputError, LbiError
+from lbi_engine.results.run_metrics import RunMetrics
 from tests.reliability import corpus
 from tests.reliability.kit import Kit
 
@@ -83,7 +84,8 @@ def test_gui_run_record_is_repeatable_by_the_cli(kit: Kit, tmp_path: Path, cli) 
 
     request = InversionRequest.from_dict({"format_version": 1, **kit.base_request(max_iter=3)})
     result = RunResult(run_id=1, request=request.to_dict(), stop_reason="max_iterations",
-                       iterations=3, elapsed=0.1, metrics={}, x_raw=np.zeros((1, 28, 28)),
+                       iterations=3, elapsed=0.1, metrics=RunMetrics(),
+                       x_raw=np.zeros((1, 28, 28)),
                        x_display=np.zeros((28, 28)))
     record = run_record(result)
     assert record["format_version"] >= 1

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from lbi_engine.errors import LbiError
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_gui.model.session import load_session
 from tests.reliability import hostile_files as hf
 
@@ -88,7 +89,8 @@ def test_runs_in_a_session_cannot_carry_consent(tmp_path: Path) -> None:
                     "primal_residual": 0.1, "dual_residual": 0.1, "psnr": 10.0, "ssim": 0.5,
                     "elapsed": 0.1, "bregman": [0.5]}])
     run = RunResult(run_id=1, request=req, stop_reason="max_iterations", iterations=1,
-                    elapsed=0.1, metrics={}, x_raw=np.zeros((1, 28, 28), np.float32),
+                    elapsed=0.1, metrics=RunMetrics(),
+                    x_raw=np.zeros((1, 28, 28), np.float32),
                     x_display=np.zeros((28, 28), np.float32), curves=curves,
                     segments=[(0, dict(req))])
     path = save_session(tmp_path / "r.lbisession",

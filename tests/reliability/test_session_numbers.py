@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lbi_engine.errors import DataFileError
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_gui.model.runs import CurveStore, RunResult
 from lbi_gui.model.session import SessionState, load_session, save_session
 from lbi_gui.params import DEFAULT_REQUEST
@@ -46,7 +47,8 @@ def test_non_finite_numbers_are_one_line_naming_the_field(tmp_path: Path, meta: 
 def test_a_run_stopped_before_its_first_report_reopens(tmp_path: Path) -> None:
     empty = CurveStore()
     run = RunResult(run_id=1, request=dict(DEFAULT_REQUEST), stop_reason="stopped",
-                    iterations=0, elapsed=0.0, metrics={}, x_raw=np.zeros((1, 28, 28)),
+                    iterations=0, elapsed=0.0, metrics=RunMetrics(),
+                    x_raw=np.zeros((1, 28, 28)),
                     x_display=np.zeros((1, 28, 28)), curves=empty)
     state = SessionState(request=dict(DEFAULT_REQUEST), gui={}, runs=[run], curves=empty,
                          shown=None)

@@ -119,17 +119,16 @@ def test_a_warm_start_continues_the_weighted_joint_run():
 def test_the_api_marks_graph_runs_for_the_raise_and_a_warm_restart_keeps_its_weight():
     from types import SimpleNamespace
 
-    from lbi_engine.api import _hidden_weight_auto
+    from lbi_engine.api.running import hidden_weight_auto
     from lbi_engine.request import InversionRequest
     from tests.engine.models.test_graph_networks import _problem, _small
 
     graph = _problem(_small("residual"))
-    joint = InversionRequest(method="joint")
-    assert _hidden_weight_auto(graph, joint, None).extras[AUTO_WEIGHT] == 1.0
+    options = InversionRequest().solver_options()
+    assert hidden_weight_auto(graph, "joint", options, None).extras[AUTO_WEIGHT] == 1.0
     record = SimpleNamespace(extras={"hidden_weight": 100.0})
-    assert _hidden_weight_auto(graph, joint, {"extras": record.extras}) \
+    assert hidden_weight_auto(graph, "joint", options, {"extras": record.extras}) \
         .extras[AUTO_WEIGHT] == 100.0
-    fixed = InversionRequest(method="joint", options={"hidden_weight": 30})
-    assert AUTO_WEIGHT not in _hidden_weight_auto(graph, fixed, None).extras
-    layerwise = InversionRequest(method="layerwise")
-    assert AUTO_WEIGHT not in _hidden_weight_auto(graph, layerwise, None).extras
+    fixed = InversionRequest(method="joint", options={"hidden_weight": 30}).solver_options()
+    assert AUTO_WEIGHT not in hidden_weight_auto(graph, "joint", fixed, None).extras
+    assert AUTO_WEIGHT not in hidden_weight_auto(graph, "layerwise", options, None).extras

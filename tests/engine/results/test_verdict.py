@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_engine.results.verdict import FLAT_RATIO, contrast_ratio, judge
 
 
@@ -27,13 +28,13 @@ def test_contrast_ratio_is_the_ratio_of_spatial_standard_deviations() -> None:
 def test_a_flat_mean_colour_square_is_named_with_the_next_step() -> None:
     t = _truth()
     mean = t.mean(axis=(1, 2), keepdims=True)
-    flat = judge({"alpha": 0.658}, x=mean + 0.05 * (t - mean), truth=t,
+    flat = judge(RunMetrics(alpha=0.658), x=mean + 0.05 * (t - mean), truth=t,
                  stop_reason="tolerance")
     assert [c.kind for c in flat] == ["flat"]
     assert flat[0].text == "flat result: 5% of the ground truth's contrast at α = 0.658"
     assert "smaller α" in flat[0].advice
     sharp = mean + (FLAT_RATIO + 0.01) * (t - mean)
-    assert judge({"alpha": 0.1}, x=sharp, truth=t, stop_reason="tolerance") == []
+    assert judge(RunMetrics(alpha=0.1), x=sharp, truth=t, stop_reason="tolerance") == []
 
 
 def test_over_regularised_cap_and_missed_target() -> None:
@@ -41,7 +42,8 @@ def test_over_regularised_cap_and_missed_target() -> None:
                "alpha_path": [{"alpha": 0.1, "discrepancy": 2.0, "psnr": 21.44},
                               {"alpha": 0.5, "discrepancy": 3.0, "psnr": 20.77}],
                "psnr": 20.77}
-    kinds = {c.kind: c for c in judge(metrics, stop_reason="max_iterations", max_iter=750)}
+    kinds = {c.kind: c for c in judge(RunMetrics(**metrics), stop_reason="max_iterations",
+                                      max_iter=750)}
     assert set(kinds) == {"over-regularised", "iteration cap", "α target missed",
                           "better α passed"}
     assert "3.0× the noise's norm" in kinds["over-regularised"].text
@@ -52,5 +54,5 @@ def test_over_regularised_cap_and_missed_target() -> None:
     # within the search's own tolerance, at twice the noise or less, no better point: quiet
     met = {"alpha": 0.5, "discrepancy": 0.87, "noise_norm": 1.0, "alpha_target": 0.85,
            "alpha_path": [{"alpha": 0.5, "discrepancy": 0.87, "psnr": 20.0}], "psnr": 20.0}
-    assert judge(met, stop_reason="tolerance") == []
-    assert judge({"discrepancy": 5.0, "noise_norm": 0.0}) == []  # no noise: nothing to compare
+    assert judge(RunMetrics(**met), stop_reason="tolerance") == []
+    assert judge(RunMetrics(discrepancy=5.0, noise_norm=0.0)) == []  # no noise: nothing to compare

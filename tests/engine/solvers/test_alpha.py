@@ -496,7 +496,7 @@ def test_a_boxed_prior_aims_at_a_larger_residual(reg: str, factor: str | None) -
                                        index=7, seed=7, noise_std=0.1, regulariser=regulariser,
                                        max_iter=60)
         prepared = api.prepare(request)
-        return float(api.final_metrics(prepared, final(api.iterate(prepared)))["alpha_target"])
+        return float(api.final_metrics(prepared, final(api.iterate(prepared))).alpha_target)
 
     want = getattr(whole, factor) if factor else 1.0
     assert 1.0 < whole.TAU_BOX <= 1.2
@@ -566,7 +566,7 @@ def test_the_time_split_adds_up_to_the_run_and_records_name_their_stage() -> Non
     prepared = prepare(request, load_zoo("mnist-cnn-ae"))
     records = list(iterate(prepared))
     last = records[-1]
-    metrics = final_metrics(prepared, last)
+    metrics = final_metrics(prepared, last).to_dict()
     split = metrics["time_split"]
     path = last.extras["alpha_path"]
     assert [s["stage"] for s in split] == ["start"] + ["alpha search"] * len(path) + \

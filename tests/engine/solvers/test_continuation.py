@@ -191,11 +191,12 @@ def _truth_image(side: int) -> np.ndarray:
 
 def test_the_bundled_networks_keep_their_calibrated_search() -> None:
     from lbi_engine import api
+    from lbi_engine.api.running import starts_by_continuation
     from lbi_engine.request import InversionRequest
 
     prepared = api.prepare(InversionRequest(network="natural-cnn-ae", dataset="natural",
                                             noise_std=0.05))
-    assert not api._starts_by_continuation(prepared.problem, prepared.request)
+    assert not starts_by_continuation(prepared.problem, prepared.request, prepared.method)
     assert math.isfinite(float(prepared.problem.y_delta.sum()))
 
 

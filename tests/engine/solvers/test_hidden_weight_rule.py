@@ -43,16 +43,17 @@ def test_chains_and_graphs_with_a_scaling_hidden_state_may_be_raised() -> None:
 
 
 def test_the_api_marks_a_relu_chain_for_the_raise() -> None:
-    from lbi_engine.api import _hidden_weight_auto
+    from lbi_engine.api.running import hidden_weight_auto
     from lbi_engine.request import InversionRequest
 
     _, net = _relu_chain()
     x0 = torch.rand(1, 6, dtype=F64)
     problem = InversionProblem(net, net.forward(x0), make_regulariser("tikhonov"), 0.1)
-    marked = _hidden_weight_auto(problem, InversionRequest(method="joint"), None)
+    marked = hidden_weight_auto(problem, "joint", InversionRequest().solver_options(), None)
     assert marked.extras[AUTO_WEIGHT] == 1.0
     fixed = InversionRequest(method="joint", options={"hidden_weight": 1.0})
-    assert AUTO_WEIGHT not in _hidden_weight_auto(problem, fixed, None).extras
+    assert AUTO_WEIGHT not in hidden_weight_auto(problem, "joint", fixed.solver_options(),
+                                                  None).extras
 
 
 def test_the_weighted_relaxation_measures_the_residual_in_the_discounted_norm() -> None:

@@ -54,7 +54,7 @@ def test_run_to_completion_matches_the_engine_in_process(qtbot, make_window, hos
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
     assert run.iterations == 60 and run.stop_reason == "max_iterations"
-    assert run.metrics["psnr"] > 12.0  # a digit, not zeros (~6 dB)
+    assert run.metrics.psnr > 12.0  # a digit, not zeros (~6 dB)
     assert win.controller.curves.arrays()["iteration"][-1] == 60
     # the same request run here, without the window, gives the same iterate
     eng = engine.load_full_engine()
@@ -131,7 +131,7 @@ def test_killed_child_gives_a_dialog_and_the_next_run_works(qtbot, make_window, 
     win.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
-    assert run.iterations == 30 and run.metrics["psnr"] > 10.0
+    assert run.iterations == 30 and run.metrics.psnr > 10.0
     assert host.pid not in (None, pid)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_gui.engine import messages as m
 from lbi_gui.engine.run_driver import RunDriver
 from tests.gui.fake_engine import RATE, make_fake_engine
@@ -38,7 +39,7 @@ def _progress() -> m.Progress:
 
 def _outcome() -> m.RunOutcome:
     return m.RunOutcome(run_id=3, request=dict(REQUEST), stop_reason="max_iterations",
-                        iterations=6, elapsed=0.5, metrics={"psnr": 20.0},
+                        iterations=6, elapsed=0.5, metrics=RunMetrics(psnr=20.0),
                         x_raw=np.ones(4), x_display=np.ones((2, 2)), aux_display=[],
                         user_action=None, segments=[(0, dict(REQUEST))])
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from lbi_engine.errors import LbiError
+from lbi_engine.results.run_metrics import RunMetrics
 from lbi_gui.model import AppModel, CurveStore, EventEmitter, RunList, RunResult, Selection
 from lbi_gui.model.run_list import COLUMNS, cell_text, matches, sort_key
 from lbi_gui.model.selection import sample_label
@@ -29,8 +30,8 @@ def _run(run_id: int, *, method: str = "joint", alpha: Any = 0.01, psnr: float |
     req = default_request(method=method, alpha=alpha, **request)
     x = np.full((28, 28), run_id / 10, np.float32)
     return RunResult(run_id=run_id, request=req, stop_reason="max_iterations", iterations=3,
-                     elapsed=0.3, metrics={"psnr": psnr, "objective": 0.25}, x_raw=x[None],
-                     x_display=x, curves=curves, notes=notes)
+                     elapsed=0.3, metrics=RunMetrics(psnr=psnr, objective=0.25),
+                     x_raw=x[None], x_display=x, curves=curves, notes=notes)
 
 
 class Recorder:
@@ -216,9 +217,9 @@ def test_session_round_trip_through_two_models(tmp_path) -> None:
     assert state.gui["levels"] == [0.0, 0.8] and np.array_equal(state.shown, shown)
     a, b = model.runs.get(1), other.runs.get(1)
     assert b.notes == "#keep this" and b.tags == ["#keep"]
-    assert np.array_equal(a.x_display, b.x_display) and b.metrics["psnr"] == 20.0
+    assert np.array_equal(a.x_display, b.x_display) and b.metrics.psnr == 20.0
     assert np.allclose(b.curves.arrays()["objective"], [1, 1 / 2, 1 / 3, 1 / 4])
-    assert other.runs.get(2).metrics["psnr"] is None
+    assert other.runs.get(2).metrics.psnr is None
     assert np.array_equal(state.curves.arrays()["psnr"], curves.arrays()["psnr"])
 
 
@@ -305,8 +306,8 @@ def test_table_says_which_regulariser_auto_ran() -> None:
     """The Runs table shows what ran, as result.json's regulariser_run says: 'auto' alone
     hides whether the learned prior or TV was used."""
     run = _run(1, regulariser="auto")
-    run.metrics["regulariser_run"] = "gaussian + box [0, 1] (03bdc639cae0)"
+    run.metrics.regulariser_run = "gaussian + box [0, 1] (03bdc639cae0)"
     assert run.table_row()["regulariser"] == "auto: gaussian + box [0, 1]"
     named = _run(2, regulariser="tv")
-    named.metrics["regulariser_run"] = "total variation (isotropic)"
+    named.metrics.regulariser_run = "total variation (isotropic)"
     assert named.table_row()["regulariser"] == "tv"  # a named choice is shown as named

@@ -1,4 +1,4 @@
-"""The slow one-time work of a run, done before its first iteration (see ``_warm_up``)."""
+"""The slow one-time work of a run, done before its first iteration (see ``warm_up``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 
-def _warm_up(network: Any, method: str, device: torch.device, dtype: torch.dtype) -> Any:
+def warm_up(network: Any, method: str, device: torch.device, dtype: torch.dtype) -> Any:
     """The network on ``device``/``dtype``, with the slow one-time work of a run done now.
 
     Why: a run is cancellable only between iterations, so anything slow before or in its

@@ -32,11 +32,11 @@ def test_solve_of_a_request_is_run_to_end_typed() -> None:
     assert [r.iteration for r in result.history] == [r.iteration for r in records]
     assert result.history[-1].final and result.iterations == final.iteration
     assert (result.alpha, result.alpha_rule, result.method_run) == (0.02, "fixed", "one-layer")
-    assert result.stop_reason == expected["stop_reason"] and result.stop_rule == \
-        expected["stop_rule"]
-    assert result.psnr == pytest.approx(expected["psnr"], abs=0)
-    assert result.ssim == pytest.approx(expected["ssim"], abs=0)
-    assert result.decoder_psnr == pytest.approx(expected["decoder_psnr"], abs=0)
+    assert result.stop_reason == expected.stop_reason and result.stop_rule == \
+        expected.stop_rule
+    assert result.psnr == pytest.approx(expected.psnr, abs=0)
+    assert result.ssim == pytest.approx(expected.ssim, abs=0)
+    assert result.decoder_psnr == pytest.approx(expected.decoder_psnr, abs=0)
     assert result.psnr is not None and result.psnr > result.decoder_psnr - 3  # a real image
     # the arguments override the request's settings: the same as a request that says them
     other = lbi.solve(request, alpha=0.05, stop=StopRule(max_iter=40, tol=0.0))

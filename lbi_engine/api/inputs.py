@@ -13,7 +13,7 @@ from lbi_engine.errors import InputError, ShapeMismatchError
 from lbi_engine.request import InversionRequest
 
 
-def _load_truth(request: InversionRequest, input_shape: tuple[int, ...]) -> np.ndarray | None:
+def load_truth(request: InversionRequest, input_shape: tuple[int, ...]) -> np.ndarray | None:
     """The ground truth in display space [0, 1], shaped like the network input when possible:
     an image is read with the network's channel count (grey for one channel or a flat input,
     RGB for three) and, with ``resize``, at its height and width."""
@@ -37,7 +37,7 @@ def _input_hw(shape: tuple[int, ...]) -> tuple[int, int] | None:
     return (side, side) if side * side == shape[0] else None
 
 
-def _as_network_input(truth: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
+def as_network_input(truth: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
     size = math.prod(input_shape)
     given = truth.shape[1:] if truth.ndim == 4 and truth.shape[0] == 1 else truth.shape
     if len(given) == 3 and len(input_shape) == 3 and given[0] != input_shape[0]:
@@ -55,7 +55,7 @@ def _as_network_input(truth: np.ndarray, input_shape: tuple[int, ...], source: s
     return truth.reshape(1, *input_shape)
 
 
-def _feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any:
+def feature_priors(request: InversionRequest, bundle: Any, encoder: Any) -> Any:
     """The learned feature prior for the layer-wise method: the request's file, else the one
     shipped beside a zoo network's weights, else None. Checked against the weights' hash."""
     from lbi_engine.models.zoo import list_zoo
