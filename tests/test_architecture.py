@@ -198,3 +198,14 @@ def test_engine_tests_mirror_the_engine_packages() -> None:
     assert tests <= packages, sorted(tests - packages)
     # tested elsewhere: cli/ in tests/cli, experiments/ and results/ through the CLI and GUI
     assert packages - tests <= {"cli", "experiments", "results"}, sorted(packages - tests)
+
+
+def test_gui_tests_mirror_the_gui_packages() -> None:
+    """tests/gui/<name>/ holds the tests of lbi_gui/<name>/; tests/gui/ itself the tests of
+    lbi_gui's top-level modules and the end-to-end runs of the application."""
+    root = Path(__file__).resolve().parent.parent
+    tests = {p.name for p in (root / "tests" / "gui").iterdir()
+             if p.is_dir() and (p / "__init__.py").exists()}
+    packages = {p.name for p in (root / "lbi_gui").iterdir()
+                if p.is_dir() and (p / "__init__.py").exists()}
+    assert tests == packages, (sorted(tests - packages), sorted(packages - tests))

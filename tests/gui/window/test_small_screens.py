@@ -1,5 +1,5 @@
 """The window on small screens: opens inside the available area, remembers the user's size,
-every control reachable at 1280×720 and usable at 1024×700 (issue #20, "Fit")."""
+every control reachable at 1280×720 and usable at 1024×700."""
 
 from __future__ import annotations
 

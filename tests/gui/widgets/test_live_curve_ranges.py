@@ -29,7 +29,7 @@ def test_held_ranges_change_only_when_data_leaves_them(qtbot) -> None:
     store.extend(_points(0, 20))
     panel.update_curves(store, live_until=1000)
     x0 = panel.plots["objective"].viewRange()[0]
-    # The x axis follows the data (issue #20, defect 6): [0, 1.5 × last iteration], not the
+    # The x axis follows the data: [0, 1.5 × last iteration], not the
     # expected end of the run, which squashed long runs into the left edge.
     assert x0[0] < 0 and 19 < x0[1] < 1.6 * 19
     held = dict(panel._y_ranges)

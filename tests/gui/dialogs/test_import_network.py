@@ -75,7 +75,7 @@ def test_dialog_converts_max_pooling_by_its_rewrite(qtbot, tmp_path):
 def test_file_menu_action_opens_the_dialog_and_then_the_network(qtbot, tmp_path, make_window,
                                                                monkeypatch):
     # the real engine: a fake-engine window followed by a real-engine one in the same process
-    # leaves the second unable to prepare (seen with tests/gui/test_shortcuts.py)
+    # leaves the second unable to prepare (seen with tests/gui/window/test_shortcuts.py)
     win = make_window()
     opened: list[str] = []
     monkeypatch.setattr(win, "open_network", opened.append)

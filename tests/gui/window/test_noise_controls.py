@@ -1,4 +1,4 @@
-"""Defect 13 (issue #20): the noise controls are off whenever y is measured (a file given
+"""The noise controls are off whenever y is measured (a file given
 at start-up or in a restored request, not only when chosen in the data panel): noise is
 added to a network's output only, and measured data already has its own."""
 

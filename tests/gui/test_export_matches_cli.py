@@ -1,4 +1,4 @@
-"""One results writer (issue #20, defect 10): the same request run by ``lbi invert`` and by
+"""One results writer: the same request run by ``lbi invert`` and by
 the window, exported from the window, gives the same files: the same curves.csv columns and
 values, the same reconstruction.npy (the perceptron's centring undone: the GUI's NPY was
 offset by its 0.131 mean), the same result.json parameters and metrics."""

@@ -1,4 +1,4 @@
-"""The "Auto α" checkbox of the regularisation panel (issue #18)."""
+"""The "Auto α" checkbox of the regularisation panel."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Defect 13 (issue #20), legend size: the curves' legends stay small relative to their plot
+"""Legend size: the curves' legends stay small relative to their plot
 and cover none of a typical run's curve points, or at most a tenth of them when curves fill
 every corner of a small plot (each legend goes to the corner with the fewest points)."""
 
