@@ -20,7 +20,7 @@ from lbi_engine.models._chain_shapes import chain_output_sizes
 from lbi_engine.models.cards import build_module
 from lbi_engine.models.footprint import meta_footprint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class _MetaOnly(nn.Sequential):

@@ -1,5 +1,6 @@
-"""Reliability gaps once found in the GUI (formerly strict expected failures), now fixed:
-each test states the required behaviour and guards the fix."""
+"""Odd inputs through the window: a session with mistyped request values is refused, measured
+data clipped to the activation's range is said to be, and a network file whose name is not
+UTF-8 opens."""
 
 from __future__ import annotations
 
