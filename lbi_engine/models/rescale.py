@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 #: The weight the discrepancy search raises "auto" to on a network whose target it
 #: found out of reach at weight 1 (lbi_engine/solvers/alpha/whole.py, MATH.md §5.7). Chosen
-#: on the random resnet18 parts of bench_graph_slices (benchmarks/hidden_weight_study.py:
+#: on the random resnet18 parts of bench_graph_slices (benchmarks/studies/hidden_weight_study.py:
 #: weights 1 / 9 / 100 / 900 gave 20.92 / 24.79 / 26.05 / 25.88 dB on the residual blocks,
 #: L-BFGS 26.35).
 HIDDEN_WEIGHT_RAISED = 100.0
