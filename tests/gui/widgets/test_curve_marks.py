@@ -146,3 +146,28 @@ def test_log_x_and_a_time_axis_without_an_si_factor(panel, qtbot) -> None:
     for plot in panel.plots.values():
         text = plot.getAxis("bottom").labelString()
         assert "x0.001" not in text and "(x" not in text and "time [s]" in text
+
+
+def test_restart_labels_do_not_overprint(qtbot) -> None:
+    from lbi_gui.model.runs import CurveStore
+    from lbi_gui.widgets.curves import CurvesPanel
+
+    panel = CurvesPanel()
+    qtbot.addWidget(panel)
+    panel.resize(900, 400)
+    panel.show()
+    store = CurveStore()
+    store.extend([{"iteration": k, "objective": 0.99 ** k, "reg_term": 0.1,
+                   "discrepancy": 0.1, "primal_residual": 0.1, "dual_residual": 0.1,
+                   "psnr": 20.0, "ssim": 0.5, "elapsed": k * 1e-3, "bregman": [0.1]}
+                  for k in range(300)])
+    panel.update_curves(store)
+    for k in (100, 104, 108):  # three restarts close together (a slider drag)
+        panel.mark_restart(k, "α 0.009→0.02")
+    qtbot.wait(50)
+    labels = [line.label for plot, line in panel.restart_lines
+              if plot is panel.plots["objective"]]
+    boxes = [lab.mapRectToScene(lab.boundingRect()) for lab in labels]
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            assert not boxes[i].intersects(boxes[j]), (boxes[i], boxes[j])

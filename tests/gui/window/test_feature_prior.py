@@ -11,7 +11,7 @@ import pytest
 from PySide6 import QtWidgets
 
 from lbi_gui.dialogs import messages
-from lbi_gui.params import FIT_PRIOR_HINT
+from lbi_gui.params import FIT_PRIOR_HINT, METHOD_LABELS
 from lbi_gui.widgets.solver_panel import PRIOR_NEEDED, SolverPanel
 from tests.gui.conftest import wait_idle, wait_ready
 
@@ -298,3 +298,29 @@ def test_another_prior_makes_a_layerwise_result_stale(qtbot, fake_engine, make_w
     assert win.files.choose_feature_prior(str(_prior_files(tmp_path / "b.prior")) + ".json")
     wait_ready(qtbot, win)
     assert win.status_reason.text() == "stale: feature prior a.prior→b.prior"
+
+
+def test_run_all_leaves_out_layerwise_without_a_feature_prior(qtbot, fake_engine, make_window,
+                                                              monkeypatch) -> None:
+    fake_engine()
+    win = make_window({"network": "fake-net"})
+    asked: list[list[str]] = []
+    monkeypatch.setattr(win.controller, "run_all", lambda req, methods: asked.append(methods))
+    win.run_all_methods()
+    assert asked and "joint" in asked[0]
+    if win.info is not None and len(win.info.layers) > 1:  # fake-net has no prior file
+        assert "layerwise" not in asked[0]
+    assert "prior" in METHOD_LABELS["layerwise"]
+
+
+def test_feature_prior_availability_is_read_from_files(tmp_path) -> None:
+    from lbi_gui.params import feature_prior_available
+
+    assert feature_prior_available("mnist-cnn-ae", None)  # shipped beside the weights
+    assert not feature_prior_available("mnist-perceptron-ae", None)
+    base = tmp_path / "mine.prior"
+    assert not feature_prior_available("x", str(base))
+    (tmp_path / "mine.prior.json").write_text("{}")
+    assert not feature_prior_available("x", str(base) + ".json")  # tensors missing
+    (tmp_path / "mine.prior.safetensors").write_bytes(b"")
+    assert feature_prior_available("x", str(base))

@@ -23,3 +23,17 @@ def test_noise_controls_are_off_when_the_window_starts_with_measured_y(qtbot, fa
     assert not panel.resample.isEnabled()
     win.data_panel.use_dataset.click()  # back to a dataset sample: noise applies again
     assert panel.std.isEnabled() and panel.seed.isEnabled()
+
+
+def test_noise_controls_disabled_for_measured_y(qtbot, fake_engine, make_window,
+                                                tmp_path) -> None:
+    fake_engine()
+    win = make_window({"network": "fake-net"})
+    assert win.noise_panel.std.isEnabled() and win.noise_panel.seed.isEnabled()
+    y = tmp_path / "y.npy"
+    np.save(y, np.zeros(8, dtype=np.float32))
+    win.data_panel.set_file("data", str(y))
+    assert not win.noise_panel.std.isEnabled() and not win.noise_panel.seed.isEnabled()
+    assert not win.noise_panel.resample.isEnabled()
+    win.data_panel.use_dataset.click()
+    assert win.noise_panel.std.isEnabled()
