@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[benchmarks] {name}: {title} ...", flush=True)
         t0 = time.perf_counter()
         try:
-            section = __import__(f"benchmarks.{module}", fromlist=["run"]).run(quick=args.quick)
+            suite_module = __import__(f"benchmarks.suite.{module}", fromlist=["run"])
+            section = suite_module.run(quick=args.quick)
         except Exception:  # a broken benchmark must not lose the others' figures
             failed = True
             section = Section(name, title, skipped="error:\n\n```\n" + traceback.format_exc()

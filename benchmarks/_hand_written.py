@@ -1,5 +1,5 @@
 """What a PyTorch user writes instead of lbi to invert a network: the baselines of
-``bench_multilayer`` (issue #23, item 3).
+``bench_multilayer`` and of the vision-network studies.
 
 * ``lbfgs_curve``: ``torch.optim.LBFGS`` (strong Wolfe line search, history 20, x_0 = 0) on
   1/2 ||E(x) - y||^2 + alpha TV_eps(x), TV smoothed so that L-BFGS sees a smooth objective.

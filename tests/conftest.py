@@ -15,7 +15,7 @@ _deprecations.install()
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 # The solver runs in a thread of the test process by default (starts at once; monkeypatched
-# engines are visible to it); tests/gui/test_engine_process.py covers the process backend.
+# engines are visible to it); tests/gui/engine/test_engine_process.py covers the process backend.
 os.environ.setdefault("LBI_ENGINE_BACKEND", "thread")
 # Windows closed by tests and scripts never ask about unsaved runs (a modal box would wait
 # forever); tests of that prompt switch it on per window.

@@ -221,3 +221,14 @@ def test_api_files_share_only_public_names() -> None:
                 private += [f"{f.relative_to(ROOT)}: {node.module}.{a.name}"
                             for a in node.names if a.name.startswith("_")]
     assert not private, private
+
+
+def test_gui_tests_mirror_the_gui_packages() -> None:
+    """tests/gui/<name>/ holds the tests of lbi_gui/<name>/; tests/gui/ itself the tests of
+    lbi_gui's top-level modules and the end-to-end runs of the application."""
+    root = Path(__file__).resolve().parent.parent
+    tests = {p.name for p in (root / "tests" / "gui").iterdir()
+             if p.is_dir() and (p / "__init__.py").exists()}
+    packages = {p.name for p in (root / "lbi_gui").iterdir()
+                if p.is_dir() and (p / "__init__.py").exists()}
+    assert tests == packages, (sorted(tests - packages), sorted(packages - tests))

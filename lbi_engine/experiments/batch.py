@@ -274,7 +274,7 @@ def torch_threads(count: int | None) -> Iterator[None]:
     """Temporarily run torch's CPU kernels on ``count`` threads (None: leave as is).
 
     Why: for small matrices the OpenMP hand-off costs more than the arithmetic, and on a
-    busy 2-core machine two spinning threads were measured 7x slower than one.
+    busy machine spinning threads slow each other (docs/developer/calibration.md).
     """
     if count is None:
         yield

@@ -373,7 +373,7 @@ def onnx_sequential(path: str | Path, input_shape: Sequence[int] | None = None,
         raise ModelFileError(f"ONNX file {str(p)!r} is not a valid model: "
                              f"{str(exc).strip().splitlines()[0][:300]}. Export it again.") from exc
     nodes, most = len(model.graph.node), _max_graph_nodes()
-    if nodes > most:  # lifting walks every node (20,000 took 76 s): refuse before
+    if nodes > most:  # lifting walks every node (docs/developer/calibration.md): refuse before
         raise ModelFileError(f"ONNX file {str(p)!r} has {nodes:,} nodes; lbi lifts graphs of at "
                              f"most {most:,} (simplify it, e.g. with onnxsim, or raise the bound "
                              f"with {MAX_NODES_ENV}={nodes})")

@@ -16,11 +16,12 @@ divided by c_l to give the network's own.
 
 Why weight the hidden terms: on residual networks the lifted variables absorb part of the
 fit that the network's forward must make (a block's input enters twice), and the lifted
-solution drifts from the network's inverse. Weight 100 closed a 4-5 dB gap to L-BFGS on a
-resnet18 slice (benchmarks/RESULTS.md, "hidden-weight"); on the trained natural-res-ae it lost
-0.1-1.1 dB. Hence "auto" is 1 and the discrepancy search raises it (``HIDDEN_WEIGHT_RAISED``)
-on any network (graph or chain) whose target it finds out of reach at weight 1: the sign
-that the lifted states, not the input, absorb the fit (the rule's derivation: MATH.md §5.7).
+solution drifts from the network's inverse. A large weight closes most of the gap to
+L-BFGS on a random resnet18 slice and costs a little on a trained residual autoencoder
+(docs/developer/calibration.md). Hence "auto" is 1 and the discrepancy search raises it
+(``HIDDEN_WEIGHT_RAISED``) on any network (graph or chain) whose target it finds out of
+reach at weight 1: the sign that the lifted states, not the input, absorb the fit (the rule's
+derivation: MATH.md §5.7).
 """
 
 from __future__ import annotations
@@ -39,10 +40,9 @@ if TYPE_CHECKING:
     from lbi_engine.models.network import LiftedNetwork
 
 #: The weight the discrepancy search raises "auto" to on a network whose target it
-#: found out of reach at weight 1 (lbi_engine/solvers/alpha/whole.py, MATH.md §5.7). Chosen
-#: on the random resnet18 parts of bench_graph_slices (benchmarks/hidden_weight_study.py:
-#: weights 1 / 9 / 100 / 900 gave 20.92 / 24.79 / 26.05 / 25.88 dB on the residual blocks,
-#: L-BFGS 26.35).
+#: found out of reach at weight 1 (lbi_engine/solvers/alpha/whole.py, MATH.md §5.7): the best
+#: of a grid of weights on the random resnet18 parts of bench_graph_slices
+#: (docs/developer/calibration.md).
 HIDDEN_WEIGHT_RAISED = 100.0
 #: problem.extras key: the weight "auto" stands for in this problem (absent: 1, the paper's)
 AUTO_WEIGHT = "hidden_weight_auto"

@@ -17,7 +17,7 @@ from torch import Tensor
 from lbi_engine.errors import ShapeMismatchError
 
 # norm(): an exact value (eigenvalues of the Gram matrix of the smaller side, float64) is
-# affordable up to these sizes (0.1-1 s for a 1024-sided Gram matrix on 2 busy cores). Above
+# affordable up to these sizes (about a second at most; docs/developer/calibration.md). Above
 # them an iterative estimate is used (Lanczos on W^T W, i.e. accelerated power iteration; it
 # converges from below) and multiplied by ITER_SAFETY = 1.01 so that it is an upper bound,
 # which is what step-size rules such as tau < 2/||W||^2 need.

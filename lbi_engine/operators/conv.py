@@ -80,15 +80,13 @@ class Conv2dMap(AffineMap):
                          (w + pl + pr - dw * (kw - 1) - 1) % sw)
         self._symmetric = pt == pb and pl == pr
         # one input channel per group and several outputs each (the max-pool rewrite's first
-        # layer, MATH.md §5.6): conv_transpose2d takes a slow path there on the CPU (1.7 ms
-        # against 0.56 ms for 64 groups x 14 on 64x64), so the adjoint is W^T per group
-        # followed by col2im (F.fold)
+        # layer, MATH.md §5.6): conv_transpose2d takes a slow path there on the CPU, so the
+        # adjoint is W^T per group followed by col2im (F.fold)
         self._fold_adjoint = self.groups > 1 and cin_g == 1 and cout > self.groups
         # a strided stem (few input channels, a kernel of 5 or more): conv_transpose2d is
-        # 2x slower there than its polyphase form, s^2 stride-1 convolutions in one
-        # (``_adjoint_by_phases``; 1.09 -> 0.52 ms for resnet18's 7x7/2 stem at 128x128, and
-        # 0.30 -> 0.24 for alexnet's 11x11/4 at 64x64). Measured slower with 3x3 and 1x1
-        # kernels (0.2 -> 0.3 ms on 64 -> 128 channels, 3x3/2), which keep conv_transpose2d.
+        # slower there than its polyphase form, s^2 stride-1 convolutions in one
+        # (``_adjoint_by_phases``); with 3x3 and 1x1 kernels it is the faster, so they keep it
+        # (both rules: docs/developer/calibration.md, benchmarks.studies.conv_adjoints)
         self._by_phases = self.groups == 1 and max(sh, sw) > 1 and (dh, dw) == (1, 1) \
             and min(kh, kw) >= 5
         # (the weight it was made from, the phase weight): made on first use, and again when
@@ -255,7 +253,8 @@ class AvgPool2dMap(AffineMap):
         self._d_cache: dict[tuple[torch.device, torch.dtype], Tensor] = {}
         # windows that tile the input without overlap or padding (AvgPool2d(k) with floor
         # mode, the usual LeNet pooling): the adjoint spreads D r over each window, a copy
-        # (expand + reshape) 5-10x cheaper than the transposed convolution on the CPU
+        # (expand + reshape) cheaper than the transposed convolution on the CPU
+        # (docs/developer/calibration.md)
         self._tiles = (self.kernel == self.stride and self.padding == (0, 0)
                        and ho * kh <= h and wo * kw <= w)
 

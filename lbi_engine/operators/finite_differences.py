@@ -94,11 +94,12 @@ def tv_aniso_value(x: Tensor) -> Tensor:
 
 # -- allocation-free grad/div for iterative solvers ----------------------------------------------
 # PDHG applies grad and div once per iteration to arrays of a few thousand pixels, where the
-# cost of a torch call (~1-2 us) and of creating view objects (~1 us each) dominates the
-# arithmetic. Working on the flattened image (H*W) turns both directions into differences of
-# *contiguous* slices (offset W for rows, 1 for columns), and creating those slices once per
-# buffer removes the view overhead. The column difference across a row boundary is wrong in
-# flat indexing, so grad zeroes column W-1 of its second component afterwards; div relies on the
+# cost of a torch call and of creating view objects dominates the arithmetic
+# (docs/developer/calibration.md). Working on the flattened image (H*W) turns both
+# directions into differences of *contiguous* slices (offset W for rows, 1 for columns),
+# and creating those slices once per buffer removes the view overhead. The column
+# difference across a row boundary is wrong in flat indexing, so grad zeroes column W-1
+# of its second component afterwards; div relies on the
 # same entries (and the last row of the first component) being 0, which grad guarantees and
 # :func:`zero_unused` restores for a dual variable from elsewhere.
 

@@ -163,7 +163,7 @@ def resolve_input_prior(path: str | None, network: str, weights_sha256: str | No
 
 
 #: Zoo networks on which the Gaussian prior + box was measured better than TV at the defaults
-#: (benchmarks/bench_input_prior.py; its weight rule is calibrated on this network): what
+#: (benchmarks/studies/bench_input_prior.py; its weight rule is calibrated on this network): what
 #: ``--regulariser auto`` picks there. The box is [0, 1] in network space: these networks take
 #: uncentred [0, 1] inputs.
 AUTO_GAUSSIAN = ("mnist-cnn-ae", "natural-cnn-ae")

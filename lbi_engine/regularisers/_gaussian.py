@@ -52,7 +52,7 @@ DEFAULT_TV_WEIGHT = 1.0
 #: The weight for code noise of per-entry std s: alpha = c(s) s^2 with c = NOISE_FACTOR_HIGH
 #: for s >= NOISE_KNEE, rising log-linearly in s to NOISE_FACTOR_LOW at NOISE_LOW and kept
 #: there below (MATH.md §4.3: Bayes' weight is s^2; the lifted objective and a Gaussian model
-#: of digits want less, measured on validation digits by benchmarks/bench_input_prior.py
+#: of digits want less, measured on validation digits by benchmarks/studies/bench_input_prior.py
 #: --calibrate, disjoint from the digits it reports on).
 NOISE_FACTOR_HIGH = 1.0 / 8.0
 NOISE_FACTOR_LOW = 1.0 / 2.0

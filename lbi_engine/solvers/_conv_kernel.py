@@ -11,7 +11,7 @@ read only the 16 x 128 weights and a gathered patch matrix:
     W x + b     = W_mat @ patch + b          (W_mat: the weight as C_out x (C_in kh kw))
     W^T r       = scatter_add(idx, W_mat^T @ r)
 
-3 + 3 us and 6 + 7 us on the same maps (``benchmarks.bench_multilayer`` section 4 times the
+3 + 3 us and 6 + 7 us on the same maps (``benchmarks.studies.bench_multilayer`` section 4 times the
 whole step). ``idx`` holds every (input channel, kernel offset, output pixel)'s flat input
 index, or ``n`` (a zero slot past the input) where the kernel reads padding, so one index
 array carries stride, dilation and any (asymmetric) padding. The GEMMs are numba's ``np.dot``

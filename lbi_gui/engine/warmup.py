@@ -15,8 +15,8 @@ window was built first on a shared CPU, but the engine's import and the first pr
 the path to the first iterate, and beside CPU-bound work at nice 0 a +10 thread gets about a
 tenth of a core's share: with two CPU-bound processes beside it on the 2-core machine the
 engine was ready after 78 s for 3.3 CPU-seconds of work, the first curve at 109 s; at nice
-0, 19 s and 27 s, 2.8× the quiet launch (``python -m benchmarks.bench_startup_busy``,
-benchmarks/startup_busy.md, which names the load).
+0, 19 s and 27 s, 2.8× the quiet launch (``python -m benchmarks.studies.bench_startup_busy``,
+benchmarks/results/startup_busy.md, which names the load).
 """
 
 from __future__ import annotations

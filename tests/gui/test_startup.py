@@ -1,4 +1,4 @@
-"""Start-up (issue #20): the sample and its ground truth show before the engine (torch) has
+"""Start-up: the sample and its ground truth show before the engine (torch) has
 loaded, Run is enabled at once, and a run asked for meanwhile is queued and begins by itself."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ quasi-optimality function can fail, one of its local minimisers is good).
 Why not the discrepancy principle on the code: its premise, that the residual of a good
 alpha is the noise, fails here. The residual ||f(x_alpha) - y_delta|| also carries the earlier
 stages' error, which at low noise is as large as the noise or larger, so the alpha that meets
-eta delta fits that error. ``python -m benchmarks.bench_layerwise_alpha`` measures both
+eta delta fits that error. ``python -m benchmarks.studies.bench_layerwise_alpha`` measures both
 rules against a grid of input-stage alphas on ``mnist-cnn-ae`` (validation digits; the rule
 was designed on training digits 800 and 2400; numbers in docs/LAYERWISE.md).
 

@@ -29,14 +29,14 @@ RHO_KNEE = 0.12
 #: alpha is 0.07-0.20 on mnist-cnn-ae and 0.23-0.33 on mnist-perceptron-ae (6 training digits
 #: each, noise std 0.01-0.33, benchmarks/calibrate_alpha.py). A guess above the crossing
 #: costs fewer steps than one below (the cold first solve is cheaper at a larger alpha, and
-#: the warm one after it continues downwards): by ``benchmarks.alpha_search_steps`` 0.15 /
+#: the warm one after it continues downwards): by ``benchmarks.studies.alpha_search_steps`` 0.15 /
 #: 0.22 / 0.3 took 689 / 630 / 674 steps on the CNN and 629 / 614 / 478 on the perceptron
 #: (std 0.05 + 0.01, means over 6 training digits); 0.22, best on the default network.
 GUESS = 0.22
 #: first_guess's factor for a prior with a box (both bounds finite, e.g. "tv+box"): the box
 #: keeps the residual from falling as far, so its crossing lies at 2-2.5x smaller alpha
 #: (validation digits, benchmarks/RESULTS.md "TV + box") and GUESS starts the search too far
-#: above it. ``benchmarks.alpha_search_steps --regulariser tv+box --stds 0.01,0.05,0.1
+#: above it. ``benchmarks.studies.alpha_search_steps --regulariser tv+box --stds 0.01,0.05,0.1
 #: --digits 3,70,140,210,280,350,420,490,560,630,700,770,840,910 --guess G`` (training
 #: digits): G = 0.22 / 0.1 took 832 / 580, 261 / 281 and 219 / 203 mean steps at std 0.01 /
 #: 0.05 / 0.1 (19 % fewer in all), mean PSNR 31.48 / 31.48, 26.90 / 26.87, 24.66 / 24.67 dB.

@@ -26,7 +26,7 @@ be fitted) the residual at the best alpha of a tight grid is 0.58-0.71 delta at 
 0.72-0.83 at 0.05, 0.81-0.88 at 0.1 and 0.33 (4 training digits): df shrinks as the noise
 grows. Without a cheap estimate of df(alpha), tau follows the relative noise of the code,
 rho = delta / ||y_delta||: tau(rho) = 0.85 + 0.2 log10(rho / 0.12), clipped to [0.6, 0.85],
-fitted on TRAINING digits from converged solves (``python -m benchmarks.calibrate_alpha``,
+fitted on TRAINING digits from converged solves (``python -m benchmarks.studies.calibrate_alpha``,
 std 0.01-0.33, both MNIST autoencoders; benchmarks/NOTES.md has the tables). One constant did
 not do: on the CNN, 0.85 lost 0.62 dB at std 0.01 and 0.8 lost 0.49 dB at std 0.33 (training
 digits), and on validation digits each lost more than 1 dB at one end (docs/REPRODUCTION.md).

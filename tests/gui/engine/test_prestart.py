@@ -1,4 +1,4 @@
-"""The engine child started before the window (issue #20): adopted by the host, warmed on
+"""The engine child started before the window: adopted by the host, warmed on
 the initial problem, skipped past when the first job wants another network, ended when no
 window adopts it."""
 

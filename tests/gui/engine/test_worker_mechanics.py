@@ -80,7 +80,7 @@ def test_hot_alpha_change_restarts_warm_and_marks_it(qtbot, fake_engine, make_wi
     assert k0 >= 100 and "α" in what
     it = store.arrays()["iteration"]
     assert np.all(np.diff(it) >= 0)  # the count continues through the restart
-    # max_iter is the run's budget: the restart continues it (issue #20, defect 7)
+    # max_iter is the run's budget: the restart continues it
     assert it[-1] == 4000 and win.run_table.runs[-1].request["max_iter"] == 4000
     reg = store.arrays()["reg_term"]
     assert reg[0] == pytest.approx(9e-3) and reg[-1] == pytest.approx(0.02)
