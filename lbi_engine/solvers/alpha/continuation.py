@@ -324,5 +324,9 @@ def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any
         + [RunStage("final solve", steps, float(previous.elapsed) - searched, alpha,
                     weight).to_dict()],
     })
+    if weight != 1.0:
+        previous.extras["hidden_weight_rule"] = (
+            f"{weight:g} on the continuation path: its start solved the exact problem, "
+            "the limit of a large weight (MATH.md §5.8)")
     previous.stage = f"alpha {alpha:.3g} ({rule})"
     yield previous
