@@ -1,0 +1,90 @@
+"""Where should the continuation path (MATH.md §5.8) stop, and how long should each point
+run? Answered on the held-out evaluation's CALIBRATION half only (benchmarks/heldout).
+
+For each calibration case (random weights, 64 x 64 unless ``--all``) it prints one JSON line:
+L-BFGS through the torch module at its best grid alpha (as ``benchmarks.heldout`` measures
+it), and lbi's continuation at the defaults in-process, with every path point's alpha,
+residual and PSNR, the rule that ended the walk, the PSNR after the lifted solve and the
+seconds of each stage. Constants can be overridden (``--set POINT_ITERATIONS=40``) to compare
+variants on the same cases. One thread (``torch.set_num_threads(1)``), as the benchmark runs.
+
+    PYTHONPATH=. python -m benchmarks.studies.continuation_calibration [--arch A,B] [--set K=V]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from benchmarks.heldout import design, measure, nets
+
+
+def _case_run(case: design.Case, folder: Path) -> dict:
+    from lbi_engine import api
+    from lbi_engine.request import InversionRequest
+
+    module = measure.module_for(case)
+    network = measure.export(module, folder / f"{case.arch}.{nets.arch(case.arch).fmt}",
+                             case.side)
+    image = design.write_png(case.photo, case.side, folder)
+    truth = torch.from_numpy(design.photograph(case.photo, case.side).transpose(2, 0, 1).copy())
+    with torch.no_grad():
+        rms = float(module(truth[None].float() / 255).pow(2).mean().sqrt())
+    std = case.noise * rms
+    prepared = api.prepare(InversionRequest(network=str(network), image=str(image),
+                                            noise_std=std, seed=case.seed))
+    y, x_true = prepared.problem.y_delta, prepared.problem.x_true
+    assert x_true is not None
+    reference = measure.lbfgs_best(module, y, x_true, measure.grid(y, x_true, std, rms))
+    points, started, last = [], time.perf_counter(), None
+    for record in api.iterate(prepared):
+        if record.extras.get("run_stage") == "alpha search":
+            points.append({"alpha": record.extras["alpha"],
+                           "residual": float(record.discrepancy[0]),
+                           "psnr": float(record.psnr[0]) if record.psnr is not None else None})
+        last = record
+    assert last is not None
+    return {"case": case.key, "lbfgs_psnr": reference["lbfgs_psnr"],
+            "lbfgs_s": reference["lbfgs_time_s"], "rule": last.extras.get("alpha_rule"),
+            "alpha": last.extras.get("alpha"), "path": points,
+            "psnr": float(last.psnr[0]) if last.psnr is not None else None,
+            "stop": last.stop_reason, "seconds": time.perf_counter() - started,
+            "time_split": last.extras.get("time_split")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.studies.continuation_calibration",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", default="", help="comma-separated architectures (default all)")
+    parser.add_argument("--all", action="store_true", help="trained weights and sizes too")
+    parser.add_argument("--set", action="append", default=[],
+                        help="override a constant of lbi_engine.solvers.alpha.continuation")
+    args = parser.parse_args(argv)
+    from lbi_engine.solvers.alpha import continuation
+
+    for item in args.set:
+        key, value = item.split("=", 1)
+        kind = type(getattr(continuation, key))
+        setattr(continuation, key, kind(float(value)) if kind in (int, float) else value)
+    torch.set_num_threads(1)
+    archs = [a for a in args.arch.split(",") if a] or None
+    chosen = [c for c in design.cases("calibrate", archs)
+              if args.all or (c.side == design.SIDE and c.weights == "random")]
+    for case in chosen:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                row = _case_run(case, Path(tmp))
+            except Exception as exc:  # a refused or failing case is a result too
+                row = {"case": case.key, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
