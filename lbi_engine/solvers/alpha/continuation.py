@@ -326,7 +326,7 @@ def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any
     })
     if weight != 1.0:
         previous.extras["hidden_weight_rule"] = (
-            f"{weight:g} on the continuation path: its start solved the exact problem, "
-            "the limit of a large weight (MATH.md §5.8)")
+            "the continuation path's start solved the exact problem, the large-weight "
+            "limit (MATH.md §5.8)")
     previous.stage = f"alpha {alpha:.3g} ({rule})"
     yield previous
