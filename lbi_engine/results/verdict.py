@@ -86,7 +86,8 @@ def judge(metrics: RunMetrics, *, x: np.ndarray | None = None,
             "try a smaller α (a tenth), another method or regulariser"))
     residual = finite_number(metrics.discrepancy)
     noise = finite_number(metrics.noise_norm)
-    if residual is not None and noise and residual > OVERFIT_RATIO * noise:
+    floor = str(metrics.alpha_rule).endswith("floor")  # no smaller α fits closer
+    if residual is not None and noise and residual > OVERFIT_RATIO * noise and not floor:
         concerns.append(Concern(
             "over-regularised", f"residual {residual:.3g} is {residual / noise:.1f}× the "
             f"noise's norm {noise:.3g} at {alpha_text}", "try a smaller α"))
@@ -122,7 +123,13 @@ def _alpha_search(metrics: RunMetrics, alpha: float | None,
     found: list[Concern] = []
     if target and residual is not None and path:
         off = residual / target
-        if off > MISS_RATIO or off < 1 / MISS_RATIO:
+        if off > MISS_RATIO and str(metrics.alpha_rule).endswith("floor"):
+            found.append(Concern(
+                "misfit above the noise", f"the misfit stopped falling at {off:.2g}x its "
+                f"target {target:.3g} (the noise): no α fits the data closer",
+                "the network keeps little of this input, or the code left its range; "
+                "compare a few α by hand (the Runs table's α column shows the ones tried)"))
+        elif off > MISS_RATIO or off < 1 / MISS_RATIO:
             side = "above" if off > 1 else "below"
             found.append(Concern(
                 "α target missed", f"the α search kept a residual {abs(off - 1):.0%} {side} "

@@ -75,12 +75,14 @@ TAU: float | None = 0.9
 @dataclasses.dataclass
 class SmoothPoint:
     """One solved point of the path: alpha, its residual ||N(x) - y|| (sample 0), the
-    L-BFGS evaluations it took and its solver seconds."""
+    L-BFGS evaluations it took, its solver seconds and its PSNR (sample 0, None without a
+    ground truth)."""
 
     alpha: float
     discrepancy: float
     evaluations: int
     seconds: float
+    psnr: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -231,8 +233,10 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             path.append(SmoothPoint(alpha, _residual(problem, x), used,
                                     time.perf_counter() - started))
             states.append(x)
-            yield _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
-                          point, change)
+            shown = _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
+                            point, change)
+            path[-1].psnr = None if shown.psnr is None else float(shown.psnr[0])
+            yield shown
             if time_budget is not None and time.perf_counter() - clock > time_budget:
                 stopped = StopReason.TIME_BUDGET.value
                 break
@@ -268,8 +272,10 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             evaluations += used
             path.append(SmoothPoint(alpha, _residual(problem, x), used,
                                     time.perf_counter() - started))
-            yield _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
-                          len(path), 0.0)
+            shown = _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
+                            len(path), 0.0)
+            path[-1].psnr = None if shown.psnr is None else float(shown.psnr[0])
+            yield shown
     except _Cancelled:
         stopped = StopReason.CANCELLED.value
     searched = time.perf_counter() - clock

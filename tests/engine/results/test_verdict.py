@@ -56,3 +56,16 @@ def test_over_regularised_cap_and_missed_target() -> None:
            "alpha_path": [{"alpha": 0.5, "discrepancy": 0.87, "psnr": 20.0}], "psnr": 20.0}
     assert judge(RunMetrics(**met), stop_reason="tolerance") == []
     assert judge(RunMetrics(discrepancy=5.0, noise_norm=0.0)) == []  # no noise: nothing to compare
+
+
+def test_a_residual_floor_is_named_as_such_not_as_a_missed_search() -> None:
+    metrics = {"alpha": 1e-5, "alpha_rule": "continuation: floor", "discrepancy": 2.5,
+               "noise_norm": 1.0, "alpha_target": 0.9,
+               "alpha_path": [{"alpha": 1e-4, "discrepancy": 2.6, "psnr": 20.0},
+                              {"alpha": 1e-5, "discrepancy": 2.5, "psnr": 20.1}],
+               "psnr": 20.1}
+    kinds = {c.kind: c for c in judge(RunMetrics(**metrics), stop_reason="finished")}
+    assert set(kinds) == {"misfit above the noise"}  # not "missed", not "over-regularised"
+    assert kinds["misfit above the noise"].text == (
+        "the misfit stopped falling at 2.8x its target 0.9 (the noise): no α fits the data "
+        "closer")
