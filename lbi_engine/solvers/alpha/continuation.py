@@ -14,18 +14,20 @@ ReLU and max-pool networks (measured on the held-out evaluation's calibration ha
 docs/developer/calibration.md). The path's residuals choose α:
 
 * with a noise level, the discrepancy principle: the first point whose residual is at most
-  τδ (``target.tau_for``) ends the walk, and α is the log-linear interpolation between it
-  and the point before, solved once more from the point before;
+  ``TAU`` δ ends the walk, and α is the log-linear interpolation between it and the point
+  before, solved once more from the more regular one; where the first α already fits the
+  target, the walk goes up instead until the residual passes it;
 * the residual floor: when a step of the path lowers the residual by less than
   ``FLOOR_DROP`` (relative), more α buys no fit (an over-determined network, or one whose
   range the noisy code has left) and the walk ends there; without a noise level this is
   the only rule, with ``LOWEST`` (relative to the first α) as the end of the path.
 
 Then the lifted joint method runs at the chosen α from the path's end with the auxiliary
-variables at its forward states (a feasible point), by the run's own stop rule, with the
-exact TV. Where the hidden-layer weight may be raised (``_hidden_weight.may_raise``) it runs
-at ``HIDDEN_WEIGHT_RAISED``: the smooth path solved the w → ∞ limit of the weighted lifted
-problem, and a penalty weight keeps the lifted answer next to it (MATH.md §5.8).
+variables at its forward states (a feasible point), with the exact TV, by the run's own
+stop rule and at most ``REFINE_STEPS`` steps. Where the hidden-layer weight may be raised
+(``_hidden_weight.may_raise``) it runs at ``HIDDEN_WEIGHT_RAISED``: the smooth path solved
+the w → ∞ limit of the weighted lifted problem, and a penalty weight keeps the lifted answer
+next to it (MATH.md §5.8).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ FIRST = 0.05
 #: the path's factor (half a decade a step) and its length
 FACTOR = 10.0 ** -0.5
 MAX_POINTS = 16
-#: without a noise level the path ends at FIRST * LOWEST times the first alpha at the latest
+#: the path ends at LOWEST times the first alpha at the latest
 LOWEST = 1e-7
 #: a step that lowers the residual by less than this (relative) ends the walk: the floor
 FLOOR_DROP = 0.05
@@ -68,7 +70,10 @@ EPSILON = 1e-3
 #: the lifted solve's steps from the path's end at most (it also stops by the run's rule)
 REFINE_STEPS = 100
 RULE = "continuation"
-#: the discrepancy target's factor (None: ``target.tau_for``, the lifted search's)
+#: the discrepancy target's factor (None: ``target.tau_for``, the lifted search's). The
+#: lifted search's tau(rho) < 1 was fitted on converged solves; a path point is a
+#: warm-started approximation whose residual sits nearer the noise, and on the calibration
+#: half the best path point's residual lay at 0.8-0.95 delta (docs/developer/calibration.md)
 TAU: float | None = 0.9
 
 
