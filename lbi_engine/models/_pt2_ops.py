@@ -21,6 +21,11 @@ from torch import nn
 
 from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
 from lbi_engine.limits import LoadBudget, _check_shape
+from lbi_engine.models._decomposed_activations import (
+    PRODUCT_FIX,
+    product_why,
+    refuse_decomposed,
+)
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_graph import BATCHES, PROBE, match_values
 from lbi_engine.models._pt2_channels import (
@@ -51,6 +56,7 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "aten.relu.default": torch.relu, "aten.tanh.default": torch.tanh,
     "aten.sigmoid.default": torch.sigmoid, "aten.softplus.default": nn.functional.softplus,
     "aten.add.Scalar": torch.add, "aten.mul.Scalar": torch.mul,
+    "aten.erf.default": torch.erf, "aten.pow.Tensor_Scalar": torch.pow,
 }
 
 
@@ -228,6 +234,8 @@ class GraphTranslator(SegmentedWalk):
         return self.graph_parts.module(), start
 
     def _refuse_branch(self, tensors: list[str]) -> NoReturn:
+        if _target(self.node) in ("aten.mul.Tensor", "aten.mul_.Tensor") and len(tensors) == 2:
+            self.refuse(f"{product_why(tensors)}. {PRODUCT_FIX}")
         self.refuse(f"it combines or uses the tensors {tensors} while the chain is at "
                     f"'{self.current}' in a way lbi does not lift (sums of two tensors and "
                     "concatenation of channels are lifted as a graph, MATH.md §5.6; other "
@@ -352,7 +360,9 @@ class GraphTranslator(SegmentedWalk):
             if len(live) == 1 and live[0] != self.current:
                 y = env[live[0]].double().numpy()
                 module = match_values(y, scalars)
-                if module is None:
+                if module is None:  # SiLU as x * sigmoid(x), ...: refused as what it is
+                    refuse_decomposed(PROBE, y, f"nodes '{nodes[first].get('name', '?')}' to "
+                                      f"'{self.node.get('name', '?')}' in {self.path.name!r}")
                     return None
                 self.add(module)
                 self.current = live[0]

@@ -29,6 +29,7 @@ from lbi_engine.errors import (
     UnsupportedLayerError,
 )
 from lbi_engine.limits import LoadBudget, _check_shape, bound_from_env
+from lbi_engine.models._decomposed_activations import PRODUCT_FIX, product_why
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_channels import channel_permutation, split_node
 from lbi_engine.models._onnx_graph import (
@@ -160,6 +161,8 @@ class _Builder(SegmentedWalk, _OpTranslators):
                         continue
                 if self._merge(n, data):
                     continue
+                if n.op_type == "Mul":
+                    self.refuse(f"{product_why(data)}. {PRODUCT_FIX}")
                 self.refuse(f"it combines the tensors {data} in a way lbi does not lift (a sum "
                             "of two tensors and a concatenation of channels are lifted as a "
                             "graph; MATH.md §5.6); write the combination as an addition or "
@@ -275,7 +278,8 @@ class _Builder(SegmentedWalk, _OpTranslators):
                     any(k > j for k in self.consumers.get(t, []))}
             if len(live) == 1 and self.current not in live:
                 out = live.pop()
-                module = match_activation(region, self.current, out, self.consts)
+                module = match_activation(region, self.current, out, self.consts, where=(
+                    f"ONNX nodes '{region[0].name}' to '{region[-1].name}' in {self.path.name!r}"))
                 if module is None:
                     return None
                 self.add(module)
