@@ -19,7 +19,11 @@ from typing import Any, NoReturn
 import torch
 from torch import nn
 
-from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.errors import (
+    InputError,
+    InputShapeNeededError,
+    UnsupportedLayerError,
+)
 from lbi_engine.limits import LoadBudget, _check_shape
 from lbi_engine.models._decomposed_activations import (
     PRODUCT_FIX,
@@ -118,12 +122,13 @@ class GraphTranslator(SegmentedWalk):
             shape = _check_shape(tuple(int(s) for s in given))
             if len(shape) != len(dims) or any(d is not None and d != s
                                               for d, s in zip(dims, shape, strict=True)):
-                raise ShapeMismatchError(f"input_shape {shape} does not match the exported input "
+                raise InputError(f"input_shape {shape} does not match the exported input "
                                          f"of {self.path.name!r}, (batch, {dims}).")
             return shape
         if any(d is None for d in dims):
-            raise ShapeMismatchError(f"the exported input of {self.path.name!r} has dynamic "
-                                     "sample dims; pass input_shape (one sample, e.g. 1,28,28).")
+            raise InputShapeNeededError(f"the exported input of {self.path.name!r} has dynamic "
+                                        "sample dims; pass input_shape (one sample, e.g. "
+                                        "1,28,28).")
         return _check_shape(tuple(int(d) for d in dims if d is not None),  # none is (above)
                             f"input shape of {self.path.name!r}")
 

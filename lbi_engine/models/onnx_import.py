@@ -23,9 +23,10 @@ import numpy as np
 from torch import nn
 
 from lbi_engine.errors import (
+    InputError,
+    InputShapeNeededError,
     LbiError,
     ModelFileError,
-    ShapeMismatchError,
     UnsupportedLayerError,
 )
 from lbi_engine.limits import LoadBudget, _check_shape, bound_from_env
@@ -109,14 +110,14 @@ class _Builder(SegmentedWalk, _OpTranslators):
             shape = tuple(int(s) for s in given)
             if len(shape) != len(dims) or any(d is not None and d != s
                                               for d, s in zip(dims, shape, strict=False)):
-                raise ShapeMismatchError(f"input_shape {shape} does not match the ONNX input "
+                raise InputError(f"input_shape {shape} does not match the ONNX input "
                                          f"'{inp.name}' of {self.path.name!r}, which is (batch, "
                                          f"{', '.join(str(d or '?') for d in dims)}).")
             return _check_shape(shape)
         if not dims or any(d is None or d < 1 for d in dims):
-            raise ShapeMismatchError(f"ONNX input '{inp.name}' of {self.path.name!r} has dynamic "
-                                     "sample dims; pass input_shape (one sample, e.g. "
-                                     "(1, 28, 28)).")
+            raise InputShapeNeededError(f"ONNX input '{inp.name}' of {self.path.name!r} has "
+                                        "dynamic sample dims; pass input_shape (one sample, "
+                                        "e.g. (1, 28, 28)).")
         # the file's own dims are checked too: a damaged header must not allocate petabytes
         return _check_shape(tuple(int(d) for d in dims if d is not None),  # none is (above)
                             f"ONNX input shape of {self.path.name!r}")

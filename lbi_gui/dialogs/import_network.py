@@ -4,6 +4,8 @@ The dialog asks for the model file, the output folder and name (and, only where 
 not record it, the input shape); the conversion (:func:`lbi_engine.models.convert.convert_model`,
 which imports torch and reads the file) runs in a QThread so the window keeps painting. On
 success the dialog emits ``converted(card_path)`` and the window opens the converted network.
+A network that adds or concatenates tensors (a graph) has no card form: it is opened from its
+own file, exactly as File → Open network opens it, and ``note`` says so.
 Errors are shown in the dialog itself, one line saying what is wrong and what to do. Running
 code from a pickled model needs the box "Allow running code from this file", unticked by
 default and reset for every file.
@@ -25,15 +27,17 @@ class _Converter(QtCore.QObject):
 
     done = QtCore.Signal(object)  # lbi_engine.models.convert.ConvertResult
     failed = QtCore.Signal(str)
+    graph = QtCore.Signal(str)  # a graph network: not converted, opened from its file
 
     @QtCore.Slot(object)
     def run(self, job: dict[str, Any]) -> None:
         from lbi_engine.errors import LbiError, UnsafeFileError
+        from lbi_engine.models.convert import GraphNetworkError, convert_model
 
         try:
-            from lbi_engine.models.convert import convert_model
-
             self.done.emit(convert_model(**job))
+        except GraphNetworkError:  # File → Open network reads it: so does Import
+            self.graph.emit(str(job["source"]))
         except UnsafeFileError:
             self.failed.emit(f"{Path(job['source']).name} is loaded by running code stored in "
                              "it (a pickled module or TorchScript). Tick \u201cAllow running code "
@@ -50,6 +54,7 @@ class ImportNetworkDialog(QtWidgets.QDialog):
     """Model file + output folder + name -> converted pair; emits ``converted(card_path)``."""
 
     converted = QtCore.Signal(str)
+    note = QtCore.Signal(str)  # what happened, for the window's status bar
     _start = QtCore.Signal(object)
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, source: str = "",
@@ -92,6 +97,7 @@ class ImportNetworkDialog(QtWidgets.QDialog):
         self._start.connect(self._worker.run)
         self._worker.done.connect(self._done)  # methods of GUI-thread objects (queued)
         self._worker.failed.connect(self._failed)
+        self._worker.graph.connect(self._open_graph)
 
     def _with_browse(self, edit: QtWidgets.QLineEdit, slot: Any) -> QtWidgets.QWidget:
         box = QtWidgets.QWidget()
@@ -104,15 +110,22 @@ class ImportNetworkDialog(QtWidgets.QDialog):
         return box
 
     def _browse_source(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Model file to import",
-                                                        self.source.text(), MODEL_FILTER)
+        from lbi_gui.settings import last_dir, remember_dir
+
+        start = self.source.text().strip() or last_dir("network")
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Model file to import", start,
+                                                        MODEL_FILTER)
         if path:
+            remember_dir("network", path)
             self.source.setText(path)
 
     def _browse_out(self) -> None:
-        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Output folder",
-                                                          self.out_dir.text())
+        from lbi_gui.settings import last_dir, remember_dir
+
+        start = self.out_dir.text().strip() or last_dir("import")
+        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Output folder", start)
         if path:
+            remember_dir("import", path)
             self.out_dir.setText(path)
 
     def _source_changed(self, text: str) -> None:
@@ -166,6 +179,19 @@ class ImportNetworkDialog(QtWidgets.QDialog):
         self.converted.emit(self.result_path)
         self.accept()
 
+    def _open_graph(self, source: str) -> None:
+        """A network with residual additions or concatenations: a card holds only a chain of
+        layers, so the file is opened and lifted as it is, as File → Open network does."""
+        self._stop_thread()
+        self.convert_button.setEnabled(True)
+        self.result_path = source
+        self.status.setText(f"{Path(source).name} adds or concatenates tensors (a graph), "
+                            "which a card cannot hold: it is opened from the file itself, as "
+                            "File → Open network does.")
+        self.converted.emit(source)
+        self.note.emit(self.status.text())
+        self.accept()
+
     def _failed(self, message: str) -> None:
         self._stop_thread()
         self.convert_button.setEnabled(True)
@@ -184,6 +210,7 @@ def open_import_dialog(window: Any) -> ImportNetworkDialog:
     dialog.source.setText("")
     dialog.out_dir.setPlaceholderText(last_dir("network"))
     dialog.converted.connect(window.open_network)
+    dialog.note.connect(lambda text: window.statusBar().showMessage(text, 15000))
     dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.show()
     return dialog

@@ -241,5 +241,12 @@ class NetworkPanel(ParamPanel):
         self.problem.setText(message)
         self.problem.show()
 
+    def ask_input_shape(self, message: str) -> None:
+        """The chosen network does not fix its input shape: say so, and put the cursor where
+        the user types it (the network stays chosen; Enter prepares it)."""
+        self.show_problem(f"{message}\nType the shape of one sample without the batch (e.g. "
+                          "3,64,64) under Input shape and press Enter.")
+        self.shape_edit.setFocus()
+
     def clear_problem(self) -> None:
         self.problem.hide()

@@ -28,3 +28,15 @@ def test_invert_refuses_a_silu_onnx_network_naming_silu(cli, tmp_path):
     assert "computing SiLU (Swish)" in err and "cannot be lifted" in err
     assert "Activations lbi lifts: ReLU" in err and "torch.cat" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_invert_refuses_an_input_shape_the_network_contradicts(cli, tmp_path):
+    """Before: the image was checked against the typed shape and the user was told the
+    network expects (3, 16, 16), which it does not."""
+    truth = tmp_path / "x.npy"
+    np.save(truth, np.full((1, 28, 28), 0.5, np.float32))
+    code, _, err = cli("invert", "--network", "mnist-cnn-ae", "--input-shape", "3,16,16",
+                       "--truth", truth, "--out", tmp_path / "o")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "3,16,16 contradicts the 1,28,28 that mnist-cnn-ae fixes" in err
+    assert "expects" not in err
