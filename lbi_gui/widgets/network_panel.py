@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,8 @@ class NetworkPanel(ParamPanel):
         self.shape_edit.setToolTip("Input shape without the batch dimension; needed only when "
                                    "the file does not say")
         self.allow_pickle = False
+        #: The network being loaded ("" when the panel describes the one prepared).
+        self.loading = ""
         self.summary = info_label()
         self.summary.setContentsMargins(6, 0, 6, 0)
         self.table = QtWidgets.QTableWidget(0, len(LAYER_COLUMNS))
@@ -206,6 +209,7 @@ class NetworkPanel(ParamPanel):
                      input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> None:
         """Fill the layer table for a network that lifted without problems."""
         self.problem.hide()
+        self.loading = ""
         self.table.setRowCount(len(layers))
         for r, layer in enumerate(layers):
             norm = layer.get("norm")
@@ -235,6 +239,17 @@ class NetworkPanel(ParamPanel):
         facts = (f"<b>{name}</b>: {len(layers)} lifted layers{kind}, input "
                  f"{_shape(input_shape)}, output {_shape(output_shape)}")
         self.summary.setText(facts + (f"<br>{desc}" if desc else ""))
+
+    def show_loading(self, name: str) -> None:
+        """A newly chosen network is being read and lifted (seconds for a large one, in the
+        engine): say so at once instead of describing the network before."""
+        self.loading = name
+        self.problem.hide()
+        self.table.setRowCount(0)
+        self.nodes.clear()
+        self.nodes.hide()
+        self.summary.setText(f"Loading <b>{html.escape(name)}</b>… its lifted layers are "
+                             "listed here when it is ready.")
 
     def show_problem(self, message: str) -> None:
         """Explain, in the panel itself, why the network could not be used."""
