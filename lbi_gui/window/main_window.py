@@ -114,6 +114,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 "reset": r.reset, "switch": self.solver_panel.toggle_joint_layerwise,
                 "run_all": r.run_all_methods, "open_network": f.open_network_dialog,
                 "import_network": self._import_network, "open_image": f.open_image_dialog,
+                "fit_prior": self._fit_prior,
                 "open_data": f.open_data_dialog, "open_session": f.open_session_dialog,
                 "save_session": f.save_session, "save_session_as": f.save_session_as,
                 "export": f.export_dialog, "quit": self.close, "about": self.show_about,
@@ -344,6 +345,11 @@ class MainWindow(QtWidgets.QMainWindow):
         from lbi_gui.dialogs.import_network import open_import_dialog
 
         open_import_dialog(self)
+
+    def _fit_prior(self) -> None:
+        from lbi_gui.dialogs.fit_prior import open_fit_prior_dialog
+
+        open_fit_prior_dialog(self)
 
     def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():
