@@ -58,3 +58,28 @@ def test_a_network_that_cannot_be_lifted_leaves_the_one_before_described(
     assert "computing SiLU (Swish)" in panel.problem.text()
     assert "<b>mnist-cnn-ae</b>" in panel.summary.text() and not panel.loading
     assert panel.table.rowCount() == len(win.info.layers)
+
+
+def test_a_network_no_data_fits_that_cannot_be_lifted_asks_no_data_question(
+        qtbot, make_window, tmp_path, monkeypatch):
+    """No bundled dataset fits a 3×8×8 SiLU network: the user is told SiLU cannot be
+    lifted, not asked to pick an image for a network that would then be refused anyway."""
+    pytest.importorskip("onnx")
+    from lbi_gui.dialogs import messages
+    from lbi_gui.window import files
+
+    asked: list[str] = []
+    shown: list[str] = []
+    monkeypatch.setattr(messages, "ask_choice", lambda _p, title, *_a: asked.append(title))
+    monkeypatch.setattr(files, "show_error", lambda _p, _t, text, **_k: shown.append(text))
+    path = tmp_path / "silu8.onnx"
+    module = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.SiLU()).eval()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.zeros(1, 3, 8, 8),), str(path), dynamo=False)
+    win = make_window({"network": "mnist-cnn-ae", "max_iter": 3})
+    win.open_network(str(path))
+    qtbot.waitUntil(lambda: bool(shown), timeout=60000)
+    assert not asked, asked
+    assert "computing SiLU (Swish)" in shown[-1]
+    assert win.info.request["network"] == "mnist-cnn-ae"
