@@ -68,7 +68,7 @@ class NetworkPanel(ParamPanel):
         self._refs: dict[str, str] = {}  # combo key -> a path Qt cannot hold (see _key)
         self.combo = QtWidgets.QComboBox()
         self.combo.setToolTip("Bundled networks (the zoo) and files you opened")
-        self.combo.setMinimumContentsLength(14)
+        self.combo.setMinimumContentsLength(9)
         self.open_button = QtWidgets.QPushButton("Open…")
         self.open_button.setToolTip("Open an ONNX (.onnx), torch.export (.pt2), safetensors or "
                                     "state dict + model card file (you can also drop it on the "

@@ -94,6 +94,7 @@ class FileCommands:
         if err.exc_type == "InputShapeNeededError" and not req.get("input_shape"):
             # the network stays chosen: the shape typed next prepares it (a revert would
             # put the typed shape on the network before, which fixes its own)
+            self.w.docks["network"].raise_()  # the field the user types in, in view
             self.w.network_panel.ask_input_shape(err.message)
             self.w.statusBar().showMessage(
                 f"{Path(str(req.get('network'))).name} does not fix its input shape: type it "

@@ -68,6 +68,7 @@ def test_a_network_without_a_fixed_shape_asks_for_it_and_takes_it(qtbot, make_wi
     assert "dynamic sample dims" in panel.problem.text()
     assert "under Input shape and press Enter" in panel.problem.text()
     assert panel.values()["network"] == dyn  # still chosen: the shape typed next is for it
+    assert not panel.visibleRegion().isEmpty()  # its tab is raised: the field is in view
     assert not dialogs_seen  # no dialog offering other data: data was not the problem
     assert any("dyn.onnx does not fix its input shape" in n for n in notes), notes
     panel.shape_edit.setText("3,8,8")
