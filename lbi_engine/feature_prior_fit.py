@@ -43,8 +43,8 @@ def prior_fit_inputs(network: str, samples: str | os.PathLike[str] | None, *,
     if network in list_zoo():
         inputs, source = fp.zoo_training_inputs(bundle)
         return bundle, inputs, source
-    raise InputError("give samples (a .npy array or a folder of clean inputs) to fit the "
-                     "prior of a network outside the zoo.")
+    raise InputError("give clean sample inputs (a .npy array or a folder of images; CLI: "
+                     "--samples) to fit the prior of a network outside the zoo.")
 
 
 def fit_command(network: str, samples: str | os.PathLike[str] | None,
