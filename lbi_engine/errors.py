@@ -19,6 +19,10 @@ class ShapeMismatchError(InputError):
     """Data and network disagree on shapes."""
 
 
+class InputShapeNeededError(InputError):
+    """The network file does not fix one sample's shape, and none was given."""
+
+
 class UnsupportedLayerError(LbiError):
     """A network layer is not affine and not a proximal map, so it cannot be lifted."""
 

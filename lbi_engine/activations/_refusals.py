@@ -13,6 +13,10 @@ from lbi_engine.errors import UnsupportedLayerError
 
 _NOT_PROX = "so it is not the proximal map of a convex function (MATH.md §2.5)"
 _NOT_IMPLEMENTED = "but lbi does not implement its psi"
+#: What a refused network can use instead: every activation lbi lifts, as a user names it.
+LIFTED_ACTIVATIONS = ("ReLU, LeakyReLU/PReLU (0 <= a <= 1), ELU (alpha <= 1), Sigmoid, Tanh, "
+                      "Softplus, Softsign, Softshrink, Hardtanh/ReLU6/Clip, Hardsigmoid, "
+                      "Softmax, and max-pooling (by its exact ReLU rewrite)")
 
 # key -> (reason, nearest supported alternative); both may hold {placeholders}.
 REFUSALS: dict[str, tuple[str, str]] = {
@@ -92,10 +96,12 @@ REFUSALS: dict[str, tuple[str, str]] = {
 
 
 def refusal_message(what: str, key: str, **values: Any) -> str:
-    """'<what> cannot be lifted: <reason>. Nearest supported alternative: <alt>.'"""
+    """'<what> cannot be lifted: <reason>. Nearest supported alternative: <alt>. Activations
+    lbi lifts: <list>.'"""
     reason, alternative = REFUSALS[key]
     return (f"{what} cannot be lifted: {reason.format(**values)}. "
-            f"Nearest supported alternative: {alternative.format(**values)}.")
+            f"Nearest supported alternative: {alternative.format(**values)}. "
+            f"Activations lbi lifts: {LIFTED_ACTIVATIONS}.")
 
 
 def refuse(what: str, key: str, **values: Any) -> NoReturn:

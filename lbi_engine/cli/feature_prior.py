@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 from typing import Any
 
 from lbi_engine.cli import _common as c
@@ -52,55 +51,27 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
 def fit_inputs(args: argparse.Namespace) -> tuple[Any, Any, str, str]:
     """(bundle, clean inputs in display space, where they came from, the command with BASE)
     for a prior fit: --samples, else a zoo network's bundled training split."""
-    from lbi_engine.errors import InputError
-    from lbi_engine.models.zoo import list_zoo, load_network
-    from lbi_engine.priors import feature as fp
+    from lbi_engine.feature_prior_fit import fit_command, prior_fit_inputs
 
     if args.allow_code:
         c.warn("--allow-code: the model file may be loaded by running code stored in it")
-    bundle = load_network(args.network, input_shape=args.input_shape,
-                          allow_code=bool(args.allow_code))
-    if args.samples:
-        inputs = fp.load_samples(args.samples, bundle.input_shape)
-        source = f"{args.samples} ({inputs.shape[0]} samples)"
-    elif args.network in list_zoo():
-        inputs, source = fp.zoo_training_inputs(bundle)
-    else:
-        raise InputError("give --samples (a .npy array or a folder of clean inputs) to fit the "
-                         "prior of a network outside the zoo.")
-    command = " ".join(
-        shlex.quote(a) for a in [args.network] + (["--samples", args.samples] if args.samples
-                                                  else []) + ["--out", "BASE"]
-        + (["--rank", str(args.rank)] if args.rank else []))
-    return bundle, inputs, source, command
+    bundle, inputs, source = prior_fit_inputs(args.network, args.samples,
+                                              input_shape=args.input_shape,
+                                              allow_code=bool(args.allow_code))
+    return bundle, inputs, source, fit_command(args.network, args.samples, args.rank)
 
 
 def run(args: argparse.Namespace) -> int:
-    from lbi_engine.results.folder_lock import output_folder_lock
+    from lbi_engine.feature_prior_fit import fit_feature_prior_files
 
+    if args.allow_code:
+        c.warn("--allow-code: the model file may be loaded by running code stored in it")
     # BASE.safetensors and BASE.json are one result: a second writer of the same BASE is
     # refused before the fit, not after it (the lock file is .BASE.lbi-lock beside them)
-    with output_folder_lock(args.out):
-        return _run_locked(args)
-
-
-def _run_locked(args: argparse.Namespace) -> int:
-    import torch
-
-    from lbi_engine.errors import InputError
-    from lbi_engine.priors import feature as fp
-
-    torch.manual_seed(0)
-    bundle, inputs, source, command = fit_inputs(args)
-    command = "lbi feature-prior " + command
-    if len(bundle.encoder.layers) < 2:
-        raise InputError(f"{args.network} has one layer: layer-wise inversion needs no feature "
-                         "prior for it.")
-    rank = args.rank or fp.DEFAULT_RANK
-    encoder = bundle.encoder.to(dtype=torch.float64)
-    fitted = fp.fit_feature_priors(encoder, bundle.preprocessing.apply(inputs.double()), rank)
-    fitted.card = fp.make_card(bundle.name, bundle.sha256, source, command, fitted, rank)
-    tensors, card = fp.save_feature_priors(fitted, args.out, overwrite=args.overwrite)
-    print(f"{c.shown(tensors)} + {c.shown(card)}: {len(fitted.layers)} feature variable(s), "
-          f"sizes {[p.size for p in fitted.layers]}, rank {rank}, from {source}")
+    fitted = fit_feature_prior_files(args.network, args.out, samples=args.samples,
+                                     input_shape=args.input_shape,
+                                     allow_code=bool(args.allow_code), rank=args.rank,
+                                     overwrite=args.overwrite)
+    print(f"{c.shown(fitted.tensors)} + {c.shown(fitted.card)}: {len(fitted.sizes)} feature "
+          f"variable(s), sizes {fitted.sizes}, rank {fitted.rank}, from {fitted.source}")
     return c.EXIT_OK

@@ -73,6 +73,24 @@ def _check_pixels(size: tuple[int, int]) -> None:
                             "corrupt): downscale it first")
 
 
+#: The smallest side an image may have to be resized up to a network's input: a 3 x 3 image
+#: enlarged to 64 x 64 is a blur of nine values (a 1 x 1 one a flat square), no picture to
+#: invert, which a result would only seem to be.
+MIN_UPSCALED_SIDE = 8
+
+
+def check_upscale(size: tuple[int, int], target: int | tuple[int, int]) -> None:
+    """Refuse enlarging an image (``size`` = (width, height)) with a side under
+    :data:`MIN_UPSCALED_SIDE` to ``target`` (side or (H, W)); same-size use is fine."""
+    width, height = size
+    want_h, want_w = (target, target) if isinstance(target, int) else target
+    if min(width, height) < MIN_UPSCALED_SIDE and (want_h > height or want_w > width):
+        raise DataFileError(f"it is {width} x {height} pixels: enlarged to {want_w} x "
+                            f"{want_h} it would be a blur, not a picture to invert; open an "
+                            f"image at least {MIN_UPSCALED_SIDE} pixels on each side (best: "
+                            f"{want_w} x {want_h}, the network's input)")
+
+
 #: Most scans a JPEG may have: a progressive JPEG has about 10; each scan makes the decoder
 #: pass over the whole image again, so 100,000 empty scans in 1 MB decoded for minutes.
 MAX_JPEG_SCANS = 1000

@@ -27,6 +27,7 @@ from lbi_engine.data._file_checks import (
     _image_kind,
     _require_file,
     _tiff_tile_bytes,
+    check_upscale,
 )
 from lbi_engine.errors import DataFileError, InputError
 
@@ -75,6 +76,8 @@ def read_image(path: str | os.PathLike[str], size: int | tuple[int, int] | None 
         # formats=: Pillow may only use the decoder the content was recognised as
         with Image.open(p, formats=[kind]) as im:
             _check_pixels(im.size)  # from the header, before decoding allocates anything
+            if size is not None:
+                check_upscale(im.size, size)
             bands = len(im.getbands())
             # decoded pixels, float64 copies for conversion and scaling, a resized copy; and
             # a TIFF's tile buffer, whose size the file chooses apart from the image's

@@ -31,6 +31,7 @@ from torch import nn
 
 from lbi_engine.errors import ModelFileError
 from lbi_engine.limits import LAYERS_ENV, max_layers
+from lbi_engine.models._decomposed_activations import refuse_decomposed
 
 #: Batch sizes that batch-dependent shape values are evaluated for.
 BATCHES = (2, 3)
@@ -160,16 +161,17 @@ def _slice(x: np.ndarray, args: list[np.ndarray | None], a: dict[str, Any],
 # --- multi-node activations ----------------------------------------------------------------
 ELEMENTWISE = {"Abs", "Add", "Sub", "Mul", "Div", "Greater", "Less", "GreaterOrEqual",
                "LessOrEqual", "Where", "Sign", "Softplus", "Neg", "Relu", "Exp", "Log",
-               "Tanh", "Sigmoid", "Max", "Min", "Clip", "Identity", "Cast"}
+               "Tanh", "Sigmoid", "Max", "Min", "Clip", "Identity", "Cast", "Erf", "Pow"}
 
 _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Abs": np.abs, "Sign": np.sign, "Neg": np.negative, "Exp": np.exp, "Log": np.log,
     "Tanh": np.tanh, "Relu": lambda v: np.maximum(v, 0.0), "Identity": lambda v: v,
     "Softplus": lambda v: np.logaddexp(0.0, v),
-    "Sigmoid": lambda v: 0.5 * (1 + np.tanh(v / 2))}
+    "Sigmoid": lambda v: 0.5 * (1 + np.tanh(v / 2)),
+    "Erf": lambda v: torch.special.erf(torch.from_numpy(np.asarray(v, np.float64))).numpy()}
 _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
            "Greater": np.greater, "Less": np.less, "GreaterOrEqual": np.greater_equal,
-           "LessOrEqual": np.less_equal, "Max": np.maximum, "Min": np.minimum}
+           "LessOrEqual": np.less_equal, "Max": np.maximum, "Min": np.minimum, "Pow": np.power}
 
 #: The probe grid a region is compared on (float64): both tails and fine steps near 0.
 PROBE = np.concatenate([np.linspace(-60.0, 60.0, 2401), np.linspace(-2.0, 2.0, 4001)])
@@ -214,12 +216,17 @@ def _candidates(scalars: list[float]) -> list[nn.Module]:
 
 
 def match_activation(nodes: list[Any], x_name: str, out_name: str,
-                     consts: dict[str, np.ndarray]) -> nn.Module | None:
-    """The torch activation the region computes exactly (on the probe grid), else None."""
+                     consts: dict[str, np.ndarray], where: str = "") -> nn.Module | None:
+    """The torch activation the region computes exactly (on the probe grid), else None; a
+    region computing an activation that is not a proximal map (SiLU as x * sigmoid(x), ...)
+    is refused as that activation, named by ``where``."""
     y = eval_region(nodes, x_name, consts, PROBE)[out_name]
     scalars = [float(np.asarray(consts[i]).reshape(-1)[0]) for n in nodes for i in n.input
                if i in consts and np.asarray(consts[i]).size == 1]
-    return match_values(y, scalars)
+    module = match_values(y, scalars)
+    if module is None and where:
+        refuse_decomposed(PROBE, y, where)
+    return module
 
 
 def match_values(y: np.ndarray, scalars: list[float]) -> nn.Module | None:

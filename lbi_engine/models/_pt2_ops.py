@@ -19,8 +19,17 @@ from typing import Any, NoReturn
 import torch
 from torch import nn
 
-from lbi_engine.errors import ShapeMismatchError, UnsupportedLayerError
+from lbi_engine.errors import (
+    InputError,
+    InputShapeNeededError,
+    UnsupportedLayerError,
+)
 from lbi_engine.limits import LoadBudget, _check_shape
+from lbi_engine.models._decomposed_activations import (
+    PRODUCT_FIX,
+    product_why,
+    refuse_decomposed,
+)
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_graph import BATCHES, PROBE, match_values
 from lbi_engine.models._pt2_channels import (
@@ -51,6 +60,7 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "aten.relu.default": torch.relu, "aten.tanh.default": torch.tanh,
     "aten.sigmoid.default": torch.sigmoid, "aten.softplus.default": nn.functional.softplus,
     "aten.add.Scalar": torch.add, "aten.mul.Scalar": torch.mul,
+    "aten.erf.default": torch.erf, "aten.pow.Tensor_Scalar": torch.pow,
 }
 
 
@@ -112,12 +122,13 @@ class GraphTranslator(SegmentedWalk):
             shape = _check_shape(tuple(int(s) for s in given))
             if len(shape) != len(dims) or any(d is not None and d != s
                                               for d, s in zip(dims, shape, strict=True)):
-                raise ShapeMismatchError(f"input_shape {shape} does not match the exported input "
+                raise InputError(f"input_shape {shape} does not match the exported input "
                                          f"of {self.path.name!r}, (batch, {dims}).")
             return shape
         if any(d is None for d in dims):
-            raise ShapeMismatchError(f"the exported input of {self.path.name!r} has dynamic "
-                                     "sample dims; pass input_shape (one sample, e.g. 1,28,28).")
+            raise InputShapeNeededError(f"the exported input of {self.path.name!r} has dynamic "
+                                        "sample dims; pass input_shape (one sample, e.g. "
+                                        "1,28,28).")
         return _check_shape(tuple(int(d) for d in dims if d is not None),  # none is (above)
                             f"input shape of {self.path.name!r}")
 
@@ -228,6 +239,8 @@ class GraphTranslator(SegmentedWalk):
         return self.graph_parts.module(), start
 
     def _refuse_branch(self, tensors: list[str]) -> NoReturn:
+        if _target(self.node) in ("aten.mul.Tensor", "aten.mul_.Tensor") and len(tensors) == 2:
+            self.refuse(f"{product_why(tensors)}. {PRODUCT_FIX}")
         self.refuse(f"it combines or uses the tensors {tensors} while the chain is at "
                     f"'{self.current}' in a way lbi does not lift (sums of two tensors and "
                     "concatenation of channels are lifted as a graph, MATH.md §5.6; other "
@@ -352,7 +365,9 @@ class GraphTranslator(SegmentedWalk):
             if len(live) == 1 and live[0] != self.current:
                 y = env[live[0]].double().numpy()
                 module = match_values(y, scalars)
-                if module is None:
+                if module is None:  # SiLU as x * sigmoid(x), ...: refused as what it is
+                    refuse_decomposed(PROBE, y, f"nodes '{nodes[first].get('name', '?')}' to "
+                                      f"'{self.node.get('name', '?')}' in {self.path.name!r}")
                     return None
                 self.add(module)
                 self.current = live[0]

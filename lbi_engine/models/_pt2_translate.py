@@ -233,7 +233,8 @@ _ACTS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
     "_softmax": lambda a: nn.Softmax(int(a["dim"])),
     "prelu": _prelu, "_prelu_kernel": _prelu,
     # not liftable: built as the nn module so the lifting room refuses it with the maths
-    "gelu": lambda a: nn.GELU(), "silu": lambda a: nn.SiLU(), "mish": lambda a: nn.Mish(),
+    "gelu": lambda a: nn.GELU(approximate=str(a.get("approximate") or "none")),
+    "silu": lambda a: nn.SiLU(), "mish": lambda a: nn.Mish(),
     "hardswish": lambda a: nn.Hardswish(), "log_softmax": lambda a: nn.LogSoftmax(int(a["dim"])),
     "_log_softmax": lambda a: nn.LogSoftmax(int(a["dim"])),
     "max_pool2d": _max_pool, "max_pool2d_with_indices": _max_pool,

@@ -20,9 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lbi_engine.errors import InputError, LbiError
+from lbi_engine.errors import InputError, LbiError, UnsupportedLayerError
 
 _CARD_FORMATS = ("card", "safetensors", "torch-zip", "torch-legacy")
+
+
+class GraphNetworkError(UnsupportedLayerError):
+    """The network adds or concatenates tensors (a graph): a card lists a chain of layers,
+    so the file is not converted; lbi opens and lifts the file itself instead."""
 
 
 @dataclass
@@ -44,14 +49,13 @@ def _flat_layers(module: Any, shape: tuple[int, ...]) -> Any:
 
     ref = next(iter(module.parameters()), None)
     dtype = ref.dtype if ref is not None and ref.is_floating_point() else torch.float32
-    from lbi_engine.errors import UnsupportedLayerError
     from lbi_engine.models.fx_chain import NotAChain
 
     walker = ModuleWalker(torch.zeros(2, *shape, dtype=dtype))
     try:
         walker.walk(module.eval())
     except NotAChain as exc:  # cards list layers in a chain; a graph's file is read directly
-        raise UnsupportedLayerError(
+        raise GraphNetworkError(
             f"lbi convert writes a chain of layers, and this network adds or concatenates "
             f"tensors (a graph: {str(exc).split(':')[0]}); invert the ONNX/.pt2 file directly "
             "(lbi invert --network FILE), which lifts the graph.") from exc

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lbi_engine.errors import InputError
+
 __all__ = ["declared_input_shape"]
 
 
@@ -21,19 +23,34 @@ def declared_input_shape(name_or_path: str | os.PathLike[str],
                          input_shape: tuple[int, ...] | None = None) -> tuple[int, ...] | None:
     """One sample's shape as the network (zoo name or model file) declares it, or None.
 
-    ``input_shape`` (what the person gave) wins, as in ``load_network``. Never raises for a
-    damaged or unusual file: None, and the loader reports it.
+    ``input_shape`` (what the person gave) is used for a network that does not fix its own;
+    one that contradicts the shape the file or card fixes raises InputError, rather than one
+    of the two being silently dropped. Never raises for a damaged or unusual file: None, and
+    the loader reports it.
     """
     from lbi_engine.limits import _check_shape
 
     try:
-        shape = tuple(int(s) for s in input_shape) if input_shape is not None \
-            else _declared(os.fspath(name_or_path))
+        fixed = _declared(os.fspath(name_or_path))
+    except Exception:  # the full load names the file's problem; this is only a shortcut
+        fixed = None
+    given = tuple(int(s) for s in input_shape) if input_shape is not None else None
+    if given is not None and fixed is not None and given != fixed:
+        name = Path(os.fspath(name_or_path)).name
+        raise InputError(f"the input shape {_text(given)} contradicts the "
+                         f"{_text(fixed)} that {name} fixes; leave the input shape out (the "
+                         "network says it), or export the network for the size you want.")
+    try:
+        shape = given if given is not None else fixed
         # an absurd shape (too large, not positive) is for the full load to refuse: it names
         # the file and the field, which this shortcut cannot
         return None if shape is None else _check_shape(shape)
-    except Exception:  # the full load names the file's problem; this is only a shortcut
+    except Exception:
         return None
+
+
+def _text(shape: tuple[int, ...]) -> str:
+    return ",".join(str(s) for s in shape)
 
 
 def _declared(text: str) -> tuple[int, ...] | None:

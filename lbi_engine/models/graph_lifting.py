@@ -25,6 +25,12 @@ import torch
 from torch import Tensor, fx, nn
 
 from lbi_engine.errors import UnsupportedLayerError
+from lbi_engine.models._decomposed_activations import (
+    PRODUCT_FIX,
+    fx_gate,
+    product_why,
+    refuse_gated_product,
+)
 from lbi_engine.models.fx_chain import (
     NotAChain,
     _fetch_attr,
@@ -44,6 +50,7 @@ LayerFields = tuple[AffineMap, Any, str, tuple[int, ...], tuple[AffineMap, ...]]
 
 _ADD = {operator.add, operator.iadd, torch.add, "add", "add_"}
 _CAT = {torch.cat, torch.concat, torch.concatenate}
+_MUL = {operator.mul, operator.imul, torch.mul, "mul", "mul_"}
 
 #: The most terms one lifted sum may have. Every term is a map applied (and, for a channel
 #: slot, a full-size tensor made) at each solver step, so a sum's cost grows with its terms
@@ -206,6 +213,10 @@ class GraphLifter:
             return self._cat_node(node, env, sym, where, position)
         if len(tensors) > 1:
             if node.target not in _ADD or len(tensors) != 2 or node.kwargs.get("alpha", 1) != 1:
+                if node.target in _MUL and len(tensors) == 2:
+                    _refuse_gated(node, gm, tensors, f"Node '{node.name}' in '{where}'")
+                    _refuse(node, where, position, product_why([t.name for t in tensors]),
+                            f"{PRODUCT_FIX}.")
                 _refuse(node, where, position, "it combines several tensors in a way other "
                         "than a sum a + b or a channel concatenation",
                         "Write the combination as an addition or torch.cat(.., dim=1).")
@@ -303,6 +314,16 @@ class GraphLifter:
         if s.terms != [(len(self.layers), None)] or not self.layers:
             self._identity_layer(s)
         return self.layers
+
+
+def _refuse_gated(node: fx.Node, gm: fx.GraphModule, tensors: list[fx.Node], where: str
+                  ) -> None:
+    """x * sigmoid(x) and its kind: refused as the activation it is (SiLU, ...), not as a
+    combination of tensors that a rewrite as a sum could fix."""
+    for x, gate in (tensors, tensors[::-1]):
+        replay = fx_gate(x, gate, gm)
+        if replay is not None:
+            refuse_gated_product(replay, where)
 
 
 def lift_graph(module: nn.Module, example: Tensor,

@@ -23,7 +23,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from lbi_engine.errors import InputError, LbiError, ModelFileError, UnsupportedLayerError
+from lbi_engine.errors import (
+    InputShapeNeededError,
+    LbiError,
+    ModelFileError,
+    UnsupportedLayerError,
+)
 from lbi_engine.models.model_files import refuse_code_format
 
 
@@ -363,6 +368,6 @@ def torchscript_sequential(path: str | Path, input_shape: Sequence[int] | None =
     if input_shape is None:
         input_shape = first_shape_hint(module)
         if input_shape is None:
-            raise InputError(f"TorchScript file {str(p)!r} does not record its input shape; pass "
-                             "input_shape (one sample, e.g. (1, 28, 28)).")
+            raise InputShapeNeededError(f"TorchScript file {str(p)!r} does not record its input "
+                                        "shape; pass input_shape (one sample, e.g. (1, 28, 28)).")
     return module, input_shape

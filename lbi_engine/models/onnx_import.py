@@ -23,12 +23,14 @@ import numpy as np
 from torch import nn
 
 from lbi_engine.errors import (
+    InputError,
+    InputShapeNeededError,
     LbiError,
     ModelFileError,
-    ShapeMismatchError,
     UnsupportedLayerError,
 )
 from lbi_engine.limits import LoadBudget, _check_shape, bound_from_env
+from lbi_engine.models._decomposed_activations import PRODUCT_FIX, product_why
 from lbi_engine.models._graph_module import SegmentedWalk, SegmentGraphBuilder, concat_shape
 from lbi_engine.models._onnx_channels import channel_permutation, split_node
 from lbi_engine.models._onnx_graph import (
@@ -108,14 +110,14 @@ class _Builder(SegmentedWalk, _OpTranslators):
             shape = tuple(int(s) for s in given)
             if len(shape) != len(dims) or any(d is not None and d != s
                                               for d, s in zip(dims, shape, strict=False)):
-                raise ShapeMismatchError(f"input_shape {shape} does not match the ONNX input "
+                raise InputError(f"input_shape {shape} does not match the ONNX input "
                                          f"'{inp.name}' of {self.path.name!r}, which is (batch, "
                                          f"{', '.join(str(d or '?') for d in dims)}).")
             return _check_shape(shape)
         if not dims or any(d is None or d < 1 for d in dims):
-            raise ShapeMismatchError(f"ONNX input '{inp.name}' of {self.path.name!r} has dynamic "
-                                     "sample dims; pass input_shape (one sample, e.g. "
-                                     "(1, 28, 28)).")
+            raise InputShapeNeededError(f"ONNX input '{inp.name}' of {self.path.name!r} has "
+                                        "dynamic sample dims; pass input_shape (one sample, "
+                                        "e.g. (1, 28, 28)).")
         # the file's own dims are checked too: a damaged header must not allocate petabytes
         return _check_shape(tuple(int(d) for d in dims if d is not None),  # none is (above)
                             f"ONNX input shape of {self.path.name!r}")
@@ -160,6 +162,8 @@ class _Builder(SegmentedWalk, _OpTranslators):
                         continue
                 if self._merge(n, data):
                     continue
+                if n.op_type == "Mul":
+                    self.refuse(f"{product_why(data)}. {PRODUCT_FIX}")
                 self.refuse(f"it combines the tensors {data} in a way lbi does not lift (a sum "
                             "of two tensors and a concatenation of channels are lifted as a "
                             "graph; MATH.md §5.6); write the combination as an addition or "
@@ -275,7 +279,8 @@ class _Builder(SegmentedWalk, _OpTranslators):
                     any(k > j for k in self.consumers.get(t, []))}
             if len(live) == 1 and self.current not in live:
                 out = live.pop()
-                module = match_activation(region, self.current, out, self.consts)
+                module = match_activation(region, self.current, out, self.consts, where=(
+                    f"ONNX nodes '{region[0].name}' to '{region[-1].name}' in {self.path.name!r}"))
                 if module is None:
                     return None
                 self.add(module)

@@ -335,15 +335,15 @@ def bundle_from_graph(path: Path, fmt: str, input_shape: tuple[int, ...] | None,
 def bundle_from_module(module: nn.Module, path: Path,
                        input_shape: tuple[int, ...] | None) -> ModelBundle:
     """An unpickled ``nn.Module`` (only after ``allow_pickle=True``) -> bundle."""
-    from lbi_engine.errors import InputError
+    from lbi_engine.errors import InputError, InputShapeNeededError
     from lbi_engine.models.importers import first_shape_hint
     from lbi_engine.models.network import LiftedNetwork
 
     module.eval()
     shape = input_shape or first_shape_hint(module)
     if shape is None:
-        raise InputError(f"{path} does not say its input shape; pass input_shape (one sample, "
-                         "e.g. (1, 28, 28); CLI: --input-shape 1,28,28)")
+        raise InputShapeNeededError(f"{path} does not say its input shape; pass input_shape "
+                                    "(one sample, e.g. (1, 28, 28); CLI: --input-shape 1,28,28)")
     try:
         encoder = LiftedNetwork.from_module(module, tuple(shape), name=path.stem)
     except (UnsupportedLayerError, InputError) as exc:  # name the file

@@ -4,6 +4,8 @@ The dialog asks for the model file, the output folder and name (and, only where 
 not record it, the input shape); the conversion (:func:`lbi_engine.models.convert.convert_model`,
 which imports torch and reads the file) runs in a QThread so the window keeps painting. On
 success the dialog emits ``converted(card_path)`` and the window opens the converted network.
+A network that adds or concatenates tensors (a graph) has no card form: it is opened from its
+own file, exactly as File → Open network opens it, and ``note`` says so.
 Errors are shown in the dialog itself, one line saying what is wrong and what to do. Running
 code from a pickled model needs the box "Allow running code from this file", unticked by
 default and reset for every file.
@@ -16,6 +18,8 @@ from typing import Any
 
 from PySide6 import QtCore, QtWidgets
 
+from lbi_gui.dialogs._background import JobDialog, failure_text
+
 MODEL_FILTER = ("Models (*.onnx *.pt2 *.pt *.pth *.safetensors *.json *.ts *.bin *.ckpt);;"
                 "All files (*)")
 
@@ -25,32 +29,32 @@ class _Converter(QtCore.QObject):
 
     done = QtCore.Signal(object)  # lbi_engine.models.convert.ConvertResult
     failed = QtCore.Signal(str)
+    graph = QtCore.Signal(str)  # a graph network: not converted, opened from its file
 
     @QtCore.Slot(object)
     def run(self, job: dict[str, Any]) -> None:
-        from lbi_engine.errors import LbiError, UnsafeFileError
+        from lbi_engine.errors import UnsafeFileError
+        from lbi_engine.models.convert import GraphNetworkError, convert_model
 
         try:
-            from lbi_engine.models.convert import convert_model
-
             self.done.emit(convert_model(**job))
+        except GraphNetworkError:  # File → Open network reads it: so does Import
+            self.graph.emit(str(job["source"]))
         except UnsafeFileError:
             self.failed.emit(f"{Path(job['source']).name} is loaded by running code stored in "
                              "it (a pickled module or TorchScript). Tick \u201cAllow running code "
                              "from this file\u201d only if you made it or fully trust its "
                              "source; better, export the model to ONNX (torch.onnx.export) or "
                              ".pt2 (torch.export.save), which lbi reads without running code.")
-        except (LbiError, OSError) as exc:
-            self.failed.emit(" ".join(str(exc).split()))
-        except Exception as exc:  # a bug: still tell the user, keep the window
-            self.failed.emit(f"conversion failed unexpectedly ({type(exc).__name__}: {exc})")
+        except Exception as exc:  # a bug too: still tell the user, keep the window
+            self.failed.emit(failure_text(exc, "conversion"))
 
 
-class ImportNetworkDialog(QtWidgets.QDialog):
+class ImportNetworkDialog(JobDialog):
     """Model file + output folder + name -> converted pair; emits ``converted(card_path)``."""
 
     converted = QtCore.Signal(str)
-    _start = QtCore.Signal(object)
+    note = QtCore.Signal(str)  # what happened, for the window's status bar
 
     def __init__(self, parent: QtWidgets.QWidget | None = None, source: str = "",
                  out_dir: str = "") -> None:
@@ -85,13 +89,9 @@ class ImportNetworkDialog(QtWidgets.QDialog):
                 layout.addWidget(item)
         self.source.textChanged.connect(self._source_changed)
         self._source_changed(source)
-        self.result_path: str | None = None
-        self._thread = QtCore.QThread(self)
-        self._worker = _Converter()
-        self._worker.moveToThread(self._thread)
-        self._start.connect(self._worker.run)
-        self._worker.done.connect(self._done)  # methods of GUI-thread objects (queued)
-        self._worker.failed.connect(self._failed)
+        worker = _Converter()
+        self.attach(worker, self._done)
+        worker.graph.connect(self._open_graph)  # a method of a GUI-thread object: queued
 
     def _with_browse(self, edit: QtWidgets.QLineEdit, slot: Any) -> QtWidgets.QWidget:
         box = QtWidgets.QWidget()
@@ -104,15 +104,22 @@ class ImportNetworkDialog(QtWidgets.QDialog):
         return box
 
     def _browse_source(self) -> None:
-        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Model file to import",
-                                                        self.source.text(), MODEL_FILTER)
+        from lbi_gui.settings import last_dir, remember_dir
+
+        start = self.source.text().strip() or last_dir("network")
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Model file to import", start,
+                                                        MODEL_FILTER)
         if path:
+            remember_dir("network", path)
             self.source.setText(path)
 
     def _browse_out(self) -> None:
-        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Output folder",
-                                                          self.out_dir.text())
+        from lbi_gui.settings import last_dir, remember_dir
+
+        start = self.out_dir.text().strip() or last_dir("import")
+        path = QtWidgets.QFileDialog.getExistingDirectory(self, "Output folder", start)
         if path:
+            remember_dir("import", path)
             self.out_dir.setText(path)
 
     def _source_changed(self, text: str) -> None:
@@ -142,37 +149,29 @@ class ImportNetworkDialog(QtWidgets.QDialog):
                 "input_shape": shape, "allow_pickle": self.allow_code.isChecked(),
                 "force": self.force.isChecked()}
 
-    def start(self) -> None:
-        try:
-            job = self.job()
-        except ValueError as exc:
-            self.status.setText(str(exc))
-            return
+    def job_started(self, job: dict[str, Any]) -> None:
         self.convert_button.setEnabled(False)
         self.status.setText(f"Converting {Path(job['source']).name}…")
-        self._thread.start()  # runs only while converting: an idle dialog holds no thread
-        self._start.emit(job)
 
-    def _stop_thread(self) -> None:
-        self._thread.quit()
-        self._thread.wait()
+    def job_ended(self) -> None:
+        super().job_ended()
+        self.convert_button.setEnabled(True)
 
     def _done(self, result: Any) -> None:
-        self._stop_thread()
-        self.convert_button.setEnabled(True)
-        self.result_path = str(result.card_path)
-        self.status.setText(f"Wrote {result.weights.name} and {result.card_path.name} "
-                            f"(checked: max relative error {result.max_rel_error:.1e}).")
-        self.converted.emit(self.result_path)
-        self.accept()
+        self.succeed(str(result.card_path), f"Wrote {result.weights.name} and "
+                     f"{result.card_path.name} (checked: max relative error "
+                     f"{result.max_rel_error:.1e}).", self.converted)
 
-    def _failed(self, message: str) -> None:
-        self._stop_thread()
-        self.convert_button.setEnabled(True)
-        self.status.setText(message)
+    def _open_graph(self, source: str) -> None:
+        """A network with residual additions or concatenations: a card holds only a chain of
+        layers, so the file is opened and lifted as it is, as File → Open network does."""
+        text = (f"{Path(source).name} adds or concatenates tensors (a graph), which a card "
+                "cannot hold: it is opened from the file itself, as File → Open network does.")
+        self.succeed(source, text, self.converted)
+        self.note.emit(text)
 
     def done(self, code: int) -> None:  # accept/reject/close: let a conversion finish first
-        self._stop_thread()
+        self.stop_thread()
         super().done(code)
 
 
@@ -184,6 +183,7 @@ def open_import_dialog(window: Any) -> ImportNetworkDialog:
     dialog.source.setText("")
     dialog.out_dir.setPlaceholderText(last_dir("network"))
     dialog.converted.connect(window.open_network)
+    dialog.note.connect(lambda text: window.statusBar().showMessage(text, 15000))
     dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.show()
     return dialog

@@ -17,14 +17,19 @@ import math
 import threading
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lbi_engine.errors import ShapeMismatchError
 from lbi_gui import engine as engine_bridge
+from lbi_gui.engine.bundles import (  # the cache: tests and the prestart reach it here
+    _BUNDLES,
+    _BUNDLES_LOCK,
+    _bundle_key,
+    _keep_bundle,
+)
 from lbi_gui.engine.messages import (  # re-exported: the records' old import path
     Booted,
     ErrorInfo,
@@ -50,26 +55,6 @@ __all__ = ["EMIT_INTERVAL", "Emit", "ErrorInfo", "PreparedInfo", "Progress", "Ru
 #: ``emit(event)`` with one of :data:`lbi_gui.engine.messages.EVENTS`: Booted, Prepared,
 #: ProgressReport, RunDone or Failed.
 Emit = Callable[[Event], None]
-
-# Loaded networks, shared by all drivers of the process (loading the CNN takes ~1–3 s for
-# its exact operator norms; reusing a bundle takes milliseconds). Bundles are only read
-# by the solvers. Keyed by the network reference and, for files, their size and mtime, so
-# an edited file is loaded again.
-_BUNDLES: OrderedDict[tuple, Any] = OrderedDict()
-_BUNDLES_LOCK = threading.Lock()
-_BUNDLES_MAX = 4
-
-
-def _bundle_key(request: dict[str, Any]) -> tuple:
-    ref = str(request.get("network"))
-    stamp: tuple = ()
-    path = Path(ref).expanduser()
-    if path.is_file():
-        st = path.stat()
-        stamp = (st.st_size, st.st_mtime_ns)
-    return (ref, stamp, str(request.get("input_shape")), bool(request.get("allow_pickle")),
-            request.get("device"), request.get("dtype"))
-
 
 #: Warning classes meant for developers (library deprecations), not for the user.
 _DEV_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning, ResourceWarning)
@@ -281,7 +266,16 @@ class RunDriver:
         key = _bundle_key(request)
         with _BUNDLES_LOCK:
             bundle = _BUNDLES.get(key)
-        fitted = _fit_data(request, bundle)
+        try:
+            fitted = _fit_data(request, bundle)
+        except ShapeMismatchError:  # no data fits: a network that cannot be lifted says
+            if bundle is None:  # so first, not a question about data (and is kept loaded)
+                from lbi_engine.models.zoo import load_network
+
+                shape = request.get("input_shape")
+                _keep_bundle(key, load_network(str(request["network"]), input_shape=tuple(
+                    shape) if shape else None, allow_code=bool(request.get("allow_pickle"))))
+            raise
         record = {"format_version": eng.FORMAT_VERSION, **fitted.request}
         record.pop("kind", None)
         # The engine reports recoverable changes to the user's input (measured data clipped
@@ -294,11 +288,7 @@ class RunDriver:
                                     *(str(w.message) for w in caught
                                       if not issubclass(w.category, _DEV_WARNINGS))]))
         self._notes = {id(prepared): notes}  # only the newest problem's are ever asked for
-        with _BUNDLES_LOCK:
-            _BUNDLES[key] = prepared.bundle
-            _BUNDLES.move_to_end(key)
-            while len(_BUNDLES) > _BUNDLES_MAX:
-                _BUNDLES.popitem(last=False)
+        _keep_bundle(key, prepared.bundle)
         return prepared
 
     def _info(self, prepared: Any) -> PreparedInfo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ class NetworkPanel(ParamPanel):
         self._refs: dict[str, str] = {}  # combo key -> a path Qt cannot hold (see _key)
         self.combo = QtWidgets.QComboBox()
         self.combo.setToolTip("Bundled networks (the zoo) and files you opened")
-        self.combo.setMinimumContentsLength(14)
+        self.combo.setMinimumContentsLength(9)
         self.open_button = QtWidgets.QPushButton("Open…")
         self.open_button.setToolTip("Open an ONNX (.onnx), torch.export (.pt2), safetensors or "
                                     "state dict + model card file (you can also drop it on the "
@@ -79,6 +80,8 @@ class NetworkPanel(ParamPanel):
         self.shape_edit.setToolTip("Input shape without the batch dimension; needed only when "
                                    "the file does not say")
         self.allow_pickle = False
+        #: The network being loaded ("" when the panel describes the one prepared).
+        self.loading = ""
         self.summary = info_label()
         self.summary.setContentsMargins(6, 0, 6, 0)
         self.table = QtWidgets.QTableWidget(0, len(LAYER_COLUMNS))
@@ -206,6 +209,7 @@ class NetworkPanel(ParamPanel):
                      input_shape: tuple[int, ...], output_shape: tuple[int, ...]) -> None:
         """Fill the layer table for a network that lifted without problems."""
         self.problem.hide()
+        self.loading = ""
         self.table.setRowCount(len(layers))
         for r, layer in enumerate(layers):
             norm = layer.get("norm")
@@ -236,10 +240,28 @@ class NetworkPanel(ParamPanel):
                  f"{_shape(input_shape)}, output {_shape(output_shape)}")
         self.summary.setText(facts + (f"<br>{desc}" if desc else ""))
 
+    def show_loading(self, name: str) -> None:
+        """A newly chosen network is being read and lifted (seconds for a large one, in the
+        engine): say so at once instead of describing the network before."""
+        self.loading = name
+        self.problem.hide()
+        self.table.setRowCount(0)
+        self.nodes.clear()
+        self.nodes.hide()
+        self.summary.setText(f"Loading <b>{html.escape(name)}</b>… its lifted layers are "
+                             "listed here when it is ready.")
+
     def show_problem(self, message: str) -> None:
         """Explain, in the panel itself, why the network could not be used."""
         self.problem.setText(message)
         self.problem.show()
+
+    def ask_input_shape(self, message: str) -> None:
+        """The chosen network does not fix its input shape: say so, and put the cursor where
+        the user types it (the network stays chosen; Enter prepares it)."""
+        self.show_problem(f"{message}\nType the shape of one sample without the batch (e.g. "
+                          "3,64,64) under Input shape and press Enter.")
+        self.shape_edit.setFocus()
 
     def clear_problem(self) -> None:
         self.problem.hide()

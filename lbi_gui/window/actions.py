@@ -23,6 +23,7 @@ class WindowActions:
     run_all: QtGui.QAction
     open_network: QtGui.QAction
     import_network: QtGui.QAction
+    fit_prior: QtGui.QAction
     open_image: QtGui.QAction
     open_data: QtGui.QAction
     open_session: QtGui.QAction
@@ -78,6 +79,9 @@ def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> Window
     import_network = act("import_network", "Im&port network…", None,
                          "Convert ONNX / .pt2 / a state dict + card once into the zoo's "
                          "safe format and open it")
+    fit_prior = act("fit_prior", "Fit a &feature prior…", None,
+                    "Fit the prior layer-wise inversion needs for this network from a folder "
+                    "of your clean images")
     open_image = act("open_image", "Open &image / NPY…", "Ctrl+I")
     open_data = act("open_data", "Load measured &y…")
     open_session = act("open_session", "&Open session…", "Ctrl+O")
@@ -96,7 +100,7 @@ def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> Window
 
     bar = w.menuBar()
     file_menu = bar.addMenu("&File")
-    for a in (open_network, import_network, open_image, open_data):
+    for a in (open_network, import_network, fit_prior, open_image, open_data):
         file_menu.addAction(a)
     file_menu.addSeparator()
     file_menu.addAction(open_session)
@@ -133,6 +137,7 @@ def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> Window
     return WindowActions(
         run=run, pause=pause, stop=stop, finish=finish, reset=reset, switch=switch,
         run_all=run_all, open_network=open_network, import_network=import_network,
+        fit_prior=fit_prior,
         open_image=open_image, open_data=open_data, open_session=open_session,
         save_session=save_session, save_session_as=save_session_as, export=export,
         quit=quit_, about=about, guide=guide, reset_layout=reset_layout, fit_view=fit_view,

@@ -58,6 +58,7 @@ class RunController(QtCore.QObject):
     run_finished = QtCore.Signal(object)  # RunResult (also for "stop": see user_action)
     run_failed = QtCore.Signal(object)  # ErrorInfo
     state_changed = QtCore.Signal(str)  # booting | idle | preparing | running | paused
+    loading = QtCore.Signal(dict)  # the request a prepare or run is about to load
     queue_done = QtCore.Signal(list)  # ErrorInfo list of a "run all" batch
     queue_progress = QtCore.Signal(int, int, str)  # "run all": number (1-based), total, method
 
@@ -129,6 +130,7 @@ class RunController(QtCore.QObject):
         self._latest_prepare = self._job_id
         if not self.running:
             self._set_state("preparing")
+        self.loading.emit(dict(request))
         self.backend.prepare(self._job_id, dict(request))
         return self._job_id
 
@@ -145,6 +147,7 @@ class RunController(QtCore.QObject):
         self.progress = RunProgress(request)
         self._paused = paused
         self._set_state("paused" if paused else "running")
+        self.loading.emit(dict(request))
         self.backend.run(RunJob(self._run_id, dict(request), start_paused=paused))
         return self._run_id
 

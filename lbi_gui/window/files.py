@@ -91,6 +91,15 @@ class FileCommands:
             self._revert_problem()
             self.w.statusBar().showMessage("Pickled model not loaded", 5000)
             return
+        if err.exc_type == "InputShapeNeededError" and not req.get("input_shape"):
+            # the network stays chosen: the shape typed next prepares it (a revert would
+            # put the typed shape on the network before, which fixes its own)
+            self.w.docks["network"].raise_()  # the field the user types in, in view
+            self.w.network_panel.ask_input_shape(err.message)
+            self.w.statusBar().showMessage(
+                f"{Path(str(req.get('network'))).name} does not fix its input shape: type it "
+                "under Input shape", 15000)
+            return
         if err.exc_type == "ShapeMismatchError" and self._choose_other_data(err):
             return
         if req.get("network") != (self.w.good_request or {}).get("network"):

@@ -114,6 +114,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 "reset": r.reset, "switch": self.solver_panel.toggle_joint_layerwise,
                 "run_all": r.run_all_methods, "open_network": f.open_network_dialog,
                 "import_network": self._import_network, "open_image": f.open_image_dialog,
+                "fit_prior": self._fit_prior,
                 "open_data": f.open_data_dialog, "open_session": f.open_session_dialog,
                 "save_session": f.save_session, "save_session_as": f.save_session_as,
                 "export": f.export_dialog, "quit": self.close, "about": self.show_about,
@@ -226,10 +227,13 @@ class MainWindow(QtWidgets.QMainWindow):
         c.booted.connect(self._on_booted)
         c.boot_failed.connect(r.on_boot_failed)
         c.prepared.connect(r.on_prepared)
+        c.loading.connect(self._on_loading)
+        c.prepare_failed.connect(self._describe_prepared)  # first: a dialog may follow
         c.prepare_failed.connect(f.on_prepare_failed)
         c.view_update.connect(self._on_view_update)
         c.restart_marked.connect(r.on_restart_marked)
         c.run_finished.connect(r.on_run_finished)
+        c.run_failed.connect(self._describe_prepared)
         c.run_failed.connect(r.on_run_failed)
         c.queue_done.connect(r.on_queue_done)
         c.queue_progress.connect(r.on_queue_progress)
@@ -263,6 +267,18 @@ class MainWindow(QtWidgets.QMainWindow):
             self.runner.run()
         else:
             self.controller.prepare(self.current_request())
+
+    def _on_loading(self, request: dict[str, Any]) -> None:
+        network = str(request.get("network") or "")
+        if network and (self.info is None or network != self.info.request.get("network")):
+            self.network_panel.show_loading(Path(network).name)
+
+    def _describe_prepared(self, _err: Any = None) -> None:
+        """The panel describes the network prepared last again (a new one failed to load)."""
+        info = self.info
+        if info is not None and self.network_panel.loading:
+            self.network_panel.show_network(info.network_name, info.layers, info.card,
+                                            info.input_shape, info.output_shape)
 
     def _on_view_update(self, prog: Progress) -> None:
         self.runner.on_view_update(prog)
@@ -329,6 +345,11 @@ class MainWindow(QtWidgets.QMainWindow):
         from lbi_gui.dialogs.import_network import open_import_dialog
 
         open_import_dialog(self)
+
+    def _fit_prior(self) -> None:
+        from lbi_gui.dialogs.fit_prior import open_fit_prior_dialog
+
+        open_fit_prior_dialog(self)
 
     def dragEnterEvent(self, event: QtGui.QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():

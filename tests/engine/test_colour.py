@@ -143,7 +143,9 @@ def test_declared_shapes_of_every_format(tmp_path, colour_net) -> None:
     assert declared_input_shape(colour_net) == (3, SIDE, SIDE)
     assert declared_input_shape("mnist_ae") in (None, (1, 28, 28))
     assert declared_input_shape(tmp_path / "missing.onnx") is None
-    assert declared_input_shape(colour_net, (3, 5, 5)) == (3, 5, 5)
+    assert declared_input_shape(colour_net, (3, SIDE, SIDE)) == (3, SIDE, SIDE)
+    with pytest.raises(LbiError, match="contradicts"):  # a given shape never silently wins
+        declared_input_shape(colour_net, (3, 5, 5))
 
 
 def _quiet():

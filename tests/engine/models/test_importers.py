@@ -302,7 +302,7 @@ def _single_op_model(op_nodes, inits=(), in_shape=("N", 4), out="y", opset=13, o
      ["'pool1'", "MaxPool", "index 1", "asymmetric pads"]),
     (lambda: _single_op_model([helper.make_node("Relu", ["x"], ["r"], name="r0"),
                                helper.make_node("Mul", ["r", "x"], ["y"], name="skip")]),
-     ["'skip'", "Mul", "index 1", "combines the tensors"]),
+     ["'skip'", "Mul", "index 1", "multiplies two computed tensors"]),
     (lambda: _single_op_model([helper.make_node("Transpose", ["x"], ["y"], name="tr",
                                                 perm=[1, 0])]),
      ["'tr'", "Transpose", "index 0", "not supported", "Gemm"]),

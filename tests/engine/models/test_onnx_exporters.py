@@ -151,7 +151,7 @@ def test_dynamo_specific_forms_load(tmp_path, dynamo):
 
 
 @pytest.mark.parametrize(("module", "shape", "patterns"), [
-    (Product(), (6,), ["Mul", "combines the tensors"]),
+    (Product(), (6,), ["Mul", "multiplies two computed tensors"]),
     (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, padding=1)), (1, 8, 8),
      ["MaxPool", "padding", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,), ["Gelu", "ReLU"]),

@@ -139,7 +139,7 @@ class _Touch:
     (nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2, padding=1)), (1, 8, 8),
      ["MaxPool2d", "padding", "AvgPool2d", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,), ["gelu", "GELU", "ReLU"]),
-    (Product(), (6,), ["mul", "combines or uses"]),
+    (Product(), (6,), ["mul", "multiplies two computed tensors"]),
     (nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4)), (4,), ["layer_norm", "BatchNorm"]),
     (nn.Sequential(nn.Conv2d(1, 2, 3), nn.Upsample(scale_factor=2)), (1, 6, 6),
      ["upsample", "allow-list", "ConvTranspose2d"]),
