@@ -18,7 +18,8 @@ docs/developer/calibration.md). The path's residuals choose α:
   before, solved once more from the more regular one; where the first α already fits the
   target, the walk goes up instead until the residual passes it;
 * the residual floor: when a step of the path lowers the residual by less than
-  ``FLOOR_DROP`` (relative), more α buys no fit (an over-determined network, or one whose
+  ``FLOOR_DROP`` (relative), once the residual has fallen that much below the first
+  point's (before, the image can still be flat), more α buys no fit (an over-determined network, or one whose
   range the noisy code has left) and the walk ends there; without a noise level this is
   the only rule, with ``LOWEST`` (relative to the first α) as the end of the path.
 
@@ -254,8 +255,10 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
                 elif (r > target) == rising:  # the residual crossed the target
                     why = "discrepancy"
                     break
-            if not rising and len(path) >= 2 and \
-                    r >= (1.0 - FLOOR_DROP) * path[-2].discrepancy:
+            # a floor is where the fit stops improving after it began: at the first points
+            # the image can still be flat, its residual that of the flat image, unmoved
+            fitting = r < (1.0 - FLOOR_DROP) * path[0].discrepancy
+            if not rising and fitting and r >= (1.0 - FLOOR_DROP) * path[-2].discrepancy:
                 break
             if alpha * FACTOR < lowest:
                 break

@@ -213,3 +213,18 @@ def test_max_iter_bounds_the_path_and_the_lifted_solve() -> None:
     spent = sum(p["evaluations"] for p in last.extras["alpha_path"])
     assert spent <= 55
     assert last.iteration - spent == 55  # the lifted solve's own cap, as after any search
+
+
+def test_a_flat_start_is_not_taken_for_the_residual_floor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """From an alpha far above the flat threshold the first points are all the flat image, so
+    their residual does not move; the walk must go on until the fit begins."""
+    monkeypatch.setattr(continuation, "FIRST", 1e4)
+    problem = problem_for(_net(), _truth(), alpha=1.0, std=0.0)
+    records = _run(problem, None)
+    path = records[-1].extras["alpha_path"]
+    flat = [p for p in path if p["discrepancy"] >= 0.95 * path[0]["discrepancy"]]
+    assert len(flat) >= 2  # the start was flat for at least two points ...
+    assert len(path) > len(flat)  # ... and the walk went past them
+    assert path[-1]["discrepancy"] < 0.5 * path[0]["discrepancy"]
+    assert float(records[-1].psnr[0]) > path[0]["psnr"] + 1.0
