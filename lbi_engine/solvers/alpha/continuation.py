@@ -19,9 +19,10 @@ docs/developer/calibration.md). The path's residuals choose α:
   target, the walk goes up instead until the residual passes it;
 * the residual floor: when a step of the path lowers the residual by less than
   ``FLOOR_DROP`` (relative), once the residual has fallen that much below the first
-  point's (before, the image can still be flat), more α buys no fit (an over-determined network, or one whose
-  range the noisy code has left) and the walk ends there; without a noise level this is
-  the only rule, with ``LOWEST`` (relative to the first α) as the end of the path.
+  point's (before, the image can still be flat), more α buys no fit (an over-determined
+  network, or one whose range the noisy code has left) and the walk ends there; without a
+  noise level this is the only rule, with ``LOWEST`` (relative to the first α) as the end
+  of the path.
 
 Then the lifted joint method runs at the chosen α from the path's end with the auxiliary
 variables at its forward states (a feasible point), with the exact TV, by the run's own
