@@ -63,13 +63,15 @@ def test_the_cli_passes_memory_limit_to_the_check_without_the_environment(
         environ: WatchedEnviron, monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
         capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[int] = []
-    real_check = limits.check_bytes
+    real_limit = limits.memory_limit
 
-    def spying_check(needed: float, what: str, fix: str) -> None:
-        seen.append(memory_limit())  # the limit in force where the loader checks
-        real_check(needed, what, fix)
+    def spying_limit() -> int:
+        # check_bytes reads the limit by this module-level name, wherever it was imported
+        # from (footprint.py binds check_bytes itself at import, before any patch of it)
+        seen.append(real_limit())  # the limit in force where the loader checks
+        return seen[-1]
 
-    monkeypatch.setattr(limits, "check_bytes", spying_check)
+    monkeypatch.setattr(limits, "memory_limit", spying_limit)
     code = main([*INVERT, "--memory-limit", "1K", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err

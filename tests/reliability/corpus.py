@@ -102,7 +102,7 @@ CASES: list[Case] = [
     Case("input-shape-absurd", mk.absurd_input_shape, InputError, ("100000", "too large"),
          gui="param"),
     Case("input-shape-mismatch", mk.mismatched_input_shape, ShapeMismatchError, ("1024",),
-         gui="param", gui_words=("tiny_ts.pt", "1×32×32", "open an image")),
+         gui="param", gui_words=("tiny_ts.pt", "1024", "784")),
     # ground-truth arrays and images
     Case("truth-nan", lambda c: mk.truth(c, "t_nan.npy", mk.digit_with(np.nan)), DataFileError,
          ("t_nan.npy", "nan")),
@@ -140,8 +140,11 @@ CASES: list[Case] = [
          DataFileError, ("notes.png", "image")),
     Case("image-one-pixel", lambda c: mk.png_file(c, "dot.png", mk.png_bytes((1, 1))),
          ShapeMismatchError, ("dot.png", "resize"), gui_words=("dot.png", "1×1", "at least 2")),
+    # enlarged from one pixel the truth would be a flat blur: refused, not resized
     Case("image-one-pixel-resized",
-         lambda c: {**mk.png_file(c, "dot2.png", mk.png_bytes((1, 1))), "resize": True}, None, ()),
+         lambda c: {**mk.png_file(c, "dot2.png", mk.png_bytes((1, 1))), "resize": True},
+         DataFileError, ("dot2.png", "1 x 1 pixels", "at least 8 pixels"),
+         gui_words=("dot2.png", "1×1")),
     Case("image-decompression-bomb",
          lambda c: mk.png_file(c, "bomb.png", mk.png_header_only(100000, 100000)),
          DataFileError, ("bomb.png", "pixels")),

@@ -257,7 +257,7 @@ REFUSALS = [
     (nn.Sequential(nn.Linear(4, 4), nn.GELU()), (4,),
      [r"'1'", "GELU", "position 1", "not monotone", "ReLU"]),
     (nn.Sequential(nn.Linear(4, 4), nn.SiLU()), (4,), [r"'1'", "SiLU", "softplus"]),
-    (Product(), (4,), ["'mul'", "sum a \\+ b", "torch.cat"]),
+    (Product(), (4,), ["'mul'", "multiplies two computed tensors", "sums a \\+ b"]),
     (nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5).train()), (4,),
      [r"'1'", "Dropout", "model.eval()"]),
     (nn.Sequential(nn.Linear(4, 4), nn.LSTM(4, 4)), (4,), [r"'1'", "LSTM", "unroll"]),
