@@ -168,7 +168,7 @@ def run(quick: bool = False) -> Section:
         "median ratio of the 1-image circle varied between 1.15 and 1.35 over four full runs "
         "on the same code (the small-op overhead suffers more from other tenants than the "
         "bandwidth-bound floor). One thread unless stated. The regulariser's part of the "
-        "step runs as one fused numba pass (solvers/_tv_kernels.py) from one 64x64 image "
+        "step runs as one fused numba pass (solvers/kernels/tv_primal_dual.py) from one 64x64 image "
         "on (so for both circle rows by default) and as torch calls below that; the "
         "rows naming the other path time it in the same rounds. The circle rows run "
         "Condat–Vũ (steps='balanced'), the iteration the target is about."

@@ -339,7 +339,7 @@ class JointFista:
 
     def step_one(self) -> bool:
         """step() and accept_one() for one sample: the gradient on buffers (``_joint_one``),
-        everything after it in compiled loops (``_fista_kernel.FusedStep``) where numba is
+        everything after it in compiled loops (``kernels.joint_prox_gradient.FusedStep``) where numba is
         usable. Returns False, keeping the current iterate, when the step is not finite."""
         if self._fused is None:
             self.step()
@@ -363,12 +363,12 @@ class JointFista:
         return True
 
     def _fused_step(self) -> Any:
-        """A ``_fista_kernel.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
+        """A ``kernels.joint_prox_gradient.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
         with numba (its kernels loaded here, outside any stopwatch); else None."""
         if self._one is None or not self._relu_aux or not self._tv or self.tv_prox is None or \
                 not self.tv_prox.compiled:
             return None
-        from lbi_engine.solvers._fista_kernel import FusedStep
+        from lbi_engine.solvers.kernels.joint_prox_gradient import FusedStep
 
         # the pre-activations W_l x_l + b_l of each slot's iterate, and of y: one flat buffer
         # each, with per-layer views
@@ -435,10 +435,10 @@ class JointFista:
 
 
 def _compiled_aux_proxes(layers: Any, like: Tensor) -> list[Any]:
-    """Per auxiliary block, ``_prox_kernel.compiled_prox`` of its activation (tanh and
+    """Per auxiliary block, ``kernels.activation_prox.compiled_prox`` of its activation (tanh and
     sigmoid, whose prox is root-solved), or None; numba is imported only when one is."""
     if not any(type(layer.activation).__name__ in ("Tanh", "Sigmoid") for layer in layers[:-1]):
         return [None] * (len(layers) - 1)
-    from lbi_engine.solvers._prox_kernel import compiled_prox
+    from lbi_engine.solvers.kernels.activation_prox import compiled_prox
 
     return [compiled_prox(layer.activation, like) for layer in layers[:-1]]

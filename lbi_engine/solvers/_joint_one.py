@@ -11,7 +11,7 @@ activations' checked methods). Here every product writes into its buffer (``torc
 identity) are one in-place operation each, so a step makes no new tensor. Used only where
 every map is a matrix on the flattened sample (CSR convolutions, linear layers) of the
 iterate's dtype; elsewhere the general path runs. A convolution's products here are a
-gathered GEMM (``_conv_kernel``, 3-4x faster than its CSR matrix on the zoo CNN) where numba
+gathered GEMM (``kernels.gathered_conv``, 3-4x faster than its CSR matrix on the zoo CNN) where numba
 is usable; the batched path keeps the CSR matrices. The two paths sum in different orders,
 so they agree to rounding (tested).
 """
@@ -157,11 +157,11 @@ class MatrixProducts:
 def _products(affine: object, used: object, dtype: torch.dtype) -> Products | None:
     """One run's products with a layer's map ``affine`` (``used``: the map as the solver
     uses it), or None: a convolution as a gathered GEMM where numba is usable
-    (``_conv_kernel``), else CSR or a dense matrix."""
+    (``kernels.gathered_conv``), else CSR or a dense matrix."""
     if isinstance(used, SparseLinear):
         bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
         if numba_enabled():
-            from lbi_engine.solvers._conv_kernel import ConvProducts
+            from lbi_engine.solvers.kernels.gathered_conv import ConvProducts
 
             conv = ConvProducts.build(affine, bias, dtype)
             if conv is not None:
@@ -182,16 +182,16 @@ def _products(affine: object, used: object, dtype: torch.dtype) -> Products | No
 
 
 def _compiled_sums() -> ModuleType | None:
-    """``_bregman_kernel`` where numba is usable (not with ``LBI_NO_NUMBA``), compiled (or
+    """``kernels.bregman_sums`` where numba is usable (not with ``LBI_NO_NUMBA``), compiled (or
     loaded from numba's cache) here, outside any run's stopwatch; else None."""
     if not numba_enabled():
         return None
     import numpy as np
 
-    from lbi_engine.solvers import _bregman_kernel
+    from lbi_engine.solvers.kernels import bregman_sums
 
     for dtype in (np.float32, np.float64):
         one = np.ones(1, dtype=dtype)
-        _bregman_kernel.relu_bregman(one, one)
-        _bregman_kernel.half_sq_dist(one, one)
-    return _bregman_kernel
+        bregman_sums.relu_bregman(one, one)
+        bregman_sums.half_sq_dist(one, one)
+    return bregman_sums

@@ -14,7 +14,7 @@ are single ``addmm`` calls that also fold in the bias and the gradient step, and
 convergence and finiteness checks reuse two norms per variable. For TV / gradient-Tikhonov on
 the CPU and large enough batches, everything past the two products (div, step, box, dual
 ascent, projection, norms) is one numba kernel instead (``_inplace.fused_tv_plan``,
-``_tv_kernels.py``): for a batch those ~20 torch passes are memory-bound. Measured effect
+``kernels/tv_primal_dual.py``): for a batch those ~20 torch passes are memory-bound. Measured effect
 and the floor it is compared against: benchmarks/RESULTS.md.
 
 The tensors ``x`` and ``z`` are the live slots: they are overwritten two steps later, so

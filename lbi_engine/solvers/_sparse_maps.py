@@ -10,7 +10,7 @@ they are built once per weight tensor and geometry (maps never change after cons
 see ``AffineMap``; every run of a network makes new map objects around the same weights, and
 a build costs ~20 ms) and only when the dense build stays small (``MAX_DENSE`` entries).
 One sample's joint step on the CPU uses a faster form of the same convolutions
-(``_conv_kernel``: a gathered GEMM); batches use these matrices.
+(``kernels.gathered_conv``: a gathered GEMM); batches use these matrices.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers._primal_dual import PrimalDualBlock
 from lbi_engine.solvers.base import StopReason
 
-pytest.importorskip("lbi_engine.solvers._tv_kernels")
+pytest.importorskip("lbi_engine.solvers.kernels.tv_primal_dual")
 
 
 def _problem(reg: str, dtype: torch.dtype, seed: int = 0) -> InversionProblem:

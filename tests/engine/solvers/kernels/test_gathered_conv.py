@@ -1,4 +1,4 @@
-"""One sample's convolution products as a gathered GEMM (``_conv_kernel``).
+"""One sample's convolution products as a gathered GEMM (``kernels.gathered_conv``).
 
 Checked against torch's own convolution (``Conv2dMap.apply`` / ``adjoint``, i.e. F.conv2d and
 F.conv_transpose2d) over geometries that exercise every part of the gather index: strides,
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lbi_engine.operators.conv import Conv2dMap
-from lbi_engine.solvers._conv_kernel import ConvProducts, im2col_index
+from lbi_engine.solvers.kernels.gathered_conv import ConvProducts, im2col_index
 from lbi_engine.solvers._joint_accel import JointFista
 from lbi_engine.solvers._sparse_maps import sparse_or_self
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from lbi_engine.operators.backend import jit as _jit
-from lbi_engine.regularisers._tv_kernel import fgp_prox
+from lbi_engine.regularisers._fgp_kernel import fgp_prox
 
 
 class FusedStep:
