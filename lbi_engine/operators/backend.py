@@ -8,7 +8,7 @@ used by the accelerated one-layer and joint methods), and every module of
 fused TV kernels of the Condat–Vũ step. ``LBI_NO_NUMBA=1`` turns all of
 them off, and so does a numba that does not import: the torch paths then compute the same
 iterates to rounding (tests, and machines where numba misbehaves). ``LBI_FUSED_TV`` still
-chooses, among numba paths, whether the Condat–Vũ step is fused (``_inplace``).
+chooses, among numba paths, whether the Condat–Vũ step is fused (``one_layer.inplace``).
 
 This module does not import numba itself (about 0.3-1 s): ``jit`` imports it when a kernel
 module is decorated, and kernel modules are imported only when about to be used.

@@ -19,7 +19,7 @@ from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, Stop
 from lbi_engine.solvers.joint import run_joint
 from lbi_engine.solvers.landweber import run_landweber
 from lbi_engine.solvers.layerwise import run_layerwise
-from lbi_engine.solvers.pdhg import run_pdhg
+from lbi_engine.solvers.one_layer.method import run_pdhg
 
 if TYPE_CHECKING:
     import numpy as np

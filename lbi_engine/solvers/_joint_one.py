@@ -28,7 +28,7 @@ from torch import Tensor
 
 from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.protocols import Layer, Operator
-from lbi_engine.solvers._inplace import dense_matrix
+from lbi_engine.solvers.one_layer.inplace import dense_matrix
 from lbi_engine.solvers._sparse_maps import SparseLinear
 
 # activations whose sigma the fast path applies in place, by class name

@@ -31,7 +31,7 @@ from lbi_engine.solvers.base import (
     relative_change,
 )
 from lbi_engine.solvers.driver import Changes, Method, drive
-from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
+from lbi_engine.solvers.one_layer.method import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
 
 
 def graph_refusal(what: str) -> str:

@@ -50,7 +50,7 @@ from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.alpha.stage import search_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
 from lbi_engine.solvers.driver import Changes, Method, iterate, new_monitor
-from lbi_engine.solvers.pdhg import BlockMethod, make_block
+from lbi_engine.solvers.one_layer.method import BlockMethod, make_block
 
 NO_PRIOR = (
     "layer-wise inversion of {name!r} needs a learned prior on its {n} intermediate feature "

@@ -20,7 +20,7 @@ from lbi_engine.solvers.driver import Method, drive, new_monitor
 from lbi_engine.solvers.joint import CoordinateDescent
 from lbi_engine.solvers.landweber import Landweber
 from lbi_engine.solvers.layerwise import FeatureStage
-from lbi_engine.solvers.pdhg import BlockMethod, OneLayer
+from lbi_engine.solvers.one_layer.method import BlockMethod, OneLayer
 from tests.engine.solvers.test_solver_protocol import _problem
 
 LAM = 0.5  # ridge weight of the toy problem

@@ -38,7 +38,7 @@ from lbi_engine.operators.finite_differences import zero_unused
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, sigma_inplace
+from lbi_engine.solvers.one_layer.inplace import dense_matrix, dual_prox_plan, sigma_inplace
 from lbi_engine.solvers._momentum import Momentum
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import StopReason

@@ -38,8 +38,8 @@ REG = 1e-8  # Tikhonov regularisation of the Gram matrix, relative to its mean d
 
 
 class MixedBlock(Protocol):
-    """What Anderson mixing reads and calls of its ``_primal_dual.PrimalDualBlock`` (a
-    protocol, not that class: ``_primal_dual`` imports this module)."""
+    """What Anderson mixing reads and calls of its ``one_layer.primal_dual.PrimalDualBlock`` (a
+    protocol, not that class: ``one_layer.primal_dual`` imports this module)."""
 
     batch: int
     use_dual: bool
