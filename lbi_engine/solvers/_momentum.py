@@ -13,7 +13,7 @@ updated in place so that views of ``coef`` stay valid; :class:`ScalarMomentum` h
 floats rounded to the iterate's dtype for one sample on the CPU, where each tiny tensor
 operation would cost as much as a 784-entry one. Both take t_{k+1} from :func:`next_t`.
 Used by the accelerated one-layer method (``one_layer.accelerated``), the joint method
-(``_joint_accel``, and its compiled step ``kernels.joint_prox_gradient``) and the layer-wise method's
+(``joint.fista``, and its compiled step ``joint.compiled_step``) and the layer-wise method's
 feature stages (``_feature_stage``).
 """
 

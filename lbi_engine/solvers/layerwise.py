@@ -45,7 +45,7 @@ from lbi_engine.solvers._feature_stage import (
     GaussianStage,
     stage_weights,
 )
-from lbi_engine.solvers._joint_start import backprojection_start
+from lbi_engine.solvers.joint.start import backprojection_start
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.alpha.stage import search_alpha
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule

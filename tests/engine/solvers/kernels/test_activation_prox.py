@@ -84,7 +84,8 @@ def test_joint_method_with_tanh_blocks_uses_it_and_ends_where_the_torch_prox_end
     from lbi_engine.models.network import LiftedNetwork
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
-    from lbi_engine.solvers import StopRule, _joint_accel, final, solve
+    from lbi_engine.solvers import StopRule, final, solve
+    from lbi_engine.solvers.joint import fista as _joint_accel
 
     torch.manual_seed(2)
     module = nn.Sequential(nn.Conv2d(1, 3, 3), nn.Tanh(), nn.AvgPool2d(2), nn.Flatten(),

@@ -2,7 +2,7 @@
 
 Default (``steps="auto"``/``"accelerated"``, TV with or without box or the learned Gaussian
 input prior, ``n_inner=1``): an accelerated
-proximal gradient step on all blocks at once (``_joint_accel.py``), 5-10x fewer steps than
+proximal gradient step on all blocks at once (``solvers/joint/fista.py``), 5-10x fewer steps than
 the paper's sweeps at the same cost per step. Otherwise the paper's coordinate descent: each
 sweep ``n_inner`` PDHG steps on x_0 against x_1, then one proximal-gradient step on each
 auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l+1}).
@@ -20,8 +20,8 @@ from torch import Tensor
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers import _joint_accel as _accel
-from lbi_engine.solvers import _joint_start as _start
+from lbi_engine.solvers.joint import fista as _accel
+from lbi_engine.solvers.joint import start as _start
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import (
     CancelToken,
@@ -180,7 +180,7 @@ def _run_accelerated(problem: Problem, monitor: RunMonitor, x0: Tensor, aux: lis
 
 
 class AcceleratedJoint(Method):
-    """The all-block FISTA of ``_joint_accel.JointFista`` on the driver."""
+    """The all-block FISTA of ``fista.JointFista`` on the driver."""
 
     def __init__(self, problem: Problem, x0: Tensor, aux: list[Tensor], init: dict[str, Any],
                  options: SolverOptions) -> None:
