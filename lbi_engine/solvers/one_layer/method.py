@@ -8,6 +8,7 @@ data, so :class:`PrimalDualBlock` is shared by both. Method ``pdhg`` runs, by de
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,8 +20,8 @@ from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers.one_layer.accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
-from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
-from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
+from lbi_engine.solvers.base import IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.driver import Changes, Method, drive, run
 from lbi_engine.solvers.one_layer.step_sizes import (  # noqa: F401 - re-exported: callers import them from here
     FORWARD_BACKWARD_SAFE,
     PAPER_PRIMAL,
@@ -89,27 +90,23 @@ class OneLayer(BlockMethod):
         return _record(monitor, self.block, self.problem, final=final)
 
 
-def run_pdhg(
-    problem: Problem,
-    stop: StopRule,
-    options: SolverOptions,
-    init: dict[str, Any] | None,
-    cancel: CancelToken | None,
-    report_every: int,
-) -> Iterator[IterateRecord]:
-    """PDHG on a one-layer network (the paper's eq. 12)."""
+def _one_layer(problem: Problem, options: SolverOptions, init: dict[str, Any],
+               monitor: RunMonitor) -> Iterator[IterateRecord]:
+    """The one-layer problem (the paper's eq. 12): FISTA or Condat–Vũ (``make_block``)."""
     if problem.depth != 1:
         raise InputError(
             f"method 'pdhg' inverts a single layer, but '{problem.network.name}' has "
             f"{problem.depth} layers; use method 'joint' or 'layerwise'."
         )
-    init = init or {}
-    monitor = new_monitor(problem, "pdhg", stop, cancel, report_every, init)
+    stop = monitor.stop
     x0 = init.get("x", problem.zeros_input())
     block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init,
                        tol_mode=stop.tol_mode)
     _describe_steps(monitor, block)
     yield from drive(OneLayer(block, problem, stop.residual_tol), monitor)
+
+
+run_pdhg = functools.partial(run, "pdhg", _one_layer)
 
 
 def _describe_steps(monitor: RunMonitor, block: Block) -> None:
