@@ -46,6 +46,7 @@ from torch import Tensor
 
 from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.operators.finite_differences import DivAdd, GradInto, grad_norm_sq
+from lbi_engine.operators.momentum import next_t
 
 __all__ = ["THETA", "INNER_MAX", "CHECK_EVERY", "TVProx", "compiled_kernel",
            "dual_ball_projection", "PrimalMap"]
@@ -211,7 +212,7 @@ class TVProx:
             self._grad_u()
             torch.add(q, self._g, alpha=step, out=pn)
             self._project()
-            t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+            t_next = next_t(t)
             torch.sub(pn, pp, out=q)
             q.mul_((t - 1.0) / t_next).add_(pn)
             t = t_next

@@ -3,7 +3,7 @@
 ``JointFista.step`` + ``accept_one`` without the gradient, as two compiled calls
 (``kernels.joint_prox_gradient``): the gradient step, the TV prox of the image block, the
 projection of the auxiliary blocks, the restart test, and the extrapolation. The momentum
-rule itself runs between the two kernel calls in Python (``_momentum.ScalarMomentum``, as
+rule itself runs between the two kernel calls in Python (``operators.momentum.ScalarMomentum``, as
 ``JointFista`` does without the kernels), so the two paths agree to rounding. Imports numba:
 import only when about to be used.
 """
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from lbi_engine.solvers._momentum import ScalarMomentum
+from lbi_engine.operators.momentum import ScalarMomentum
 from lbi_engine.solvers.joint.state import FistaState
 from lbi_engine.solvers.kernels.joint_prox_gradient import extrapolate, prox_gradient_step
 

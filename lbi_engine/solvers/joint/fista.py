@@ -36,13 +36,13 @@ import torch
 from torch import Tensor
 
 from lbi_engine.operators import AffineMap
+from lbi_engine.operators.momentum import Momentum, ScalarMomentum
 from lbi_engine.protocols import Problem
 from lbi_engine.regularisers import GaussianPrior, TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers.joint.graph import graph_bounds, graph_gradient
 from lbi_engine.solvers.joint.one_sample import OneSampleGradient
 from lbi_engine.solvers.joint.records import records_objective
-from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
 from lbi_engine.solvers.joint.sparse_maps import sparse_or_self
 
 if TYPE_CHECKING:  # imports numba: imported at run time only when the step is made
@@ -85,8 +85,8 @@ class JointFista:
         self.graph_maps: list[list[tuple[int, Any]]] | None = None
         if not getattr(network, "is_chain", True):
             self.graph_maps = [[(j, sparse_or_self(cast(AffineMap, amap), xs[0]))
-                            for j, amap in network.terms(i)]
-                           for i in range(depth)]
+                                for j, amap in network.terms(i)]
+                               for i in range(depth)]
             bounds = graph_bounds(network)
         else:
             norms = [float(layer.affine.norm()) for layer in self.layers]
@@ -108,13 +108,13 @@ class JointFista:
         # the gradient have their own. Block views of every slot are made once.
         self.slots = [self._flat(xs) for _ in range(4)]
         self.slot_views = [self._views(slot) for slot in self.slots]
-        self.slot_x, self.slot_prev, self.slot_new, self.slot_scratch = 0, 1, 2, 3  # x, prev, new, scratch
+        self.slot_x, self.slot_prev, self.slot_new, self.slot_scratch = 0, 1, 2, 3
         self.y = torch.empty_like(self.slots[0])
         self.y_views = self._views(self.y)
         self.grad = torch.empty_like(self.y)
         self.grad_views = self._views(self.grad)
-        # FISTA's momentum with the restart (``_momentum``): (B,) tensors, or Python floats
-        # rounded to the dtype for one sample
+        # FISTA's momentum with the restart (``operators.momentum``): (B,) tensors, or Python
+        # floats rounded to the dtype for one sample
         state = None
         if x_prev is not None and momentum is not None:
             self._prev.copy_(x_prev.reshape(batch, -1))
@@ -124,13 +124,13 @@ class JointFista:
         self.momentum: Momentum | ScalarMomentum = rule
         # the per-coordinate step (each block's tau over its entries)
         self.tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
-                               for n, t in zip(self._sizes, self.taus, strict=True)])
+                              for n, t in zip(self._sizes, self.taus, strict=True)])
         self._prior = self._smooth_prior(bounds[0], step_scale, like)
         if batch == 1 and like.dtype in (torch.float32, torch.float64):
             self.momentum = ScalarMomentum(like.dtype, float(rule.t[0]), float(rule.coef[0]))
         # every auxiliary block's prox a projection onto x >= 0 (ReLU): one clamp for all
         self.relu_aux = all(type(layer.activation).__name__ == "ReLU"
-                             for layer in self.layers[:-1])
+                            for layer in self.layers[:-1])
         # tanh/sigmoid blocks: their root-solved prox in one compiled loop per block
         self._aux_prox = _compiled_aux_proxes(self.layers, like)
         self._offsets = [sum(self._sizes[:i]) for i in range(len(self._sizes) + 1)]
@@ -142,7 +142,7 @@ class JointFista:
             OneSampleGradient.build(self.layers, self.maps, problem.y_delta, batch)
         self.y_flat = [part.view(-1) for part in self.y[0].split(self._sizes)]
         self.slot_flat = [[part.view(-1) for part in slot[0].split(self._sizes)]
-                        for slot in self.slots]  # per slot, for the records
+                          for slot in self.slots]  # per slot, for the records
         self.grad_flat = [part.view(-1) for part in self.grad[0].split(self._sizes)]
         # the TV prox of the x_0 block, its backend (compiled on the CPU) chosen once here;
         # ``dual`` is its warm-started dual

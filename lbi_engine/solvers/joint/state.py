@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from torch import Tensor
 
+from lbi_engine.operators.momentum import Momentum, ScalarMomentum
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TVProx
-from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
 from lbi_engine.solvers.joint.one_sample import OneSampleGradient
 
 

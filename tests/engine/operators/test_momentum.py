@@ -1,4 +1,4 @@
-"""FISTA's momentum with the gradient restart (solvers/_momentum.py), the one rule of the
+"""FISTA's momentum with the gradient restart (operators/momentum.py), the one rule of the
 accelerated one-layer, joint and layer-wise feature-stage methods.
 
 Checked against the defining relations, not against stored numbers: t_{k+1}^2 - t_{k+1} =
@@ -14,7 +14,7 @@ import struct
 import pytest
 import torch
 
-from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
+from lbi_engine.operators.momentum import Momentum, ScalarMomentum
 
 
 def test_the_sequence_satisfies_its_recursion_and_the_coefficient_tends_to_one() -> None:
