@@ -46,11 +46,11 @@ from lbi_engine.solvers._feature_stage import (
     GaussianStage,
     stage_weights,
 )
-from lbi_engine.solvers.joint.start import backprojection_start
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.alpha.stage import search_alpha
 from lbi_engine.solvers.base import IterateRecord, StopReason, StopRule
 from lbi_engine.solvers.driver import Changes, Method, iterate, run
+from lbi_engine.solvers.joint.start import backprojection_start
 from lbi_engine.solvers.one_layer.method import BlockMethod, make_block
 
 NO_PRIOR = (
@@ -156,8 +156,8 @@ def _layerwise(problem: Problem, options: SolverOptions, init: dict[str, Any],
         monitor.watch.start()
         time_left = None if stop.time_budget is None else \
             max(stop.time_budget - monitor.watch.elapsed, 1e-9)
-        found = search_alpha(problem, data, delta, options.eta, options, x0, stop.tol, monitor.cancel,
-                             budget=monitor.stop.max_iter, time_budget=time_left,
+        found = search_alpha(problem, data, delta, options.eta, options, x0, stop.tol,
+                             monitor.cancel, budget=monitor.stop.max_iter, time_budget=time_left,
                              rule=options.input_alpha)
         monitor.watch.pause()
         monitor.iteration += found.iterations

@@ -21,11 +21,11 @@ from torch import Tensor
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers.joint import fista as _accel
-from lbi_engine.solvers.joint import start as _start
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import IterateRecord, StopReason, relative_change
 from lbi_engine.solvers.driver import Changes, Method, drive, run
+from lbi_engine.solvers.joint import fista as _accel
+from lbi_engine.solvers.joint import start as _start
 from lbi_engine.solvers.one_layer.method import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
 
 

@@ -11,8 +11,8 @@ activations' checked methods). Here every product writes into its buffer (``torc
 identity) are one in-place operation each, so a step makes no new tensor. Used only where
 every map is a matrix on the flattened sample (CSR convolutions, linear layers) of the
 iterate's dtype; elsewhere the general path runs. A convolution's products here are a
-gathered GEMM (``kernels.gathered_conv``, 3-4x faster than its CSR matrix on the zoo CNN) where numba
-is usable; the batched path keeps the CSR matrices. The two paths sum in different orders,
+gathered GEMM (``kernels.gathered_conv``, 3-4x faster than its CSR matrix on the zoo CNN)
+where numba is usable; the batched path keeps the CSR matrices. The two paths sum in different orders,
 so they agree to rounding (tested).
 """
 
@@ -28,8 +28,8 @@ from torch import Tensor
 
 from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.protocols import Layer, Operator
-from lbi_engine.solvers.one_layer.inplace import dense_matrix
 from lbi_engine.solvers.joint.sparse_maps import SparseLinear
+from lbi_engine.solvers.one_layer.inplace import dense_matrix
 
 # activations whose sigma the fast path applies in place, by class name
 _IN_PLACE = ("ReLU", "Identity")

@@ -2,8 +2,8 @@
 
 The x_0 block of the joint method is the same iteration with the next auxiliary variable as
 data, so :class:`PrimalDualBlock` is shared by both. Method ``pdhg`` runs, by default
-(``steps="auto"``), the accelerated proximal gradient of ``one_layer/accelerated.py`` where it applies
-(TV without box): same problem, same records, far fewer products with W.
+(``steps="auto"``), the accelerated proximal gradient of ``accelerated.py`` where it
+applies (TV without box): same problem, same records, far fewer products with W.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import torch
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers.one_layer.accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 from lbi_engine.solvers.base import IterateRecord, StopReason, StopRule
 from lbi_engine.solvers.driver import Changes, Method, drive, run
-from lbi_engine.solvers.one_layer.step_sizes import (  # noqa: F401 - re-exported: callers import them from here
+from lbi_engine.solvers.one_layer.accelerated import AcceleratedBlock, supported
+from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
+from lbi_engine.solvers.one_layer.step_sizes import (  # noqa: F401 - re-exported for callers
     FORWARD_BACKWARD_SAFE,
     PAPER_PRIMAL,
     paper_steps_warning,

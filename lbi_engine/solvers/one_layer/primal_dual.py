@@ -33,6 +33,8 @@ from lbi_engine.operators.finite_differences import DivAdd, GradInto, zero_unuse
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import GradientTikhonov, TotalVariation
 from lbi_engine.settings.solver import SolverOptions
+from lbi_engine.solvers._monitor import RunMonitor
+from lbi_engine.solvers.base import StopReason
 from lbi_engine.solvers.one_layer.anderson import Anderson
 from lbi_engine.solvers.one_layer.inplace import (
     FusedTV,
@@ -44,8 +46,6 @@ from lbi_engine.solvers.one_layer.inplace import (
     primal_prox_plan,
     sigma_inplace,
 )
-from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import StopReason
 from lbi_engine.solvers.one_layer.step_sizes import paper_steps_warning, resolve_rule, step_sizes
 
 _TINY = 1e-12  # denominator floor of the relative change (as base.relative_change)
@@ -99,6 +99,21 @@ class PrimalDualBlock:
     @property
     def z(self) -> Tensor | None:
         return self._z[self._cur] if self.use_dual else None
+
+    @property
+    def x_slots(self) -> list[Tensor]:
+        """The two iterate slots x[k] (for Anderson mixing)."""
+        return self._x
+
+    @property
+    def x_pairs(self) -> list[Tensor]:
+        """Per slot k: (2, B, *x_shape), the iterate and the change into it."""
+        return self._xp
+
+    @property
+    def z_pairs(self) -> list[Tensor]:
+        """The same for the dual (empty without one)."""
+        return self._zp
 
     def _build_state(self, x: Tensor, z: Tensor | None) -> None:
         """Two slots per variable; slot k holds the iterate and, right behind it in memory,
@@ -311,7 +326,7 @@ class PrimalDualBlock:
         assert self._fused is not None  # noted only on the fused path
         return _measured(*self._fused_norms(self._fused), "objective")
 
-    def _project(self, k: int) -> None:
+    def project(self, k: int) -> None:
         """Slot k back into the feasible set (box for x, dual ball for TV's z) after a
         mixing step; prox steps with g != 0 are not repeated (they are not projections)."""
         box, ball = self._box_x[k], self._ball_z[k]

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from lbi_engine.operators.conv import Conv2dMap
-from lbi_engine.solvers.kernels.gathered_conv import ConvProducts, im2col_index
 from lbi_engine.solvers.joint.fista import JointFista
 from lbi_engine.solvers.joint.sparse_maps import sparse_or_self
+from lbi_engine.solvers.kernels.gathered_conv import ConvProducts, im2col_index
 
 pytest.importorskip("numba")
 
