@@ -69,7 +69,7 @@ def primal_prox_plan(reg: protocols.Regulariser, x: Tensor) -> Plan | None:
     the generic fallback cares: the box and the shrinkages are elementwise).
     """
     # TV, gradient-Tikhonov and the constraints (none/nonneg/box) have g = 0: only the box
-    if isinstance(reg, Regulariser) and type(reg)._prox_g is Regulariser._prox_g:
+    if isinstance(reg, Regulariser) and reg.g_is_zero:
         return box_plan(reg, x)
 
     def generic(step: float, alpha: float) -> None:
@@ -199,7 +199,7 @@ def fused_tv_plan(reg: protocols.Regulariser, xp: list[Tensor], zp: list[Tensor]
         return None
     if not isinstance(reg, (TotalVariation, GradientTikhonov)):
         return None
-    if type(reg)._prox_g is not Regulariser._prox_g:  # g != 0: only the box is fused
+    if not reg.g_is_zero:  # g != 0: only the box is fused
         return None
     if mode == "auto" and x[0].numel() < FUSED_TV_MIN_PIXELS:
         return None
