@@ -12,8 +12,8 @@ regulariser's own (``TotalVariation.fgp``: FGP warm-started from the last dual u
 duality gap is small relative to ||u - y_k||^2, lam = tau alpha; Villa, Salzo, Baldassarre &
 Verri 2013; Bello-Cruz, Gonçalves & Krislock 2020). Momentum restarts
 per sample when it points uphill (``operators.momentum``: the gradient scheme of
-O'Donoghue & Candès 2015), which keeps the iteration close to monotone and gives the linear rate near the
-solution.
+O'Donoghue & Candès 2015), which keeps the iteration close to monotone and gives the
+linear rate near the solution.
 
 One iteration = one product with W (at x_{k+1}) and one with W^T (at y_k): W y_k is the same
 combination of the cached W x_k, W x_{k-1} as y_k is of x_k, x_{k-1}. The inner TV steps cost
