@@ -19,7 +19,7 @@ _CACHE: dict[tuple, dict[str, Any]] = {}
 
 
 def _dense(problem64: Any) -> tuple[np.ndarray, np.ndarray]:
-    from lbi_engine.solvers._inplace import dense_matrix
+    from lbi_engine.solvers.one_layer.inplace import dense_matrix
 
     found = dense_matrix(problem64.network.layers[0].affine)
     if found is None:

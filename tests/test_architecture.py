@@ -232,3 +232,33 @@ def test_gui_tests_mirror_the_gui_packages() -> None:
     packages = {p.name for p in (root / "lbi_gui").iterdir()
                 if p.is_dir() and (p / "__init__.py").exists()}
     assert tests == packages, (sorted(tests - packages), sorted(packages - tests))
+
+
+def test_the_maths_reads_no_private_attribute_of_another_object() -> None:
+    """In the solvers and the regularisers a ``_name`` is read only on ``self``, ``cls`` or
+    ``type(self)``: what one class needs of another is public there (a typed field, a
+    property or a protocol), so a reader can follow it and a rename cannot break a distant
+    module. The exceptions: torch's tensor version counter ``_version`` (the caches'
+    staleness key), a class reading its own members through another instance or its name
+    (a RunMonitor copying itself, a class method warming up the instance it made, the
+    regulariser base comparing a subclass's ``_prox_g`` with its own)."""
+    allowed = {"_version"}
+    same_class = {("solvers/_monitor.py", "other"), ("solvers/kernels/gathered_conv.py",
+                                                     "products"),
+                  ("regularisers/_base.py", "Regulariser")}
+    found = []
+    for package in ("solvers", "regularisers"):
+        for f in sorted((ROOT / "lbi_engine" / package).rglob("*.py")):
+            where = str(f.relative_to(ROOT / "lbi_engine"))
+            for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                        and not node.attr.startswith("__")) or node.attr in allowed:
+                    continue
+                base = node.value
+                if isinstance(base, ast.Call) and ast.unparse(base) == "type(self)":
+                    continue
+                if isinstance(base, ast.Name) and (base.id in ("self", "cls")
+                                                   or (where, base.id) in same_class):
+                    continue
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, found

@@ -31,7 +31,8 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     on the path of alpha "auto")."""
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
-    from lbi_engine.solvers import _joint_accel, _joint_start
+    from lbi_engine.solvers.joint import fista as _joint_accel
+    from lbi_engine.solvers.joint import start as _joint_start
 
     prepared = prepare(InversionRequest(network="mnist-cnn-ae", regulariser="tv",
                                         split="val", index=5,
@@ -46,7 +47,7 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
         torch_ops = _as_csr(_joint_accel.JointFista(problem, start, None, 1.0))
         torch_ops._fused = None
         plain = _joint_accel.JointFista(problem, start, None, 1.0)
-        plain._fused, plain._one = None, None
+        plain._fused, plain.one = None, None
         plain.maps = [layer.affine for layer in problem.network.layers]
         jobs = {"the default step (one sample: gradient on buffers, convolutions as gathered "
                 "GEMMs, the rest compiled)": default.step_one,
@@ -78,7 +79,7 @@ def _product_costs(default: Any, csr: Any, rounds: int, calls: int = 1000) -> li
         x, out = torch.rand(n_in), torch.empty(n_out)
         r, back = torch.rand(n_out), torch.zeros(n_in)
         cells = []
-        for products in (default._one._prods[i], csr._one._prods[i]):
+        for products in (default.one._prods[i], csr.one._prods[i]):
             for method, args in ((products.apply_into, (x, out)),
                                  (products.adjoint_add, (r, back))):
                 best = math.inf
@@ -95,12 +96,12 @@ def _product_costs(default: Any, csr: Any, rounds: int, calls: int = 1000) -> li
 def _as_csr(state: Any) -> Any:
     """``state`` (a JointFista) with its one-sample convolution products replaced by the CSR
     matrices the batched path uses."""
-    from lbi_engine.solvers._joint_one import MatrixProducts
+    from lbi_engine.solvers.joint.one_sample import MatrixProducts
 
     for i, used in enumerate(state.maps):
-        if type(state._one._prods[i]).__name__ == "ConvProducts":
+        if type(state.one._prods[i]).__name__ == "ConvProducts":
             bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
-            state._one._prods[i] = MatrixProducts(used._w, used._wt, bias)
+            state.one._prods[i] = MatrixProducts(used.forward_matrix, used.backward_matrix, bias)
     return state
 
 
@@ -119,11 +120,12 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
     from benchmarks.problems import circle
     from benchmarks.suite.bench_iteration import _strip_truth
     from lbi_engine.settings.solver import SolverOptions
-    from lbi_engine.solvers import StopRule, _primal_dual
+    from lbi_engine.solvers import StopRule
+    from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
     from lbi_engine.solvers._monitor import RunMonitor
-    from lbi_engine.solvers._primal_dual import PrimalDualBlock
+    from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
     from lbi_engine.solvers.driver import iterate
-    from lbi_engine.solvers.pdhg import OneLayer, make_block
+    from lbi_engine.solvers.one_layer.method import OneLayer, make_block
 
     torch.set_num_threads(1)
     case = circle(batch)

@@ -6,7 +6,7 @@ The default TV path of a Condat–Vũ step against the torch path, in one run.
 (W 512x4096, float32), steps="balanced", one torch thread; for 1 image and a batch of 64,
 three repeats of bench_iteration.per_iteration (median over rounds of solver / floor), the
 default path (``LBI_FUSED_TV`` unset) and ``LBI_FUSED_TV=0`` timed in the same rounds.
-Behind the FUSED_TV_MIN_PIXELS threshold (solvers/_inplace.py) and benchmarks/RESULTS.md.
+Behind the FUSED_TV_MIN_PIXELS threshold (solvers/one_layer/inplace.py) and benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations

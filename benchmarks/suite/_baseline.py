@@ -1,7 +1,7 @@
 """A straightforward torch port of the paper's iteration: the "before" of the hot-path work.
 
 This is the PDHG step as the engine first implemented it (git history: lbi_engine/solvers/
-pdhg.py, PrimalDualBlock.step before the performance work), written against the public
+one_layer/method.py, PrimalDualBlock.step before the performance work), written against the public
 operator and regulariser APIs: every operation allocates its result, TV's grad/div are built
 from diff/pad/stack, the per-sample changes and the finiteness check run every iteration, and
 the run monitor's bookkeeping (stop test, freeze) is the original one. Timing it next to the
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.solvers.base import all_finite, relative_change
-from lbi_engine.solvers.steps import step_sizes
+from lbi_engine.solvers.one_layer.step_sizes import step_sizes
 
 
 class StraightforwardPDHG:

@@ -37,7 +37,7 @@ TARGET_BATCH = 50.0
 def _setup_seconds(case: Any) -> float:
     """What a fresh network costs before the first iteration: ||W|| (exact, eigvalsh)."""
     from lbi_engine.operators import LinearMap
-    from lbi_engine.solvers._inplace import dense_matrix
+    from lbi_engine.solvers.one_layer.inplace import dense_matrix
 
     w, b = dense_matrix(case.problem.network.layers[0].affine)
     fresh = LinearMap(w.clone(), None if b is None else b.clone())
@@ -73,7 +73,7 @@ def _pyproximal(problem: Any, tau_x: float, tau_z: float, e_star: float, cap: in
     import pyproximal
     from pyproximal.optimization.primaldual import PrimalDual
 
-    from lbi_engine.solvers._inplace import dense_matrix
+    from lbi_engine.solvers.one_layer.inplace import dense_matrix
 
     p64 = as_float64(problem)
     w_t, b_t = dense_matrix(problem.network.layers[0].affine)
@@ -132,7 +132,7 @@ def _pyproximal(problem: Any, tau_x: float, tau_z: float, e_star: float, cap: in
 
 def run(quick: bool = False) -> Section:
     from lbi_engine.solvers import SolverOptions
-    from lbi_engine.solvers._primal_dual import PrimalDualBlock
+    from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
     section = Section("alternatives", "4. Against cvxpy and pyproximal (circle, 1e-4 gap)")
     restore = threads(1)

@@ -107,12 +107,12 @@ def run(quick: bool = False) -> Section:
         "Ratio = paper's iterations / the rule's iterations (higher is better). One iteration "
         "= one product with W and one with W^T. `accelerated`: FISTA (tau = 0.99/L) with an "
         "inexact TV prox solved by warm-started FGP to a relative duality-gap test, gradient "
-        "restart (lbi_engine/solvers/_accelerated.py); its inner TV steps cost no product "
+        "restart (lbi_engine/solvers/one_layer/accelerated.py); its inner TV steps cost no product "
         "with W and are counted in the note (compiled with numba, ~20 us each on 64x64). "
         "Rules: `paper` tau_x = 1.99/L, tau_z = 1/(8 alpha); `safe` tau_x = 1/L, tau_z = 0.99 L/(2 "
         "alpha^2 ||K||^2); `balanced` twice that dual step, tau_x from the Condat–Vũ "
         "condition with margin 0.99; `+ Anderson(5)` adds safeguarded Anderson mixing "
-        "(lbi_engine/solvers/_anderson.py). All but `paper` satisfy the Condat–Vũ condition.")
+        "(lbi_engine/solvers/one_layer/anderson.py). All but `paper` satisfy the Condat–Vũ condition.")
     return section
 
 
@@ -123,7 +123,7 @@ def _inner(result: dict[str, Any]) -> str:
 
 
 def _label_of(options: Any) -> str:
-    from lbi_engine.solvers.steps import resolve_rule, wants_accelerated
+    from lbi_engine.solvers.one_layer.step_sizes import resolve_rule, wants_accelerated
 
     if wants_accelerated(options.steps) and not options.anderson:
         return "accelerated"  # on the CPU with numba; these TV problems are all supported

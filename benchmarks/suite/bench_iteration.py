@@ -5,7 +5,7 @@ time between two records (``IterateRecord.elapsed``, which excludes the time spe
 records) divided by the chunk. Each round times one chunk of the solver and the same number
 of floor evaluations back to back; the figure is the median over rounds of their ratio.
 
-The regulariser's part of a step has two implementations (solvers/_inplace.fused_tv_plan):
+The regulariser's part of a step has two implementations (solvers/one_layer/inplace.fused_tv_plan):
 torch calls, or one fused numba pass on the CPU; ``LBI_FUSED_TV`` chooses (unset: by size).
 Where both are shown they are timed in the same rounds, against the same floor.
 """
@@ -55,7 +55,7 @@ def solver_chunks(case: Case, chunk: int, options: dict | None = None) -> Iterat
 def fused_tv(mode: str | None) -> Iterator[None]:
     """``LBI_FUSED_TV`` set to mode ("0" torch path, "1" fused kernels; None: as it is) while
     a solver builds its state (the first ``next`` of its generator)."""
-    from lbi_engine.solvers._inplace import FUSED_TV_ENV
+    from lbi_engine.solvers.one_layer.inplace import FUSED_TV_ENV
 
     old = os.environ.get(FUSED_TV_ENV)
     if mode is not None:
@@ -168,7 +168,7 @@ def run(quick: bool = False) -> Section:
         "median ratio of the 1-image circle varied between 1.15 and 1.35 over four full runs "
         "on the same code (the small-op overhead suffers more from other tenants than the "
         "bandwidth-bound floor). One thread unless stated. The regulariser's part of the "
-        "step runs as one fused numba pass (solvers/_tv_kernels.py) from one 64x64 image "
+        "step runs as one fused numba pass (solvers/kernels/tv_primal_dual.py) from one 64x64 image "
         "on (so for both circle rows by default) and as torch calls below that; the "
         "rows naming the other path time it in the same rounds. The circle rows run "
         "Condat–Vũ (steps='balanced'), the iteration the target is about."

@@ -69,7 +69,7 @@ def allocations_per_iteration(case: Any, iterations: int) -> dict[str, float]:
     """Allocations made by ``iterations`` solver iterations (after warm-up), per iteration."""
     from torch.profiler import ProfilerActivity, profile
 
-    import lbi_engine.solvers.pdhg as pdhg_module
+    import lbi_engine.solvers.one_layer.method as pdhg_module
     from lbi_engine.solvers import StopRule, solve
     from lbi_engine.solvers._monitor import RunMonitor
 

@@ -30,7 +30,7 @@ def method_for(asked: str, problem: InversionProblem) -> str:
     for chains on a graph, layer-wise without what it needs (before anything runs)."""
     method = resolve_method(asked, problem)
     if not getattr(problem.network, "is_chain", True) and method not in GRAPH_METHODS:
-        from lbi_engine.solvers.joint import graph_refusal
+        from lbi_engine.solvers.joint.method import graph_refusal
 
         raise InputError(graph_refusal(f"method {asked!r}"))
     if method == "layerwise":

@@ -96,7 +96,7 @@ def hidden_weight_auto(problem: InversionProblem, method: str, options: SolverOp
     alpha or the noise while a run goes on does not change the objective under it.
     ``method``: the resolved method (:attr:`PreparedRun.method`)."""
     from lbi_engine.models.rescale import AUTO_WEIGHT
-    from lbi_engine.solvers._hidden_weight import may_raise
+    from lbi_engine.solvers.joint.hidden_weight import may_raise
 
     if options.hidden_weight != "auto" or method != "joint":
         return problem

@@ -2,13 +2,13 @@
 
 It lives below the regularisers and the solvers (both import it; the regularisers may not
 import the solvers). Every numba path asks :func:`numba_enabled` before it is taken: the
-compiled TV prox that TV regularisers build at construction (``regularisers._tv_kernel``,
-used by the accelerated one-layer and joint methods), the joint method's compiled step,
-convolutions and Bregman sums (``_fista_kernel``, ``_conv_kernel``, ``_bregman_kernel``) and
-the fused TV kernels of the Condat–Vũ step (``_tv_kernels``). ``LBI_NO_NUMBA=1`` turns all of
+compiled TV prox that TV regularisers build at construction (``regularisers._fgp_kernel``,
+used by the accelerated one-layer and joint methods), and every module of
+``solvers.kernels``: the joint method's compiled step, convolutions and Bregman sums, and the
+fused TV kernels of the Condat–Vũ step. ``LBI_NO_NUMBA=1`` turns all of
 them off, and so does a numba that does not import: the torch paths then compute the same
 iterates to rounding (tests, and machines where numba misbehaves). ``LBI_FUSED_TV`` still
-chooses, among numba paths, whether the Condat–Vũ step is fused (``_inplace``).
+chooses, among numba paths, whether the Condat–Vũ step is fused (``one_layer.inplace``).
 
 This module does not import numba itself (about 0.3-1 s): ``jit`` imports it when a kernel
 module is decorated, and kernel modules are imported only when about to be used.

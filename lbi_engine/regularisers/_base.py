@@ -119,6 +119,12 @@ class Regulariser(ABC):
         return torch.zeros_like(p)
 
     # -- the primal part alpha g(x) + constraint ------------------------------------------------
+    @property
+    def g_is_zero(self) -> bool:
+        """Whether g = 0, so that the primal prox is the constraint's projection alone (a
+        subclass with a g overrides ``_prox_g``)."""
+        return type(self)._prox_g is Regulariser._prox_g
+
     def _prox_g(self, x: Tensor, t: float | Tensor) -> Tensor:
         """prox_{t g}(x) without the constraint; g = 0 unless a subclass overrides."""
         return x

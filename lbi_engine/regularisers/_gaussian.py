@@ -39,6 +39,7 @@ from torch import Tensor
 
 from lbi_engine.errors import InputError
 from lbi_engine.operators.finite_differences import tv_iso_value
+from lbi_engine.operators.momentum import Momentum
 from lbi_engine.regularisers._base import Regulariser, _per_sample
 from lbi_engine.regularisers._gradient import TotalVariation
 from lbi_engine.regularisers._tv_prox import TVProx
@@ -340,7 +341,7 @@ class GaussianPrior(Regulariser):
             (1e-11 if x.dtype == torch.float64 else 1e-6)
         u = start.reshape(batch, -1).clone()
         y = u.clone()
-        mom = torch.ones(batch, 1, dtype=x.dtype, device=x.device)
+        momentum = Momentum(batch, x)
         scale = flat_x.abs().amax(dim=1).clamp_min(1.0)
         for k in range(self.inner_max):
             grad = (y - flat_x) + tt * self.prior.precision_apply(y - mean)
@@ -348,10 +349,8 @@ class GaussianPrior(Regulariser):
             step = u_new - u
             change = step.abs().amax(dim=1)
             # restart where the step points uphill: <y - u+, u+ - u> > 0
-            uphill = ((y - u_new) * step).sum(dim=1, keepdim=True) > 0
-            mom_next = 0.5 * (1.0 + torch.sqrt(1.0 + 4.0 * mom * mom))
-            coef = torch.where(uphill, torch.zeros_like(mom), (mom - 1.0) / mom_next)
-            mom = torch.where(uphill, torch.ones_like(mom), mom_next)
+            uphill = ((y - u_new) * step).sum(dim=1) > 0
+            coef = momentum.advance(uphill).reshape(-1, 1)
             y = u_new + coef * step
             u = u_new
             if bool((change <= tol * scale).all()):

@@ -18,7 +18,7 @@ runs after the first step (so the dual moves on every call), then every ``check_
 steps (a test costs half a step), and at the cap.
 
 Two backends compute the same iterates to rounding, chosen once at construction: the
-compiled kernel (``_tv_kernel``, numba on the CPU: a whole prox is one loop nest) and torch
+compiled kernel (``_fgp_kernel``, numba on the CPU: a whole prox is one loop nest) and torch
 operations on buffers made once (GPU, or numba switched off: ``operators.backend``).
 
 A *primal map* generalises the box (torch backend only): FGP is accelerated projected
@@ -46,6 +46,7 @@ from torch import Tensor
 
 from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.operators.finite_differences import DivAdd, GradInto, grad_norm_sq
+from lbi_engine.operators.momentum import next_t
 
 __all__ = ["THETA", "INNER_MAX", "CHECK_EVERY", "TVProx", "compiled_kernel",
            "dual_ball_projection", "PrimalMap"]
@@ -60,12 +61,12 @@ CHECK_EVERY = 4  # duality-gap test every this many FGP steps (a test costs half
 
 
 def compiled_kernel() -> Any | None:
-    """``_tv_kernel.fgp_prox`` where the numba backend is enabled, else None (torch backend;
+    """``_fgp_kernel.fgp_prox`` where the numba backend is enabled, else None (torch backend;
     :func:`operators.backend.numba_enabled`: ``LBI_NO_NUMBA=1``, or no numba)."""
     if not numba_enabled():
         return None
     try:
-        from lbi_engine.regularisers._tv_kernel import fgp_prox
+        from lbi_engine.regularisers._fgp_kernel import fgp_prox
     except ImportError:
         return None
     return fgp_prox
@@ -156,7 +157,7 @@ class TVProx:
 
     def kernel_arguments(self, lam: float) -> tuple[Any, ...]:
         """The compiled kernel's arguments after (v, y) for weight ``lam``, all samples
-        active: for a caller that runs ``_tv_kernel.fgp_prox`` inside a compiled loop."""
+        active: for a caller that runs ``_fgp_kernel.fgp_prox`` inside a compiled loop."""
         assert self.kernel is not None  # only with the compiled backend
         return (self._np_dual, self._np_u, self._np_all, lam, 1.0 / (lam * self.k_norm_sq),
                 self.isotropic, self.theta, self.floor, self.inner_max, self.check_every,
@@ -184,7 +185,7 @@ class TVProx:
 
             image = x.reshape(x.shape[0], *self.image_shape)  # callers may pass flat blocks
             return tv_iso_value(image) if self.isotropic else tv_aniso_value(image)
-        from lbi_engine.regularisers._tv_kernel import _gap_parts
+        from lbi_engine.regularisers._fgp_kernel import _gap_parts
 
         images = x.reshape(-1, *self._np_u.shape[1:]).numpy()
         values = [_gap_parts(image, image, self._no_field, self.isotropic)[0]
@@ -211,7 +212,7 @@ class TVProx:
             self._grad_u()
             torch.add(q, self._g, alpha=step, out=pn)
             self._project()
-            t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+            t_next = next_t(t)
             torch.sub(pn, pp, out=q)
             q.mul_((t - 1.0) / t_next).add_(pn)
             t = t_next

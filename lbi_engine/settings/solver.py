@@ -110,7 +110,7 @@ class SolverOptions:
         ``"auto"`` (default): ``"accelerated"`` for method pdhg, ``"balanced"`` for the input
         stage of layerwise, ``"safe"`` for the x_0 block of the joint method.
         ``"accelerated"``: FISTA with an inexact, warm-started TV prox and adaptive restart
-        (lbi_engine/solvers/_accelerated.py): 9-19x fewer products with W than "balanced"
+        (lbi_engine/solvers/one_layer/accelerated.py): 9-19x fewer products with W than "balanced"
         (benchmarks/RESULTS.md section 3). Used for TV without box constraints and without
         Anderson mixing; other regularisers and options run "balanced" Condat–Vũ.
         ``"balanced"``: tau_z = 0.99 L / (alpha^2 ||K||^2) (twice "safe"'s), tau_x =
@@ -135,7 +135,7 @@ class SolverOptions:
         (the largest alpha whose result reproduces the code to eta times the noise level) or
         ``"given"`` (the run's alpha).
     anderson: memory of the safeguarded Anderson acceleration of PDHG (methods pdhg and the
-        input stage of layerwise; 0 = off). See lbi_engine/solvers/_anderson.py.
+        input stage of layerwise; 0 = off). See lbi_engine/solvers/one_layer/anderson.py.
     hidden_weight: the joint method's weight on every hidden layer's Bregman term against the
         last one's (MATH.md §5.7). ``"auto"`` (default): 1, the paper's objective, except on
         a network with a hidden state that scales (chain or graph) whose discrepancy

@@ -16,10 +16,10 @@ from lbi_engine.protocols import Problem
 from lbi_engine.settings.solver import DESCRIPTIONS, SolverOptions
 from lbi_engine.solvers.backprop import run_backprop
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule, final
-from lbi_engine.solvers.joint import run_joint
+from lbi_engine.solvers.joint.method import run_joint
 from lbi_engine.solvers.landweber import run_landweber
 from lbi_engine.solvers.layerwise import run_layerwise
-from lbi_engine.solvers.pdhg import run_pdhg
+from lbi_engine.solvers.one_layer.method import run_pdhg
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,12 +84,12 @@ def solve(
     resolved = resolve_method(method, problem)
     if not getattr(problem.network, "is_chain", True) and \
             resolved not in ("joint", "layerwise", "backprop"):
-        from lbi_engine.solvers.joint import graph_refusal
+        from lbi_engine.solvers.joint.method import graph_refusal
 
         raise InputError(graph_refusal(f"method {method!r}"))
     rule, opts = stop or StopRule(), options
     if resolved == "joint":  # with the hidden-layer weight (MATH.md §5.7)
-        from lbi_engine.solvers._hidden_weight import run_weighted
+        from lbi_engine.solvers.joint.hidden_weight import run_weighted
 
         return run_weighted(problem, opts, init, lambda p, start: run_joint(
             p, rule, opts, start, cancel, report_every))

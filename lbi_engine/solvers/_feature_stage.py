@@ -6,8 +6,8 @@
 (docs/LAYERWISE.md). Smooth part + indicator: FISTA with step 1/L, L = ||W_l||^2 + w
 ||Sigma^{-1}|| + beta (grad of the Bregman term in h is W^T (sigma(W h + b) - d), 1-Lipschitz
 in W h: MATH.md §1.2), projection onto dom Psi_{l-1}, and the gradient restart of
-O'Donoghue–Candès per sample (``_momentum``; monotone enough in practice, no extra product
-with W).
+O'Donoghue–Candès per sample (``operators.momentum``; monotone enough in practice, no
+extra product with W).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from lbi_engine.operators.momentum import Momentum
 from lbi_engine.protocols import Activation, Layer, Operator, Problem
-from lbi_engine.solvers._momentum import Momentum
 
 if TYPE_CHECKING:  # the solvers get priors from the problem, they never load them
     from lbi_engine.priors.feature import GaussianFeaturePrior

@@ -9,6 +9,7 @@ step after each update.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +19,8 @@ from torch import Tensor
 from lbi_engine.protocols import InputRegulariser, Problem
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule, relative_change
-from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
+from lbi_engine.solvers.base import IterateRecord, relative_change
+from lbi_engine.solvers.driver import Changes, Method, drive, run
 
 
 def smoothed_reg_gradient(reg: InputRegulariser, x: Tensor, alpha: float, eps: float) -> Tensor:
@@ -75,19 +76,14 @@ class Backprop(Method):
         return relative_change(x.detach(), old, monitor.stop.tol_mode), None
 
 
-def run_backprop(
-    problem: Problem,
-    stop: StopRule,
-    options: SolverOptions,
-    init: dict[str, Any] | None,
-    cancel: CancelToken | None,
-    report_every: int,
-) -> Iterator[IterateRecord]:
-    init = init or {}
-    monitor = new_monitor(problem, "backprop", stop, cancel, report_every, init)
+def _backprop(problem: Problem, options: SolverOptions, init: dict[str, Any],
+              monitor: RunMonitor) -> Iterator[IterateRecord]:
     method = Backprop(problem, options, init.get("x", problem.zeros_input()))
     monitor.extras.update(optimizer=options.optimizer, lr=method.lr)
     yield from drive(method, monitor)
+
+
+run_backprop = functools.partial(run, "backprop", _backprop)
 
 
 def problem_active_mask(monitor: RunMonitor, like: Tensor) -> Tensor:

@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import Problem
+from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopRule
 
@@ -133,4 +134,22 @@ def new_monitor(problem: Problem, name: str, stop: StopRule, cancel: CancelToken
     return RunMonitor(problem, name, stop, cancel, report_every, start_iteration=start)
 
 
-__all__ = ["Callback", "Changes", "Method", "drive", "iterate", "new_monitor"]
+#: what a method does once its run is set up: (problem, options, init, monitor) -> records,
+#: the stop rule in ``monitor.stop``
+MethodBody = Callable[..., Iterator[IterateRecord]]
+
+
+def run(method: str, body: MethodBody, problem: Problem, stop: StopRule,
+        options: SolverOptions, init: dict[str, Any] | None, cancel: CancelToken | None,
+        report_every: int, **keywords: Any) -> Iterator[IterateRecord]:
+    """Runs ``body`` as method ``method``: the prologue every method shares, the warm start
+    ``init`` (``{}`` for none) and the run's monitor (a warm start continues the iteration
+    count), then ``body(problem, options, init, monitor, **keywords)``. A method's
+    ``run_<name>`` is ``functools.partial(run, name, body)``, the signature of
+    ``solvers.METHODS``."""
+    init = init or {}
+    monitor = new_monitor(problem, method, stop, cancel, report_every, init)
+    yield from body(problem, options, init, monitor, **keywords)
+
+
+__all__ = ["Callback", "Changes", "Method", "MethodBody", "drive", "iterate", "new_monitor", "run"]

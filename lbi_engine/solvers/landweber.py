@@ -8,6 +8,7 @@ iterate with ||sigma(f(x)) - y_delta|| <= eta * delta.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -18,14 +19,8 @@ from torch import Tensor
 from lbi_engine.protocols import Network, Problem
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import (
-    CancelToken,
-    IterateRecord,
-    StopReason,
-    StopRule,
-    relative_change,
-)
-from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
+from lbi_engine.solvers.base import IterateRecord, StopReason, relative_change
+from lbi_engine.solvers.driver import Changes, Method, drive, run
 
 
 def _pre_activation(network: Network, x: Tensor) -> Tensor:
@@ -86,16 +81,11 @@ class Landweber(Method):
         return dx, None
 
 
-def run_landweber(
-    problem: Problem,
-    stop: StopRule,
-    options: SolverOptions,
-    init: dict[str, Any] | None,
-    cancel: CancelToken | None,
-    report_every: int,
-) -> Iterator[IterateRecord]:
-    init = init or {}
-    monitor = new_monitor(problem, "landweber", stop, cancel, report_every, init)
+def _landweber(problem: Problem, options: SolverOptions, init: dict[str, Any],
+               monitor: RunMonitor) -> Iterator[IterateRecord]:
     method = Landweber(problem, options, init.get("x", problem.zeros_input()))
     monitor.extras.update(tau=method.tau, eta=options.eta)
     yield from drive(method, monitor)
+
+
+run_landweber = functools.partial(run, "landweber", _landweber)

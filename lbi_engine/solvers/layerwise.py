@@ -28,6 +28,7 @@ stage's iterations, weight and stop reasons.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -45,12 +46,12 @@ from lbi_engine.solvers._feature_stage import (
     GaussianStage,
     stage_weights,
 )
-from lbi_engine.solvers._joint_start import backprojection_start
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.alpha.stage import search_alpha
-from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
-from lbi_engine.solvers.driver import Changes, Method, iterate, new_monitor
-from lbi_engine.solvers.pdhg import BlockMethod, make_block
+from lbi_engine.solvers.base import IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.driver import Changes, Method, iterate, run
+from lbi_engine.solvers.joint.start import backprojection_start
+from lbi_engine.solvers.one_layer.method import BlockMethod, make_block
 
 NO_PRIOR = (
     "layer-wise inversion of {name!r} needs a learned prior on its {n} intermediate feature "
@@ -74,24 +75,15 @@ def check_ready(problem: Problem) -> None:
     stage_weights(problem)  # raises when neither a noise level nor layer_alphas is known
 
 
-def run_layerwise(
-    problem: Problem,
-    stop: StopRule,
-    options: SolverOptions,
-    init: dict[str, Any] | None,
-    cancel: CancelToken | None,
-    report_every: int,
-    *,
-    graph: bool | None = None,
-) -> Iterator[IterateRecord]:
+def _layerwise(problem: Problem, options: SolverOptions, init: dict[str, Any],
+               monitor: RunMonitor, *, graph: bool | None = None) -> Iterator[IterateRecord]:
     """``graph``: run the stages over the network's graph (default: when it is not a chain;
     True on a chain runs the same iterates by the graph's code, which a test checks)."""
     check_ready(problem)
     layers = problem.network.layers
     depth = len(layers)
-    init = init or {}
+    stop = monitor.stop
     weights, weight_rule = stage_weights(problem) if depth > 1 else ([], "")
-    monitor = new_monitor(problem, "layerwise", stop, cancel, report_every, init)
     first_iteration = monitor.iteration
     stages: list[dict[str, Any]] = []
     monitor.extras["stages"] = stages
@@ -164,8 +156,8 @@ def run_layerwise(
         monitor.watch.start()
         time_left = None if stop.time_budget is None else \
             max(stop.time_budget - monitor.watch.elapsed, 1e-9)
-        found = search_alpha(problem, data, delta, options.eta, options, x0, stop.tol, cancel,
-                             budget=monitor.stop.max_iter, time_budget=time_left,
+        found = search_alpha(problem, data, delta, options.eta, options, x0, stop.tol,
+                             monitor.cancel, budget=monitor.stop.max_iter, time_budget=time_left,
                              rule=options.input_alpha)
         monitor.watch.pause()
         monitor.iteration += found.iterations
@@ -194,6 +186,9 @@ def run_layerwise(
     stages.append(_stage_summary(monitor, name, alpha, rule))
     yield method.record(monitor, final=True)
 
+
+
+run_layerwise = functools.partial(run, "layerwise", _layerwise)
 
 def _delta(problem: Problem) -> Tensor | None:
     """Per-sample ||y_delta - y|| for the discrepancy principle, floored as the weights are."""

@@ -31,9 +31,9 @@ def solve_shrinking(problem: Problem, method: str, *, stop: StopRule,
                     report_every: int = 10) -> IterateRecord:
     """The final record of ``method`` on the batch ``problem`` from a cold start, every
     sample stopped by its own rule (see the module docstring)."""
-    from lbi_engine.solvers import _joint_accel as accel
+    from lbi_engine.solvers.joint import fista as accel
     from lbi_engine.solvers import resolve_method, solve
-    from lbi_engine.solvers._hidden_weight import run_weighted
+    from lbi_engine.solvers.joint.hidden_weight import run_weighted
 
     if not isinstance(options, SolverOptions):
         options = SolverOptions.from_dict(options)
@@ -125,7 +125,7 @@ class _ShrinkingJoint:
     def __init__(self, problem: Problem, stop: StopRule, options: SolverOptions,
                  report_every: int) -> None:
         from lbi_engine.solvers._monitor import RunMonitor
-        from lbi_engine.solvers.joint import AcceleratedJoint, accelerated_start
+        from lbi_engine.solvers.joint.method import AcceleratedJoint, accelerated_start
 
         self.problem, self.options = problem, options
         batch = problem.batch
@@ -200,7 +200,7 @@ class _ShrinkingJoint:
 
     def _keep(self, keep: Tensor) -> None:
         """Goes on with the rows ``keep`` only: their problem, state and monitor."""
-        from lbi_engine.solvers.joint import AcceleratedJoint
+        from lbi_engine.solvers.joint.method import AcceleratedJoint
 
         fista = self.method.fista
         xs = fista.xs

@@ -98,7 +98,7 @@ def search_alpha(problem: Problem, data: Tensor, delta: Tensor, eta: float,
                  x0: Tensor, tol: float, cancel: CancelToken | None, budget: int,
                  time_budget: float | None = None, rule: str = "quasi-optimality"
                  ) -> AlphaSearch:
-    from lbi_engine.solvers.pdhg import run_pdhg
+    from lbi_engine.solvers.one_layer.method import run_pdhg
 
     state: dict[str, Tensor | None] = {"x": x0, "dual": None}
     spent = Budget(budget, SEARCH_ITER, time_budget)

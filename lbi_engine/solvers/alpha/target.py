@@ -86,7 +86,7 @@ def first_guess(problem: Problem, target: float) -> float:
     constant within a factor of 2 per network). The factor ||y|| / R(x_bp) carries the units
     of alpha (code^2 over prior), so that a network or a prior of another scale starts at a
     comparable place. ``ALPHA_START`` when R(x_bp) is not a positive finite number."""
-    from lbi_engine.solvers._joint_start import backprojection_start
+    from lbi_engine.solvers.joint.start import backprojection_start
 
     try:
         with torch.no_grad():

@@ -26,7 +26,7 @@ from lbi_engine.models.network import LiftedNetwork
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final, solve
-from lbi_engine.solvers._joint_accel import JointFista, graph_bounds
+from lbi_engine.solvers.joint.fista import JointFista, graph_bounds
 
 torchvision = pytest.importorskip("torchvision")
 

@@ -126,7 +126,7 @@ def test_colour_inversion_reaches_the_cvxpy_minimum(colour_problem, monkeypatch,
         monkeypatch.setenv("LBI_NO_NUMBA", "1")
         monkeypatch.setenv("LBI_FUSED_TV", "0")
     elif steps == "balanced":
-        pytest.importorskip("lbi_engine.solvers._tv_kernels")
+        pytest.importorskip("lbi_engine.solvers.kernels.tv_primal_dual")
         monkeypatch.setenv("LBI_FUSED_TV", "1")  # the fused kernels even for a tiny image
     iters = 6000 if steps == "balanced" else 400
     rec = final(solve(problem, "pdhg", stop=StopRule(max_iter=iters, tol=0),

@@ -112,13 +112,13 @@ def test_first_guess_scales_with_the_target_and_falls_back_without_a_prior_value
     one, two = first_guess(problem, 0.1), first_guess(problem, 0.2)
     assert 0 < one < two and two == pytest.approx(2 * one, rel=1e-6)  # alpha ~ delta
     # its formula, recomputed: GUESS * target * ||y|| / TV(x_bp)
-    from lbi_engine.solvers._joint_start import backprojection_start
+    from lbi_engine.solvers.joint.start import backprojection_start
 
     x_bp = backprojection_start(problem)
     tv = float(problem.reg.value(x_bp)[0])
     assert one == pytest.approx(GUESS * 0.1 * float(problem.y_delta.norm()) / tv, rel=1e-5)
     # a flat start has TV 0: no scale to read, the fixed start instead
-    from lbi_engine.solvers import _joint_start
+    from lbi_engine.solvers.joint import start as _joint_start
 
     monkeypatch.setattr(_joint_start, "backprojection_start", lambda p: p.zeros_input())
     assert first_guess(problem, 0.1) == ALPHA_START
@@ -128,7 +128,7 @@ def test_first_guess_scales_with_the_target_and_falls_back_without_a_prior_value
 def test_first_guess_of_a_boxed_prior_starts_lower(reg: str, factor: float) -> None:
     """A box (both bounds finite) keeps the residual up, so its crossing lies at a smaller
     alpha: the guess uses GUESS_BOX; a one-sided constraint keeps GUESS."""
-    from lbi_engine.solvers._joint_start import backprojection_start
+    from lbi_engine.solvers.joint.start import backprojection_start
 
     plain = _problem()
     problem = problem_for(plain.network, plain.x_true, 1.0, std=0.05, reg=reg)

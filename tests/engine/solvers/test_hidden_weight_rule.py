@@ -13,7 +13,7 @@ from lbi_engine.models.network import LiftedNetwork
 from lbi_engine.models.rescale import AUTO_WEIGHT, rescaled
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
-from lbi_engine.solvers._hidden_weight import may_raise
+from lbi_engine.solvers.joint.hidden_weight import may_raise
 
 F64 = torch.float64
 

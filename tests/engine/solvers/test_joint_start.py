@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from lbi_engine.models.network import LiftedNetwork
-from lbi_engine.solvers._joint_start import SCALES, compute_backprojection_start
+from lbi_engine.solvers.joint.start import SCALES, compute_backprojection_start
 from tests.engine._solver_cases import problem_for
 
 

@@ -93,7 +93,7 @@ def test_a_graph_layerwise_run_reports_every_stage_and_solves_each(kind: str) ->
     sweep, the earlier ones' of the sweep before (the first sweep: the forward states of the
     back-projection start, as the run documents), the input's back-projection."""
     pytest.importorskip("cvxpy")
-    from lbi_engine.solvers._joint_start import backprojection_start
+    from lbi_engine.solvers.joint.start import backprojection_start
 
     net = _small(kind)
     problem = _problem(net)

@@ -15,7 +15,7 @@ import math
 import pytest
 
 from lbi_engine import api
-from lbi_engine.solvers.steps import wants_accelerated
+from lbi_engine.solvers.one_layer.step_sizes import wants_accelerated
 
 
 def _final(**overrides):

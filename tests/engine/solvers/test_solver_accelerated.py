@@ -1,4 +1,4 @@
-"""The accelerated pdhg method (FISTA + inexact TV prox, solvers/_accelerated.py).
+"""The accelerated pdhg method (FISTA + inexact TV prox, solvers/one_layer/accelerated.py).
 
 References nobody in this project computed: cvxpy (Clarabel) minima of the same objectives;
 the compiled prox (numba) against the torch prox; batches against per-sample runs; warm
@@ -13,7 +13,8 @@ import torch
 
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import TVProx, make_regulariser
-from lbi_engine.solvers import StopRule, _accelerated, final, solve, warm_start
+from lbi_engine.solvers import StopRule, final, solve, warm_start
+from lbi_engine.solvers.one_layer import accelerated as _accelerated
 from tests.engine._solver_cases import (
     cvx_bregman,
     cvx_solve,

@@ -17,10 +17,10 @@ from lbi_engine.solvers import layerwise as layerwise_module
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.backprop import Backprop
 from lbi_engine.solvers.driver import Method, drive, new_monitor
-from lbi_engine.solvers.joint import CoordinateDescent
+from lbi_engine.solvers.joint.method import CoordinateDescent
 from lbi_engine.solvers.landweber import Landweber
 from lbi_engine.solvers.layerwise import FeatureStage
-from lbi_engine.solvers.pdhg import BlockMethod, OneLayer
+from lbi_engine.solvers.one_layer.method import BlockMethod, OneLayer
 from tests.engine.solvers.test_solver_protocol import _problem
 
 LAM = 0.5  # ridge weight of the toy problem

@@ -21,8 +21,8 @@ from lbi_engine.operators.finite_differences import DivAdd, GradInto, div, grad,
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final, solve, warm_start
-from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, primal_prox_plan
-from lbi_engine.solvers.steps import resolve_rule, step_sizes
+from lbi_engine.solvers.one_layer.inplace import dense_matrix, dual_prox_plan, primal_prox_plan
+from lbi_engine.solvers.one_layer.step_sizes import resolve_rule, step_sizes
 
 SHAPES = [(1, 6, 7), (3, 5, 4), (1, 1, 6), (2, 6, 1), (1, 2, 2)]
 

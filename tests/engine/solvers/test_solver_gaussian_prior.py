@@ -117,7 +117,7 @@ def _accelerated_and_sweeps(problem: InversionProblem, tol_fast: float, tol_pape
                             ) -> tuple[Any, Any]:
     """The joint method's accelerated run and its coordinate descent (steps "safe"), both
     from where the accelerated run starts (the lifted objective is not jointly convex)."""
-    from lbi_engine.solvers._joint_start import backprojection_start
+    from lbi_engine.solvers.joint.start import backprojection_start
 
     fast = final(solve(problem, "joint", stop=StopRule(max_iter=20000, tol=tol_fast)))
     assert fast.extras["steps"] == "accelerated"

@@ -21,7 +21,7 @@ from torch import nn
 
 from lbi_engine.operators import LinearMap
 from lbi_engine.solvers import StopRule, final, solve, warm_start
-from lbi_engine.solvers._sparse_maps import SparseLinear, sparse_or_self
+from lbi_engine.solvers.joint.sparse_maps import SparseLinear, sparse_or_self
 from tests.engine._nets import lift, seeded_cnn_encoder
 from tests.engine._solver_cases import disc, problem_for
 
@@ -112,7 +112,7 @@ def test_stopped_samples_stay_frozen_in_a_batch() -> None:
 
 def test_sparse_convolutions_take_the_same_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """The run with CSR convolutions against the same run on the maps' own kernels."""
-    from lbi_engine.solvers import _joint_accel
+    from lbi_engine.solvers.joint import fista as _joint_accel
 
     problem = _cnn_problem(alpha=1e-2)
     stop = StopRule(max_iter=150, tol=0)
@@ -131,7 +131,7 @@ def test_new_maps_around_the_same_weights_reuse_the_matrices() -> None:
     import copy
     import gc
 
-    from lbi_engine.solvers import _sparse_maps
+    from lbi_engine.solvers.joint import sparse_maps as _sparse_maps
 
     affine = _conv_map(True)
     fast = sparse_or_self(affine, torch.zeros(1, dtype=torch.float64))
@@ -152,7 +152,7 @@ def test_new_maps_around_the_same_weights_reuse_the_matrices() -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_the_records_objective_with_the_step_maps_is_the_problems(dtype: torch.dtype) -> None:
-    from lbi_engine.solvers._joint_accel import JointFista
+    from lbi_engine.solvers.joint.fista import JointFista
 
     problem = _cnn_problem(alpha=1e-2, dtype=dtype)
     torch.manual_seed(0)
@@ -166,7 +166,7 @@ def test_the_records_objective_with_the_step_maps_is_the_problems(dtype: torch.d
 
 
 def test_the_back_projection_start_is_computed_once_per_code() -> None:
-    from lbi_engine.solvers import _joint_start
+    from lbi_engine.solvers.joint import start as _joint_start
 
     problem = _cnn_problem(alpha=1e-2)
     calls = []
@@ -193,7 +193,7 @@ def test_the_back_projection_start_is_the_best_scale_of_the_grid(batch: int) -> 
     """The batched search over the candidates (s v, then mid-grey + s v, s on the grid) picks,
     per sample, the clipped image that fits the code best: checked against one forward pass
     per candidate."""
-    from lbi_engine.solvers._joint_start import SCALES, compute_backprojection_start
+    from lbi_engine.solvers.joint.start import SCALES, compute_backprojection_start
 
     problem = _cnn_problem(batch=batch, alpha=1e-2)
     start = compute_backprojection_start(problem)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from lbi_engine.solvers import StopRule, final, solve
-from lbi_engine.solvers._joint_accel import JointFista
+from lbi_engine.solvers.joint.fista import JointFista
 from tests.engine._nets import lift
 from tests.engine._solver_cases import disc, problem_for
 
@@ -51,14 +51,14 @@ def _state(problem: object) -> JointFista:
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_the_one_sample_gradient_is_the_general_one(dtype: torch.dtype) -> None:
     state = _state(_biased_cnn(dtype))
-    assert state._one is not None  # the path under test is the one a run takes
+    assert state.one is not None  # the path under test is the one a run takes
     torch.manual_seed(2)
     for block in state.ys:  # a point away from the start, aux blocks of both signs
         block.add_(0.2 * torch.randn_like(block))
     general = state.gradient(state.ys)
-    state._one(state._y_flat, state._grad_flat)
+    state.one(state.y_flat, state.grad_flat)
     tol = 1e-12 if dtype == torch.float64 else 2e-5
-    for mine, theirs in zip(state._grad_views, general, strict=True):
+    for mine, theirs in zip(state.grad_views, general, strict=True):
         scale = float(theirs.abs().max())
         assert scale > 0
         torch.testing.assert_close(mine, theirs, rtol=0, atol=tol * scale)
@@ -77,11 +77,11 @@ def test_the_one_sample_objective_is_the_problems(dtype: torch.dtype) -> None:
 
 
 def test_the_one_sample_path_declines_what_it_does_not_handle() -> None:
-    assert _state(_biased_cnn(torch.float64, last=nn.Sigmoid()))._one is None
+    assert _state(_biased_cnn(torch.float64, last=nn.Sigmoid())).one is None
     problem = _biased_cnn(torch.float64)
     two = problem_for(problem.network, torch.cat([problem.x_true, 0.5 * problem.x_true]),
                       1e-2, std=0.01)
-    assert _state(two)._one is None
+    assert _state(two).one is None
 
 
 def test_a_diverging_one_sample_run_stops_as_diverged_with_a_finite_iterate() -> None:
@@ -143,7 +143,7 @@ def test_the_compiled_step_refuses_a_non_finite_step() -> None:
     state = _state(_biased_cnn(torch.float64))
     assert state._fused is not None
     before = state.x_flat.clone()
-    state._y[0, 0] = math.inf  # the next step from here is not finite
+    state.y[0, 0] = math.inf  # the next step from here is not finite
     assert not state.step_one()
     torch.testing.assert_close(state.x_flat, before, rtol=0, atol=0)
 
@@ -157,13 +157,13 @@ def test_the_compiled_step_keeps_the_iterates_pre_activations() -> None:
     state = _state(_biased_cnn(torch.float64))
     for _ in range(60):
         assert state.step_one()
-    fresh = [torch.empty_like(z) for z in state._zy_views]
-    for slot in (state._ix, state._ip):
-        state._one.forward_into(state._slot_flat[slot], fresh)
-        for kept, recomputed in zip(state._zx_views[slot], fresh, strict=True):
+    fresh = [torch.empty_like(z) for z in state.zy_views]
+    for slot in (state.slot_x, state.slot_prev):
+        state.one.forward_into(state.slot_flat[slot], fresh)
+        for kept, recomputed in zip(state.zx_views[slot], fresh, strict=True):
             torch.testing.assert_close(kept, recomputed, rtol=0, atol=1e-12)
     assert state.momentum.coef != 0.0  # the momentum is on: the next z at y is a combination
-    state._one.forward_into([part.clone() for part in state._y_flat], fresh)  # W y + b
+    state.one.forward_into([part.clone() for part in state.y_flat], fresh)  # W y + b
     state.step_one()  # forms z at the current y first
-    for formed, direct in zip(state._zy_views, fresh, strict=True):
+    for formed, direct in zip(state.zy_views, fresh, strict=True):
         torch.testing.assert_close(formed, direct, rtol=0, atol=1e-12 * float(direct.abs().max()))

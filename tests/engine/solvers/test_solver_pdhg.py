@@ -22,7 +22,7 @@ from torch import nn
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, final, solve
-from lbi_engine.solvers.pdhg import step_sizes
+from lbi_engine.solvers.one_layer.method import step_sizes
 from tests.engine._solver_cases import (
     cvx_bregman,
     cvx_solve,

@@ -11,9 +11,9 @@ FISTA stall at gaps of 1e-2 in the prototype. So the prox (a ROF denoising probl
 regulariser's own (``TotalVariation.fgp``: FGP warm-started from the last dual until its
 duality gap is small relative to ||u - y_k||^2, lam = tau alpha; Villa, Salzo, Baldassarre &
 Verri 2013; Bello-Cruz, Gonçalves & Krislock 2020). Momentum restarts
-per sample when it points uphill (``_momentum``: the gradient scheme of O'Donoghue & Candès
-2015), which keeps the iteration close to monotone and gives the linear rate near the
-solution.
+per sample when it points uphill (``operators.momentum``: the gradient scheme of
+O'Donoghue & Candès 2015), which keeps the iteration close to monotone and gives the
+linear rate near the solution.
 
 One iteration = one product with W (at x_{k+1}) and one with W^T (at y_k): W y_k is the same
 combination of the cached W x_k, W x_{k-1} as y_k is of x_k, x_{k-1}. The inner TV steps cost
@@ -35,13 +35,13 @@ import torch
 from torch import Tensor
 
 from lbi_engine.operators.finite_differences import zero_unused
+from lbi_engine.operators.momentum import Momentum
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers._inplace import dense_matrix, dual_prox_plan, sigma_inplace
-from lbi_engine.solvers._momentum import Momentum
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import StopReason
+from lbi_engine.solvers.one_layer.inplace import dense_matrix, dual_prox_plan, sigma_inplace
 
 PRIMAL = 0.99  # tau = PRIMAL / L: FISTA needs tau <= 1/L, 1 % for power-iteration slack
 _TINY = 1e-12
@@ -110,7 +110,7 @@ class AcceleratedBlock:
             self._p.copy_(z.reshape(field))
         dual_prox_plan(inner, self._p)(0.0, self.alpha)  # a warm start inside the ball
         zero_unused(self._p, img)
-        # FISTA's t_k and the extrapolation coefficient beta per sample (``_momentum``)
+        # FISTA's t_k and the extrapolation coefficient beta per sample (``operators.momentum``)
         self._rule = Momentum(b, x, None if momentum is None else momentum[1])
         self._beta = self._rule.coef
         if momentum is not None:

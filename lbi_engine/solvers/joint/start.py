@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.protocols import Problem
-from lbi_engine.solvers._tensor_cache import TensorKeyed
+from lbi_engine.solvers.joint.tensor_cache import TensorKeyed
 
 # y_delta -> (network, x_bp): a run's alpha search and its first solve share the start
 _STARTS: TensorKeyed[tuple[object, Tensor]] = TensorKeyed()

@@ -38,18 +38,24 @@ REG = 1e-8  # Tikhonov regularisation of the Gram matrix, relative to its mean d
 
 
 class MixedBlock(Protocol):
-    """What Anderson mixing reads and calls of its ``_primal_dual.PrimalDualBlock`` (a
-    protocol, not that class: ``_primal_dual`` imports this module)."""
+    """What Anderson mixing reads and calls of its ``one_layer.primal_dual.PrimalDualBlock`` (a
+    protocol, not that class: ``one_layer.primal_dual`` imports this module)."""
 
     batch: int
     use_dual: bool
     tau_x: float
     tau_z: float
-    _x: list[Tensor]  # the iterate slots x[k]
-    _xp: list[Tensor]  # per slot k: (2, B, *x_shape), the iterate and the change into it
-    _zp: list[Tensor]  # the same for the dual (empty without one)
+    @property
+    def x_slots(self) -> list[Tensor]:
+        """The iterate slots x[k]."""
+    @property
+    def x_pairs(self) -> list[Tensor]:
+        """Per slot k: (2, B, *x_shape), the iterate and the change into it."""
+    @property
+    def z_pairs(self) -> list[Tensor]:
+        """The same for the dual (empty without one)."""
 
-    def _project(self, k: int) -> None: ...
+    def project(self, k: int) -> None: ...
 
 
 class Anderson:
@@ -59,8 +65,9 @@ class Anderson:
         self.m = m = int(memory)
         batch = block.batch
         parts = 2 if block.use_dual else 1
-        slots = [[block._xp[k]] + ([block._zp[k]] if block.use_dual else []) for k in (0, 1)]
-        like = block._x[0]
+        slots = [[block.x_pairs[k]] + ([block.z_pairs[k]] if block.use_dual else [])
+                 for k in (0, 1)]
+        like = block.x_slots[0]
         self._g: list[Tensor] = []  # per part: [dG | g_prev] (B, m+1, N) and dU + dG (B, m, N)
         self._c: list[Tensor] = []
         for part in slots[0]:
@@ -116,11 +123,12 @@ class Anderson:
         gamma = self._coefficients(gram.cpu().numpy().astype(np.float64))
         if gamma is None:
             return
-        coef = torch.from_numpy(gamma).to(device=block._x[0].device, dtype=block._x[0].dtype)
+        like = block.x_slots[0]
+        coef = torch.from_numpy(gamma).to(device=like.device, dtype=like.dtype)
         c = self._count
         for p in range(self._parts):
             new[p][1].baddbmm_(coef, self._c[p][:, :c], alpha=-1.0)
-        block._project(nxt)
+        block.project(nxt)
         for p in range(self._parts):  # the change actually made
             torch.sub(new[p][2], old[p][2], out=new[p][3])
 

@@ -1,4 +1,4 @@
-"""The compiled prox of tanh and sigmoid (``_prox_kernel``) used by the joint method.
+"""The compiled prox of tanh and sigmoid (``kernels.activation_prox``) used by the joint method.
 
 Checked against the prox's optimality condition written independently of both solvers
 (u - v + t psi'(u) = 0 with psi'(u) = atanh(u) - u for tanh, logit(u) - u for sigmoid), and
@@ -30,7 +30,7 @@ def _inputs(dtype: torch.dtype) -> torch.Tensor:
 @pytest.mark.parametrize("activation", [Tanh(), Sigmoid()], ids=["tanh", "sigmoid"])
 @pytest.mark.parametrize("t", [0.05, 0.37, 1.0, 2.5])
 def test_compiled_prox_solves_the_optimality_condition_and_matches_torch(activation, t):
-    from lbi_engine.solvers._prox_kernel import compiled_prox
+    from lbi_engine.solvers.kernels.activation_prox import compiled_prox
 
     v = _inputs(F64)
     prox = compiled_prox(activation, v)
@@ -57,7 +57,7 @@ def test_compiled_prox_solves_the_optimality_condition_and_matches_torch(activat
 
 
 def test_compiled_prox_float32_matches_torch_to_float32_rounding():
-    from lbi_engine.solvers._prox_kernel import compiled_prox
+    from lbi_engine.solvers.kernels.activation_prox import compiled_prox
 
     v = _inputs(torch.float32)
     for activation in (Tanh(), Sigmoid()):
@@ -70,7 +70,7 @@ def test_compiled_prox_float32_matches_torch_to_float32_rounding():
 
 def test_compiled_prox_refuses_other_activations_and_numba_off(monkeypatch):
     from lbi_engine.activations import ReLU
-    from lbi_engine.solvers._prox_kernel import compiled_prox
+    from lbi_engine.solvers.kernels.activation_prox import compiled_prox
 
     like = torch.zeros(1, 3)
     assert compiled_prox(ReLU(), like) is None
@@ -84,7 +84,8 @@ def test_joint_method_with_tanh_blocks_uses_it_and_ends_where_the_torch_prox_end
     from lbi_engine.models.network import LiftedNetwork
     from lbi_engine.problem import InversionProblem
     from lbi_engine.regularisers import make_regulariser
-    from lbi_engine.solvers import StopRule, _joint_accel, final, solve
+    from lbi_engine.solvers import StopRule, final, solve
+    from lbi_engine.solvers.joint import fista as _joint_accel
 
     torch.manual_seed(2)
     module = nn.Sequential(nn.Conv2d(1, 3, 3), nn.Tanh(), nn.AvgPool2d(2), nn.Flatten(),

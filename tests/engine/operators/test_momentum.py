@@ -1,20 +1,22 @@
-"""FISTA's momentum with the gradient restart (solvers/_momentum.py), the one rule of the
+"""FISTA's momentum with the gradient restart (operators/momentum.py), the one rule of the
 accelerated one-layer, joint and layer-wise feature-stage methods.
 
 Checked against the defining relations, not against stored numbers: t_{k+1}^2 - t_{k+1} =
 t_k^2 (Beck & Teboulle's sequence), coef_k = (t_k - 1) / t_{k+1} -> 1 like 1 - 3/k, and the
 restart (coefficient 0, t back to 1, so the next coefficient is 0 too); the tensor and the
 scalar forms against each other, and a warm start from ``state`` continuing the sequence.
+The t-sequence alone is FGP's (the TV prox): its compiled twin gives the same floats.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 
 import pytest
 import torch
 
-from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
+from lbi_engine.operators.momentum import Momentum, ScalarMomentum, next_t
 
 
 def test_the_sequence_satisfies_its_recursion_and_the_coefficient_tends_to_one() -> None:
@@ -76,3 +78,18 @@ def test_a_warm_start_continues_the_sequence() -> None:
     for restart in steps[17:]:
         resumed.advance(restart)
     torch.testing.assert_close(resumed.state, straight.state, rtol=0, atol=0)
+
+
+def test_the_compiled_t_rule_of_the_fgp_kernel_is_the_python_one_bit_for_bit() -> None:
+    """The FGP kernel compiles ``next_t`` itself; its floats are the Python rule's and the
+    textbook form's (1 + sqrt(1 + 4 t^2)) / 2, exactly, over a long sequence."""
+    pytest.importorskip("numba")
+    from lbi_engine.regularisers import _fgp_kernel
+
+    t = 1.0
+    for _ in range(500):
+        following = next_t(t)
+        assert following == (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+        assert _fgp_kernel._next_t(t) == following
+        t = following
+    assert t > 250.0  # t_k ~ (k + 2) / 2: the sequence was long enough to matter

@@ -43,8 +43,8 @@ def resolve_rule(rule: str, fixed_data: bool) -> str:
 
 
 def wants_accelerated(rule: str, tol_mode: str = "objective") -> bool:
-    """Whether a pdhg run tries the accelerated method (lbi_engine/solvers/_accelerated.py);
-    it falls back to Condat–Vũ where it does not apply (``_accelerated.supported``).
+    """Whether a pdhg run tries the accelerated method (``one_layer/accelerated.py``);
+    it falls back to Condat–Vũ where it does not apply (``one_layer.accelerated.supported``).
 
     "auto" takes it only under the objective stop rule. Its dual is the TV dual of an
     inexact, warm-started inner prox: not unique (a divergence-free field can be added) and

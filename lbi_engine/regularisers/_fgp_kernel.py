@@ -21,6 +21,10 @@ import numpy as np
 # fastmath=True: backend.FAST, without "nnan"/"ninf" (a diverging run must still produce
 # NaN/inf for the divergence test, and the gap comparisons must see them)
 from lbi_engine.operators.backend import jit as _jit
+from lbi_engine.operators.momentum import next_t
+
+#: FGP's t-sequence (operators.momentum.next_t), compiled for the loop below
+_next_t = _jit()(next_t)
 
 
 @_jit()
@@ -265,7 +269,7 @@ def fgp_prox(v, y, p, u, active, lam, step, iso, theta, floor, max_steps, check_
                     break
                 if j == max_steps:
                     break
-            t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+            t_next = _next_t(t)
             if one:
                 _fused1(v[b], u[b], q, pp, lam, step, (t - 1.0) / t_next, iso, lo, hi)
             else:

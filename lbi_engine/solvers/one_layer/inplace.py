@@ -33,7 +33,7 @@ from lbi_engine.regularisers import (
 )
 
 if TYPE_CHECKING:  # imported at run time only when a kernel is about to be used (numba)
-    from lbi_engine.solvers._tv_kernels import PrimalDualKernel
+    from lbi_engine.solvers.kernels.tv_primal_dual import PrimalDualKernel
 
 Plan = Callable[[float, float], None]
 
@@ -69,7 +69,7 @@ def primal_prox_plan(reg: protocols.Regulariser, x: Tensor) -> Plan | None:
     the generic fallback cares: the box and the shrinkages are elementwise).
     """
     # TV, gradient-Tikhonov and the constraints (none/nonneg/box) have g = 0: only the box
-    if isinstance(reg, Regulariser) and type(reg)._prox_g is Regulariser._prox_g:
+    if isinstance(reg, Regulariser) and reg.g_is_zero:
         return box_plan(reg, x)
 
     def generic(step: float, alpha: float) -> None:
@@ -156,7 +156,7 @@ class FusedTV:
     CPU: ``dx += tau_x alpha div z``, ``x+ = clip(x + dx)``,
     ``z+ = proj(z + tau_z alpha grad(2x+ - x))``, the change of z, and the four per-sample
     norms (``norms``: (B, 4) float64, columns ||x+||, ||x+ - x||, ||z+||, ||z+ - z||), in one
-    numba kernel (``_tv_kernels``).
+    numba kernel (``kernels.tv_primal_dual``).
 
     Bound to the block's two slot pairs ``xp[k]`` (2, B, *x_shape) and ``zp[k]``
     (2, B, 2, *image_shape): ``self(cur)`` reads slot cur and writes slot 1 - cur, as the torch
@@ -192,21 +192,21 @@ def fused_tv_plan(reg: protocols.Regulariser, xp: list[Tensor], zp: list[Tensor]
     float32/float64, numba missing, failing or off (``LBI_NO_NUMBA``), ``LBI_FUSED_TV=0``, or
     (auto) a small problem.
     ``store_dz``: also write z+ - z into zp[.][1] (Anderson mixing reads it; otherwise only
-    its norm is needed). Compiles or loads the kernels here (see _tv_kernels.warm_up)."""
+    its norm is needed). Compiles or loads the kernels here (see kernels.tv_primal_dual.warm_up)."""
     mode = fused_tv_mode()
     x = xp[0]
     if mode == "off" or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
         return None
     if not isinstance(reg, (TotalVariation, GradientTikhonov)):
         return None
-    if type(reg)._prox_g is not Regulariser._prox_g:  # g != 0: only the box is fused
+    if not reg.g_is_zero:  # g != 0: only the box is fused
         return None
     if mode == "auto" and x[0].numel() < FUSED_TV_MIN_PIXELS:
         return None
     if not numba_enabled():  # (imports numba: only once the kernels would be used)
         return None
     try:
-        kernels = importlib.import_module("lbi_engine.solvers._tv_kernels")
+        kernels = importlib.import_module("lbi_engine.solvers.kernels.tv_primal_dual")
         numpy_dtype = x.numpy().dtype
         kernels.warm_up(numpy_dtype, ("fused",))
     except Exception:  # no numba, or it fails here: the torch path is exact too

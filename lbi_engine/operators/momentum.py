@@ -12,8 +12,12 @@ Two forms of the same rule: :class:`Momentum` holds per-sample tensors (a batch,
 updated in place so that views of ``coef`` stay valid; :class:`ScalarMomentum` holds Python
 floats rounded to the iterate's dtype for one sample on the CPU, where each tiny tensor
 operation would cost as much as a 784-entry one. Both take t_{k+1} from :func:`next_t`.
-Used by the accelerated one-layer method (``_accelerated``), the joint method
-(``_joint_accel``, and its compiled step ``_fista_kernel``) and the layer-wise method's
+The plain t-sequence without restart (:func:`next_t` alone) is FGP's, in the TV prox
+(``regularisers._tv_prox`` and its compiled twin ``regularisers._fgp_kernel``); the Gaussian
+prior's box prox (``regularisers._gaussian``) is FISTA with this restart. Lives below the
+regularisers and the solvers, which both use it.
+Used by the accelerated one-layer method (``one_layer.accelerated``), the joint method
+(``joint.fista``, and its compiled step ``joint.compiled_step``) and the layer-wise method's
 feature stages (``_feature_stage``).
 """
 
@@ -30,8 +34,10 @@ from torch import Tensor
 _T = TypeVar("_T", float, Tensor)
 
 
-def next_t(t: _T, sqrt: Callable[[_T], _T]) -> _T:
-    """t_{k+1} = (1 + sqrt(1 + 4 t_k^2)) / 2 (``sqrt``: math.sqrt or torch.sqrt)."""
+def next_t(t: _T, sqrt: Callable[[_T], _T] = math.sqrt) -> _T:  # type: ignore[assignment]
+    """t_{k+1} = (1 + sqrt(1 + 4 t_k^2)) / 2 (``sqrt``: math.sqrt for a float, torch.sqrt for
+    a tensor). Compiled as it stands where a numba kernel needs it (``backend.jit()(next_t)``,
+    called with one argument: the FGP kernel of ``regularisers._fgp_kernel``)."""
     return 0.5 * (1.0 + sqrt(1.0 + 4.0 * t * t))
 
 

@@ -4,15 +4,15 @@
     grad_{x_l} f = (x_l - z_l) + W_{l+1}^T (sigma_{l+1}(z_{l+1}) - x_{l+1}),
     z_l = W_l x_{l-1} + b_l
 
-(``_joint_accel`` derives it). With one 28x28 image the products with W are ~110 us of a
+(``fista`` derives it). With one 28x28 image the products with W are ~110 us of a
 ~260 us step; the rest was per-call overhead of the general path (reshapes, new tensors, the
 activations' checked methods). Here every product writes into its buffer (``torch.mv`` /
 ``torch.addmv`` with ``out=``) and the activations used by the zoo's networks (ReLU, the
 identity) are one in-place operation each, so a step makes no new tensor. Used only where
 every map is a matrix on the flattened sample (CSR convolutions, linear layers) of the
 iterate's dtype; elsewhere the general path runs. A convolution's products here are a
-gathered GEMM (``_conv_kernel``, 3-4x faster than its CSR matrix on the zoo CNN) where numba
-is usable; the batched path keeps the CSR matrices. The two paths sum in different orders,
+gathered GEMM (``kernels.gathered_conv``, 3-4x faster than its CSR matrix on the zoo CNN)
+where numba is usable; the batched path keeps the CSR matrices. The two paths sum in different orders,
 so they agree to rounding (tested).
 """
 
@@ -28,8 +28,8 @@ from torch import Tensor
 
 from lbi_engine.operators.backend import numba_enabled
 from lbi_engine.protocols import Layer, Operator
-from lbi_engine.solvers._inplace import dense_matrix
-from lbi_engine.solvers._sparse_maps import SparseLinear
+from lbi_engine.solvers.joint.sparse_maps import SparseLinear
+from lbi_engine.solvers.one_layer.inplace import dense_matrix
 
 # activations whose sigma the fast path applies in place, by class name
 _IN_PLACE = ("ReLU", "Identity")
@@ -43,7 +43,7 @@ class OneSampleGradient:
         self._prods = products  # per layer: W x + b, W^T r into buffers
         self._kinds = kinds
         self._target = y_delta.reshape(-1)
-        self._z = [torch.empty(n, dtype=y_delta.dtype) for n in sizes]
+        self.z = [torch.empty(n, dtype=y_delta.dtype) for n in sizes]
         self._r = [torch.empty(n, dtype=y_delta.dtype) for n in sizes]
         self._sums = _compiled_sums()
 
@@ -68,8 +68,8 @@ class OneSampleGradient:
     def __call__(self, ys: list[Tensor], grads: list[Tensor]) -> None:
         """Writes grad f at the blocks ``ys`` into ``grads`` (flat contiguous views, 1-D)."""
         for i, prod in enumerate(self._prods):
-            prod.apply_into(ys[i], self._z[i])
-        self.from_pre_activations(ys, self._z, grads)
+            prod.apply_into(ys[i], self.z[i])
+        self.from_pre_activations(ys, self.z, grads)
 
     def forward_into(self, xs: list[Tensor], zs: list[Tensor]) -> None:
         """zs[i] = W_i xs[i] + b_i: the pre-activations of the blocks ``xs``."""
@@ -110,16 +110,16 @@ class OneSampleGradient:
         depth = len(self._prods)
         values: list[float] = []
         for i in range(depth):  # zs: the blocks' pre-activations when the caller has them
-            z = self._prods[i].apply_into(xs[i], self._z[i]) if zs is None else zs[i]
+            z = self._prods[i].apply_into(xs[i], self.z[i]) if zs is None else zs[i]
             target = xs[i + 1] if i + 1 < depth else self._target
             if self._kinds[i] == "ReLU":
                 values.append(sums.relu_bregman(target.numpy(), z.numpy()))
                 torch.clamp(z, min=0.0, out=self._r[i])  # sigma(z) for the forward pass
             else:
                 values.append(sums.half_sq_dist(target.numpy(), z.numpy()))
-        out = self._r[0] if self._kinds[0] == "ReLU" else (self._z[0] if zs is None else zs[0])
+        out = self._r[0] if self._kinds[0] == "ReLU" else (self.z[0] if zs is None else zs[0])
         for i in range(1, depth):
-            z = self._prods[i].apply_into(out, self._z[i])
+            z = self._prods[i].apply_into(out, self.z[i])
             out = z.clamp_(min=0.0) if self._kinds[i] == "ReLU" else z
         half = sums.half_sq_dist(out.numpy(), self._target.numpy())
         return values, math.sqrt(2.0 * half)
@@ -157,16 +157,16 @@ class MatrixProducts:
 def _products(affine: object, used: object, dtype: torch.dtype) -> Products | None:
     """One run's products with a layer's map ``affine`` (``used``: the map as the solver
     uses it), or None: a convolution as a gathered GEMM where numba is usable
-    (``_conv_kernel``), else CSR or a dense matrix."""
+    (``kernels.gathered_conv``), else CSR or a dense matrix."""
     if isinstance(used, SparseLinear):
         bias = None if used.bias is None else used.bias.reshape(-1).contiguous()
         if numba_enabled():
-            from lbi_engine.solvers._conv_kernel import ConvProducts
+            from lbi_engine.solvers.kernels.gathered_conv import ConvProducts
 
             conv = ConvProducts.build(affine, bias, dtype)
             if conv is not None:
                 return conv
-        forward, backward = used._w, used._wt
+        forward, backward = used.forward_matrix, used.backward_matrix
     else:
         dense = dense_matrix(cast(Operator, used))
         if dense is None:
@@ -182,16 +182,16 @@ def _products(affine: object, used: object, dtype: torch.dtype) -> Products | No
 
 
 def _compiled_sums() -> ModuleType | None:
-    """``_bregman_kernel`` where numba is usable (not with ``LBI_NO_NUMBA``), compiled (or
+    """``kernels.bregman_sums`` where numba is usable (not with ``LBI_NO_NUMBA``), compiled (or
     loaded from numba's cache) here, outside any run's stopwatch; else None."""
     if not numba_enabled():
         return None
     import numpy as np
 
-    from lbi_engine.solvers import _bregman_kernel
+    from lbi_engine.solvers.kernels import bregman_sums
 
     for dtype in (np.float32, np.float64):
         one = np.ones(1, dtype=dtype)
-        _bregman_kernel.relu_bregman(one, one)
-        _bregman_kernel.half_sq_dist(one, one)
-    return _bregman_kernel
+        bregman_sums.relu_bregman(one, one)
+        bregman_sums.half_sq_dist(one, one)
+    return bregman_sums

@@ -2,12 +2,13 @@
 
 The x_0 block of the joint method is the same iteration with the next auxiliary variable as
 data, so :class:`PrimalDualBlock` is shared by both. Method ``pdhg`` runs, by default
-(``steps="auto"``), the accelerated proximal gradient of ``_accelerated.py`` where it applies
-(TV without box): same problem, same records, far fewer products with W.
+(``steps="auto"``), the accelerated proximal gradient of ``accelerated.py`` where it
+applies (TV without box): same problem, same records, far fewer products with W.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,12 +17,12 @@ import torch
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers._accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers._primal_dual import PrimalDualBlock
-from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason, StopRule
-from lbi_engine.solvers.driver import Changes, Method, drive, new_monitor
-from lbi_engine.solvers.steps import (  # noqa: F401 - re-exported: callers import them from here
+from lbi_engine.solvers.base import IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.driver import Changes, Method, drive, run
+from lbi_engine.solvers.one_layer.accelerated import AcceleratedBlock, supported
+from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
+from lbi_engine.solvers.one_layer.step_sizes import (  # noqa: F401 - re-exported for callers
     FORWARD_BACKWARD_SAFE,
     PAPER_PRIMAL,
     paper_steps_warning,
@@ -89,27 +90,23 @@ class OneLayer(BlockMethod):
         return _record(monitor, self.block, self.problem, final=final)
 
 
-def run_pdhg(
-    problem: Problem,
-    stop: StopRule,
-    options: SolverOptions,
-    init: dict[str, Any] | None,
-    cancel: CancelToken | None,
-    report_every: int,
-) -> Iterator[IterateRecord]:
-    """PDHG on a one-layer network (the paper's eq. 12)."""
+def _one_layer(problem: Problem, options: SolverOptions, init: dict[str, Any],
+               monitor: RunMonitor) -> Iterator[IterateRecord]:
+    """The one-layer problem (the paper's eq. 12): FISTA or Condat–Vũ (``make_block``)."""
     if problem.depth != 1:
         raise InputError(
             f"method 'pdhg' inverts a single layer, but '{problem.network.name}' has "
             f"{problem.depth} layers; use method 'joint' or 'layerwise'."
         )
-    init = init or {}
-    monitor = new_monitor(problem, "pdhg", stop, cancel, report_every, init)
+    stop = monitor.stop
     x0 = init.get("x", problem.zeros_input())
     block = make_block(problem.network.layers[0], problem, options, x0, init.get("dual"), init,
                        tol_mode=stop.tol_mode)
     _describe_steps(monitor, block)
     yield from drive(OneLayer(block, problem, stop.residual_tol), monitor)
+
+
+run_pdhg = functools.partial(run, "pdhg", _one_layer)
 
 
 def _describe_steps(monitor: RunMonitor, block: Block) -> None:

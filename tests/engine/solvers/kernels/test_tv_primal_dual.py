@@ -1,4 +1,4 @@
-"""The fused numba TV kernels (solvers/_tv_kernels.py) against the torch path they replace.
+"""The fused numba TV kernels (solvers/kernels/tv_primal_dual.py) against the torch path they replace.
 
 Each kernel against finite_differences.grad/div and the regularisers' own dual prox (float64
 to 1e-12, float32 to its rounding), the adjoint identity through the kernels alone, and whole
@@ -23,10 +23,10 @@ from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers import StopRule, final, solve
-from lbi_engine.solvers._inplace import FUSED_TV_ENV, FUSED_TV_MIN_PIXELS, fused_tv_plan
-from lbi_engine.solvers._primal_dual import PrimalDualBlock
+from lbi_engine.solvers.one_layer.inplace import FUSED_TV_ENV, FUSED_TV_MIN_PIXELS, fused_tv_plan
+from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
-K = pytest.importorskip("lbi_engine.solvers._tv_kernels")
+K = pytest.importorskip("lbi_engine.solvers.kernels.tv_primal_dual")
 
 # (channels, H, W): odd sizes, a single row, a single column, two channels
 SHAPES = [(1, 6, 7), (1, 1, 6), (1, 6, 1), (2, 5, 4)]
@@ -223,6 +223,6 @@ def test_the_fused_path_is_taken_only_where_it_applies(monkeypatch: pytest.Monke
     assert fused_tv_plan(make_regulariser("tv"), xp64, zp64, (1, 4, 4), 1.0, 1.0, 1.0,
                          False) is not None
     # without numba (the import fails) the torch path runs, silently
-    monkeypatch.setitem(sys.modules, "lbi_engine.solvers._tv_kernels", None)
+    monkeypatch.setitem(sys.modules, "lbi_engine.solvers.kernels.tv_primal_dual", None)
     assert fused_tv_plan(make_regulariser("tv"), xp64, zp64, (1, 4, 4), 1.0, 1.0, 1.0,
                          False) is None

@@ -2,7 +2,7 @@
 
 Default (``steps="auto"``/``"accelerated"``, TV with or without box or the learned Gaussian
 input prior, ``n_inner=1``): an accelerated
-proximal gradient step on all blocks at once (``_joint_accel.py``), 5-10x fewer steps than
+proximal gradient step on all blocks at once (``solvers/joint/fista.py``), 5-10x fewer steps than
 the paper's sweeps at the same cost per step. Otherwise the paper's coordinate descent: each
 sweep ``n_inner`` PDHG steps on x_0 against x_1, then one proximal-gradient step on each
 auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l+1}).
@@ -10,6 +10,7 @@ auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -20,18 +21,12 @@ from torch import Tensor
 from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers import _joint_accel as _accel
-from lbi_engine.solvers import _joint_start as _start
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import (
-    CancelToken,
-    IterateRecord,
-    StopReason,
-    StopRule,
-    relative_change,
-)
-from lbi_engine.solvers.driver import Changes, Method, drive
-from lbi_engine.solvers.pdhg import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
+from lbi_engine.solvers.base import IterateRecord, StopReason, relative_change
+from lbi_engine.solvers.driver import Changes, Method, drive, run
+from lbi_engine.solvers.joint import fista as _accel
+from lbi_engine.solvers.joint import start as _start
+from lbi_engine.solvers.one_layer.method import PAPER_PRIMAL, BlockMethod, PrimalDualBlock
 
 
 def graph_refusal(what: str) -> str:
@@ -72,19 +67,9 @@ def aux_step(
     return own.activation.prox(v, tau / (1.0 + tau)), u
 
 
-def run_joint(
-    problem: Problem,
-    stop: StopRule,
-    options: SolverOptions,
-    init: dict[str, Any] | None,
-    cancel: CancelToken | None,
-    report_every: int,
-) -> Iterator[IterateRecord]:
+def _joint(problem: Problem, options: SolverOptions, init: dict[str, Any],
+           monitor: RunMonitor) -> Iterator[IterateRecord]:
     layers = problem.network.layers
-    init = init or {}
-    monitor = RunMonitor(
-        problem, "joint", stop, cancel, report_every, start_iteration=int(init.get("iteration", 0))
-    )
     with torch.no_grad():
         x0 = init.get("x", problem.zeros_input())
         aux = list(init["aux"]) if init.get("aux") else problem.forward_aux(x0)
@@ -105,6 +90,9 @@ def run_joint(
     if block.warning:
         monitor.extras["warning"] = block.warning
     yield from drive(method, monitor)
+
+
+run_joint = functools.partial(run, "joint", _joint)
 
 
 class CoordinateDescent(BlockMethod):
@@ -180,7 +168,7 @@ def _run_accelerated(problem: Problem, monitor: RunMonitor, x0: Tensor, aux: lis
 
 
 class AcceleratedJoint(Method):
-    """The all-block FISTA of ``_joint_accel.JointFista`` on the driver."""
+    """The all-block FISTA of ``fista.JointFista`` on the driver."""
 
     def __init__(self, problem: Problem, x0: Tensor, aux: list[Tensor], init: dict[str, Any],
                  options: SolverOptions) -> None:

@@ -1,7 +1,7 @@
 """One sample's products with a convolution as a gathered GEMM, in compiled code.
 
-The joint method's one-sample step (``_joint_one``) takes a product with every W_l and every
-W_l^T per step. As CSR matrices (``_sparse_maps``) the zoo CNN's two convolutions cost
+The joint method's one-sample step (``joint.one_sample``) takes a product with every W_l and every
+W_l^T per step. As CSR matrices (``joint.sparse_maps``) the zoo CNN's two convolutions cost
 11 + 10 us (1 -> 8 channels) and 27 + 27 us (8 -> 16 channels) per step, half of it: CSR
 reads a value and a column index per multiply-add, and the 8 -> 16 matrix and its transpose
 (0.7 MB each) do not stay in the core's cache. The same products as im2col + a small GEMM
@@ -63,7 +63,7 @@ def im2col_index(in_shape: tuple[int, int, int], kernel: tuple[int, int],
 
 class ConvProducts:
     """W x + b, W^T r and out += W^T r of a 2-d convolution (groups 1) for one sample, on
-    flat contiguous CPU tensors (the interface of ``_joint_one.MatrixProducts``)."""
+    flat contiguous CPU tensors (the interface of ``joint.one_sample.MatrixProducts``)."""
 
     def __init__(self, weight: Tensor, bias: Tensor | None, idx: np.ndarray,
                  n_in: int) -> None:

@@ -3,18 +3,17 @@
 Records on the path of alpha "auto" come every 5 steps, so their cost counts: they use the
 step's maps (CSR convolutions on the CPU; the maps' own convolutions made each record cost
 ~10 steps), and for one sample float64 sums of the Bregman terms on the step's buffers
-(``_joint_one.OneSampleGradient.objective_values``), with the TV value by the compiled loop.
+(``one_sample.OneSampleGradient.objective_values``), with the TV value by the compiled loop.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
-
 import torch
 from torch import Tensor
 
 from lbi_engine.models.network import sum_of_terms
+from lbi_engine.solvers.joint.state import FistaState
 
 
 def _wide(t: Tensor) -> Tensor:
@@ -22,22 +21,21 @@ def _wide(t: Tensor) -> Tensor:
     return t.double() if t.is_floating_point() and t.element_size() < 8 else t
 
 
-def records_objective(state: Any) -> dict[str, Tensor]:
-    """``problem.objective_parts`` at a ``JointFista``'s iterates (typed Any: importing
-    the class here would close an import cycle), with the step's maps (CSR
+def records_objective(state: FistaState) -> dict[str, Tensor]:
+    """``problem.objective_parts`` at a ``JointFista``'s iterates, with the step's maps (CSR
     convolutions on the CPU): records on the path of alpha "auto" come every few steps,
     and the maps' own convolutions made each record cost ~10 steps."""
     problem, xs, maps = state.problem, state.xs, state.maps
-    if state._graph is not None:  # a graph network (MATH.md §5.6)
+    if state.graph_maps is not None:  # a graph network (MATH.md §5.6)
         return _graph_objective(state)
     fast = None
-    if state._one is not None and state._relu_aux:
-        kept = state._zx is not None  # the iterates' pre-activations, kept by the compiled step
-        fast = state._one.objective_values(state._slot_flat[state._ix],
-                                           state._zx_views[state._ix] if kept else None)
+    if state.one is not None and state.relu_aux:
+        kept = bool(state.zx_views)  # the iterates' pre-activations, kept by the compiled step
+        fast = state.one.objective_values(state.slot_flat[state.slot_x],
+                                           state.zx_views[state.slot_x] if kept else None)
     if fast is not None:  # one sample: float64 sums, four tensors made at the end
         sums, distance = fast
-        weighted = state.alpha * float(state._tv_value(xs[0])[0])
+        weighted = state.alpha * float(state.tv_value(xs[0])[0])
         dtype = xs[0].dtype
         return {"bregman": torch.tensor([sums], dtype=dtype),
                 "reg": torch.tensor([weighted], dtype=dtype),
@@ -51,14 +49,14 @@ def records_objective(state: Any) -> dict[str, Tensor]:
         z = maps[i].apply(xs[i]).reshape(target.shape)
         if i == 0:
             first_z = z
-        if i + 1 < depth and state._relu_aux:  # iterates clamped into dom Psi by step()
+        if i + 1 < depth and state.relu_aux:  # iterates clamped into dom Psi by step()
             terms.append(layer.activation.bregman_in_domain(target, z))
         else:  # in float64: a smooth kind's terms (entropies ~ log 2 each) cancel to a
             # small sum, whose float32 rounding (~sqrt(n) eps) exceeded the stop rule's
             # tolerance on 32k entries: the run could never stop by it
             terms.append(layer.activation.bregman(_wide(target), _wide(z)).to(z.dtype))
     bregman = torch.stack(terms, dim=1)
-    reg = state.alpha * state._tv_value(xs[0])
+    reg = state.alpha * state.tv_value(xs[0])
     # the forward pass of x_0 starts with the W_1 x_0 + b_1 of the first Bregman term
     assert first_z is not None  # depth >= 1
     out = state.layers[0].activation.sigma(first_z)
@@ -71,31 +69,32 @@ def records_objective(state: Any) -> dict[str, Tensor]:
             "discrepancy": discrepancy}
 
 
-def _graph_objective(state: Any) -> dict[str, Tensor]:
+def _graph_objective(state: FistaState) -> dict[str, Tensor]:
     """records_objective on a graph network: the pre-activations with the step's maps, the
     hidden terms without the domain checks where every auxiliary block is a ReLU's (the
     step clamps them into dom Psi), and the forward pass of x_0 for the discrepancy, whose
     first layer reads x_0 alone and so starts from that layer's lifted pre-activation. On a
     128x128 resnet18 slice (2.5M lifted values) ``problem.objective_parts`` cost about a
     step, and records come every few steps on the alpha path."""
-    problem, xs = state.problem, state.xs
+    problem, xs, graph = state.problem, state.xs, state.graph_maps
+    assert graph is not None  # records_objective calls this for a graph network only
     depth = len(state.layers)
     terms: list[Tensor] = []
     first_z: Tensor | None = None
-    for i, (layer, maps) in enumerate(zip(state.layers, state._graph, strict=True)):
+    for i, (layer, maps) in enumerate(zip(state.layers, graph, strict=True)):
         z = sum_of_terms(maps, xs)
         first_z = z if i == 0 else first_z
         target = (xs[i + 1] if i + 1 < depth else problem.y_delta).reshape(z.shape)
-        if i + 1 < depth and state._relu_aux:
+        if i + 1 < depth and state.relu_aux:
             terms.append(layer.activation.bregman_in_domain(target, z))
         else:  # in float64, as the chain's (see records_objective)
             terms.append(layer.activation.bregman(_wide(target), _wide(z)).to(z.dtype))
     bregman = torch.stack(terms, dim=1)
-    reg = state.alpha * state._tv_value(xs[0])
+    reg = state.alpha * state.tv_value(xs[0])
     assert first_z is not None  # depth >= 1
     states = [xs[0], state.layers[0].activation.sigma(first_z)]
     for i in range(1, depth):
-        states.append(state.layers[i].activation.sigma(sum_of_terms(state._graph[i],
+        states.append(state.layers[i].activation.sigma(sum_of_terms(graph[i],
                                                                       states)))
     batch = states[-1].shape[0]
     discrepancy = (states[-1].reshape(problem.y_delta.shape) - problem.y_delta) \

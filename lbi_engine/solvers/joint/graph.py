@@ -1,6 +1,6 @@
 """The joint method's gradient and block bounds on a graph network (MATH.md §5.6): layers whose
 pre-activation sums terms A_{l,j} x_j of several states (residual additions, channel
-concatenations), for ``_joint_accel.JointFista``.
+concatenations), for ``fista.JointFista``.
 """
 
 from __future__ import annotations

@@ -30,20 +30,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
 
 from lbi_engine.operators import AffineMap
+from lbi_engine.operators.momentum import Momentum, ScalarMomentum
 from lbi_engine.protocols import Problem
 from lbi_engine.regularisers import GaussianPrior, TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers._joint_graph import graph_bounds, graph_gradient
-from lbi_engine.solvers._joint_one import OneSampleGradient
-from lbi_engine.solvers._joint_records import records_objective
-from lbi_engine.solvers._momentum import Momentum, ScalarMomentum
-from lbi_engine.solvers._sparse_maps import sparse_or_self
+from lbi_engine.solvers.joint.graph import graph_bounds, graph_gradient
+from lbi_engine.solvers.joint.one_sample import OneSampleGradient
+from lbi_engine.solvers.joint.records import records_objective
+from lbi_engine.solvers.joint.sparse_maps import sparse_or_self
+
+if TYPE_CHECKING:  # imports numba: imported at run time only when the step is made
+    from lbi_engine.solvers.joint.compiled_step import FusedStep
 
 
 def supported(problem: Problem, options: SolverOptions) -> bool:
@@ -79,11 +82,11 @@ class JointFista:
         network = problem.network
         depth = len(self.layers)
         # a graph network (residual additions, concatenation; MATH.md §5.6): its terms
-        self._graph: list[list[tuple[int, Any]]] | None = None
+        self.graph_maps: list[list[tuple[int, Any]]] | None = None
         if not getattr(network, "is_chain", True):
-            self._graph = [[(j, sparse_or_self(cast(AffineMap, amap), xs[0]))
-                            for j, amap in network.terms(i)]
-                           for i in range(depth)]
+            self.graph_maps = [[(j, sparse_or_self(cast(AffineMap, amap), xs[0]))
+                                for j, amap in network.terms(i)]
+                               for i in range(depth)]
             bounds = graph_bounds(network)
         else:
             norms = [float(layer.affine.norm()) for layer in self.layers]
@@ -100,34 +103,34 @@ class JointFista:
         batch = like.shape[0]
         self._shapes = [tuple(x.shape) for x in xs]
         self._sizes = [x[0].numel() for x in xs]
-        self._n0 = self._sizes[0]
+        self.n0 = self._sizes[0]
         # Four (B, N) slots rotate between x, the previous x, the new x and scratch; y and
         # the gradient have their own. Block views of every slot are made once.
-        self._slots = [self._flat(xs) for _ in range(4)]
-        self._slot_views = [self._views(slot) for slot in self._slots]
-        self._ix, self._ip, self._in, self._is = 0, 1, 2, 3  # x, prev, new, scratch
-        self._y = torch.empty_like(self._slots[0])
-        self._y_views = self._views(self._y)
-        self._grad = torch.empty_like(self._y)
-        self._grad_views = self._views(self._grad)
-        # FISTA's momentum with the restart (``_momentum``): (B,) tensors, or Python floats
-        # rounded to the dtype for one sample
+        self.slots = [self._flat(xs) for _ in range(4)]
+        self.slot_views = [self._views(slot) for slot in self.slots]
+        self.slot_x, self.slot_prev, self.slot_new, self.slot_scratch = 0, 1, 2, 3
+        self.y = torch.empty_like(self.slots[0])
+        self.y_views = self._views(self.y)
+        self.grad = torch.empty_like(self.y)
+        self.grad_views = self._views(self.grad)
+        # FISTA's momentum with the restart (``operators.momentum``): (B,) tensors, or Python
+        # floats rounded to the dtype for one sample
         state = None
         if x_prev is not None and momentum is not None:
             self._prev.copy_(x_prev.reshape(batch, -1))
             state = momentum.reshape(2, batch)
         rule = Momentum(batch, like, state)
-        torch.addcmul(self._x, rule.coef.reshape(-1, 1), self._x - self._prev, out=self._y)
+        torch.addcmul(self._x, rule.coef.reshape(-1, 1), self._x - self._prev, out=self.y)
         self.momentum: Momentum | ScalarMomentum = rule
         # the per-coordinate step (each block's tau over its entries)
-        self._tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
-                               for n, t in zip(self._sizes, self.taus, strict=True)])
+        self.tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
+                              for n, t in zip(self._sizes, self.taus, strict=True)])
         self._prior = self._smooth_prior(bounds[0], step_scale, like)
         if batch == 1 and like.dtype in (torch.float32, torch.float64):
             self.momentum = ScalarMomentum(like.dtype, float(rule.t[0]), float(rule.coef[0]))
         # every auxiliary block's prox a projection onto x >= 0 (ReLU): one clamp for all
-        self._relu_aux = all(type(layer.activation).__name__ == "ReLU"
-                             for layer in self.layers[:-1])
+        self.relu_aux = all(type(layer.activation).__name__ == "ReLU"
+                            for layer in self.layers[:-1])
         # tanh/sigmoid blocks: their root-solved prox in one compiled loop per block
         self._aux_prox = _compiled_aux_proxes(self.layers, like)
         self._offsets = [sum(self._sizes[:i]) for i in range(len(self._sizes) + 1)]
@@ -135,12 +138,12 @@ class JointFista:
         # (a LiftedNetwork's layers hold AffineMaps; the Layer protocol promises an Operator)
         self.maps = [sparse_or_self(cast(AffineMap, layer.affine), like) for layer in self.layers]
         # one sample: the gradient on buffers made once, on flat 1-D views of y and grad
-        self._one = None if self._graph is not None else \
+        self.one = None if self.graph_maps is not None else \
             OneSampleGradient.build(self.layers, self.maps, problem.y_delta, batch)
-        self._y_flat = [part.view(-1) for part in self._y[0].split(self._sizes)]
-        self._slot_flat = [[part.view(-1) for part in slot[0].split(self._sizes)]
-                        for slot in self._slots]  # per slot, for the records
-        self._grad_flat = [part.view(-1) for part in self._grad[0].split(self._sizes)]
+        self.y_flat = [part.view(-1) for part in self.y[0].split(self._sizes)]
+        self.slot_flat = [[part.view(-1) for part in slot[0].split(self._sizes)]
+                          for slot in self.slots]  # per slot, for the records
+        self.grad_flat = [part.view(-1) for part in self.grad[0].split(self._sizes)]
         # the TV prox of the x_0 block, its backend (compiled on the CPU) chosen once here;
         # ``dual`` is its warm-started dual
         self.tv_prox: TVProx | None = None
@@ -155,7 +158,8 @@ class JointFista:
         if dual is not None:
             self.dual.copy_(dual.reshape(k_shape))
         self.inner_steps = 0
-        self._zx: list[Tensor] | None = None
+        self.zx: list[Tensor] | None = None
+        self.zx_views: list[list[Tensor]] = []
         self._fused = self._fused_step()
 
     def _smooth_prior(self, bound: float, step_scale: float, like: Tensor
@@ -173,7 +177,7 @@ class JointFista:
         inner = self.reg.inner
         assert isinstance(inner, GaussianPrior)  # supported() admits TV or the Gaussian prior
         prior, alpha = inner.prior, self.alpha
-        self._tau[:self._n0] = step_scale / (bound + alpha * prior.inverse_diag_on(like))
+        self.tau[:self.n0] = step_scale / (bound + alpha * prior.inverse_diag_on(like))
         mean = prior.mean_on(like)
 
         def gradient(y0: Tensor) -> Tensor:
@@ -192,7 +196,7 @@ class JointFista:
         weight: compiled on the CPU, torch elsewhere). (The fused one-sample step is TV's
         only: it knows no Gaussian gradient.)"""
         shape = tuple(self.reg.image_shape)
-        tau0 = self._tau[:self._n0]
+        tau0 = self.tau[:self.n0]
         top = float(tau0.max())
         self.lam = self.alpha * gamma * top
         return TVProx(True, self._lo, self._hi, batch, shape, like.dtype, like.device,
@@ -209,42 +213,42 @@ class JointFista:
 
     @property
     def _x(self) -> Tensor:
-        return self._slots[self._ix]
+        return self.slots[self.slot_x]
 
     @property
     def _prev(self) -> Tensor:
-        return self._slots[self._ip]
+        return self.slots[self.slot_prev]
 
     @property
     def xs(self) -> list[Tensor]:
-        return self._slot_views[self._ix]
+        return self.slot_views[self.slot_x]
 
     @property
     def x_flat(self) -> Tensor:
-        return self._slots[self._ix]
+        return self.slots[self.slot_x]
 
     @property
     def new_flat(self) -> Tensor:
         """The last step's iterate as one (B, N) tensor (its blocks are what step() returned)."""
-        return self._slots[self._in]
+        return self.slots[self.slot_new]
 
     @property
     def ys(self) -> list[Tensor]:
-        return self._y_views
+        return self.y_views
 
     @property
     def prev(self) -> list[Tensor]:
-        return self._slot_views[self._ip]
+        return self.slot_views[self.slot_prev]
 
     # -- the iteration -----------------------------------------------------------------------
     def gradient(self, ys: list[Tensor]) -> list[Tensor]:
         """grad f at ``ys`` (blocks), as blocks of one (B, N) tensor (a fresh one)."""
-        grad = torch.empty_like(self._grad)
+        grad = torch.empty_like(self.grad)
         self._gradient(ys, self._views(grad))
         return self._views(grad)
 
     def _gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
-        if self._graph is not None:
+        if self.graph_maps is not None:
             return self._graph_gradient(ys, g_blocks)
         layers, depth, maps = self.layers, len(self.layers), self.maps
         z_prev = None
@@ -258,14 +262,14 @@ class JointFista:
             z_prev = z
 
     def _graph_gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
-        assert self._graph is not None
-        graph_gradient(self.layers, self._graph, self.problem.y_delta, ys, g_blocks)
+        assert self.graph_maps is not None
+        graph_gradient(self.layers, self.graph_maps, self.problem.y_delta, ys, g_blocks)
 
     def objective_parts(self) -> dict[str, Tensor]:
-        """``problem.objective_parts`` at the current iterates (``_joint_records``)."""
+        """``problem.objective_parts`` at the current iterates (``records``)."""
         return records_objective(self)
 
-    def _tv_value(self, x0: Tensor) -> Tensor:
+    def tv_value(self, x0: Tensor) -> Tensor:
         """R(x_0) per sample (the prox's TV loop; the iterate is in the box, so the raw value
         is the value)."""
         if self.tv_prox is None or not self._tv:
@@ -284,26 +288,26 @@ class JointFista:
 
     def step(self) -> list[Tensor]:
         """The new iterates (not yet accepted): one prox-gradient step from ``ys``."""
-        if self._one is not None:
-            self._one(self._y_flat, self._grad_flat)
+        if self.one is not None:
+            self.one(self.y_flat, self.grad_flat)
         else:
-            self._gradient(self._y_views, self._grad_views)
-        new = self._slots[self._in]
-        blocks = self._slot_views[self._in]
+            self._gradient(self.y_views, self.grad_views)
+        new = self.slots[self.slot_new]
+        blocks = self.slot_views[self.slot_new]
         if self._prior is not None:  # the Gaussian prior's gradient, then the box
-            self._grad[:, :self._n0].add_(self._prior(self._y[:, :self._n0]))
-            torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
+            self.grad[:, :self.n0].add_(self._prior(self.y[:, :self.n0]))
+            torch.addcmul(self.y, self.grad, self.tau, value=-1.0, out=new)
             if self.tv_prox is not None:  # its TV term: the metric prox, the box inside
-                blocks[0].copy_(self._tv_prox(blocks[0], self._y_views[0])
+                blocks[0].copy_(self._tv_prox(blocks[0], self.y_views[0])
                                 .reshape(blocks[0].shape))
             elif self._lo > -math.inf or self._hi < math.inf:
-                new[:, :self._n0].clamp_(min=self._lo if self._lo > -math.inf else None,
+                new[:, :self.n0].clamp_(min=self._lo if self._lo > -math.inf else None,
                                          max=self._hi if self._hi < math.inf else None)
         else:
-            torch.addcmul(self._y, self._grad, self._tau, value=-1.0, out=new)
-            blocks[0].copy_(self._tv_prox(blocks[0], self._y_views[0]).reshape(blocks[0].shape))
-        if self._relu_aux:
-            new[:, self._n0:].clamp_(min=0.0)
+            torch.addcmul(self.y, self.grad, self.tau, value=-1.0, out=new)
+            blocks[0].copy_(self._tv_prox(blocks[0], self.y_views[0]).reshape(blocks[0].shape))
+        if self.relu_aux:
+            new[:, self.n0:].clamp_(min=0.0)
         else:
             for i in range(1, len(self.layers)):
                 fast = self._aux_prox[i - 1]
@@ -315,70 +319,70 @@ class JointFista:
 
     def accept(self, new: list[Tensor]) -> None:
         """Momentum with the gradient restart per sample (<y - x+, x+ - x> > 0 restarts)."""
-        slot = self._slot_views[self._in]
+        slot = self.slot_views[self.slot_new]
         for n, b in zip(new, slot, strict=True):
             if n is not b:  # a block replaced by the caller (frozen samples)
                 b.copy_(n)
-        self.accept_flat(self._slots[self._in])
+        self.accept_flat(self.slots[self.slot_new])
 
     def accept_flat(self, new: Tensor) -> None:
         """accept() for the step's iterate given as one (B, N) tensor."""
-        mine = self._slots[self._in]
+        mine = self.slots[self.slot_new]
         if new is not mine:
             mine.copy_(new)
-        x, scratch = self._x, self._slots[self._is]
+        x, scratch = self._x, self.slots[self.slot_scratch]
         step = torch.sub(mine, x, out=scratch)
-        dot = torch.sub(self._y, mine, out=self._grad).mul_(step).sum(dim=1)
+        dot = torch.sub(self.y, mine, out=self.grad).mul_(step).sum(dim=1)
         if isinstance(self.momentum, ScalarMomentum):  # one sample: Python numbers
             self._accept_scalar(float(dot), mine, step)
         else:
             coef = self.momentum.advance(dot > 0)
-            torch.addcmul(mine, coef.reshape(-1, 1), step, out=self._y)
+            torch.addcmul(mine, coef.reshape(-1, 1), step, out=self.y)
         # rotate: new -> x, x -> prev, prev -> free slot for the next step
-        self._ix, self._ip, self._in = self._in, self._ix, self._ip
+        self.slot_x, self.slot_prev, self.slot_new = self.slot_new, self.slot_x, self.slot_prev
 
     def step_one(self) -> bool:
-        """step() and accept_one() for one sample: the gradient on buffers (``_joint_one``),
-        everything after it in compiled loops (``_fista_kernel.FusedStep``) where numba is
+        """step() and accept_one() for one sample: the gradient on buffers (``one_sample``),
+        everything after it in compiled loops (``compiled_step.FusedStep``) where numba is
         usable. Returns False, keeping the current iterate, when the step is not finite."""
         if self._fused is None:
             self.step()
             return self.accept_one()
-        one, zx, zy = self._one, self._zx, self._zy
+        one, zx, zy = self.one, self.zx, self.zy
         assert one is not None and zx is not None  # _fused is only made with them
         # z at y = x + c (x - x_prev) from those of the iterates (z is affine in x), all
         # layers in one operation on the flat buffers
         assert isinstance(self.momentum, ScalarMomentum)  # _fused is made for one sample
         coef = self.momentum.coef
         if coef == 0.0:
-            zy.copy_(zx[self._ix])
+            zy.copy_(zx[self.slot_x])
         else:
-            torch.lerp(zx[self._ip], zx[self._ix], 1.0 + coef, out=zy)
-        one.from_pre_activations(self._y_flat, self._zy_views, self._grad_flat)
+            torch.lerp(zx[self.slot_prev], zx[self.slot_x], 1.0 + coef, out=zy)
+        one.from_pre_activations(self.y_flat, self.zy_views, self.grad_flat)
         dot = self._fused.step(self)
         if not math.isfinite(dot):
             return False
-        one.forward_into(self._slot_flat[self._in], self._zx_views[self._in])  # W x+ + b
-        self._ix, self._ip, self._in = self._in, self._ix, self._ip
+        one.forward_into(self.slot_flat[self.slot_new], self.zx_views[self.slot_new])  # W x+ + b
+        self.slot_x, self.slot_prev, self.slot_new = self.slot_new, self.slot_x, self.slot_prev
         return True
 
-    def _fused_step(self) -> Any:
-        """A ``_fista_kernel.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
+    def _fused_step(self) -> FusedStep | None:
+        """A ``compiled_step.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
         with numba (its kernels loaded here, outside any stopwatch); else None."""
-        if self._one is None or not self._relu_aux or not self._tv or self.tv_prox is None or \
+        if self.one is None or not self.relu_aux or not self._tv or self.tv_prox is None or \
                 not self.tv_prox.compiled:
             return None
-        from lbi_engine.solvers._fista_kernel import FusedStep
+        from lbi_engine.solvers.joint.compiled_step import FusedStep
 
         # the pre-activations W_l x_l + b_l of each slot's iterate, and of y: one flat buffer
         # each, with per-layer views
-        sizes = [int(z.numel()) for z in self._one._z]
-        self._zx = [torch.empty(sum(sizes), dtype=self._y.dtype) for _ in self._slots]
-        self._zy = torch.empty(sum(sizes), dtype=self._y.dtype)
-        self._zx_views = [list(z.split(sizes)) for z in self._zx]
-        self._zy_views = list(self._zy.split(sizes))
-        for slot in (self._ix, self._ip):
-            self._one.forward_into(self._slot_flat[slot], self._zx_views[slot])
+        sizes = [int(z.numel()) for z in self.one.z]
+        self.zx = [torch.empty(sum(sizes), dtype=self.y.dtype) for _ in self.slots]
+        self.zy = torch.empty(sum(sizes), dtype=self.y.dtype)
+        self.zx_views = [list(z.split(sizes)) for z in self.zx]
+        self.zy_views = list(self.zy.split(sizes))
+        for slot in (self.slot_x, self.slot_prev):
+            self.one.forward_into(self.slot_flat[slot], self.zx_views[slot])
         return FusedStep(self)
 
     def accept_one(self) -> bool:
@@ -386,14 +390,14 @@ class JointFista:
         the restart test's <y - x+, x+ - x> is finite iff x+ is (x and y are). Returns False,
         keeping the current iterate, when it is not (the caller stops the run as diverged);
         the per-step norms of RunMonitor.accept then need not be taken."""
-        mine, x, scratch = self._slots[self._in], self._x, self._slots[self._is]
+        mine, x, scratch = self.slots[self.slot_new], self._x, self.slots[self.slot_scratch]
         step = torch.sub(mine, x, out=scratch)
         # one pass over both vectors (a product and a sum would be two)
-        dot = float(torch.dot(torch.sub(self._y, mine, out=self._grad).view(-1), step.view(-1)))
+        dot = float(torch.dot(torch.sub(self.y, mine, out=self.grad).view(-1), step.view(-1)))
         if not math.isfinite(dot):
             return False
         self._accept_scalar(dot, mine, step)
-        self._ix, self._ip, self._in = self._in, self._ix, self._ip
+        self.slot_x, self.slot_prev, self.slot_new = self.slot_new, self.slot_x, self.slot_prev
         return True
 
     @property
@@ -410,7 +414,7 @@ class JointFista:
         """||x - x_prev|| / ||x|| per sample: the last accepted step's relative change."""
         batch = self._x.shape[0]
         # the difference in the gradient's buffer, which the next step overwrites anyway
-        diff = torch.linalg.vector_norm(torch.sub(self._x, self._prev, out=self._grad), dim=1)
+        diff = torch.linalg.vector_norm(torch.sub(self._x, self._prev, out=self.grad), dim=1)
         size = torch.linalg.vector_norm(self._x.reshape(batch, -1), dim=1)
         return diff / size.clamp_min(1e-12)
 
@@ -418,7 +422,7 @@ class JointFista:
         """accept_flat's momentum for B = 1 on Python floats (``ScalarMomentum``)."""
         assert isinstance(self.momentum, ScalarMomentum)  # made for one sample
         coef = self.momentum.advance(dot > 0)
-        torch.add(mine, step, alpha=coef, out=self._y)
+        torch.add(mine, step, alpha=coef, out=self.y)
 
     @property
     def momentum_state(self) -> tuple[Tensor, Tensor]:
@@ -435,10 +439,10 @@ class JointFista:
 
 
 def _compiled_aux_proxes(layers: Any, like: Tensor) -> list[Any]:
-    """Per auxiliary block, ``_prox_kernel.compiled_prox`` of its activation (tanh and
+    """Per auxiliary block, ``kernels.activation_prox.compiled_prox`` of its activation (tanh and
     sigmoid, whose prox is root-solved), or None; numba is imported only when one is."""
     if not any(type(layer.activation).__name__ in ("Tanh", "Sigmoid") for layer in layers[:-1]):
         return [None] * (len(layers) - 1)
-    from lbi_engine.solvers._prox_kernel import compiled_prox
+    from lbi_engine.solvers.kernels.activation_prox import compiled_prox
 
     return [compiled_prox(layer.activation, like) for layer in layers[:-1]]

@@ -1,4 +1,4 @@
-"""One sample's convolution products as a gathered GEMM (``_conv_kernel``).
+"""One sample's convolution products as a gathered GEMM (``kernels.gathered_conv``).
 
 Checked against torch's own convolution (``Conv2dMap.apply`` / ``adjoint``, i.e. F.conv2d and
 F.conv_transpose2d) over geometries that exercise every part of the gather index: strides,
@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from lbi_engine.operators.conv import Conv2dMap
-from lbi_engine.solvers._conv_kernel import ConvProducts, im2col_index
-from lbi_engine.solvers._joint_accel import JointFista
-from lbi_engine.solvers._sparse_maps import sparse_or_self
+from lbi_engine.solvers.joint.fista import JointFista
+from lbi_engine.solvers.joint.sparse_maps import sparse_or_self
+from lbi_engine.solvers.kernels.gathered_conv import ConvProducts, im2col_index
 
 pytest.importorskip("numba")
 
@@ -107,8 +107,8 @@ def test_the_joint_one_sample_path_takes_the_gathered_products() -> None:
     torch.manual_seed(1)
     x = torch.rand_like(problem.zeros_input())
     state = JointFista(problem, [x, *problem.forward_aux(x)], None, 1.0)
-    assert state._one is not None
-    kinds = [type(p).__name__ for p in state._one._prods]
+    assert state.one is not None
+    kinds = [type(p).__name__ for p in state.one._prods]
     assert kinds == ["ConvProducts", "ConvProducts", "MatrixProducts"]
     # and the sparse matrices are still what the batched path uses
     assert type(sparse_or_self(problem.network.layers[0].affine, x)).__name__ == "SparseLinear"

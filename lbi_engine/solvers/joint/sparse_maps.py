@@ -10,7 +10,7 @@ they are built once per weight tensor and geometry (maps never change after cons
 see ``AffineMap``; every run of a network makes new map objects around the same weights, and
 a build costs ~20 ms) and only when the dense build stays small (``MAX_DENSE`` entries).
 One sample's joint step on the CPU uses a faster form of the same convolutions
-(``_conv_kernel``: a gathered GEMM); batches use these matrices.
+(``kernels.gathered_conv``: a gathered GEMM); batches use these matrices.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from lbi_engine.operators import AffineMap
-from lbi_engine.solvers._tensor_cache import TensorKeyed
+from lbi_engine.solvers.joint.tensor_cache import TensorKeyed
 
 #: Largest in_numel * out_numel of a map built densely before sparsifying (32 MB in float32).
 MAX_DENSE = 2**23
@@ -41,13 +41,13 @@ class SparseLinear:
         self.in_shape = tuple(affine.in_shape)
         self.out_shape = tuple(affine.out_shape)
         self.bias = bias  # b_l over the whole output (B = 1), or None
-        self._w, self._wt = forward, backward
+        self.forward_matrix, self.backward_matrix = forward, backward
 
     def linear(self, x: Tensor) -> Tensor:
-        return _product(self._w, x, self.out_shape)
+        return _product(self.forward_matrix, x, self.out_shape)
 
     def adjoint(self, r: Tensor) -> Tensor:
-        return _product(self._wt, r, self.in_shape)
+        return _product(self.backward_matrix, r, self.in_shape)
 
     def apply(self, x: Tensor) -> Tensor:
         y = self.linear(x)

@@ -3,7 +3,7 @@
 A record of the joint method's alpha search comes every 5 steps, and its Bregman terms as
 torch calls on 300-1568 entries cost ~70 us in per-call overhead (a step costs ~200 us):
 here each term is one loop, summed in float64 (also free of float32 cancellation).
-Imports numba: import only when about to be used (``_joint_one``).
+Imports numba: import only when about to be used (``joint.one_sample``).
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ Why it looks the way it does: on the paper's problems the two products with W co
 0.5 ms and everything else is a dozen operations on a few thousand pixels, where each torch
 call costs as much as its arithmetic. So the state lives in two preallocated slots (old/new,
 swapped every step), each update writes into its buffer in place through views prepared once
-(see ``_inplace.py`` and ``finite_differences.GradInto``/``DivAdd``), the products with W
+(see ``one_layer/inplace.py`` and ``finite_differences.GradInto``/``DivAdd``), the products with W
 are single ``addmm`` calls that also fold in the bias and the gradient step, and the
 convergence and finiteness checks reuse two norms per variable. For TV / gradient-Tikhonov on
 the CPU and large enough batches, everything past the two products (div, step, box, dual
-ascent, projection, norms) is one numba kernel instead (``_inplace.fused_tv_plan``,
-``_tv_kernels.py``): for a batch those ~20 torch passes are memory-bound. Measured effect
+ascent, projection, norms) is one numba kernel instead (``one_layer.inplace.fused_tv_plan``,
+``kernels/tv_primal_dual.py``): for a batch those ~20 torch passes are memory-bound. Measured effect
 and the floor it is compared against: benchmarks/RESULTS.md.
 
 The tensors ``x`` and ``z`` are the live slots: they are overwritten two steps later, so
@@ -33,8 +33,10 @@ from lbi_engine.operators.finite_differences import DivAdd, GradInto, zero_unuse
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.regularisers import GradientTikhonov, TotalVariation
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers._anderson import Anderson
-from lbi_engine.solvers._inplace import (
+from lbi_engine.solvers._monitor import RunMonitor
+from lbi_engine.solvers.base import StopReason
+from lbi_engine.solvers.one_layer.anderson import Anderson
+from lbi_engine.solvers.one_layer.inplace import (
     FusedTV,
     Plan,
     box_plan,
@@ -44,9 +46,7 @@ from lbi_engine.solvers._inplace import (
     primal_prox_plan,
     sigma_inplace,
 )
-from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import StopReason
-from lbi_engine.solvers.steps import paper_steps_warning, resolve_rule, step_sizes
+from lbi_engine.solvers.one_layer.step_sizes import paper_steps_warning, resolve_rule, step_sizes
 
 _TINY = 1e-12  # denominator floor of the relative change (as base.relative_change)
 Changes = tuple[Tensor, Tensor | None]  # per-sample changes of x and of z (None: no dual)
@@ -99,6 +99,21 @@ class PrimalDualBlock:
     @property
     def z(self) -> Tensor | None:
         return self._z[self._cur] if self.use_dual else None
+
+    @property
+    def x_slots(self) -> list[Tensor]:
+        """The two iterate slots x[k] (for Anderson mixing)."""
+        return self._x
+
+    @property
+    def x_pairs(self) -> list[Tensor]:
+        """Per slot k: (2, B, *x_shape), the iterate and the change into it."""
+        return self._xp
+
+    @property
+    def z_pairs(self) -> list[Tensor]:
+        """The same for the dual (empty without one)."""
+        return self._zp
 
     def _build_state(self, x: Tensor, z: Tensor | None) -> None:
         """Two slots per variable; slot k holds the iterate and, right behind it in memory,
@@ -311,7 +326,7 @@ class PrimalDualBlock:
         assert self._fused is not None  # noted only on the fused path
         return _measured(*self._fused_norms(self._fused), "objective")
 
-    def _project(self, k: int) -> None:
+    def project(self, k: int) -> None:
         """Slot k back into the feasible set (box for x, dual ball for TV's z) after a
         mixing step; prox steps with g != 0 are not repeated (they are not projections)."""
         box, ball = self._box_x[k], self._ball_z[k]
