@@ -27,7 +27,7 @@ docs/developer/calibration.md). The path's residuals choose α:
 Then the lifted joint method runs at the chosen α from the path's end with the auxiliary
 variables at its forward states (a feasible point), with the exact TV, by the run's own
 stop rule and at most ``REFINE_STEPS`` steps. Where the hidden-layer weight may be raised
-(``_hidden_weight.may_raise``) it runs at ``HIDDEN_WEIGHT_RAISED``: the smooth path solved
+(``joint.hidden_weight.may_raise``) it runs at ``HIDDEN_WEIGHT_RAISED``: the smooth path solved
 the w → ∞ limit of the weighted lifted problem, and a penalty weight keeps the lifted answer
 next to it (MATH.md §5.8).
 """

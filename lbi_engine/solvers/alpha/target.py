@@ -76,7 +76,7 @@ def expected_noise_norm(problem: Problem, std: float) -> float:
 
 def first_guess(problem: Problem, target: float) -> float:
     """The discrepancy search's first alpha: ``GUESS * target * ||y_delta|| / R(x_bp)``, with
-    x_bp the back-projection start (``_joint_start.backprojection_start``) and R the prior
+    x_bp the back-projection start (``joint.start.backprojection_start``) and R the prior
     (``GUESS_BOX`` for a prior with a box).
 
     Why alpha proportional to the noise norm: for a one-homogeneous prior such as TV,
