@@ -121,11 +121,11 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
     from benchmarks.suite.bench_iteration import _strip_truth
     from lbi_engine.settings.solver import SolverOptions
     from lbi_engine.solvers import StopRule
-    from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
     from lbi_engine.solvers._monitor import RunMonitor
-    from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
     from lbi_engine.solvers.driver import iterate
+    from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
     from lbi_engine.solvers.one_layer.method import OneLayer, make_block
+    from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
     torch.set_num_threads(1)
     case = circle(batch)

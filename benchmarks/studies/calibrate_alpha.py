@@ -70,8 +70,8 @@ def main() -> None:
     args = parser.parse_args()
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
-    from lbi_engine.solvers.joint.start import backprojection_start
     from lbi_engine.solvers.alpha import expected_noise_norm, tau_for
+    from lbi_engine.solvers.joint.start import backprojection_start
 
     torch.set_num_threads(1)
     bundle = load_zoo(args.network)

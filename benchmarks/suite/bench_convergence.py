@@ -112,7 +112,8 @@ def run(quick: bool = False) -> Section:
         "Rules: `paper` tau_x = 1.99/L, tau_z = 1/(8 alpha); `safe` tau_x = 1/L, tau_z = 0.99 L/(2 "
         "alpha^2 ||K||^2); `balanced` twice that dual step, tau_x from the Condat–Vũ "
         "condition with margin 0.99; `+ Anderson(5)` adds safeguarded Anderson mixing "
-        "(lbi_engine/solvers/one_layer/anderson.py). All but `paper` satisfy the Condat–Vũ condition.")
+        "(lbi_engine/solvers/one_layer/anderson.py). All but `paper` satisfy the Condat–Vũ "
+        "condition.")
     return section
 
 

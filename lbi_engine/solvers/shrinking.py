@@ -31,8 +31,8 @@ def solve_shrinking(problem: Problem, method: str, *, stop: StopRule,
                     report_every: int = 10) -> IterateRecord:
     """The final record of ``method`` on the batch ``problem`` from a cold start, every
     sample stopped by its own rule (see the module docstring)."""
-    from lbi_engine.solvers.joint import fista as accel
     from lbi_engine.solvers import resolve_method, solve
+    from lbi_engine.solvers.joint import fista as accel
     from lbi_engine.solvers.joint.hidden_weight import run_weighted
 
     if not isinstance(options, SolverOptions):

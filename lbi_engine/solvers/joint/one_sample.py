@@ -12,8 +12,8 @@ identity) are one in-place operation each, so a step makes no new tensor. Used o
 every map is a matrix on the flattened sample (CSR convolutions, linear layers) of the
 iterate's dtype; elsewhere the general path runs. A convolution's products here are a
 gathered GEMM (``kernels.gathered_conv``, 3-4x faster than its CSR matrix on the zoo CNN)
-where numba is usable; the batched path keeps the CSR matrices. The two paths sum in different orders,
-so they agree to rounding (tested).
+where numba is usable; the batched path keeps the CSR matrices. The two paths sum in different
+orders, so they agree to rounding (tested).
 """
 
 from __future__ import annotations

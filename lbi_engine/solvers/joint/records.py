@@ -9,6 +9,7 @@ step's maps (CSR convolutions on the CPU; the maps' own convolutions made each r
 from __future__ import annotations
 
 import math
+
 import torch
 from torch import Tensor
 

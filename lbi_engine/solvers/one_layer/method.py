@@ -18,7 +18,7 @@ from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.base import IterateRecord, StopReason
 from lbi_engine.solvers.driver import Changes, Method, drive, run
 from lbi_engine.solvers.one_layer.accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock

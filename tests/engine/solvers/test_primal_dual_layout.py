@@ -12,11 +12,11 @@ from lbi_engine.models.network import LiftedNetwork
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.settings.solver import SolverOptions
+from lbi_engine.solvers._monitor import RunMonitor
+from lbi_engine.solvers.base import StopRule
 from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
 from lbi_engine.solvers.one_layer.inplace import dense_matrix
-from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.one_layer.primal_dual import PAGE, PrimalDualBlock, _off_the_page_of
-from lbi_engine.solvers.base import StopRule
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

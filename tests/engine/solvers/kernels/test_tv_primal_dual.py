@@ -1,4 +1,5 @@
-"""The fused numba TV kernels (solvers/kernels/tv_primal_dual.py) against the torch path they replace.
+"""The fused numba TV kernels (solvers/kernels/tv_primal_dual.py) against the torch path they
+replace.
 
 Each kernel against finite_differences.grad/div and the regularisers' own dual prox (float64
 to 1e-12, float32 to its rounding), the adjoint identity through the kernels alone, and whole
