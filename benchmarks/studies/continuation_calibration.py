@@ -71,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     for item in args.set:
         key, value = item.split("=", 1)
         kind = type(getattr(continuation, key))
-        setattr(continuation, key, kind(float(value)) if kind in (int, float) else value)
+        if value == "None":  # TAU=None: the lifted search's tau(rho)
+            setattr(continuation, key, None)
+        else:
+            setattr(continuation, key, int(float(value)) if kind is int else float(value))
     torch.set_num_threads(1)
     archs = [a for a in args.arch.split(",") if a] or None
     chosen = [c for c in design.cases("calibrate", archs)
