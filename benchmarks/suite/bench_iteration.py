@@ -55,7 +55,7 @@ def solver_chunks(case: Case, chunk: int, options: dict | None = None) -> Iterat
 def fused_tv(mode: str | None) -> Iterator[None]:
     """``LBI_FUSED_TV`` set to mode ("0" torch path, "1" fused kernels; None: as it is) while
     a solver builds its state (the first ``next`` of its generator)."""
-    from lbi_engine.solvers.one_layer.inplace import FUSED_TV_ENV
+    from lbi_engine.operators.backend import FUSED_TV_ENV
 
     old = os.environ.get(FUSED_TV_ENV)
     if mode is not None:

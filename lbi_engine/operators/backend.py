@@ -7,8 +7,9 @@ used by the accelerated one-layer and joint methods), and every module of
 ``solvers.kernels``: the joint method's compiled step, convolutions and Bregman sums, and the
 fused TV kernels of the Condat–Vũ step. ``LBI_NO_NUMBA=1`` turns all of
 them off, and so does a numba that does not import: the torch paths then compute the same
-iterates to rounding (tests, and machines where numba misbehaves). ``LBI_FUSED_TV`` still
-chooses, among numba paths, whether the Condat–Vũ step is fused (``one_layer.inplace``).
+iterates to rounding (tests, and machines where numba misbehaves). ``LBI_FUSED_TV``
+(:func:`fused_tv_mode`, read here beside it) chooses, among numba paths, whether the
+Condat–Vũ step is fused (``one_layer.inplace``).
 
 This module does not import numba itself (about 0.3-1 s): ``jit`` imports it when a kernel
 module is decorated, and kernel modules are imported only when about to be used.
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # generic only in numba's stubs, not at run time
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 NO_NUMBA_ENV = "LBI_NO_NUMBA"
+FUSED_TV_ENV = "LBI_FUSED_TV"
 
 #: ``fastmath=True`` of :func:`jit`: numba's fast-math flags without "nnan"/"ninf", so a
 #: diverging run still produces NaN/inf for the divergence test and comparisons see them.
@@ -42,6 +44,14 @@ def numba_enabled() -> bool:
     except ImportError:
         return False
     return True
+
+
+def fused_tv_mode() -> str:
+    """``LBI_FUSED_TV``, which of the numba paths the Condat–Vũ step takes: "0" never the
+    fused TV kernels, "1" whenever they apply (any size), unset or anything else: "auto"
+    (from ``one_layer.inplace.FUSED_TV_MIN_PIXELS`` pixels per step)."""
+    value = os.environ.get(FUSED_TV_ENV, "").strip()
+    return {"0": "off", "1": "on"}.get(value, "auto")
 
 
 def jit(fastmath: bool | set[str] | frozenset[str] = False,

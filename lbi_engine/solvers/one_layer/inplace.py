@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -24,7 +23,7 @@ from torch import Tensor
 from lbi_engine import protocols
 from lbi_engine.activations import Clip
 from lbi_engine.operators import ComposedMap, LinearMap, ReshapeMap
-from lbi_engine.operators.backend import numba_enabled
+from lbi_engine.operators.backend import fused_tv_mode, numba_enabled
 from lbi_engine.regularisers import (
     GradientTikhonov,
     Regulariser,
@@ -125,7 +124,6 @@ def dense_matrix(affine: protocols.Operator) -> tuple[Tensor, Tensor | None] | N
 
 
 # -- the fused numba path for the regulariser's part of a Condat–Vũ step -----------------------
-FUSED_TV_ENV = "LBI_FUSED_TV"
 #: "auto" uses the fused kernels from this many pixels per step (batch x image size) on: one
 #: 64x64 image. Measured in one run (benchmarks/RESULTS.md, pdhg-iteration section, from
 #: benchmarks/pdhg_paths.py; circle, steps="balanced", one thread): the 1-image step costs
@@ -137,13 +135,6 @@ FUSED_TV_ENV = "LBI_FUSED_TV"
 #: Smaller images stay on the torch path, where the start-up would dominate.
 #: ``LBI_FUSED_TV=1`` uses the kernels at every size, ``LBI_FUSED_TV=0`` never.
 FUSED_TV_MIN_PIXELS = 64 * 64
-
-
-def fused_tv_mode() -> str:
-    """``LBI_FUSED_TV``: "0" never use the fused kernels, "1" whenever they apply (any size),
-    unset or anything else: "auto" (from FUSED_TV_MIN_PIXELS pixels per step)."""
-    value = os.environ.get(FUSED_TV_ENV, "").strip()
-    return {"0": "off", "1": "on"}.get(value, "auto")
 
 
 # x_old, step, x_new, z_old, z_new, dz, norms: the arguments of PrimalDualKernel.__call__

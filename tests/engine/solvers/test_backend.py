@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from lbi_engine.operators import backend
+from lbi_engine.operators.backend import FUSED_TV_ENV
 from lbi_engine.regularisers import TVProx, make_regulariser
 from lbi_engine.solvers.joint import one_sample as _joint_one
-from lbi_engine.solvers.one_layer.inplace import FUSED_TV_ENV, fused_tv_plan
+from lbi_engine.solvers.one_layer.inplace import fused_tv_plan
 
 ENGINE = Path(backend.__file__).resolve().parents[1]
 

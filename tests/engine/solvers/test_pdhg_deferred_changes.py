@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.operators.backend import FUSED_TV_ENV
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.solvers import StopRule, solve
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.base import StopReason
-from lbi_engine.solvers.one_layer.inplace import FUSED_TV_ENV
 from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
 pytest.importorskip("lbi_engine.solvers.kernels.tv_primal_dual")

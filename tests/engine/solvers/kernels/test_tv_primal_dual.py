@@ -19,12 +19,13 @@ import torch
 from torch import nn
 
 from lbi_engine.models.network import LiftedNetwork
+from lbi_engine.operators.backend import FUSED_TV_ENV
 from lbi_engine.operators.finite_differences import div, grad, zero_unused
 from lbi_engine.problem import InversionProblem
 from lbi_engine.regularisers import make_regulariser
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers import StopRule, final, solve
-from lbi_engine.solvers.one_layer.inplace import FUSED_TV_ENV, FUSED_TV_MIN_PIXELS, fused_tv_plan
+from lbi_engine.solvers.one_layer.inplace import FUSED_TV_MIN_PIXELS, fused_tv_plan
 from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
 K = pytest.importorskip("lbi_engine.solvers.kernels.tv_primal_dual")
