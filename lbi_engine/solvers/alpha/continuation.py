@@ -196,7 +196,7 @@ def _record(problem: Problem, x: Tensor, alpha: float, evaluations: int, elapsed
         discrepancy=parts["discrepancy"], primal_residual=zeros + change,
         dual_residual=zeros, elapsed=elapsed,
         active=torch.ones(batch, dtype=torch.bool, device=x.device), psnr=psnr,
-        stage=f"alpha path (exact problem): {alpha:.3g}",
+        stage=f"alpha path: {alpha:.3g}",
         extras={**position(point, MAX_POINTS), "alpha": alpha})
 
 
