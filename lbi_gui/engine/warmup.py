@@ -14,9 +14,10 @@ The warm-up thread keeps the normal priority (WARM_NICE 0). It ran at nice +10 s
 window was built first on a shared CPU, but the engine's import and the first prepare are on
 the path to the first iterate, and beside CPU-bound work at nice 0 a +10 thread gets about a
 tenth of a core's share: with two CPU-bound processes beside it on the 2-core machine the
-engine was ready after 78 s for 3.3 CPU-seconds of work, the first curve at 109 s; at nice
-0, 19 s and 27 s, 2.8× the quiet launch (``python -m benchmarks.studies.bench_startup_busy``,
-benchmarks/results/startup_busy.md, which names the load).
+engine was ready after 78 s for 3.3 CPU-seconds of work, the first curve at 109 s. At nice
+0 the first curve comes within about twice the quiet launch's time
+(``python -m benchmarks.studies.bench_startup_busy``: benchmarks/results/startup_busy.md
+has the seconds and the load they were measured at).
 """
 
 from __future__ import annotations
