@@ -237,8 +237,10 @@ def _run_locked(args: argparse.Namespace, request: Any, out: Path) -> int:
             live_line(lambda: tracker.now().text(), args.quiet) as redraw:
         warnings.simplefilter("always")
         tracker.starting("loading the network and the data")
+        redraw()  # each step of the start is drawn, however fast it passes
         prepared = api.prepare(request)
         tracker.starting("first solve" if request.alpha != "auto" else "first alpha")
+        redraw()
         records: list[dict[str, Any]] = []
         final = None
         stage = None

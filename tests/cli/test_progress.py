@@ -222,9 +222,9 @@ def test_invert_on_a_terminal_shows_stages_and_an_estimate(tmp_path: Path, monke
         os.close(master)
     shown = b"".join(chunks).decode("utf-8")
     assert code == 0
-    # the start stage is drawn; which of its steps a 4-per-second redraw catches depends on
-    # how fast the network loads ("start", "start: loading the network and the data", ...)
-    assert "start · " in shown or "start: " in shown
+    # each step of the start is drawn at once, however fast the network loads
+    assert "start: loading the network and the data · " in shown
+    assert "start: first alpha · " in shown
     assert "α search point 1 of ≤ 10" in shown and "α search point 2 of ≤ 10" in shown
     assert "≈ " in shown and " left" in shown  # an estimate of the time left
     assert "final solve" in shown and "it 0/10000" in shown
