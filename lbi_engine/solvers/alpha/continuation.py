@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import torch
@@ -71,6 +71,8 @@ HISTORY = 20
 EPSILON = 1e-3
 #: the lifted solve's steps from the path's end at most (it also stops by the run's rule)
 REFINE_STEPS = 100
+#: seconds between the progress records of a path point while it runs
+LIVE_EVERY = 0.25
 RULE = "continuation"
 #: the discrepancy target's factor (None: ``target.tau_for``, the lifted search's). The
 #: lifted search's tau(rho) < 1 was fitted on converged solves; a path point is a
@@ -117,11 +119,11 @@ class _Cancelled(Exception):
 
 
 def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
-           cancel: CancelToken | None) -> tuple[Tensor, int]:
+           cancel: CancelToken | None) -> Generator[tuple[Tensor, int], None, tuple[Tensor, int]]:
     """L-BFGS (strong Wolfe) on 1/2 ||N(x) - y||^2 + alpha TV_eps(x) from ``x``, in chunks
     of ``CHUNK`` evaluations until a chunk lowers the objective by at most ``SETTLE``
-    (relative) or ``iterations`` evaluations are spent; returns the new x and the
-    evaluations."""
+    (relative) or ``iterations`` evaluations are spent. Yields (x, evaluations so far) after
+    each chunk the point goes on from; returns the new x and the evaluations."""
     net, y = problem.network, problem.y_delta
     var = x.detach().clone().requires_grad_(True)
     evaluations = 0
@@ -155,8 +157,31 @@ def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
                 before - last <= SETTLE * abs(last):
             break
         before = last
+        if evaluations < iterations:
+            yield var.detach(), evaluations
     out = var.detach()
     return (out if bool(torch.isfinite(out).all()) else x), evaluations
+
+
+def _solve_point(problem: Problem, x: Tensor, alpha: float, iterations: int,
+                 cancel: CancelToken | None, clock: float, point: int, spent: int,
+                 ) -> Generator[IterateRecord, None, tuple[Tensor, int]]:
+    """One path point by :func:`_lbfgs`, with a progress record (the iterate so far) at most
+    every ``LIVE_EVERY`` seconds while it runs, so the window and the progress line move
+    within a point too; returns the point's x and evaluations."""
+    solving = _lbfgs(problem, x, alpha, iterations, cancel)
+    shown = time.perf_counter()
+    while True:
+        try:
+            now, used = next(solving)
+        except StopIteration as done:
+            return done.value
+        if time.perf_counter() - shown >= LIVE_EVERY:
+            change = float(torch.linalg.vector_norm(now - x) /
+                           torch.linalg.vector_norm(now).clamp_min(1e-12))
+            yield _record(problem, now.clone(), alpha, spent + used,
+                          time.perf_counter() - clock, point, change)
+            shown = time.perf_counter()
 
 
 def first_alpha(problem: Problem, x: Tensor) -> float:
@@ -232,7 +257,8 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             if left < 1:
                 break
             started = time.perf_counter()
-            new, used = _lbfgs(problem, x, alpha, left, cancel)
+            new, used = yield from _solve_point(problem, x, alpha, left, cancel, clock,
+                                                point, evaluations)
             evaluations += used
             change = float(torch.linalg.vector_norm(new - x) /
                            torch.linalg.vector_norm(new).clamp_min(1e-12))
@@ -277,7 +303,8 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             started = time.perf_counter()
             left = POINT_ITERATIONS if max_iter is None else min(POINT_ITERATIONS,
                                                                   max_iter - evaluations)
-            x, used = _lbfgs(problem, states[up], alpha, left, cancel)
+            x, used = yield from _solve_point(problem, states[up], alpha, left, cancel,
+                                              clock, len(path) + 1, evaluations)
             evaluations += used
             path.append(SmoothPoint(alpha, _residual(problem, x), used,
                                     time.perf_counter() - started))

@@ -228,3 +228,23 @@ def test_a_flat_start_is_not_taken_for_the_residual_floor(
     assert len(path) > len(flat)  # ... and the walk went past them
     assert path[-1]["discrepancy"] < 0.5 * path[0]["discrepancy"]
     assert float(records[-1].psnr[0]) > path[0]["psnr"] + 1.0
+
+
+def test_progress_records_within_a_point_move_on_and_change_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records every chunk (LIVE_EVERY 0) against none within points (LIVE_EVERY inf): the
+    same path and the same answer; within a point the iteration (evaluations) only grows."""
+    problem = problem_for(_net(), _truth(), alpha=1.0, std=0.01)
+    monkeypatch.setattr(continuation, "LIVE_EVERY", math.inf)
+    quiet = _run(problem, 0.01)
+    monkeypatch.setattr(continuation, "LIVE_EVERY", 0.0)
+    live = _run(problem, 0.01)
+    searching = [r for r in live if r.extras.get("run_stage") == "alpha search"]
+    assert len(searching) > len(quiet[-1].extras["alpha_path"])  # more than one per point
+    steps = [r.iteration for r in searching]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    assert not any(r.final for r in live[:-1])
+    assert torch.equal(live[-1].x, quiet[-1].x)
+    assert live[-1].extras["alpha_path"] == [
+        {**p, "seconds": q["seconds"]} for p, q in
+        zip(quiet[-1].extras["alpha_path"], live[-1].extras["alpha_path"], strict=True)]
