@@ -25,7 +25,20 @@ import torch
 from benchmarks.heldout import design, measure, nets
 
 
-def _case_run(case: design.Case, folder: Path) -> dict:
+def _reference(case: design.Case, module: torch.nn.Module, y: torch.Tensor,
+               x_true: torch.Tensor, std: float, rms: float, cache: Path | None) -> dict:
+    """L-BFGS at its best grid alpha, from ``cache`` (a JSON file of earlier runs of this
+    study, keyed by case) where it holds the case: the variants of one study share it."""
+    stored = json.loads(cache.read_text()) if cache is not None and cache.exists() else {}
+    if case.key not in stored:
+        stored[case.key] = measure.lbfgs_best(module, y, x_true,
+                                              measure.grid(y, x_true, std, rms))
+        if cache is not None:
+            cache.write_text(json.dumps(stored))
+    return stored[case.key]
+
+
+def _case_run(case: design.Case, folder: Path, cache: Path | None = None) -> dict:
     from lbi_engine import api
     from lbi_engine.request import InversionRequest
 
@@ -41,7 +54,7 @@ def _case_run(case: design.Case, folder: Path) -> dict:
                                             noise_std=std, seed=case.seed))
     y, x_true = prepared.problem.y_delta, prepared.problem.x_true
     assert x_true is not None
-    reference = measure.lbfgs_best(module, y, x_true, measure.grid(y, x_true, std, rms))
+    reference = _reference(case, module, y, x_true, std, rms, cache)
     points, started, last = [], time.perf_counter(), None
     for record in api.iterate(prepared):
         if record.extras.get("run_stage") == "alpha search":
@@ -55,6 +68,9 @@ def _case_run(case: design.Case, folder: Path) -> dict:
             "alpha": last.extras.get("alpha"), "path": points,
             "psnr": float(last.psnr[0]) if last.psnr is not None else None,
             "stop": last.stop_reason, "seconds": time.perf_counter() - started,
+            "forward": last.extras.get("alpha_path_forward"),
+            "evaluations": sum(p["iterations"] for p in last.extras.get("time_split") or []
+                               if p["stage"] == "alpha search"),
             "time_split": last.extras.get("time_split")}
 
 
@@ -64,25 +80,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default="", help="comma-separated architectures (default all)")
     parser.add_argument("--all", action="store_true", help="trained weights and sizes too")
     parser.add_argument("--set", action="append", default=[],
-                        help="override a constant of lbi_engine.solvers.alpha.continuation")
+                        help="override a constant of lbi_engine.solvers.alpha.continuation "
+                        "(or of another module of that package: exact_forward.AGREE=-1)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="only the first N cases (every architecture's first comes first)")
+    parser.add_argument("--reference-cache", type=Path, default=None,
+                        help="a JSON file keeping L-BFGS's results per case between runs")
     args = parser.parse_args(argv)
-    from lbi_engine.solvers.alpha import continuation
+    import importlib
 
     for item in args.set:
         key, value = item.split("=", 1)
-        kind = type(getattr(continuation, key))
+        where, _, key = key.rpartition(".")
+        owner = importlib.import_module(f"lbi_engine.solvers.alpha.{where or 'continuation'}")
+        kind = type(getattr(owner, key))
         if value == "None":  # TAU=None: the lifted search's tau(rho)
-            setattr(continuation, key, None)
+            setattr(owner, key, None)
         else:
-            setattr(continuation, key, int(float(value)) if kind is int else float(value))
+            setattr(owner, key, int(float(value)) if kind is int else float(value))
     torch.set_num_threads(1)
     archs = [a for a in args.arch.split(",") if a] or None
     chosen = [c for c in design.cases("calibrate", archs)
               if args.all or (c.side == design.SIDE and c.weights == "random")]
-    for case in chosen:
+    for case in chosen[:args.limit]:
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                row = _case_run(case, Path(tmp))
+                row = _case_run(case, Path(tmp), args.reference_cache)
             except Exception as exc:  # a refused or failing case is a result too
                 row = {"case": case.key, "error": f"{type(exc).__name__}: {exc}"[:300]}
         print(json.dumps(row), flush=True)

@@ -129,6 +129,7 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         alpha_rule=extras.get("alpha_rule", "fixed"),
         alpha_path=extras.get("alpha_path"),
         alpha_target=extras.get("alpha_target"),
+        alpha_path_forward=extras.get("alpha_path_forward"),
         regulariser_run=problem.extras.get("regulariser_run", prepared.request.regulariser),
         regulariser_rule=problem.extras.get("regulariser_rule", "given"),
         objective=scalar(record.objective),

@@ -21,6 +21,7 @@ The checks around lifting (finite weights, the lifted forward against the origin
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,10 @@ class LiftedNetwork:
         #: what lifting rewrote to make the network liftable (MaxPool2d as ReLU layers): one
         #: dict per rewritten layer (layer, geometry, lifted_layers_added)
         self.rewrites: list[dict[str, Any]] = []
+        #: the module lbi translated a file's graph into (ONNX, .pt2) before lifting it: the
+        #: same forward map with max-pools as max-pools, so cheaper to evaluate than the
+        #: rewritten layers; only lbi's own translation, never a user's or a file's code
+        self.reference: nn.Module | None = None
         self.input_shape = _check_shape(input_shape)
         self.is_chain = all(lay.inputs in (None, (i,)) and not lay.extra
                             for i, lay in enumerate(self.layers))
@@ -240,6 +245,8 @@ class LiftedNetwork:
                   for lay in self.layers]
         out = LiftedNetwork(layers, self.input_shape, self.name)
         out.rewrites = [dict(r) for r in self.rewrites]
+        if self.reference is not None:
+            out.reference = copy.deepcopy(self.reference).to(device=device, dtype=dtype)
         return out
 
     def rewrite_note(self) -> str | None:
@@ -346,7 +353,7 @@ class LiftedNetwork:
                   name: str | None = None) -> LiftedNetwork:
         """Lift an ONNX model (parsed with the onnx package; no runtime needed)."""
         seq, shape = onnx_sequential(path, input_shape)
-        return cls.from_module(seq, shape, name=name or Path(path).stem)
+        return _with_reference(cls.from_module(seq, shape, name=name or Path(path).stem), seq)
 
     @classmethod
     def from_pt2(cls, path: str | Path, input_shape: Sequence[int] | None = None,
@@ -356,9 +363,16 @@ class LiftedNetwork:
         seq, shape = pt2_sequential(path, input_shape)
         p = Path(path)
         try:
-            return cls.from_module(seq, shape, name=name or p.stem)
+            return _with_reference(cls.from_module(seq, shape, name=name or p.stem), seq)
         except UnsupportedLayerError as exc:
             raise UnsupportedLayerError(f"torch.export program {p.name!r}: {exc}") from exc
+
+
+def _with_reference(net: LiftedNetwork, module: nn.Module) -> LiftedNetwork:
+    """``net`` holding lbi's translation of the file it was lifted from (frozen, eval mode;
+    from_module verified their forwards agree)."""
+    net.reference = module.eval().requires_grad_(False)
+    return net
 
 
 def _identity() -> Any:

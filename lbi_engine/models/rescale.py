@@ -130,4 +130,5 @@ def _build(network: LiftedNetwork, scales: list[float]) -> LiftedNetwork:
                                   layer.source, layer.inputs, tuple(maps[1:])))
     new = LiftedNetwork(layers, network.input_shape, network.name)
     new.rewrites = [dict(r) for r in network.rewrites]
+    new.reference = network.reference  # the same forward map: the rescaling keeps it
     return new

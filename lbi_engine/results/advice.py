@@ -25,11 +25,14 @@ def run_advice(metrics: RunMetrics, max_iter: int, *, x: np.ndarray | None = Non
                          "the wait instead",
         "α target missed": "check --noise-std/--noise-level, or try a few --alpha values "
                            "around it (`lbi sweep --alphas log:A/10:A*10:5`)",
+        "misfit above the noise": "the network keeps little of this input, or the code left "
+                                  "its range; compare a few --alpha values by hand "
+                                  "(`lbi sweep --alphas log:A/10:A*10:5`)",
     }
     lines = []
     for concern in judge(metrics, x=x, truth=truth, stop_reason=metrics.stop_reason,
                          max_iter=max_iter, data_range=data_range):
-        tip = tips.get(concern.kind)
+        tip = tips.get(concern.kind, concern.advice)
         if concern.kind == "better α passed":
             tip = concern.advice.replace("type α = ", "run it again with --alpha ")
             tip = tip.replace(" to run it", "")

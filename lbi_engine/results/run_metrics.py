@@ -11,7 +11,7 @@ from typing import Any
 
 #: Written only when the run has them (a joint run's hidden weight, alpha "auto"'s time
 #: split, layer-wise stages): result.json has no such key otherwise.
-_WHEN_SET = ("hidden_weight", "time_split", "timings", "stages")
+_WHEN_SET = ("hidden_weight", "time_split", "timings", "stages", "alpha_path_forward")
 #: Written together, when the alpha search raised the hidden weight.
 _RAISED = ("hidden_weight_rule", "alpha_path_unweighted")
 
@@ -31,6 +31,9 @@ class RunMetrics:
         alpha_path: alpha ``"auto"``'s search: one entry per solve on the path (alpha,
             discrepancy, objective parts, iterations, seconds); None for a fixed alpha.
         alpha_target: the discrepancy principle's target tau * delta; None for other rules.
+        alpha_path_forward: the continuation path's N(x): ``"translated module"`` (lbi's
+            translation of the file's graph, checked against the lifted forward) or
+            ``"lifted layers"``; None without a continuation path.
         regulariser_run: the regulariser that ran, described (what ``"auto"`` chose).
         regulariser_rule: why that regulariser: ``"given"`` or the rule of ``"auto"``.
         objective: the objective at the final iterate.
@@ -72,6 +75,7 @@ class RunMetrics:
     alpha_rule: str = "fixed"
     alpha_path: list[dict[str, Any]] | None = None
     alpha_target: float | None = None
+    alpha_path_forward: str | None = None
     regulariser_run: str | None = None
     regulariser_rule: str = "given"
     objective: float | None = None

@@ -172,6 +172,11 @@ def test_duration_and_advice_words() -> None:
                                    discrepancy=1.5, alpha_path=[{"alpha": 1e-4}]), 2000)
     assert len(missed) == 1
     assert "50% above its target 1" in missed[0] and "--alphas log:" in missed[0]
+    floor = run_advice(RunMetrics(stop_reason="finished", alpha=1e-5, alpha_target=0.678,
+                                  alpha_rule="continuation: floor", discrepancy=1.5,
+                                  alpha_path=[{"alpha": 1e-5}]), 2000)
+    assert len(floor) == 1 and "stopped falling at 2.2x its target 0.678" in floor[0]
+    assert "None" not in floor[0] and floor[0].endswith("(`lbi sweep --alphas log:A/10:A*10:5`)")
     # without a truth, a span of 1 % of the display range is flat; with one, the contrast
     flat = run_advice(RunMetrics(stop_reason="tolerance", alpha=3.0), 2000, x=0.01 * plain,
                       data_range=1.0)

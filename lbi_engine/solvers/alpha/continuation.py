@@ -46,6 +46,7 @@ from torch import Tensor
 from lbi_engine.models.rescale import AUTO_WEIGHT, HIDDEN_WEIGHT_RAISED
 from lbi_engine.operators.finite_differences import grad
 from lbi_engine.protocols import Problem
+from lbi_engine.solvers.alpha.exact_forward import Forward, exact_forward
 from lbi_engine.solvers.alpha.path_solve import PathSolve, _with_alpha
 from lbi_engine.solvers.alpha.target import expected_noise_norm, tau_for
 from lbi_engine.solvers.alpha.time_split import RunStage, position
@@ -64,6 +65,9 @@ FLOOR_DROP = 0.05
 #: L-BFGS evaluations per path point at most, in chunks of CHUNK; a point ends when a
 #: chunk lowers its objective by at most SETTLE (relative); L-BFGS's memory
 POINT_ITERATIONS = 100
+#: and at the chosen alpha (the discrepancy's interpolated point, or the path's end solved on
+#: where this exceeds POINT_ITERATIONS)
+FINAL_ITERATIONS = 100
 CHUNK = 10
 SETTLE = 1e-3
 HISTORY = 20
@@ -73,6 +77,9 @@ EPSILON = 1e-3
 REFINE_STEPS = 100
 #: seconds between the progress records of a path point while it runs
 LIVE_EVERY = 0.25
+#: the largest share of a point's time its progress records may take (each evaluates the
+#: lifted objective, several forwards on a deep network)
+LIVE_SHARE = 0.05
 RULE = "continuation"
 #: the discrepancy target's factor (None: ``target.tau_for``, the lifted search's). The
 #: lifted search's tau(rho) < 1 was fitted on converged solves; a path point is a
@@ -118,13 +125,13 @@ class _Cancelled(Exception):
     pass
 
 
-def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
+def _lbfgs(problem: Problem, forward: Forward, x: Tensor, alpha: float, iterations: int,
            cancel: CancelToken | None) -> Generator[tuple[Tensor, int], None, tuple[Tensor, int]]:
     """L-BFGS (strong Wolfe) on 1/2 ||N(x) - y||^2 + alpha TV_eps(x) from ``x``, in chunks
     of ``CHUNK`` evaluations until a chunk lowers the objective by at most ``SETTLE``
     (relative) or ``iterations`` evaluations are spent. Yields (x, evaluations so far) after
     each chunk the point goes on from; returns the new x and the evaluations."""
-    net, y = problem.network, problem.y_delta
+    y = problem.y_delta
     var = x.detach().clone().requires_grad_(True)
     evaluations = 0
     last = math.inf
@@ -135,7 +142,7 @@ def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
             raise _Cancelled
         opt.zero_grad()
         evaluations += 1
-        loss = 0.5 * (net.forward(var) - y).pow(2).sum() + alpha * _smooth_tv(problem, var)
+        loss = 0.5 * (forward(var) - y).pow(2).sum() + alpha * _smooth_tv(problem, var)
         loss.backward()
         last = float(loss.detach())
         return loss
@@ -163,41 +170,45 @@ def _lbfgs(problem: Problem, x: Tensor, alpha: float, iterations: int,
     return (out if bool(torch.isfinite(out).all()) else x), evaluations
 
 
-def _solve_point(problem: Problem, x: Tensor, alpha: float, iterations: int,
+def _solve_point(problem: Problem, forward: Forward, x: Tensor, alpha: float, iterations: int,
                  cancel: CancelToken | None, clock: float, point: int, spent: int,
                  ) -> Generator[IterateRecord, None, tuple[Tensor, int]]:
     """One path point by :func:`_lbfgs`, with a progress record (the iterate so far) at most
     every ``LIVE_EVERY`` seconds while it runs, so the window and the progress line move
     within a point too; returns the point's x and evaluations."""
-    solving = _lbfgs(problem, x, alpha, iterations, cancel)
-    shown = time.perf_counter()
+    solving = _lbfgs(problem, forward, x, alpha, iterations, cancel)
+    shown, gap = time.perf_counter(), LIVE_EVERY
     while True:
         try:
             now, used = next(solving)
         except StopIteration as done:
             return done.value
-        if time.perf_counter() - shown >= LIVE_EVERY:
+        if time.perf_counter() - shown >= gap:
+            began = time.perf_counter()
             change = float(torch.linalg.vector_norm(now - x) /
                            torch.linalg.vector_norm(now).clamp_min(1e-12))
-            yield _record(problem, now.clone(), alpha, spent + used,
-                          time.perf_counter() - clock, point, change)
+            record = _record(problem, now.clone(), alpha, spent + used, began - clock, point,
+                             change)
             shown = time.perf_counter()
+            # a record costs a lifted objective: at most LIVE_SHARE of the point's time
+            gap = max(LIVE_EVERY, (shown - began) / LIVE_SHARE)
+            yield record
 
 
-def first_alpha(problem: Problem, x: Tensor) -> float:
+def first_alpha(problem: Problem, x: Tensor, forward: Forward | None = None) -> float:
     """FIRST times the data term's gradient norm at ``x`` (sample 0)."""
     var = x[:1].detach().clone().requires_grad_(True)
     with torch.enable_grad():
-        loss = 0.5 * (problem.network.forward(var) - problem.y_delta[:1]).pow(2).sum()
+        loss = 0.5 * ((forward or problem.network.forward)(var) - problem.y_delta[:1]).pow(2).sum()
         loss.backward()
     assert var.grad is not None
     norm = float(torch.linalg.vector_norm(var.grad))
     return FIRST * norm if math.isfinite(norm) and norm > 0 else 1.0
 
 
-def _residual(problem: Problem, x: Tensor) -> float:
+def _residual(problem: Problem, forward: Forward, x: Tensor) -> float:
     with torch.no_grad():
-        return float(torch.linalg.vector_norm(problem.network.forward(x[:1])
+        return float(torch.linalg.vector_norm(forward(x[:1])
                                               - problem.y_delta[:1]))
 
 
@@ -242,7 +253,8 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
     if noise_std is not None and noise_std > 0:
         delta = expected_noise_norm(problem, noise_std)
         target = (tau_for(problem, delta) if TAU is None else TAU) * delta
-    alpha = first_alpha(problem, x)
+    forward, source = exact_forward(problem, x)
+    alpha = first_alpha(problem, x, forward)
     lowest = alpha * LOWEST
     path: list[SmoothPoint] = []
     states: list[Tensor] = []
@@ -257,13 +269,13 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             if left < 1:
                 break
             started = time.perf_counter()
-            new, used = yield from _solve_point(problem, x, alpha, left, cancel, clock,
+            new, used = yield from _solve_point(problem, forward, x, alpha, left, cancel, clock,
                                                 point, evaluations)
             evaluations += used
             change = float(torch.linalg.vector_norm(new - x) /
                            torch.linalg.vector_norm(new).clamp_min(1e-12))
             x = new
-            path.append(SmoothPoint(alpha, _residual(problem, x), used,
+            path.append(SmoothPoint(alpha, _residual(problem, forward, x), used,
                                     time.perf_counter() - started))
             states.append(x)
             shown = _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
@@ -290,8 +302,12 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             if alpha * FACTOR < lowest:
                 break
             alpha = alpha / FACTOR if rising else alpha * FACTOR
-        if why == "discrepancy" and len(path) >= 2 and (max_iter is None
-                                                         or evaluations < max_iter):
+        start: Tensor | None = None
+        left = FINAL_ITERATIONS if max_iter is None else min(FINAL_ITERATIONS,
+                                                              max_iter - evaluations)
+        if left < 1:
+            pass  # the evaluations are spent: the path's last point is the answer
+        elif why == "discrepancy" and len(path) >= 2:
             # log-linear interpolation between the bracket's ends, solved from the one above
             up = len(path) - 1 if rising else len(path) - 2
             above, below = path[up], path[up - 1 if rising else up + 1]
@@ -300,13 +316,15 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
                      if slope > 0 else 1.0)
             alpha = math.exp(math.log(above.alpha) + min(max(share, 0.0), 1.0)
                              * math.log(below.alpha / above.alpha))
+            start = states[up]
+        elif stopped is None and FINAL_ITERATIONS > POINT_ITERATIONS:
+            start = x  # the path's end, solved on at its alpha
+        if start is not None:
             started = time.perf_counter()
-            left = POINT_ITERATIONS if max_iter is None else min(POINT_ITERATIONS,
-                                                                  max_iter - evaluations)
-            x, used = yield from _solve_point(problem, states[up], alpha, left, cancel,
-                                              clock, len(path) + 1, evaluations)
+            x, used = yield from _solve_point(problem, forward, start, alpha, left,
+                                              cancel, clock, len(path) + 1, evaluations)
             evaluations += used
-            path.append(SmoothPoint(alpha, _residual(problem, x), used,
+            path.append(SmoothPoint(alpha, _residual(problem, forward, x), used,
                                     time.perf_counter() - started))
             shown = _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
                             len(path), 0.0)
@@ -323,7 +341,8 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
     with torch.no_grad():
         init: dict[str, Any] = {"x": x, "aux": problem.forward_aux(x), "iteration": evaluations}
     rule = f"{RULE}: {why}"
-    yield from _final(lifted, solve, alpha, init, rule, path, searched, target, stopped)
+    yield from _final(lifted, solve, alpha, init, rule, path, searched, target, stopped,
+                      source)
 
 
 def _ssim(problem: Problem, record: IterateRecord) -> Tensor | None:
@@ -335,7 +354,7 @@ def _ssim(problem: Problem, record: IterateRecord) -> Tensor | None:
 
 def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any], rule: str,
            path: list[SmoothPoint], searched: float, target: float | None,
-           stopped: str | None) -> Iterator[IterateRecord]:
+           stopped: str | None, source: str) -> Iterator[IterateRecord]:
     """The lifted solve at ``alpha`` from ``init``; its last record carries the choice."""
     previous: IterateRecord | None = None
     for record in solve(_with_alpha(problem, alpha), init, None):
@@ -358,7 +377,8 @@ def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any
     weight = float(previous.extras.get("hidden_weight", 1.0))
     previous.extras.update({
         "alpha": alpha, "alpha_rule": rule, "alpha_target": target,
-        "alpha_path": [p.to_dict() for p in path], "alpha_seconds": float(previous.elapsed),
+        "alpha_path": [p.to_dict() for p in path], "alpha_path_forward": source,
+        "alpha_seconds": float(previous.elapsed),
         "solver_steps": steps + sum(p.evaluations for p in path),
         "time_split": [RunStage("start", 0, 0.0).to_dict()]
         + [RunStage("alpha search", p.evaluations, p.seconds, p.alpha, None, k + 1).to_dict()
