@@ -39,6 +39,8 @@ class DataInputs:
         self.status_bar = status_bar
         #: The parent of the dialogs opened here.
         self.parent = parent
+        panels.data.splits_needed.connect(self.load_splits)
+        panels.data.thumbnails_needed.connect(self.load_thumbnails)
 
     def current_request(self) -> dict[str, Any]:
         return dict(self.selection.request)

@@ -3,11 +3,11 @@
 The window lays out the widgets and wires its collaborators. The request and the runs are
 :class:`~lbi_gui.model.AppModel`'s; what is on screen (problem, run shown, queued run) is
 :class:`~lbi_gui.model.ViewState`'s, one event per field. Each collaborator gets that
-state, the widgets it drives and the few commands it needs, never the window: :class:`~lbi_gui.window.run.RunView` (runs and their
-display), :class:`~lbi_gui.window.parameters.Parameters`, :class:`~lbi_gui.window.files.
-FileCommands`, :class:`~lbi_gui.window.exports.ExportCommands`, :class:`~lbi_gui.window.
-data.DataInputs` (the data's sources) and :class:`~lbi_gui.window.actions.ActionStates`.
-Numbers come from the worker through :class:`~lbi_gui.window.controller.RunController`.
+state, the widgets it drives and the few commands it needs, never the window: RunView
+(runs and their display, window/run.py), Parameters (the panels and the request),
+FileCommands (networks, data, sessions), ExportCommands, DataInputs (the data's sources)
+and ActionStates (which actions are enabled). Numbers come from the worker through
+:class:`~lbi_gui.window.controller.RunController`.
 """
 
 from __future__ import annotations
@@ -177,8 +177,6 @@ class MainWindow(QtWidgets.QMainWindow):
         self.solver_panel.prior_requested.connect(f.open_feature_prior_dialog)
         self.data_panel.open_image_requested.connect(f.open_image_dialog)
         self.data_panel.open_data_requested.connect(f.open_data_dialog)
-        self.data_panel.splits_needed.connect(d.load_splits)
-        self.data_panel.thumbnails_needed.connect(d.load_thumbnails)
         self.run_table.run_all_requested.connect(r.run_all_or_cancel)
         self.run_table.load_requested.connect(f.load_run_parameters)
         self.run_table.table.itemSelectionChanged.connect(r.overlays.overlay_selected)
