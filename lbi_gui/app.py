@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         install_excepthook(lambda: window)
         window.show()
         if args.file:
-            window.open_path(str(Path(args.file).expanduser().resolve()))
+            window.files.open_path(str(Path(args.file).expanduser().resolve()))
         code = int(app.exec())
         _close_down(app, window)
         return code
@@ -233,7 +233,7 @@ def _smoke_test(app: Any, window: Any, timeout_ms: int = 240_000) -> int:
         app.quit()
 
     controller = window.controller
-    window.confirm_quit = False  # the smoke test's run is not the user's
+    window.files.confirm_quit = False  # the smoke test's run is not the user's
     controller.run_finished.connect(finished)
     controller.run_failed.connect(failed)
     controller.boot_failed.connect(failed)

@@ -262,3 +262,31 @@ def test_the_maths_reads_no_private_attribute_of_another_object() -> None:
                     continue
                 found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
     assert not found, found
+
+
+def test_window_collaborators_are_not_handed_the_window() -> None:
+    """Each collaborator of the main window is constructed from the view state, the widgets it
+    drives and the few commands it needs, never the window: no ``self.w.``, no attribute
+    named for the window, no parameter typed as it, no import of ``main_window``; the window
+    itself (layout and wiring) stays within 250 lines."""
+    window = ROOT / "lbi_gui" / "window"
+    found = []
+    for f in sorted(window.glob("*.py")):
+        if f.name == "main_window.py":
+            continue
+        text = f.read_text(encoding="utf-8")
+        found += [f"{f.name}: self.w." for _ in range(text.count("self.w."))]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id == "self" and node.attr in ("w", "window", "host", "win"):
+                found.append(f"{f.name}:{node.lineno}: self.{node.attr}")
+            if isinstance(node, ast.arg) and node.annotation is not None and any(
+                    name in ast.unparse(node.annotation) for name in ("MainWindow", "WindowHost")
+                    if not ast.unparse(node.annotation).startswith("QtWidgets.")):
+                found.append(f"{f.name}:{node.lineno}: {node.arg}: {ast.unparse(node.annotation)}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    ("lbi_gui.window.main_window", "lbi_gui.window.host")):
+                found.append(f"{f.name}:{node.lineno}: imports {node.module}")
+    assert not found, found
+    lines = len((window / "main_window.py").read_text(encoding="utf-8").splitlines())
+    assert lines <= 250, f"main_window.py has {lines} lines"

@@ -54,7 +54,7 @@ def _child(network: str | None = None) -> None:
             print(json.dumps(marks), flush=True)
             window.controller.stop()
             # the measured run is not the user's: quit without the "discard runs?" question
-            window.may_discard = lambda _action: True
+            window.files.may_discard = lambda _action: True
             QtCore.QTimer.singleShot(0, window.close)  # the last window: the app quits
 
         def painted() -> None:  # the first turn of the event loop after show()

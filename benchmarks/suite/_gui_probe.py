@@ -61,7 +61,7 @@ def _run(iterations: int, n_rounds: int) -> None:
     if os.environ.get("LBI_PROBE_NODRAW"):  # experiment: no drawing of iterates and curves
         window.controller.view_update.disconnect()
     draw: list[float] = []  # seconds the GUI thread spends per view update (images, curves)
-    timed = {"view": window._on_view_update, "curves": window.curves.update_curves}
+    timed = {"view": window.runner.on_view_update, "curves": window.curves.update_curves}
 
     def view_update(prog: Any) -> None:
         start = time.perf_counter()
@@ -108,7 +108,7 @@ def _run(iterations: int, n_rounds: int) -> None:
         # taken close in time keep a shared machine's changing load out of the ratio.
         headless.append(_headless(request, iterations))
         if len(rounds) < n_rounds:
-            QtCore.QTimer.singleShot(200, window.run)
+            QtCore.QTimer.singleShot(200, window.runner.run)
         else:
             QtCore.QTimer.singleShot(200, app.quit)
 

@@ -167,7 +167,7 @@ def open_fit_prior_dialog(window: Any) -> FitPriorDialog:
     """Show the dialog for the network on ``window``; a fitted prior is chosen for it."""
     from lbi_gui.settings import last_dir
 
-    request = window.current_request()
+    request = window.params.current_request()
     network = str(request.get("network") or "")
     shape = request.get("input_shape")
     dialog = FitPriorDialog(window, network, input_shape=tuple(shape) if shape else None,

@@ -176,13 +176,13 @@ class ImportNetworkDialog(JobDialog):
 
 
 def open_import_dialog(window: Any) -> ImportNetworkDialog:
-    """Show the dialog for ``window``; a converted network is opened with open_network."""
+    """Show the dialog for ``window``; a converted network is opened (its file commands)."""
     from lbi_gui.settings import last_dir
 
     dialog = ImportNetworkDialog(window, out_dir="")
     dialog.source.setText("")
     dialog.out_dir.setPlaceholderText(last_dir("network"))
-    dialog.converted.connect(window.open_network)
+    dialog.converted.connect(window.files.open_network)
     dialog.note.connect(lambda text: window.statusBar().showMessage(text, 15000))
     dialog.setAttribute(QtCore.Qt.WidgetAttribute.WA_DeleteOnClose)
     dialog.show()

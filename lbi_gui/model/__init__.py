@@ -11,6 +11,7 @@ window layer bridges them to Qt signals (:mod:`lbi_gui.model_bridge`).
 * :mod:`~lbi_gui.model.run_control` — what an edit does to a run, the speed, "run all".
 * :mod:`~lbi_gui.model.session` — session files (read, validate, write).
 * :mod:`~lbi_gui.model.app_state` — all of it together (:class:`AppModel`).
+* :mod:`~lbi_gui.model.view_state` — what the window shows besides (:class:`ViewState`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from lbi_gui.model.run_list import RunList
 from lbi_gui.model.runs import CurveStore, RunResult
 from lbi_gui.model.selection import Selection
 from lbi_gui.model.session import SessionState, load_session, save_session
+from lbi_gui.model.view_state import ViewState
 
 __all__ = ["AppModel", "CurveStore", "EventEmitter", "Events", "RunList", "RunResult",
-           "Selection", "SessionState", "load_session", "save_session"]
+           "Selection", "SessionState", "ViewState", "load_session", "save_session"]

@@ -1,3 +1,3 @@
-"""The main window: its layout (main_window, layout), the collaborators it hands itself to
-(parameters, run, files, data; typed by host.WindowHost), its actions and shortcuts, and the
-run controller that talks to the engine backend."""
+"""The main window: its layout (main_window, layout, parts), the collaborators it wires
+(parameters, run, files, exports, data: each given the view state and its widgets, never the
+window), its actions and shortcuts, and the run controller that talks to the engine backend."""

@@ -1,13 +1,21 @@
-"""Menus, toolbar and keyboard shortcuts of the main window."""
+"""Menus, toolbar and keyboard shortcuts of the main window, and which of them are enabled."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from PySide6 import QtGui, QtWidgets
 
+from lbi_gui.engine.messages import PreparedInfo
+from lbi_gui.model.view_state import ViewState
+from lbi_gui.widgets.run_table import RunTable
+from lbi_gui.window.controller import RunController
+
 Slot = Callable[[], object]
+
+STATE_TEXT = {"booting": "Starting engine…", "idle": "Ready", "preparing": "Preparing…",
+              "running": "Running", "paused": "Paused"}
 
 
 @dataclass
@@ -55,9 +63,12 @@ def _action(window: QtWidgets.QMainWindow, text: str, slot: Slot, shortcut: str 
     return act
 
 
-def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> WindowActions:
+def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot],
+                  recent_menu: QtWidgets.QMenu,
+                  docks: Iterable[QtWidgets.QDockWidget]) -> WindowActions:
     """Create every action of the main window ``w``, each calling ``slots[name]``, and put
-    them into menus and the toolbar."""
+    them into menus and the toolbar (``recent_menu``: File → Open recent, filled by the
+    file commands; View lists ``docks``)."""
     sp = QtWidgets.QStyle.StandardPixmap
 
     def act(name: str, text: str, shortcut: str | None = None, tip: str | None = None,
@@ -104,7 +115,7 @@ def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> Window
         file_menu.addAction(a)
     file_menu.addSeparator()
     file_menu.addAction(open_session)
-    recent_menu = file_menu.addMenu("Open &recent")
+    file_menu.addMenu(recent_menu)
     file_menu.addAction(save_session)
     file_menu.addAction(save_session_as)
     file_menu.addSeparator()
@@ -120,6 +131,10 @@ def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> Window
     view_menu = bar.addMenu("&View")
     view_menu.addAction(fit_view)
     view_menu.addSeparator()
+    for dock in docks:
+        view_menu.addAction(dock.toggleViewAction())
+    view_menu.addSeparator()
+    view_menu.addAction(reset_layout)
     help_menu = bar.addMenu("&Help")
     help_menu.addAction(guide)
     help_menu.addAction(about)
@@ -142,3 +157,41 @@ def build_actions(w: QtWidgets.QMainWindow, slots: Mapping[str, Slot]) -> Window
         save_session=save_session, save_session_as=save_session_as, export=export,
         quit=quit_, about=about, guide=guide, reset_layout=reset_layout, fit_view=fit_view,
         recent_menu=recent_menu, view_menu=view_menu)
+
+
+class ActionStates:
+    """Which actions are enabled, and the state in the status bar: a rendering of the
+    controller's state and of ``view`` (re-drawn on each of its events; the window also
+    calls :meth:`update` after every controller signal that changes what a run allows)."""
+
+    def __init__(self, actions: WindowActions, controller: RunController,
+                 view: ViewState[PreparedInfo], switch: QtWidgets.QWidget, run_table: RunTable,
+                 state_label: QtWidgets.QLabel) -> None:
+        self.actions, self.controller, self.view = actions, controller, view
+        self.switch, self.run_table, self.state_label = switch, run_table, state_label
+        for event in view.events:
+            event.connect(lambda _value: self.update())
+
+    def update(self) -> None:
+        c, a, view = self.controller, self.actions, self.view
+        a.switch.setEnabled(self.switch.isEnabled())
+        a.switch.setToolTip(self.switch.toolTip())
+        ready = c.engine_info is not None and view.info is not None
+        # Run is enabled while the engine starts: a run asked for then is queued.
+        a.run.setEnabled(not view.boot_failed)
+        a.run_all.setEnabled(ready and not c.running)
+        a.pause.setEnabled(c.running)
+        a.pause.setText("Resume" if c.paused else "Pause")
+        a.stop.setEnabled(c.running)
+        a.finish.setEnabled(c.running)
+        exportable = bool(self.run_table.runs) or view.shown_result is not None
+        a.export.setEnabled(exportable)
+        a.export.setToolTip("Export a finished run: images, curves, result.json (Ctrl+E)"
+                            if exportable else "Nothing to export yet: finish a run first "
+                            "(a run in the Runs table, or shown from a session)")
+        text = STATE_TEXT.get(c.state, c.state)
+        if c.queue_active and view.queue_text:
+            text = f"{text} — {view.queue_text}"
+        if c.state == "booting" and view.autorun:
+            text = "Starting engine… (the run begins by itself)"
+        self.state_label.setText(text)

@@ -1,21 +1,23 @@
-"""Files for the main window (its collaborator): networks, data, sessions, exports, drops."""
+"""Files for the main window (its collaborator): networks, data, sessions, drops."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6 import QtWidgets
 
 from lbi_engine.errors import LbiError
-from lbi_engine.io import atomic_write_text
-from lbi_gui import export as exporter
 from lbi_gui.dialogs import messages as dialogs
 from lbi_gui.dialogs.messages import confirm_overwrite, confirm_pickle, show_error
-from lbi_gui.engine.messages import ErrorInfo
+from lbi_gui.engine.messages import ErrorInfo, PreparedInfo
+from lbi_gui.model import AppModel
 from lbi_gui.model import session as sessions
 from lbi_gui.model.data_fit import degenerate_image
 from lbi_gui.model.runs import RunResult
+from lbi_gui.model.view_state import ViewState
 from lbi_gui.params import (
     IMAGE_SUFFIXES,
     NETWORK_SUFFIXES,
@@ -25,8 +27,10 @@ from lbi_gui.params import (
     prior_base,
 )
 from lbi_gui.settings import add_recent, last_dir, recent_files, remember_dir
+from lbi_gui.window.controller import RunController
 from lbi_gui.window.data import DataInputs
-from lbi_gui.window.host import WindowHost
+from lbi_gui.window.parameters import Parameters
+from lbi_gui.window.parts import Panels, StatusWidgets, Views
 from lbi_gui.window.session_view import restore_view
 
 RECENT_TITLES = {"sessions": "Sessions", "networks": "Networks", "images": "Images",
@@ -39,13 +43,37 @@ PRIOR_FILTER = "Feature priors (*.json *.safetensors);;All files (*)"
 
 
 class FileCommands:
-    """Open…/Save…/Export… and their error handling; never leaves the window unusable."""
+    """Open…/Save… and their error handling; never leaves the window unusable."""
 
-    def __init__(self, window: WindowHost, inputs: DataInputs) -> None:
-        self.w = window
-        self.inputs = inputs
-        #: The window itself as a widget: the parent of the dialogs opened here.
-        self.parent = window.window()
+    def __init__(self, view: ViewState[PreparedInfo], model: AppModel, controller: RunController,
+                 params: Parameters, inputs: DataInputs, panels: Panels, views: Views,
+                 status: StatusWidgets, network_dock: QtWidgets.QDockWidget,
+                 recent_menu: QtWidgets.QMenu, set_title: Callable[[str], None],
+                 parent: QtWidgets.QWidget) -> None:
+        self.view, self.model, self.controller = view, model, controller
+        self.params, self.inputs, self.panels = params, inputs, panels
+        self.image_grid, self.curves, self.run_table = views.image_grid, views.curves, \
+            views.run_table
+        self.status_bar, self.status_reason = status.bar, status.reason
+        self.network_dock, self.recent_menu = network_dock, recent_menu
+        #: Shows a session's file name as the window's title.
+        self.set_title = set_title
+        #: The parent of the dialogs opened here.
+        self.parent = parent
+        #: Ask about unsaved runs on quit ($LBI_GUI_CONFIRM_QUIT=0: never; tests, scripts).
+        self.confirm_quit = os.environ.get("LBI_GUI_CONFIRM_QUIT", "1") != "0"
+        # files of a problem that prepared fine join File → Open recent
+        view.events.good_request.connect(self.remember_opened)
+
+    def may_discard(self, action: str) -> bool:
+        """Before ``action`` loses runs not in a saved session or a live run: ask (save,
+        discard or cancel); True when it may go on."""
+        unsaved, running = self.model.runs.unsaved(), self.controller.running
+        if not self.confirm_quit or not (unsaved or running):
+            return True
+        answer = dialogs.ask_unsaved_runs(self.parent, len(unsaved), running=running,
+                                          action=action)
+        return not (answer == "cancel" or (answer == "save" and not self.save_session()))
 
     # ---- networks -------------------------------------------------------------------------
     def open_network_dialog(self) -> None:
@@ -57,9 +85,9 @@ class FileCommands:
     def open_network(self, path: str) -> None:
         """Load a network file (TorchScript, ONNX, state dict + card; pickles ask first)."""
         remember_dir("network", path)
-        self.w.network_panel.select_network(path)
-        self.w.panel_changed("network")  # as if chosen in the panel (consent is reset)
-        self.w.flush_changes()
+        self.panels.network.select_network(path)
+        self.params.panel_changed("network")  # as if chosen in the panel (consent is reset)
+        self.params.flush_changes()
 
     def open_feature_prior_dialog(self) -> None:
         path, _ = QtWidgets.QFileDialog.getOpenFileName(self.parent, "Choose a feature prior",
@@ -76,8 +104,8 @@ class FileCommands:
         if problem is not None:
             show_error(self.parent, "Not a feature prior", problem)  # says what to do
             return False
-        self.w.solver_panel.set_feature_prior(prior_base(path))  # emits changed
-        self.w.flush_changes()
+        self.panels.solver.set_feature_prior(prior_base(path))  # emits changed
+        self.params.flush_changes()
         return True
 
     def on_prepare_failed(self, err: ErrorInfo) -> None:
@@ -85,25 +113,25 @@ class FileCommands:
         req = err.request or {}
         if err.unsafe and not req.get("allow_pickle"):
             if confirm_pickle(self.parent, str(req.get("network")), err.message):
-                self.w.model.selection.update({"allow_pickle": True})
-                self.w.controller.prepare(self.w.current_request())
+                self.model.selection.update({"allow_pickle": True})
+                self.controller.prepare(self.params.current_request())
                 return
             self._revert_problem()
-            self.w.statusBar().showMessage("Pickled model not loaded", 5000)
+            self.status_bar.showMessage("Pickled model not loaded", 5000)
             return
         if err.exc_type == "InputShapeNeededError" and not req.get("input_shape"):
             # the network stays chosen: the shape typed next prepares it (a revert would
             # put the typed shape on the network before, which fixes its own)
-            self.w.docks["network"].raise_()  # the field the user types in, in view
-            self.w.network_panel.ask_input_shape(err.message)
-            self.w.statusBar().showMessage(
+            self.network_dock.raise_()  # the field the user types in, in view
+            self.panels.network.ask_input_shape(err.message)
+            self.status_bar.showMessage(
                 f"{Path(str(req.get('network'))).name} does not fix its input shape: type it "
                 "under Input shape", 15000)
             return
         if err.exc_type == "ShapeMismatchError" and self._choose_other_data(err):
             return
-        if req.get("network") != (self.w.good_request or {}).get("network"):
-            self.w.network_panel.show_problem(err.message)
+        if req.get("network") != (self.view.good_request or {}).get("network"):
+            self.panels.network.show_problem(err.message)
         self._revert_problem()
         show_error(self.parent, "Could not prepare the inversion", err.message,
                    detail=err.detail if not err.is_user_error else None,
@@ -114,7 +142,7 @@ class FileCommands:
         another shape, a network no bundled dataset fits): the user picks other data for it
         (True) or keeps the problem before (False: reverted by the caller)."""
         req = err.request or {}
-        good = self.w.good_request or {}
+        good = self.view.good_request or {}
         own_files = any(req.get(k) for k in ("image", "truth", "data"))
         choices = [("image", "Open an image…")]
         if own_files:
@@ -132,25 +160,25 @@ class FileCommands:
                 self.open_data_file("image", path)
                 return True
         elif answer == "dataset":
-            self.w.data_panel.set_values({"image": None, "truth": None, "data": None})
-            self.w.sync_request()
-            self.w.controller.prepare(self.w.current_request())
+            self.panels.data.set_values({"image": None, "truth": None, "data": None})
+            self.params.sync_request()
+            self.controller.prepare(self.params.current_request())
             return True
         self._revert_problem()
-        self.w.statusBar().showMessage("Kept the network and data before", 6000)
+        self.status_bar.showMessage("Kept the network and data before", 6000)
         return True
 
     def _revert_problem(self) -> None:
         """Show the last network/data that prepared fine again (or keep the defaults)."""
-        good = self.w.good_request
+        good = self.view.good_request
         if good is None:
             return
         # the feature prior too: one that does not fit the network is refused with it
         back = {k: good.get(k) for k in (*PROBLEM_KEYS, "feature_prior") if k in good}
-        self.w.model.selection.update(back)  # the panels follow the model
+        self.model.selection.update(back)  # the panels follow the model
         # the data panel's splits and thumbnails follow the dataset put back
         self.inputs.show_data({k: back[k] for k in ("dataset", "split", "index") if k in back})
-        self.w.sync_request()
+        self.params.sync_request()
 
     # ---- data -----------------------------------------------------------------------------
     def _pick_data(self, title: str) -> str | None:
@@ -179,8 +207,8 @@ class FileCommands:
             show_error(self.parent, "Not an image to invert", problem)
             return
         remember_dir("data", path)
-        self.w.data_panel.set_file(key, path)
-        self.w.flush_changes()
+        self.panels.data.set_file(key, path)
+        self.params.flush_changes()
 
     def open_path(self, path: str) -> None:
         """Route a dropped/command-line file by its suffix."""
@@ -201,18 +229,18 @@ class FileCommands:
     def _session_window_state(self) -> dict[str, Any]:
         """What a session adds to the model from the window: widget settings, the curves and
         the iterate on screen."""
-        return {"request": self.w.current_request(),
-                "gui": {**self.w.reg_panel.gui_state(), "levels": list(self.w.image_grid.levels()),
-                        "colour_map": self.w.image_grid.tools.lut.currentData()},
-                "curves": self.w.controller.curves, "shown": self.w.image_grid.iterate}
+        return {"request": self.params.current_request(),
+                "gui": {**self.panels.reg.gui_state(), "levels": list(self.image_grid.levels()),
+                        "colour_map": self.image_grid.tools.lut.currentData()},
+                "curves": self.controller.curves, "shown": self.image_grid.iterate}
 
     def session_state(self) -> sessions.SessionState:
-        return self.w.model.session_state(**self._session_window_state())
+        return self.model.session_state(**self._session_window_state())
 
     def save_session(self) -> bool:
-        if not self.w.model.session_path:
+        if not self.model.session_path:
             return self.save_session_as()
-        return self.save_session_to(self.w.model.session_path, confirmed=True)
+        return self.save_session_to(self.model.session_path, confirmed=True)
 
     def save_session_as(self) -> bool:
         path, _ = QtWidgets.QFileDialog.getSaveFileName(
@@ -229,7 +257,7 @@ class FileCommands:
         if Path(path).exists() and not confirmed and not confirm_overwrite(self.parent, [path]):
             return False
         try:
-            self.w.model.save(path, **self._session_window_state())  # then every run is saved
+            self.model.save(path, **self._session_window_state())  # then every run is saved
         except (OSError, LbiError, TypeError) as exc:
             show_error(self.parent, "Could not save the session", f"{path}: {exc}",
                        fix="Choose a folder you can write to, with free space.")
@@ -237,8 +265,8 @@ class FileCommands:
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.w.setWindowTitle(Path(path).name)  # Qt adds " — lbi"
-        self.w.statusBar().showMessage(f"Session saved to {path}", 4000)
+        self.set_title(Path(path).name)  # Qt adds " — lbi"
+        self.status_bar.showMessage(f"Session saved to {path}", 4000)
         return True
 
     def open_session_dialog(self) -> None:
@@ -250,42 +278,42 @@ class FileCommands:
     def open_session(self, path: str) -> bool:
         """Read a session completely, then replace the window's state with it (after asking
         about runs not saved and a live run, which it would discard)."""
-        if not self.w.may_discard("opening the session"):
+        if not self.may_discard("opening the session"):
             return False
         try:
             # checked completely first; then the model takes the runs (all saved), the
             # request and the session path
-            state = self.w.model.open(path)
+            state = self.model.open(path)
         except LbiError as exc:
             show_error(self.parent, "Could not open the session", str(exc))
             return False
-        self.w.controller.abandon()
-        self.w.set_request(state.request)  # the panels show it
-        self.w.reg_panel.set_gui_state(state.gui)
+        self.controller.abandon()
+        self.params.set_request(state.request)  # the panels show it
+        self.panels.reg.set_gui_state(state.gui)
         if state.gui.get("levels"):
-            self.w.image_grid.set_levels(tuple(state.gui["levels"]))
-        self.w.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
+            self.image_grid.set_levels(tuple(state.gui["levels"]))
+        self.controller.adopt_history(state.curves, [r.run_id for r in state.runs])
         if state.curves is not None:
-            self.w.curves.set_run(state.curves)
+            self.curves.set_run(state.curves)
         else:
-            self.w.curves.clear()
-        self.w.shown_result = state.runs[-1] if state.runs else None
-        restore_view(self.w, state)
-        self.w.restoring = True  # the next prepare must not clear the restored iterate
+            self.curves.clear()
+        self.view.shown_result = state.runs[-1] if state.runs else None
+        restore_view(state, self.view.shown_result, self.image_grid, self.panels.reg,
+                     self.status_reason)
+        self.view.restoring = True  # the next prepare must not clear the restored iterate
         remember_dir("session", path)
         add_recent(path)
         self.update_recent_menu()
-        self.w.setWindowTitle(Path(path).name)  # Qt adds " — lbi"
-        if self.w.controller.engine_info is not None:
-            self.w.controller.prepare(self.w.current_request())
-        self.w.update_actions()
+        self.set_title(Path(path).name)  # Qt adds " — lbi"
+        if self.controller.engine_info is not None:
+            self.controller.prepare(self.params.current_request())
         for note in state.warnings:  # e.g. the file asked to run model code: ignored
-            self.w.statusBar().showMessage(note, 20000)
+            self.status_bar.showMessage(note, 20000)
         return True
 
     def update_recent_menu(self) -> None:
         """File → Open recent: sessions, networks, images and measured data, newest first."""
-        menu = self.w.actions_.recent_menu
+        menu = self.recent_menu
         menu.clear()
         openers = {"sessions": self.open_session, "networks": self.open_network,
                    "images": lambda p: self.open_data_file("image", p),
@@ -304,8 +332,9 @@ class FileCommands:
                 act.triggered.connect(lambda _c=False, p=path, o=opener: o(p))
         menu.setEnabled(bool(menu.actions()))
 
-    def remember_opened(self, request: dict[str, Any]) -> None:
+    def remember_opened(self, request: dict[str, Any] | None) -> None:
         """Files of a problem that prepared fine join File → Open recent."""
+        request = request or {}
         changed = False
         network = str(request.get("network") or "")
         if network and Path(network).is_absolute():
@@ -318,80 +347,10 @@ class FileCommands:
         if changed:
             self.update_recent_menu()
 
-    # ---- export ---------------------------------------------------------------------------
-    def export_target(self) -> RunResult | None:
-        """The run to export: the one selected in the table, else the one on screen."""
-        selected = self.w.run_table.selected()
-        if len(selected) == 1:
-            return selected[0]
-        return self.w.shown_result or (self.w.run_table.runs[-1] if self.w.run_table.runs else None)
-
-    def export_dialog(self) -> None:
-        from lbi_gui.dialogs.export_dialog import ExportDialog
-
-        result = self.export_target()
-        if result is None:
-            show_error(self.parent, "Nothing to export yet", "No run has finished.",
-                       fix="Run an inversion (Ctrl+R), or press 'Finish now' during a run.")
-            return
-        # the method that ran (auto resolves to one-layer or joint), as result.json names it
-        method = result.metrics.method_run or result.request.get("method")
-        stem = f"lbi_run{result.run_id}_{method}"
-        dialog = ExportDialog(self.parent, last_dir("export"), stem, result.label)
-        if dialog.exec() != QtWidgets.QDialog.DialogCode.Accepted:
-            return
-        remember_dir("export", dialog.folder.text())
-        self.export_result(result, dialog.paths())
-
     def load_run_parameters(self, run: RunResult) -> None:
         """Put a finished run's parameters on screen ("load these parameters")."""
-        if self.w.controller.running:
-            self.w.statusBar().showMessage("Stop the running inversion first", 4000)
+        if self.controller.running:
+            self.status_bar.showMessage("Stop the running inversion first", 4000)
             return
-        self.w.apply_request(dict(run.request))
-        self.w.statusBar().showMessage(f"Parameters of run #{run.run_id} loaded", 4000)
-
-    def export_runs_table(self, path: str | None = None) -> bool:
-        """The runs table as CSV (asks for a file unless ``path``; asks before replacing)."""
-        if path is None:
-            path, _ = QtWidgets.QFileDialog.getSaveFileName(
-                self.parent, "Export the runs table",
-                str(Path(last_dir("export")) / "runs.csv"), "CSV (*.csv)")
-            if not path:
-                return False
-            confirmed = True  # the file dialog asked about replacing
-        else:
-            confirmed = not Path(path).exists()
-        if not confirmed and not confirm_overwrite(self.parent, [path]):
-            return False
-        try:
-            atomic_write_text(Path(path), self.w.run_table.table_csv())
-        except OSError as exc:
-            show_error(self.parent, "Could not export the table", f"{path}: {exc}",
-                       fix="Choose a folder you can write to.")
-            return False
-        remember_dir("export", path)
-        self.w.statusBar().showMessage(f"Runs table saved to {path}", 4000)
-        return True
-
-    def export_result(self, result: RunResult, paths: dict[str, Path]) -> list[Path]:
-        """Write ``paths``; asks once before replacing existing files, else writes nothing."""
-        existing = [str(p) for p in paths.values() if p.exists()]
-        if existing and not confirm_overwrite(self.parent, existing):
-            self.w.statusBar().showMessage("Export cancelled: nothing was written", 4000)
-            return []
-        if self.w.curves.store is not result.curves and not self.w.controller.running:
-            # the plot exported is what is on screen: this run's curves (and the runs
-            # checked in the run list, named in the legend), never another run's
-            self.w.curves.set_run(result.curves)
-        try:
-            written = exporter.export_files(paths, result, levels=self.w.image_grid.levels(),
-                                            plot_item=self.w.curves.export_item(),
-                                            overwrite=bool(existing))
-        except (OSError, LbiError, ValueError, ImportError) as exc:
-            show_error(self.parent, "Export failed", str(exc),
-                       fix="Choose a folder you can write to. Nothing was changed: the files "
-                           "are staged and only moved in once every one was written.")
-            return []
-        self.w.statusBar().showMessage(f"Exported {len(written)} files", 5000)
-        return written
+        self.params.apply_request(dict(run.request))
+        self.status_bar.showMessage(f"Parameters of run #{run.run_id} loaded", 4000)

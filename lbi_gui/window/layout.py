@@ -5,6 +5,8 @@ from __future__ import annotations
 from PySide6 import QtCore, QtGui, QtWidgets
 
 from lbi_gui.settings import settings
+from lbi_gui.widgets.aux_strip import AUX_MIN_HEIGHT
+from lbi_gui.window.parts import Panels, StatusWidgets, Views
 
 #: The window's preferred size; it opens smaller when the screen's available area is smaller.
 PREFERRED_SIZE = (1600, 1000)
@@ -114,9 +116,7 @@ def save_layout(window: QtWidgets.QMainWindow, readable: bool) -> None:
         s.remove("window/state")
 
 
-def status_widgets(bar: QtWidgets.QStatusBar) -> tuple[
-        QtWidgets.QLabel, QtWidgets.QLabel, QtWidgets.QLabel, QtWidgets.QLabel,
-        QtWidgets.QLabel, QtWidgets.QProgressBar]:
+def status_widgets(bar: QtWidgets.QStatusBar) -> StatusWidgets:
     """The permanent widgets of the status bar: state, iteration, speed, time, why the run
     stopped, and the progress bar."""
     state, iteration = QtWidgets.QLabel("Loading the engine…"), QtWidgets.QLabel("k = —")
@@ -130,4 +130,55 @@ def status_widgets(bar: QtWidgets.QStatusBar) -> tuple[
     speed.setMinimumWidth(60)
     reason.setMinimumWidth(160)
     reason.setMaximumWidth(420)  # a long reason is cut (its tooltip has it whole)
-    return state, iteration, speed, time, reason, progress
+    return StatusWidgets(bar, state, iteration, speed, time, reason, progress)
+
+
+def build_docks(window: QtWidgets.QMainWindow, panels: Panels,
+                views: Views) -> dict[str, QtWidgets.QDockWidget]:
+    """The images and the auxiliary strip in the centre, panels, curves and runs in docks
+    (tabbed on the left, the parameters on the right); the window at its opening size."""
+    centre = QtWidgets.QSplitter(QtCore.Qt.Orientation.Vertical)
+    centre.addWidget(views.image_grid)
+    centre.addWidget(views.aux_strip)
+    centre.setStretchFactor(0, 5)
+    centre.setStretchFactor(1, 1)
+    centre.setSizes([500, AUX_MIN_HEIGHT])
+    centre.setCollapsible(0, False)  # the images never vanish behind the strip
+    # The strip of auxiliary variables yields its room first: the window's minimum
+    # height must stay within a 720-pixel screen with the images at a readable size.
+    views.aux_strip.setMinimumHeight(24)
+    window.setCentralWidget(centre)
+    left, right = QtCore.Qt.DockWidgetArea.LeftDockWidgetArea, \
+        QtCore.Qt.DockWidgetArea.RightDockWidgetArea
+    parameters = titled_column([("Noise", panels.noise), ("Regularisation", panels.reg),
+                                ("Solver", panels.solver)])
+    docks = {
+        "network": add_dock(window, "Network", panels.network, left, scroll=True),
+        "data": add_dock(window, "Data", panels.data, left, scroll=True),
+        # Parameters keep their full width (sliders beside values); they scroll vertically.
+        "parameters": add_dock(window, "Parameters", parameters, right, scroll=True,
+                               max_min_width=None),
+        # Curves and runs share the left column with the inputs (tabs): under the images
+        # they left a 64×64 picture ~70 pixels at 1280×720; a run raises the curves.
+        "curves": add_dock(window, "Curves", views.curves, left),
+        "runs": add_dock(window, "Runs", views.run_table, left, scroll=True),
+    }
+    window.tabifyDockWidget(docks["data"], docks["network"])
+    window.tabifyDockWidget(docks["network"], docks["curves"])
+    window.tabifyDockWidget(docks["curves"], docks["runs"])
+    docks["data"].raise_()
+    window.setCorner(QtCore.Qt.Corner.BottomLeftCorner, left)
+    window.setCorner(QtCore.Qt.Corner.BottomRightCorner, right)
+    window.setGeometry(fit_geometry(available_area(window)))
+    return docks
+
+
+def default_dock_sizes(window: QtWidgets.QMainWindow,
+                       docks: dict[str, QtWidgets.QDockWidget]) -> None:
+    """Dock proportions that fit the content (only meaningful once the window is shown)."""
+    # the images' centre gets CENTRE_WIDTH first (a 64×64 picture at 3× in two
+    # columns), the input column what is left of it, within [its minimum, 480]
+    params = docks["parameters"].minimumSizeHint().width()
+    side = max(DOCK_MAX_MIN_WIDTH, min(480, window.width() - params - CENTRE_WIDTH))
+    window.resizeDocks([docks["data"], docks["parameters"]], [side, 370],
+                       QtCore.Qt.Orientation.Horizontal)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6 import QtCore
+from PySide6 import QtCore, QtWidgets
 
+from lbi_gui.model.events import Events
+from lbi_gui.model.selection import Selection
 from lbi_gui.params import DEFAULT_REQUEST, describe_change
+from lbi_gui.window.controller import RunController
 from lbi_gui.window.data import DataInputs
-from lbi_gui.window.host import WindowHost
-from lbi_gui.window.run import RunView
+from lbi_gui.window.parts import Panels
 
 #: Milliseconds a parameter must stay unchanged before it restarts a run (slider drags).
 CHANGE_DEBOUNCE_MS = 150
@@ -25,24 +27,24 @@ CHANGE_DEBOUNCE_MS = 150
 class Parameters:
     """Keeps the panels and the model's selection in agreement; applies edits to runs."""
 
-    def __init__(self, window: WindowHost, inputs: DataInputs, runner: RunView,
-                 request: dict[str, Any] | None = None) -> None:
-        self.w = window
+    def __init__(self, selection: Selection, panels: Panels, inputs: DataInputs,
+                 controller: RunController, status_bar: QtWidgets.QStatusBar) -> None:
+        self.selection = selection
+        self.panels = panels
         self.inputs = inputs
-        self.runner = runner
-        self.selection = window.model.selection
+        self.controller = controller
+        self.status_bar = status_bar
+        #: ``applied()``: edits reached the solver (the result on screen may be stale now).
+        self.events = Events("applied")
         #: The request before the edits not applied yet (None: nothing pending).
         self.pending_old: dict[str, Any] | None = None
-        self._timer = QtCore.QTimer(window.window(), singleShot=True,
-                                    interval=CHANGE_DEBOUNCE_MS)
+        self._timer = QtCore.QTimer(status_bar, singleShot=True, interval=CHANGE_DEBOUNCE_MS)
         self._timer.timeout.connect(self.apply_change)
-        if request:
-            self.selection.update(request)
         # The panels show the model in full once; from then on they follow its events (a
         # partial re-render assumes they showed the model already).
         self._show(self.selection.request)
         self.selection.events.changed.connect(self._selection_changed)
-        for panel in window.panels:
+        for panel in panels:
             panel.changed.connect(self.panel_changed)
 
     def current_request(self) -> dict[str, Any]:
@@ -54,22 +56,22 @@ class Parameters:
         """The selection takes what the panels show now: after a user's edit, and after a
         panel normalised what it was given (a value it rounds, a file it cannot hold)."""
         request = dict(self.selection.request)
-        for panel in self.w.panels:
+        for panel in self.panels:
             request.update(panel.values())
         self.selection.replace(request)
 
     def _show(self, request: dict[str, Any], keys: set[str] | None = None) -> None:
         """Each panel shows the fields of ``request`` it owns that it does not show yet (all
         of them, or those in ``keys``); then the selection takes what they show."""
-        for panel in self.w.panels:
+        for panel in self.panels:
             shown = panel.values()
             changes = {k: request.get(k) for k in shown if (keys is None or k in keys)
                        and shown[k] != request.get(k) and k in request}
             if changes:
                 panel.set_values(changes)
-        self.w.reg_panel.set_method(self.w.solver_panel.values()["method"])
-        self.w.solver_panel.set_network(str(self.selection.request.get("network") or ""))
-        self.w.noise_panel.set_measured(bool(request.get("data")))
+        self.panels.reg.set_method(self.panels.solver.values()["method"])
+        self.panels.solver.set_network(str(self.selection.request.get("network") or ""))
+        self.panels.noise.set_measured(bool(request.get("data")))
         self.sync_request()
 
     def _selection_changed(self, _old: dict[str, Any], new: dict[str, Any],
@@ -103,15 +105,15 @@ class Parameters:
         if old is None:
             return
         new = self.current_request()
-        if self.w.controller.engine_info is None:
+        if self.controller.engine_info is None:
             self.inputs.preview_truth()  # the booted handler prepares what is on screen then
             return
-        outcome = self.w.controller.change(old, new)
-        self.runner.refresh_stale()
+        outcome = self.controller.change(old, new)
+        self.events.applied.emit()
         if outcome == "restart":
-            self.w.statusBar().showMessage(f"Warm restart: {describe_change(old, new)}", 4000)
+            self.status_bar.showMessage(f"Warm restart: {describe_change(old, new)}", 4000)
         elif outcome == "stopped":
-            self.w.statusBar().showMessage("Network or data changed: run stopped", 4000)
+            self.status_bar.showMessage("Network or data changed: run stopped", 4000)
 
     def apply_request(self, request: dict[str, Any]) -> None:
         """Show ``request`` and apply it at once, as an edit of what was on screen."""

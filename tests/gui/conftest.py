@@ -88,11 +88,11 @@ def two_runs(qtbot: Any, fake_engine: Callable[..., None], make_window: Callable
     """A window (fake engine) with two finished runs: #1 joint α 0.01, #2 landweber α 0.02."""
     fake_engine()
     win = make_window({"network": "fake-net", "max_iter": 20, "alpha": 0.01, "method": "joint"})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win)
-    win.set_request({**win.current_request(), "method": "landweber", "alpha": 0.02})
-    win.flush_changes()
-    win.run()
+    win.params.set_request({**win.params.current_request(), "method": "landweber", "alpha": 0.02})
+    win.params.flush_changes()
+    win.runner.run()
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 2, timeout=20000)
     wait_idle(qtbot, win)
     return win
@@ -100,7 +100,7 @@ def two_runs(qtbot: Any, fake_engine: Callable[..., None], make_window: Callable
 
 def wait_ready(qtbot: Any, win: Any, timeout: int = 60000) -> None:
     """Until the engine is loaded and the problem on screen is prepared."""
-    qtbot.waitUntil(lambda: win.info is not None and win.controller.state == "idle",
+    qtbot.waitUntil(lambda: win.view.info is not None and win.controller.state == "idle",
                     timeout=timeout)
 
 

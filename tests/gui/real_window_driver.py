@@ -42,8 +42,8 @@ def main(out_dir: str) -> int:
     win.activateWindow()
     seen: dict[str, Any] = {"platform": app.platformName(),
                             "truth_at_show": win.image_grid.truth is not None}
-    wait_until(lambda: win.info is not None and win.controller.state == "idle")
-    seen["first_network"] = win.info.network_name
+    wait_until(lambda: win.view.info is not None and win.controller.state == "idle")
+    seen["first_network"] = win.view.info.network_name
 
     # 1. network switch: the Network tab, the combo box, arrow keys, Enter
     win.docks["network"].raise_()
@@ -55,9 +55,9 @@ def main(out_dir: str) -> int:
     for _ in range(abs(target - combo.currentIndex())):
         QTest.keyClick(combo.view(), Key.Key_Down if target > combo.currentIndex() else Key.Key_Up)
     QTest.keyClick(combo.view(), Key.Key_Return)
-    wait_until(lambda: win.info.network_name == "mnist-perceptron-ae"
+    wait_until(lambda: win.view.info.network_name == "mnist-perceptron-ae"
                and win.controller.state == "idle")
-    seen["network"] = win.info.network_name
+    seen["network"] = win.view.info.network_name
 
     # 2. a budget typed into the field, Ctrl+R pressed there
     field = win.solver_panel.max_iter
@@ -88,13 +88,13 @@ def main(out_dir: str) -> int:
                .exists())
     seen["files"] = sorted(p.name for p in Path(out_dir).iterdir())
     session = str(Path(out_dir) / "study.lbisession")
-    assert win.save_session_to(session)
+    assert win.files.save_session_to(session)
 
     # 4. layer-wise at a typed α: back to the CNN, α typed (Auto switches off), Ctrl+L, Ctrl+R
     win.network_panel.set_values({"network": "mnist-cnn-ae"})
-    win.panel_changed("network")
-    win.flush_changes()
-    wait_until(lambda: win.info.network_name == "mnist-cnn-ae"
+    win.params.panel_changed("network")
+    win.params.flush_changes()
+    wait_until(lambda: win.view.info.network_name == "mnist-cnn-ae"
                and win.controller.state == "idle")
     type_into(win, win.solver_panel.max_iter, "60")
     type_into(win, win.reg_panel.alpha.spin, "0.01")
@@ -105,7 +105,8 @@ def main(out_dir: str) -> int:
     from lbi_gui.dialogs import messages
 
     def state() -> str:
-        return (f"method={win.current_request()['method']} alpha={win.current_request()['alpha']}"
+        request = win.params.current_request()
+        return (f"method={request['method']} alpha={request['alpha']}"
                 f" runs={len(win.run_table.runs)} running={win.controller.running} "
                 f"errors={[b.informativeText() for b in messages.OPEN_ERRORS]}")
 
@@ -120,7 +121,7 @@ def main(out_dir: str) -> int:
     row = next(r for r in range(table.rowCount())
                if table.item(r, 0).text() == str(layerwise.run_id))
     folder = Path(out_dir) / "layerwise"
-    win.export_result(layerwise, {"result": folder})
+    win.exports.export_result(layerwise, {"result": folder})
     record = json.loads((folder / "result.json").read_text()) if (folder / "result.json") \
         .exists() else {}
     seen["layerwise"] = {
@@ -149,7 +150,7 @@ def main(out_dir: str) -> int:
         "text": win.run_table.compare_view.text.text()}
 
     # 6. Open session with an unsaved run: asked first; Cancel keeps everything, Discard opens
-    win.confirm_quit = True
+    win.files.confirm_quit = True
     answers = ["Cancel", "Discard"]
     asked: list[str] = []
 
@@ -164,15 +165,15 @@ def main(out_dir: str) -> int:
         QTest.mouseClick(button, QtCore.Qt.MouseButton.LeftButton)
 
     QtCore.QTimer.singleShot(200, answer)
-    opened_cancelled = win.open_session(session)
+    opened_cancelled = win.files.open_session(session)
     runs_after_cancel = len(win.run_table.runs)
     QtCore.QTimer.singleShot(200, answer)
-    opened = win.open_session(session)
+    opened = win.files.open_session(session)
     seen["session"] = {"asked": asked, "cancelled_opened": opened_cancelled,
                        "runs_after_cancel": runs_after_cancel, "opened": opened,
                        "runs_after_open": len(win.run_table.runs),
                        "compare_after_open": win.run_table.compare_view.shown}
-    win.confirm_quit = False
+    win.files.confirm_quit = False
     print(json.dumps(seen), flush=True)
     win.close()
     return 0

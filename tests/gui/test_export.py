@@ -20,7 +20,7 @@ from tests.gui.conftest import wait_idle
 @pytest.fixture
 def finished(qtbot, make_window):
     win = make_window({"max_iter": 100, "noise_std": 0.05})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     win.image_grid.set_levels((0.1, 0.9))  # exports use the levels on screen
     return win, win.run_table.runs[-1]
@@ -29,7 +29,7 @@ def finished(qtbot, make_window):
 def test_export_every_format_and_read_it_back(finished, tmp_path, monkeypatch) -> None:
     win, run = finished
     paths = planned_paths(tmp_path, "digit", list(FORMATS))
-    written = win.export_result(run, paths)
+    written = win.exports.export_result(run, paths)
     assert sorted(written) == sorted(paths.values())
     levels = win.image_grid.levels()
     assert levels == pytest.approx((0.1, 0.9))
@@ -72,7 +72,7 @@ def test_export_refuses_to_overwrite_without_confirmation(finished, tmp_path,
                                                           monkeypatch) -> None:
     win, run = finished
     paths = planned_paths(tmp_path, "digit", ["png8", "npy", "record"])
-    win.export_result(run, paths)
+    win.exports.export_result(run, paths)
     before = {k: p.read_bytes() for k, p in paths.items()}
     paths["npy"].write_bytes(b"not the export")  # so a rewrite is detectable
     asked = []
@@ -85,11 +85,11 @@ def test_export_refuses_to_overwrite_without_confirmation(finished, tmp_path,
 
     no, yes = QtWidgets.QMessageBox.StandardButton.No, QtWidgets.QMessageBox.StandardButton.Yes
     monkeypatch.setattr(QtWidgets.QMessageBox, "question", answer(no))
-    assert win.export_result(run, paths) == []
+    assert win.exports.export_result(run, paths) == []
     assert "digit.png" in asked[0] and "digit.npy" in asked[0]
     assert paths["npy"].read_bytes() == b"not the export"  # untouched
     assert paths["png8"].read_bytes() == before["png8"]
     monkeypatch.setattr(QtWidgets.QMessageBox, "question", answer(yes))
-    assert len(win.export_result(run, paths)) == 3
+    assert len(win.exports.export_result(run, paths)) == 3
     assert paths["npy"].read_bytes() == before["npy"]
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries

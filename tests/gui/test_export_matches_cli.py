@@ -38,12 +38,12 @@ def test_gui_export_writes_the_cli_files(qtbot, make_window, tmp_path) -> None:
                     str(cli_out)], check=True, cwd=root, timeout=300,
                    env={**__import__("os").environ, "PYTHONPATH": str(root)})
     win = make_window(dict(REQUEST))
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
     paths = planned_paths(tmp_path / "gui", "digit", ["result", "npy", "csv"])
     (tmp_path / "gui").mkdir()
-    win.export_result(run, paths)
+    win.exports.export_result(run, paths)
     gui_out = paths["result"]
     # the window keeps no y^delta of its runs: noisy_data.* are the command line's alone
     assert sorted(p.name for p in gui_out.iterdir()) == sorted(
@@ -83,10 +83,10 @@ def test_svg_export_is_vector_with_whole_greek_labels(qtbot, fake_engine, make_w
 
     fake_engine()
     win = make_window({"network": "fake-net", "max_iter": 50})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win)
     paths = planned_paths(tmp_path, "d", ["plots_svg"])
-    win.export_result(win.run_table.runs[-1], paths)
+    win.exports.export_result(win.run_table.runs[-1], paths)
     root = ET.parse(paths["plots_svg"]).getroot()
     ns = "{http://www.w3.org/2000/svg}"
     assert not list(root.iter(f"{ns}image"))  # no embedded bitmaps (cached axes were)

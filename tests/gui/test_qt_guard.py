@@ -50,9 +50,9 @@ def test_window_shows_before_torch_loads() -> None:
             "w = MainWindow(restore_layout=False); w.show()\n"
             "shown_without_torch = w.isVisible() and 'torch' not in sys.modules\n"
             "end = time.time() + 120\n"
-            "while w.info is None and time.time() < end:\n"
+            "while w.view.info is None and time.time() < end:\n"
             "    app.processEvents(); time.sleep(0.01)\n"
-            "ready = w.info is not None and 'torch' in sys.modules\n"
+            "ready = w.view.info is not None and 'torch' in sys.modules\n"
             "w.close()\n"
             "print('ok' if shown_without_torch and ready else 'bad', shown_without_torch)\n")
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}

@@ -52,7 +52,7 @@ def test_sample_shows_and_run_is_queued_while_the_engine_starts(qtbot, monkeypat
             np.squeeze(engine.data_view().get_sample("mnist", "val", 4)[0].numpy()))
         assert win.actions_.run.isEnabled()
         win.actions_.run.trigger()
-        assert "starting engine" in win.status_state.text().lower()
+        assert "starting engine" in win.status.state.text().lower()
         assert not win.controller.running
         gate.set()
         qtbot.waitUntil(lambda: len(win.run_table.runs) == 1, timeout=30000)

@@ -122,7 +122,7 @@ def window(qtbot: Any, qsettings_tmp: None, kit: Kit) -> Iterator[Callable[..., 
 
 def wait_ready(qtbot: Any, win: Any, timeout: int = 60000) -> None:
     """Until the engine is loaded and the problem on screen is prepared."""
-    qtbot.waitUntil(lambda: win.info is not None and win.controller.state == "idle",
+    qtbot.waitUntil(lambda: win.view.info is not None and win.controller.state == "idle",
                     timeout=timeout)
 
 

@@ -211,12 +211,12 @@ def test_window_reports_a_failed_session_save_and_keeps_the_old_file(
         qtbot, window, dialogs, tmp_path: Path, monkeypatch) -> None:
     win = window()
     path = tmp_path / "mine.lbisession"
-    assert win.save_session_to(str(path), confirmed=True)
+    assert win.files.save_session_to(str(path), confirmed=True)
     before = path.read_bytes()
     _fail_replace(monkeypatch, OSError(28, "No space left on device"))
-    assert not win.save_session_to(str(path), confirmed=True)
+    assert not win.files.save_session_to(str(path), confirmed=True)
     monkeypatch.undo()
     assert path.read_bytes() == before and leftover_files(tmp_path) == []
     assert len(dialogs) == 1 and "mine.lbisession" in dialogs[0]["text"]
     assert "space" in dialogs[0]["text"].lower()
-    assert win.open_session(str(path))  # the old session still opens
+    assert win.files.open_session(str(path))  # the old session still opens

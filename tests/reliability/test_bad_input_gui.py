@@ -26,15 +26,15 @@ def _apply(win: Any, case: corpus.Case, request: dict[str, Any], base: dict[str,
     """Feed the bad input to the window the way a user (or a session/command line) would."""
     if case.gui == "param":
         changed = {k: v for k, v in request.items() if base.get(k) != v}
-        win.controller.start({**win.current_request(), **changed})
+        win.controller.start({**win.params.current_request(), **changed})
         return
     if request["network"] != base["network"]:
         win.network_panel.set_values({"input_shape": request.get("input_shape")})
-        win.open_network(request["network"])
+        win.files.open_network(request["network"])
         return
     for key in ("image", "truth", "data"):
         if request.get(key):
-            win.open_data_file(key, request[key])
+            win.files.open_data_file(key, request[key])
             return
     raise AssertionError(f"{case.id}: no GUI route")
 
@@ -71,14 +71,14 @@ def test_every_bad_input_gives_a_dialog_and_the_window_keeps_working(
             problems.append(f"{case.id}: traceback in the dialog text")
         if (tmp_path / case.id / corpus.MARKER).exists():
             problems.append(f"{case.id}: a pickle ran code without consent")
-        if win.current_request()["network"] != base["network"]:
+        if win.params.current_request()["network"] != base["network"]:
             problems.append(f"{case.id}: the window did not go back to the working network")
-            win.set_request(base)
+            win.params.set_request(base)
     assert not problems, "\n".join(problems)
     # the window still runs an inversion on the good problem
     runs = len(win.run_table.runs)
-    win.set_request(base)
-    win.run()
+    win.params.set_request(base)
+    win.runner.run()
     qtbot.waitUntil(lambda: len(win.run_table.runs) > runs, timeout=60000)
     result = win.run_table.runs[-1]
     assert result.iterations == 20
@@ -96,11 +96,12 @@ def test_window_reads_data_files_whose_names_are_not_utf8(qtbot, window, dialogs
     win = window(kit.base_request(max_iter=10))
     path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/v\xe9rit\xe9.npy")
     np.save(path, np.linspace(0, 1, 784, dtype=np.float32).reshape(28, 28))
-    win.open_data_file("image", path)  # an .npy "image" is a ground-truth array
-    qtbot.waitUntil(lambda: win.info is not None and win.info.request.get("truth") == path,
+    win.files.open_data_file("image", path)  # an .npy "image" is a ground-truth array
+    qtbot.waitUntil(lambda: win.view.info is not None
+                    and win.view.info.request.get("truth") == path,
                     timeout=30000)
-    win.run()
+    win.runner.run()
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 1, timeout=60000)
     assert win.run_table.runs[0].request["truth"] == path
-    assert win.save_session_to(str(tmp_path / "s.lbisession"), confirmed=True)
+    assert win.files.save_session_to(str(tmp_path / "s.lbisession"), confirmed=True)
     assert not dialogs

@@ -134,17 +134,17 @@ def test_gui_stop_ends_the_run_within_200_ms(qtbot, window, dialogs, monkeypatch
                       "method": "joint", "threads": 1})
         for _ in range(3):
             last_record.clear()
-            win.run()
+            win.runner.run()
             qtbot.waitUntil(lambda w=win: w.controller.curves.last_iteration >= 20,
                             timeout=60000)
             t_stop = time.perf_counter()
-            win.stop()
+            win.runner.stop()
             qtbot.waitUntil(lambda w=win: not w.controller.running, timeout=10000)
             shown = time.perf_counter() - t_stop
             assert len(last_record) == 1
             latency = last_record[0] - t_stop
             assert latency < LIMIT_S, f"{network}: the solver ended {latency:.3f} s after Stop"
             assert shown < 1.0, f"{network}: the window showed the end after {shown:.3f} s"
-            assert win.status_reason.text() == "stopped: stopped by user"
+            assert win.status.reason.text() == "stopped: stopped by user"
         win.close()
     assert not dialogs

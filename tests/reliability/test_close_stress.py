@@ -27,7 +27,7 @@ def test_close_mid_run_fifty_times(qtbot, window, dialogs, kit) -> None:
     small = kit.base_request(max_iter=10**6, tol=0.0)
     # a warm-up window: torch creates its worker pools once per process
     first = window(REQUEST)
-    first.run()
+    first.runner.run()
     qtbot.waitUntil(lambda: first.controller.curves.last_iteration >= 5, timeout=60000)
     _close(qtbot, first)
     qtbot.wait(50)
@@ -39,7 +39,7 @@ def test_close_mid_run_fifty_times(qtbot, window, dialogs, kit) -> None:
             qtbot.wait(5 * (i % 7))
         else:
             wait_ready(qtbot, win)
-            win.run()
+            win.runner.run()
             if moment == 2:  # mid-run
                 qtbot.waitUntil(lambda w=win: w.controller.curves.last_iteration >= 10,
                                 timeout=60000)

@@ -242,9 +242,9 @@ def test_gui_export_asks_first_and_replaces_nothing_when_a_writer_fails(
     win = window()
     paths = export.planned_paths(tmp_path, "digit", ["png8", "png16", "npy", "csv", "record"])
     (tmp_path / "unrelated.txt").write_text("keep me\n")
-    assert len(win.export_result(_result(0.25), paths)) == 5
+    assert len(win.exports.export_result(_result(0.25), paths)) == 5
     before = _snapshot(tmp_path)
-    assert win.export_result(_result(0.75), paths) == []  # asked; `dialogs` answers No
+    assert win.exports.export_result(_result(0.75), paths) == []  # asked; `dialogs` answers No
     assert [d["kind"] for d in dialogs] == ["question"] and "digit.npy" in dialogs[0]["text"]
     assert _snapshot(tmp_path) == before
     yes = QtWidgets.QMessageBox.StandardButton.Yes
@@ -255,11 +255,11 @@ def test_gui_export_asks_first_and_replaces_nothing_when_a_writer_fails(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(export, "atomic_write_text", csv_dies)
-    assert win.export_result(_result(0.75), paths) == []
+    assert win.exports.export_result(_result(0.75), paths) == []
     assert dialogs[-1]["kind"] == "error" and "space" in dialogs[-1]["text"].lower()
     assert _snapshot(tmp_path) == before and leftover_files(tmp_path) == []
     monkeypatch.setattr(export, "atomic_write_text", real_csv)
-    assert len(win.export_result(_result(0.75), paths)) == 5
+    assert len(win.exports.export_result(_result(0.75), paths)) == 5
     np.testing.assert_array_equal(np.load(paths["npy"]), np.full((1, 28, 28), 0.75))
     assert (tmp_path / "unrelated.txt").read_text() == "keep me\n"
     assert leftover_files(tmp_path) == []

@@ -182,18 +182,18 @@ def test_window_keeps_its_session_when_a_bad_one_is_opened(qtbot, window, dialog
     base = kit.base_request(max_iter=10, alpha=2e-2)
     win = window(base)
     good = tmp_path / "good.lbisession"
-    assert win.save_session_to(str(good), confirmed=True)
-    state_before = win.current_request()
+    assert win.files.save_session_to(str(good), confirmed=True)
+    state_before = win.params.current_request()
     for case_id, make, *_ in SESSION_CASES:
         bad = tmp_path / f"{case_id}.lbisession"
         content = make()
         bad.write_bytes(content)
         n = len(dialogs)
-        assert not win.open_session(str(bad)), case_id
+        assert not win.files.open_session(str(bad)), case_id
         assert len(dialogs) == n + 1 and bad.name in dialogs[-1]["text"], case_id
         assert "unchanged" in dialogs[-1]["text"] or "update" in dialogs[-1]["text"], case_id
         assert bad.read_bytes() == content, case_id  # the bad file is not touched ...
-        assert win.session_path == str(good), case_id  # ... and Ctrl+S will not hit it
-        assert win.current_request() == state_before, case_id
-    assert win.save_session()  # saves to the good file, as before
-    assert win.open_session(str(good))
+        assert win.model.session_path == str(good), case_id  # ... and Ctrl+S will not hit it
+        assert win.params.current_request() == state_before, case_id
+    assert win.files.save_session()  # saves to the good file, as before
+    assert win.files.open_session(str(good))

@@ -20,13 +20,13 @@ def test_session_with_mistyped_request_values_is_refused(qtbot, window, dialogs,
     from lbi_gui.params import default_request
 
     win = window(kit.base_request(max_iter=10))
-    before = win.current_request()
+    before = win.params.current_request()
     bad = tmp_path / "typo.lbisession"
     request = {**default_request(), **kit.base_request(), **change}
     bad.write_bytes(_session_bytes(_good_meta(request=request)))
-    assert not win.open_session(str(bad))
+    assert not win.files.open_session(str(bad))
     assert dialogs and "typo.lbisession" in dialogs[-1]["text"]
-    assert win.current_request() == before
+    assert win.params.current_request() == before
 
 
 def test_window_tells_that_negative_measured_data_was_clipped(qtbot, window, dialogs, kit,
@@ -34,9 +34,9 @@ def test_window_tells_that_negative_measured_data_was_clipped(qtbot, window, dia
     win = window(kit.base_request(max_iter=10))
     y = tmp_path / "y_negative.npy"
     np.save(y, np.linspace(-1, 1, 32, dtype=np.float32))
-    win.open_data_file("data", str(y))
+    win.files.open_data_file("data", str(y))
     wait_idle(qtbot, win)
-    qtbot.waitUntil(lambda: win.info is not None and bool(win.info.request.get("data")),
+    qtbot.waitUntil(lambda: win.view.info is not None and bool(win.view.info.request.get("data")),
                     timeout=30000)
     shown = " ".join([win.statusBar().currentMessage(), win.data_panel.preprocessing.text(),
                       *(d["text"] for d in dialogs)])
@@ -51,8 +51,8 @@ def test_window_opens_a_network_whose_file_name_is_not_utf8(qtbot, window, dialo
     path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/r\xe9seau.onnx")
     Path(path).write_bytes(kit.onnx.read_bytes())
     win.network_panel.set_values({"input_shape": (1, 28, 28)})
-    win.open_network(path)
-    qtbot.waitUntil(lambda: bool(dialogs) or (win.info is not None and
-                                             win.info.request["network"] == path),
+    win.files.open_network(path)
+    qtbot.waitUntil(lambda: bool(dialogs) or (win.view.info is not None and
+                                             win.view.info.request["network"] == path),
                     timeout=30000)
     assert not dialogs, dialogs

@@ -108,11 +108,11 @@ def test_window_opens_a_consent_granting_session_without_loading_the_model(
         **kit.base_request(), "network": str(net), "allow_pickle": True,
         "input_shape": [1, 28, 28]}})
     win = window(kit.base_request(max_iter=10))
-    assert win.open_session(str(path))
+    assert win.files.open_session(str(path))
     qtbot.waitUntil(lambda: any(d["kind"] == "question" for d in dialogs), timeout=60000)
     assert "run code" in next(d for d in dialogs if d["kind"] == "question")["text"].lower()
     assert (tmp_path / hf.SENTINEL).read_text() == hf.UNTOUCHED
-    assert not win.current_request()["allow_pickle"]
+    assert not win.params.current_request()["allow_pickle"]
 
 
 # ---- memory bounded for real: a subprocess under RLIMIT_AS -------------------------------

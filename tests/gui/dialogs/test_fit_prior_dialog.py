@@ -57,9 +57,9 @@ def test_a_prior_is_fitted_in_the_background_and_chosen(qtbot, make_window, tmp_
     written = json.loads(card.read_text())
     assert written["network"] == "two" and "24 samples" in written["samples_source"]
     assert len(written["layers"]) == 1  # one hidden feature, x_1 (12 values)
-    qtbot.waitUntil(lambda: win.current_request().get("feature_prior") is not None,
+    qtbot.waitUntil(lambda: win.params.current_request().get("feature_prior") is not None,
                     timeout=10000)
-    assert win.current_request()["feature_prior"] == str(tmp_path / "two.prior")
+    assert win.params.current_request()["feature_prior"] == str(tmp_path / "two.prior")
 
 
 def test_bad_samples_are_said_in_the_dialog_and_nothing_is_written(qtbot, make_window,
@@ -80,4 +80,4 @@ def test_bad_samples_are_said_in_the_dialog_and_nothing_is_written(qtbot, make_w
     assert dialog.fit_button.isEnabled() and dialog.isVisible()
     assert "\n" not in dialog.status.text()
     assert not list(tmp_path.glob("two.prior*"))
-    assert win.current_request().get("feature_prior") is None
+    assert win.params.current_request().get("feature_prior") is None

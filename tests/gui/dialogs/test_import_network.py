@@ -78,7 +78,7 @@ def test_file_menu_action_opens_the_dialog_and_then_the_network(qtbot, tmp_path,
     # leaves the second unable to prepare (seen with tests/gui/window/test_shortcuts.py)
     win = make_window()
     opened: list[str] = []
-    monkeypatch.setattr(win, "open_network", opened.append)
+    monkeypatch.setattr(win.files, "open_network", opened.append)
     file_menu = win.menuBar().actions()[0].menu()
     action = next(a for a in file_menu.actions() if a.text() == "Im&port network…")
     action.trigger()
@@ -105,7 +105,7 @@ def test_window_opens_todays_default_exports_without_conversion(qtbot, make_wind
         warnings.simplefilter("ignore")  # the exporter's own notices
         torch.onnx.export(module, (torch.randn(1, 1, 28, 28),), str(onnx_path))
     for path in (src, onnx_path):
-        win.open_network(str(path))
-        qtbot.waitUntil(lambda p=path: win.info is not None and
-                        win.info.request["network"] == str(p), timeout=60_000)
+        win.files.open_network(str(path))
+        qtbot.waitUntil(lambda p=path: win.view.info is not None and
+                        win.view.info.request["network"] == str(p), timeout=60_000)
         assert win.network_panel.table.rowCount() == 2  # Conv+Tanh, Flatten+Linear

@@ -35,28 +35,28 @@ def host():
 def test_heartbeat_answers_while_a_run_computes(qtbot, make_window, host) -> None:
     """The child's listener answers pings during a solve: busy is not unresponsive."""
     win = make_window(dict(LONG))
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 5)
     first = host._ping_no
     qtbot.waitUntil(lambda: host._ping_no >= first + 3, timeout=20000)
     assert host.responsive()
-    win.stop()
+    win.runner.stop()
     wait_idle(qtbot, win, timeout=60000)
-    assert win.status_reason.text() == "stopped: stopped by user"
+    assert win.status.reason.text() == "stopped: stopped by user"
 
 
 @pytest.mark.timeout(180)
 def test_stopped_child_is_ended_by_stop_and_the_next_run_works(qtbot, make_window,
                                                                 host) -> None:
     win = make_window(dict(LONG))
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 5)
     pid = host.pid
     os.kill(pid, signal.SIGSTOP)
     try:
         qtbot.waitUntil(lambda: not host.responsive(), timeout=30000)
         n = len(messages.OPEN_ERRORS)
-        win.stop()  # cancel cannot reach a stopped process: terminate, then kill
+        win.runner.stop()  # cancel cannot reach a stopped process: terminate, then kill
         qtbot.waitUntil(lambda: len(messages.OPEN_ERRORS) > n, timeout=30000)
     finally:
         if Path(f"/proc/{pid}").exists():
@@ -68,8 +68,9 @@ def test_stopped_child_is_ended_by_stop_and_the_next_run_works(qtbot, make_windo
     qtbot.waitUntil(lambda: not win.controller.running and win.controller.state == "idle",
                     timeout=10000)
     qtbot.waitUntil(lambda: not Path(f"/proc/{pid}").exists(), timeout=10000)  # reaped
-    win.set_request({**win.current_request(), "max_iter": 20, "alpha": 0.01})  # one solve
-    win.run()
+    # one solve
+    win.params.set_request({**win.params.current_request(), "max_iter": 20, "alpha": 0.01})
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     assert win.run_table.runs[-1].iterations == 20
     assert host.pid not in (None, pid)

@@ -50,7 +50,7 @@ def test_run_to_completion_matches_the_engine_in_process(qtbot, make_window, hos
     assert host.pid is not None and host.pid != os.getpid()
     assert host.hello is not None and host.hello.pid == host.pid
     assert host.hello.qt_modules == ()  # the child never imported Qt
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
     assert run.iterations == 60 and run.stop_reason == "max_iterations"
@@ -70,7 +70,7 @@ def test_alpha_change_restarts_warm_then_finish_now(qtbot, make_window, host) ->
     pid = host.pid
     win = make_window(dict(LONG))
     assert host.pid == pid  # the child is shared by the windows and kept between them
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 20)
     win.reg_panel.alpha.spin.setValue(0.02)  # as a user types it: switches Auto α off
     store = win.controller.curves
@@ -78,7 +78,7 @@ def test_alpha_change_restarts_warm_then_finish_now(qtbot, make_window, host) ->
     k0, what = store.restarts[0]
     assert k0 >= 20 and "α" in what
     wait_iterations(qtbot, win, k0 + 10)
-    win.finish_now()
+    win.runner.finish_now()
     wait_idle(qtbot, win)
     run = win.run_table.runs[-1]
     assert run.stop_reason == "finished by user" and run.request["alpha"] == pytest.approx(0.02)
@@ -89,34 +89,34 @@ def test_alpha_change_restarts_warm_then_finish_now(qtbot, make_window, host) ->
 
 def test_pause_resume_and_stop(qtbot, make_window) -> None:
     win = make_window(dict(LONG))
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 10)
-    win.toggle_pause()
+    win.runner.toggle_pause()
     assert win.controller.paused
     qtbot.wait(300)
     k = win.controller.curves.last_iteration
     qtbot.wait(400)
     assert win.controller.curves.last_iteration == k  # nothing pulled while paused
-    win.toggle_pause()
+    win.runner.toggle_pause()
     wait_iterations(qtbot, win, k + 10)
-    win.stop()
+    win.runner.stop()
     wait_idle(qtbot, win)  # (Stop's latency: tests/reliability/test_cancel_latency.py, -m timing)
     assert win.run_table.runs == []  # Stop discards
-    assert win.status_reason.text() == "stopped: stopped by user"
+    assert win.status.reason.text() == "stopped: stopped by user"
 
 
 def test_stop_right_after_run_ends_the_run(qtbot, make_window) -> None:
     """A stop sent while the run still waits in the child's queue is not lost."""
     win = make_window(dict(LONG))
-    win.run()
-    win.stop()
+    win.runner.run()
+    win.runner.stop()
     wait_idle(qtbot, win, timeout=30000)
-    assert win.status_reason.text() == "stopped: stopped by user"
+    assert win.status.reason.text() == "stopped: stopped by user"
 
 
 def test_killed_child_gives_a_dialog_and_the_next_run_works(qtbot, make_window, host) -> None:
     win = make_window(dict(LONG))
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 10)
     pid = host.pid
     n = len(messages.OPEN_ERRORS)
@@ -127,8 +127,8 @@ def test_killed_child_gives_a_dialog_and_the_next_run_works(qtbot, make_window, 
     box.close()
     assert not win.controller.running and win.controller.state == "idle"
     qtbot.waitUntil(lambda: _gone(pid), timeout=5000)  # reaped: no zombie
-    win.set_request({**win.current_request(), "max_iter": 30})
-    win.run()
+    win.params.set_request({**win.params.current_request(), "max_iter": 30})
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
     assert run.iterations == 30 and run.metrics.psnr > 10.0
@@ -141,19 +141,19 @@ def test_bad_network_file_gives_a_dialog(qtbot, make_window, tmp_path) -> None:
     win = make_window({"max_iter": 20, "alpha": 9e-3})
     n = len(messages.OPEN_ERRORS)
     win.network_panel.set_values({"input_shape": (1, 28, 28)})
-    win.open_network(str(bad))
+    win.files.open_network(str(bad))
     box = _error_after(qtbot, n)
     assert bad.name in box.informativeText()
     box.close()
-    assert win.current_request()["network"] == "mnist-cnn-ae"  # back to what worked
-    win.run()
+    assert win.params.current_request()["network"] == "mnist-cnn-ae"  # back to what worked
+    win.runner.run()
     wait_idle(qtbot, win)
     assert win.run_table.runs[-1].iterations == 20
 
 
 def test_close_mid_run_then_app_exit_ends_the_child(qtbot, make_window, host) -> None:
     win = make_window(dict(LONG))
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 10)
     pid = host.pid
     win.close()  # the window's job ends in the child; the child stays for other windows

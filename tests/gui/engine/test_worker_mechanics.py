@@ -35,7 +35,7 @@ def test_fast_solver_keeps_every_point_but_redraws_at_most_30_hz(qtbot, fake_eng
     counter = Counter()
     win.controller.view_update.connect(counter.hit)
     t0 = time.perf_counter()
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win)
     seconds = time.perf_counter() - t0
     arr = win.controller.curves.arrays()
@@ -49,20 +49,20 @@ def test_fast_solver_keeps_every_point_but_redraws_at_most_30_hz(qtbot, fake_eng
 def test_pause_stops_pulling_and_resume_continues(qtbot, fake_engine, make_window) -> None:
     fake_engine(delay=0.0005)
     win = make_window({"max_iter": 100000, "report_every": 10})
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 50)
-    win.toggle_pause()
+    win.runner.toggle_pause()
     assert win.controller.paused and win.actions_.pause.text() == "Resume"
     qtbot.wait(150)
     k = win.controller.curves.last_iteration
     qtbot.wait(300)
     assert win.controller.curves.last_iteration == k  # nothing pulled while paused
-    win.toggle_pause()
+    win.runner.toggle_pause()
     wait_iterations(qtbot, win, k + 100)
-    win.stop()
+    win.runner.stop()
     wait_idle(qtbot, win)
     assert win.run_table.runs == []  # Stop discards
-    assert win.status_reason.text() == "stopped: stopped by user"
+    assert win.status.reason.text() == "stopped: stopped by user"
 
 
 def test_hot_alpha_change_restarts_warm_and_marks_it(qtbot, fake_engine, make_window) -> None:
@@ -70,7 +70,7 @@ def test_hot_alpha_change_restarts_warm_and_marks_it(qtbot, fake_engine, make_wi
     # a budget of ~2 s: the run must still be going when the 150 ms edit debounce has passed,
     # also on a loaded machine (at 600 iterations it sometimes ended first)
     win = make_window({"max_iter": 4000, "report_every": 10, "alpha": 9e-3})
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 100)
     win.reg_panel.alpha.spin.setValue(0.02)  # as a user types it: switches Auto α off
     wait_idle(qtbot, win)
@@ -96,14 +96,14 @@ def test_hot_alpha_change_restarts_warm_and_marks_it(qtbot, fake_engine, make_wi
 def test_finish_now_keeps_the_current_iterate(qtbot, fake_engine, make_window) -> None:
     fake_engine(delay=0.001)
     win = make_window({"max_iter": 100000})
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 30)
-    win.finish_now()
+    win.runner.finish_now()
     wait_idle(qtbot, win)
     run = win.run_table.runs[-1]
     assert run.stop_reason == "finished by user"
     k = run.iterations
-    np.testing.assert_allclose(run.x_display, (1 - RATE ** k) * win.info.truth, rtol=1e-6)
+    np.testing.assert_allclose(run.x_display, (1 - RATE ** k) * win.view.info.truth, rtol=1e-6)
 
 
 def test_run_all_collects_errors_in_one_dialog(qtbot, fake_engine, make_window,
@@ -123,7 +123,7 @@ def test_run_all_collects_errors_in_one_dialog(qtbot, fake_engine, make_window,
     shown = []
     monkeypatch.setattr("lbi_gui.window.run.show_error",
                         lambda parent, title, msg, **kw: shown.append((title, msg)))
-    win.run_all_methods()
+    win.runner.run_all_methods()
     qtbot.waitUntil(lambda: not win.controller.running and bool(shown) or
                     len(win.run_table.runs) == 4, timeout=20000)
     qtbot.waitUntil(lambda: bool(shown), timeout=20000)
@@ -131,7 +131,7 @@ def test_run_all_collects_errors_in_one_dialog(qtbot, fake_engine, make_window,
     # pdhg skipped: 2-layer network; layer-wise only where the network has a feature prior
     from lbi_gui.params import feature_prior_available
 
-    request = win.current_request()
+    request = win.params.current_request()
     with_prior = feature_prior_available(request["network"], request.get("feature_prior"))
     assert methods == (["joint", "layerwise", "backprop"] if with_prior else ["joint", "backprop"])
     assert "landweber" in shown[0][1]

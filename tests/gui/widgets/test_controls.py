@@ -76,7 +76,7 @@ def test_the_window_shows_the_refusal_and_why_export_is_off(qtbot, fake_engine,
     _type(qtbot, spin, "7")  # a tolerance is at most 1
     assert "Not accepted" in win.statusBar().currentMessage()
     assert "7" in win.statusBar().currentMessage()
-    win.run()
+    win.runner.run()
     qtbot.waitUntil(lambda: bool(win.run_table.runs), timeout=20000)
     assert export.isEnabled() and "Export a finished run" in export.toolTip()
 

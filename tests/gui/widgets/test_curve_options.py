@@ -133,9 +133,9 @@ def test_selected_runs_are_overlaid(qtbot, fake_engine, make_window) -> None:
     fake_engine()
     win = make_window({"network": "fake-net", "max_iter": 30})
     for alpha in (0.01, 0.02):
-        win.set_request({**win.current_request(), "alpha": alpha})
-        win.flush_changes()
-        win.run()
+        win.params.set_request({**win.params.current_request(), "alpha": alpha})
+        win.params.flush_changes()
+        win.runner.run()
         wait_idle(qtbot, win)
     assert len(win.run_table.runs) == 2
     win.run_table.select_ids([1, 2])

@@ -35,8 +35,9 @@ def test_checked_runs_are_exactly_the_runs_drawn_in_their_colours(qtbot, two_run
     win.run_table.select_ids([first.run_id, second.run_id])  # two selected: both drawn
     assert [r.run_id for r in overlay.runs] == [first.run_id, second.run_id]
     assert _rows(listed) == [(first.label, True), (second.label, True)]
-    win.apply_request({**win.current_request(), "index": 5})  # another sample: new problem
-    qtbot.waitUntil(lambda: win.info.request["index"] == 5, timeout=10000)
+    # another sample: a new problem
+    win.params.apply_request({**win.params.current_request(), "index": 5})
+    qtbot.waitUntil(lambda: win.view.info.request["index"] == 5, timeout=10000)
     wait_ready(qtbot, win)
     assert overlay.runs == [] and not any(on for _t, on in _rows(listed))
 
@@ -69,7 +70,7 @@ def test_a_plot_export_shows_the_exported_runs_curves(qtbot, two_runs, tmp_path)
     win = two_runs
     first, second = win.run_table.runs
     assert win.curves.store is not first.curves  # the panel shows the last run
-    written = win.export_result(first, {"plots_png": tmp_path / "curves.png"})
+    written = win.exports.export_result(first, {"plots_png": tmp_path / "curves.png"})
     assert written == [tmp_path / "curves.png"] and win.curves.store is first.curves
     x, _y = win.curves.lines["objective"].getData()
     assert np.array_equal(x, first.curves.arrays()["iteration"])

@@ -110,9 +110,9 @@ def test_a_chain_shows_no_node_list(qtbot, tmp_path):
 def test_window_opens_a_residual_onnx_and_lists_its_nodes(qtbot, make_window, tmp_path):
     path = _onnx(Residual(), tmp_path / "res28.onnx", side=28)
     win = make_window({"network": "mnist-cnn-ae", "dataset": "mnist", "max_iter": 5})
-    win.open_network(str(path))
-    qtbot.waitUntil(lambda: win.info is not None
-                    and win.info.request.get("network") == str(path), timeout=120_000)
+    win.files.open_network(str(path))
+    qtbot.waitUntil(lambda: win.view.info is not None
+                    and win.view.info.request.get("network") == str(path), timeout=120_000)
     wait_ready(qtbot, win)
     nodes = win.network_panel.nodes
     lines = [nodes.item(i).text() for i in range(nodes.count())]
@@ -135,14 +135,14 @@ def test_window_runs_layerwise_on_a_residual_onnx_with_a_fitted_prior(qtbot, mak
                                    torch.from_numpy(images[:200]), rank=8)
     fp.save_feature_priors(priors, tmp_path / "res28.prior")
     win = make_window({"network": "mnist-cnn-ae", "dataset": "mnist", "max_iter": 5})
-    win.open_network(str(path))
-    qtbot.waitUntil(lambda: win.info is not None
-                    and win.info.request.get("network") == str(path), timeout=120_000)
+    win.files.open_network(str(path))
+    qtbot.waitUntil(lambda: win.view.info is not None
+                    and win.view.info.request.get("network") == str(path), timeout=120_000)
     wait_ready(qtbot, win)
-    win.set_request({**win.current_request(), "method": "layerwise", "max_iter": 300,
+    win.params.set_request({**win.params.current_request(), "method": "layerwise", "max_iter": 300,
                      "noise_std": 0.05, "feature_prior": str(tmp_path / "res28.prior")})
-    win.flush_changes()
-    win.run()
+    win.params.flush_changes()
+    win.runner.run()
     qtbot.waitUntil(lambda: not win.controller.running and len(win.run_table.runs) == 1,
                     timeout=120_000)
     run = win.run_table.runs[-1]

@@ -25,7 +25,7 @@ def test_layerwise_runs_the_typed_alpha_and_the_window_says_so(qtbot, make_windo
     win = make_window({"max_iter": 60, "noise_std": 0.05, "method": "layerwise",
                        "alpha": 0.01})
     assert not win.reg_panel.auto_alpha.isChecked()
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     run = win.run_table.runs[-1]
     assert run.metrics.alpha == pytest.approx(0.01)  # it searched 0.0577 before
@@ -34,7 +34,7 @@ def test_layerwise_runs_the_typed_alpha_and_the_window_says_so(qtbot, make_windo
     assert cells["alpha"] == "0.01" and cells["alpha rule"] == "typed"
     assert win.reg_panel.alpha.value() == pytest.approx(0.01)
     assert not win.reg_panel.auto_alpha.isChecked()
-    assert not win.status_reason.text().startswith("stale")
+    assert not win.status.reason.text().startswith("stale")
     assert not win.curves.stale
     # the stages reach the curves (marked there, see test_curve_marks.py)
     assert [name for _i, name in run.curves.stages] == ["layer 3/3", "layer 2/3", "layer 1/3"]
@@ -74,11 +74,11 @@ def test_layerwise_is_not_offered_for_a_one_layer_network(qtbot, make_window,
     assert not item.isEnabled() and "two layers" in item.toolTip()
     assert not panel.switch.isEnabled() and "two layers" in panel.switch.toolTip()
     assert not win.actions_.switch.isEnabled()
-    assert win.current_request()["method"] == "auto"  # the session's layer-wise fell back
+    assert win.params.current_request()["method"] == "auto"  # the session's layer-wise fell back
     win.actions_.switch.trigger()
-    assert win.current_request()["method"] == "auto"
+    assert win.params.current_request()["method"] == "auto"
     assert isinstance(panel.switch, QtWidgets.QPushButton)
     asked: list[list[str]] = []
     monkeypatch.setattr(win.controller, "run_all", lambda _req, methods: asked.append(methods))
-    win.run_all_methods()
+    win.runner.run_all_methods()
     assert asked and "layerwise" not in asked[0] and "one-layer" in asked[0]

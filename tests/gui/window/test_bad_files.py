@@ -50,13 +50,13 @@ def test_bad_network_files(qtbot, make_window, files, monkeypatch) -> None:
     for name in ("empty", "truncated", "wrong", "gelu"):
         n = len(messages.OPEN_ERRORS)
         win.network_panel.set_values({"input_shape": (1, 28, 28)})
-        win.open_network(str(files[name]))
+        win.files.open_network(str(files[name]))
         box = _wait_error(qtbot, n)
         text = box.informativeText()
         assert files[name].name in text or name == "gelu", (name, text)
         box.close()
         # the last network that worked is selected again, the reason stays visible
-        assert win.current_request()["network"] == "mnist-cnn-ae", name
+        assert win.params.current_request()["network"] == "mnist-cnn-ae", name
         assert not win.network_panel.problem.isHidden(), name
         if name == "gelu":
             assert "GELU" in text or "gelu" in text.lower()
@@ -64,14 +64,15 @@ def test_bad_network_files(qtbot, make_window, files, monkeypatch) -> None:
                 "gelu" in win.network_panel.problem.text().lower()
     # a pickled whole model: explained, consent asked, declined -> not loaded, no dialog spam
     n = len(messages.OPEN_ERRORS)
-    win.open_network(str(files["pickle"]))
+    win.files.open_network(str(files["pickle"]))
     qtbot.waitUntil(lambda: bool(asked), timeout=30000)
     assert "runs code" in asked[0] or "run its code" in asked[0]
-    qtbot.waitUntil(lambda: win.current_request()["network"] == "mnist-cnn-ae", timeout=10000)
-    assert not win.current_request()["allow_pickle"]
+    qtbot.waitUntil(lambda: win.params.current_request()["network"] == "mnist-cnn-ae",
+                    timeout=10000)
+    assert not win.params.current_request()["allow_pickle"]
     assert len(messages.OPEN_ERRORS) == n
     # still usable: a run on the bundled network works
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     assert win.run_table.runs[-1].request["network"] == "mnist-cnn-ae"
 
@@ -81,9 +82,9 @@ def test_pickle_loads_after_consent(qtbot, make_window, files, monkeypatch) -> N
     monkeypatch.setattr(QtWidgets.QMessageBox, "question",
                         lambda *a, **k: QtWidgets.QMessageBox.StandardButton.Yes)
     win.network_panel.set_values({"input_shape": (1, 28, 28)})
-    win.open_network(str(files["pickle"]))
-    qtbot.waitUntil(lambda: win.info.request["network"] == str(files["pickle"]), timeout=30000)
-    assert win.info.request["allow_pickle"] is True
+    win.files.open_network(str(files["pickle"]))
+    qtbot.waitUntil(lambda: win.view.info.request["network"] == str(files["pickle"]), timeout=30000)
+    assert win.view.info.request["allow_pickle"] is True
     assert win.network_panel.table.rowCount() == 1
 
 
@@ -95,11 +96,11 @@ def test_bad_image_files(qtbot, make_window, tmp_path) -> None:
     broken.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 20)
     for path in (empty, broken):
         n = len(messages.OPEN_ERRORS)
-        win.open_data_file("image", str(path))
+        win.files.open_data_file("image", str(path))
         box = _wait_error(qtbot, n)
         assert path.name in box.informativeText()
         box.close()
-        assert win.current_request()["image"] is None  # back to the dataset sample
-    win.open_path(str(tmp_path / "strange.xyz"))
+        assert win.params.current_request()["image"] is None  # back to the dataset sample
+    win.files.open_path(str(tmp_path / "strange.xyz"))
     assert "strange.xyz" in messages.OPEN_ERRORS[-1].informativeText()
     messages.OPEN_ERRORS[-1].close()

@@ -14,14 +14,14 @@ def _os_threads() -> int:
 def test_close_mid_run_twenty_times(qtbot, make_window) -> None:
     # one warm-up window: torch creates its worker pools once per process
     first = make_window({"max_iter": 100000, "tol": 0.0})
-    first.run()
+    first.runner.run()
     wait_iterations(qtbot, first, 10)
     first.close()
     assert first.controller.thread.wait(5000)
     baseline = _os_threads()
     for _ in range(20):
         win = make_window({"max_iter": 100000, "tol": 0.0})
-        win.run()
+        win.runner.run()
         wait_iterations(qtbot, win, 10)
         assert win.controller.running
         win.close()

@@ -9,12 +9,12 @@ from tests.gui.conftest import wait_idle
 
 def test_switch_joint_layerwise_and_compare(qtbot, make_window) -> None:
     win = make_window({"max_iter": 150, "noise_std": 0.05})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     win.actions_.switch.trigger()  # Ctrl+L
-    win.flush_changes()
-    assert win.current_request()["method"] == "layerwise"
-    win.run()
+    win.params.flush_changes()
+    assert win.params.current_request()["method"] == "layerwise"
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     runs = win.run_table.runs
     assert [r.request["method"] for r in runs] == ["auto", "layerwise"]  # auto: the default
@@ -39,7 +39,7 @@ def test_switch_joint_layerwise_and_compare(qtbot, make_window) -> None:
 
 def test_run_all_methods_fills_the_table(qtbot, make_window) -> None:
     win = make_window({"max_iter": 60})
-    win.run_all_methods()
+    win.runner.run_all_methods()
     qtbot.waitUntil(lambda: not win.controller.running and len(win.run_table.runs) >= 4,
                     timeout=180000)
     methods = {r.request["method"] for r in win.run_table.runs}

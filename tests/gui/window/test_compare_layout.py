@@ -33,9 +33,9 @@ def _two_runs(qtbot: Any, fake_engine: Any, monkeypatch: Any, screen: tuple[int,
     win.show()
     wait_ready(qtbot, win)
     for method, alpha in (("joint", 0.01), ("landweber", 0.02)):
-        win.set_request({**win.current_request(), "method": method, "alpha": alpha})
-        win.flush_changes()
-        win.run()
+        win.params.set_request({**win.params.current_request(), "method": method, "alpha": alpha})
+        win.params.flush_changes()
+        win.runner.run()
         wait_idle(qtbot, win)
         qtbot.waitUntil(lambda: not win.controller.running)
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 2, timeout=20000)

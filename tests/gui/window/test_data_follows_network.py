@@ -48,7 +48,7 @@ def _choose_zoo(win, name: str) -> None:
     combo = win.network_panel.combo
     combo.setCurrentIndex(combo.findData(name))
     combo.activated.emit(combo.currentIndex())
-    win.flush_changes()
+    win.params.flush_changes()
 
 
 class Answers:
@@ -76,16 +76,16 @@ def answers(monkeypatch, tmp_path) -> Answers:
 
 
 def _state(win) -> tuple[str, str]:
-    req = win.info.request
+    req = win.view.info.request
     net = "zoo" if req["network"] == ZOO else "own"
     data = "code" if req.get("data") else "image" if req.get("image") else "dataset"
     return net, data
 
 
 def _settled(win, want: tuple[str, str]) -> bool:
-    return (win.info is not None and win.controller.state == "idle"
+    return (win.view.info is not None and win.controller.state == "idle"
             and not messages.OPEN_ERRORS and _state(win) == want
-            and win.current_request()["network"] == win.info.request["network"])
+            and win.params.current_request()["network"] == win.view.info.request["network"])
 
 
 def test_every_network_and_data_combination_is_one_step_from_every_other(
@@ -96,17 +96,17 @@ def test_every_network_and_data_combination_is_one_step_from_every_other(
 
     def code_file() -> str:
         """A measured code for the network on screen (non-negative: ReLU's range)."""
-        shape = tuple(win.info.output_shape)
+        shape = tuple(win.view.info.output_shape)
         path = tmp_path / f"code_{len(shape)}_{'x'.join(map(str, shape))}.npy"
         np.save(path, np.abs(np.random.default_rng(2).normal(size=shape)).astype(np.float32))
         return str(path)
 
     actions = {
         ("zoo", None): lambda: _choose_zoo(win, ZOO),
-        ("own", None): lambda: win.open_network(own),
+        ("own", None): lambda: win.files.open_network(own),
         (None, "dataset"): lambda: win.data_panel.use_dataset.click(),
-        (None, "image"): lambda: win.open_data_file("image", answers.photo),
-        (None, "code"): lambda: win.open_data_file("data", code_file()),
+        (None, "image"): lambda: win.files.open_data_file("image", answers.photo),
+        (None, "code"): lambda: win.files.open_data_file("data", code_file()),
     }
 
     def target(state: tuple[str, str], action: tuple) -> tuple[str, str]:
@@ -118,7 +118,7 @@ def test_every_network_and_data_combination_is_one_step_from_every_other(
     states = [(n, d) for n in ("zoo", "own") for d in ("dataset", "image", "code")]
     untested = {(s, a) for s in states for a in actions if target(s, a) != s}
     assert len(untested) == 6 * 3  # from each state: the other network, the other data
-    win.flush_changes()
+    win.params.flush_changes()
     wait_ready(qtbot, win)
     notes: list[str] = []
     win.statusBar().messageChanged.connect(notes.append)
@@ -135,7 +135,7 @@ def test_every_network_and_data_combination_is_one_step_from_every_other(
         qtbot.waitUntil(lambda w=want: _settled(win, w), timeout=60000)
         steps += 1
         untested.discard(edge)
-        req, info = win.current_request(), win.info
+        req, info = win.params.current_request(), win.view.info
         # what is shown is what was prepared, and the network's input took the data
         assert req["dataset"] == info.request["dataset"] and req["resize"] == info.request[
             "resize"], (here, action)
@@ -175,12 +175,12 @@ def test_an_own_colour_network_no_dataset_fits_asks_for_an_image(
     own = _own_network(tmp_path, 64, "big")
     win = make_window({"network": "natural-cnn-ae", "dataset": "natural", "split": "val",
                        "max_iter": 3})
-    win.open_network(own)
+    win.files.open_network(own)
     qtbot.waitUntil(lambda: _settled(win, ("own", "image")), timeout=60000)
     text, keys = answers.asked[-1]
     assert "no bundled dataset has the 3×64×64 inputs big.pt takes" in text
     assert keys == ["image", "keep"]
-    assert win.info.request["network"] == own and win.info.truth.shape[-2:] == (64, 64)
+    assert win.view.info.request["network"] == own and win.view.info.truth.shape[-2:] == (64, 64)
     assert win.data_panel.values()["image"] == answers.photo
 
 
@@ -193,18 +193,18 @@ def test_an_image_opened_before_its_network_is_kept_for_it(qtbot, make_window, t
     win = make_window({"network": "natural-cnn-ae", "dataset": "natural", "max_iter": 3})
     notes: list[str] = []
     win.statusBar().messageChanged.connect(notes.append)
-    win.open_data_file("image", answers.photo)
+    win.files.open_data_file("image", answers.photo)
     qtbot.waitUntil(lambda: _settled(win, ("own", "image")), timeout=60000)
-    assert win.info.truth.shape[-2:] == (32, 32)
+    assert win.view.info.truth.shape[-2:] == (32, 32)
     assert any("photo64.png is 64×64: resized to 32×32" in n for n in notes), notes
-    win.open_network(own)
+    win.files.open_network(own)
     qtbot.waitUntil(lambda: _settled(win, ("own", "image")), timeout=60000)
-    assert win.info.truth.shape[-2:] == (64, 64) and not answers.asked
+    assert win.view.info.truth.shape[-2:] == (64, 64) and not answers.asked
     _choose_zoo(win, ZOO)
     qtbot.waitUntil(lambda: _settled(win, ("zoo", "image")), timeout=60000)
     win.data_panel.use_dataset.click()
     qtbot.waitUntil(lambda: _settled(win, ("zoo", "dataset")), timeout=60000)
-    assert win.info.request["dataset"] == "mnist" and win.data_panel.dataset.isEnabled()
+    assert win.view.info.request["dataset"] == "mnist" and win.data_panel.dataset.isEnabled()
 
 
 def test_a_one_pixel_image_is_refused_and_dialogs_start_in_the_last_folder(
@@ -215,12 +215,12 @@ def test_a_one_pixel_image_is_refused_and_dialogs_start_in_the_last_folder(
     dot = tmp_path / "dot.png"
     Image.fromarray(np.zeros((1, 1, 3), dtype=np.uint8), "RGB").save(dot)
     errors = len(messages.OPEN_ERRORS)
-    win.open_data_file("image", str(dot))
+    win.files.open_data_file("image", str(dot))
     assert len(messages.OPEN_ERRORS) == errors + 1
     box = messages.OPEN_ERRORS[-1]
     assert "dot.png is 1×1 pixels: no picture to invert" in box.informativeText()
     box.close()
-    assert win.current_request()["image"] is None  # the dataset sample stays
+    assert win.params.current_request()["image"] is None  # the dataset sample stays
     own = _own_network(tmp_path, 32, "mine")
-    win.open_network(own)
+    win.files.open_network(own)
     assert last_dir("data") == str(tmp_path)  # an image dialog opens beside the network

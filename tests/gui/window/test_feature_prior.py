@@ -52,7 +52,7 @@ def test_choosing_a_feature_prior_sets_the_request(qtbot, fake_engine, make_wind
     fake_engine()
     win = make_window({"network": "fake-net", "method": "layerwise"})
     panel = win.solver_panel
-    assert win.current_request()["feature_prior"] is None
+    assert win.params.current_request()["feature_prior"] is None
     assert panel.prior_label.text() == "none"
     assert panel.prior_hint.isVisibleTo(panel) and panel.prior_hint.text() == PRIOR_NEEDED
     base = _prior_files(tmp_path / "mine.prior")
@@ -61,13 +61,13 @@ def test_choosing_a_feature_prior_sets_the_request(qtbot, fake_engine, make_wind
         panel.prior_button.click()
     assert sig.args == ["feature_prior"]
     assert "*.json *.safetensors" in filters[0]
-    assert win.current_request()["feature_prior"] == str(base)  # the BASE, no suffix
+    assert win.params.current_request()["feature_prior"] == str(base)  # the BASE, no suffix
     assert panel.prior_label.text() == "mine.prior"
     assert not panel.prior_hint.isVisibleTo(panel)
     wait_ready(qtbot, win)  # the problem was prepared again with the prior (the engine checks)
-    assert win.info.request["feature_prior"] == str(base)
+    assert win.view.info.request["feature_prior"] == str(base)
     panel.prior_clear.click()  # clearing it: none chosen again, layer-wise says what it needs
-    assert win.current_request()["feature_prior"] is None
+    assert win.params.current_request()["feature_prior"] is None
     assert panel.prior_label.text() == "none" and panel.prior_hint.isVisibleTo(panel)
 
 
@@ -91,7 +91,7 @@ def test_a_prior_that_is_not_one_is_refused_and_the_field_kept(qtbot, fake_engin
     else:
         assert "is not a feature prior card" in texts[0] and "lbi-input-prior" in texts[0]
     assert FIT_PRIOR_HINT in texts[0]
-    assert win.current_request()["feature_prior"] == str(good)  # unchanged
+    assert win.params.current_request()["feature_prior"] == str(good)  # unchanged
     assert win.solver_panel.prior_label.text() == "good.prior"
     _close_errors()
 
@@ -103,29 +103,29 @@ def test_changing_the_network_clears_the_chosen_prior(qtbot, fake_engine, make_w
     base = _prior_files(tmp_path / "mine.prior")
     assert win.files.choose_feature_prior(str(base))
     wait_ready(qtbot, win)
-    assert win.current_request()["feature_prior"] == str(base)
+    assert win.params.current_request()["feature_prior"] == str(base)
     other = tmp_path / "other.onnx"
     other.write_bytes(b"fake")
-    win.open_network(str(other))  # as Open… does
-    assert win.current_request()["feature_prior"] is None  # a prior is for one network
+    win.files.open_network(str(other))  # as Open… does
+    assert win.params.current_request()["feature_prior"] is None  # a prior is for one network
     assert win.solver_panel.prior_label.text() == "none"
     wait_ready(qtbot, win)
-    assert win.info.request["network"] == str(other)
-    assert win.info.request["feature_prior"] is None
+    assert win.view.info.request["network"] == str(other)
+    assert win.view.info.request["feature_prior"] is None
 
 
 def test_run_all_includes_layerwise_once_a_prior_is_chosen(qtbot, fake_engine, make_window,
                                                            monkeypatch, tmp_path) -> None:
     fake_engine()
     win = make_window({"network": "fake-net"})
-    assert len(win.info.layers) == 2
+    assert len(win.view.info.layers) == 2
     asked: list[list[str]] = []
     monkeypatch.setattr(win.controller, "run_all", lambda req, methods: asked.append(methods))
-    win.run_all_methods()
+    win.runner.run_all_methods()
     assert "layerwise" not in asked[-1] and "joint" in asked[-1]
     assert win.files.choose_feature_prior(str(_prior_files(tmp_path / "mine.prior")))
     wait_ready(qtbot, win)
-    win.run_all_methods()
+    win.runner.run_all_methods()
     assert "layerwise" in asked[-1] and "joint" in asked[-1]
 
 
@@ -151,16 +151,16 @@ def test_a_session_keeps_the_chosen_prior(qtbot, fake_engine, make_window, tmp_p
     base = _prior_files(tmp_path / "mine.prior")
     assert win.files.choose_feature_prior(str(base))
     wait_ready(qtbot, win)
-    win.run()
+    win.runner.run()
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 1, timeout=20000)
     wait_idle(qtbot, win)
     assert win.run_table.runs[0].request["feature_prior"] == str(base)  # the run record's
     path = tmp_path / "s.lbisession"
-    assert win.save_session_to(str(path))
+    assert win.files.save_session_to(str(path))
     fresh = make_window({"network": "fake-net"})
-    assert fresh.open_session(str(path))
+    assert fresh.files.open_session(str(path))
     wait_ready(qtbot, fresh)
-    assert fresh.current_request()["feature_prior"] == str(base)
+    assert fresh.params.current_request()["feature_prior"] == str(base)
     assert fresh.solver_panel.prior_label.text() == "mine.prior"
     assert fresh.run_table.runs[0].request["feature_prior"] == str(base)
 
@@ -221,9 +221,9 @@ def test_window_runs_layerwise_on_an_own_network_with_a_chosen_prior(qtbot, make
     right = _fit_prior(net, tmp_path / "mine.prior")
     win = make_window({"network": str(net), "dataset": "mnist", "max_iter": 5}, wait=False)
     wait_ready(qtbot, win, timeout=120_000)
-    assert win.info.request["network"] == str(net)
-    win.set_request({**win.current_request(), "method": "layerwise", "noise_std": 0.05,
-                     "max_iter": 40})
+    assert win.view.info.request["network"] == str(net)
+    win.params.set_request({**win.params.current_request(), "method": "layerwise",
+                            "noise_std": 0.05, "max_iter": 40})
     assert win.solver_panel.prior_hint.isVisibleTo(win.solver_panel)
 
     n = len(messages.OPEN_ERRORS)
@@ -233,15 +233,15 @@ def test_window_runs_layerwise_on_an_own_network_with_a_chosen_prior(qtbot, make
     text = _errors_after(n)[0]
     assert "feature prior has variables of sizes" in text, text
     wait_ready(qtbot, win)
-    assert win.current_request()["feature_prior"] is None  # refused: put back
+    assert win.params.current_request()["feature_prior"] is None  # refused: put back
     _close_errors()
 
     _pick(monkeypatch, right.with_name("mine.prior.safetensors"))
     win.solver_panel.prior_button.click()
     wait_ready(qtbot, win)
-    assert win.info.request["feature_prior"] == str(right)
+    assert win.view.info.request["feature_prior"] == str(right)
     assert not win.solver_panel.prior_hint.isVisibleTo(win.solver_panel)
-    win.run()
+    win.runner.run()
     qtbot.waitUntil(lambda: not win.controller.running and len(win.run_table.runs) == 1,
                     timeout=120_000)
     run = win.run_table.runs[-1]
@@ -250,8 +250,8 @@ def test_window_runs_layerwise_on_an_own_network_with_a_chosen_prior(qtbot, make
     assert np.isfinite(run.metrics.psnr) and run.metrics.stages
 
     n = len(messages.OPEN_ERRORS)
-    win.set_request({**win.current_request(), "feature_prior": str(wrong)})
-    win.run()
+    win.params.set_request({**win.params.current_request(), "feature_prior": str(wrong)})
+    win.runner.run()
     qtbot.waitUntil(lambda: len(messages.OPEN_ERRORS) > n, timeout=60_000)
     wait_idle(qtbot, win)
     box = messages.OPEN_ERRORS[n]
@@ -274,7 +274,7 @@ def test_lbi_gui_option_feature_prior(qtbot, fake_engine, make_window, tmp_path,
         ["--network", "fake-net", "--method", "layerwise", "--feature-prior", "mine.prior.json"]))
     assert request["feature_prior"] == str(base)
     win = make_window(request)
-    assert win.current_request()["feature_prior"] == str(base)
+    assert win.params.current_request()["feature_prior"] == str(base)
     assert win.solver_panel.prior_label.text() == "mine.prior"
     assert not win.solver_panel.prior_hint.isVisibleTo(win.solver_panel)
 
@@ -283,21 +283,21 @@ def test_another_prior_makes_a_layerwise_result_stale(qtbot, fake_engine, make_w
                                                       tmp_path) -> None:
     fake_engine()
     win = make_window({"network": "fake-net", "method": "joint", "max_iter": 5})
-    win.run()
+    win.runner.run()
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 1, timeout=20000)
     wait_idle(qtbot, win)
     assert win.files.choose_feature_prior(str(_prior_files(tmp_path / "a.prior")))
     wait_ready(qtbot, win)
-    assert not win.status_reason.text().startswith("stale")  # joint reads no prior
-    win.set_request({**win.current_request(), "method": "layerwise"})
-    win.flush_changes()
-    win.run()
+    assert not win.status.reason.text().startswith("stale")  # joint reads no prior
+    win.params.set_request({**win.params.current_request(), "method": "layerwise"})
+    win.params.flush_changes()
+    win.runner.run()
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 2, timeout=20000)
     wait_idle(qtbot, win)
-    assert not win.status_reason.text().startswith("stale")
+    assert not win.status.reason.text().startswith("stale")
     assert win.files.choose_feature_prior(str(_prior_files(tmp_path / "b.prior")) + ".json")
     wait_ready(qtbot, win)
-    assert win.status_reason.text() == "stale: feature prior a.prior→b.prior"
+    assert win.status.reason.text() == "stale: feature prior a.prior→b.prior"
 
 
 def test_run_all_leaves_out_layerwise_without_a_feature_prior(qtbot, fake_engine, make_window,
@@ -306,9 +306,9 @@ def test_run_all_leaves_out_layerwise_without_a_feature_prior(qtbot, fake_engine
     win = make_window({"network": "fake-net"})
     asked: list[list[str]] = []
     monkeypatch.setattr(win.controller, "run_all", lambda req, methods: asked.append(methods))
-    win.run_all_methods()
+    win.runner.run_all_methods()
     assert asked and "joint" in asked[0]
-    if win.info is not None and len(win.info.layers) > 1:  # fake-net has no prior file
+    if win.view.info is not None and len(win.view.info.layers) > 1:  # fake-net has no prior file
         assert "layerwise" not in asked[0]
     assert "prior" in METHOD_LABELS["layerwise"]
 

@@ -52,8 +52,8 @@ def dialogs_seen(monkeypatch, tmp_path) -> list[tuple[str, str]]:
 
 
 def _idle_on(win, network: str) -> bool:
-    return (win.info is not None and win.controller.state == "idle"
-            and win.info.request["network"] == network)
+    return (win.view.info is not None and win.controller.state == "idle"
+            and win.view.info.request["network"] == network)
 
 
 def test_a_network_without_a_fixed_shape_asks_for_it_and_takes_it(qtbot, make_window, tmp_path,
@@ -62,7 +62,7 @@ def test_a_network_without_a_fixed_shape_asks_for_it_and_takes_it(qtbot, make_wi
     win = make_window({"network": "mnist-cnn-ae", "max_iter": 3})
     notes: list[str] = []
     win.statusBar().messageChanged.connect(notes.append)
-    win.open_network(dyn)
+    win.files.open_network(dyn)
     panel = win.network_panel
     qtbot.waitUntil(lambda: panel.problem.isVisible(), timeout=60000)
     assert "dynamic sample dims" in panel.problem.text()
@@ -73,28 +73,29 @@ def test_a_network_without_a_fixed_shape_asks_for_it_and_takes_it(qtbot, make_wi
     assert any("dyn.onnx does not fix its input shape" in n for n in notes), notes
     panel.shape_edit.setText("3,8,8")
     panel.shape_edit.editingFinished.emit()
-    win.flush_changes()
+    win.params.flush_changes()
     qtbot.waitUntil(lambda: _idle_on(win, dyn), timeout=60000)
-    assert tuple(win.info.input_shape) == (3, 8, 8) and not panel.problem.isVisible()
+    assert tuple(win.view.info.input_shape) == (3, 8, 8) and not panel.problem.isVisible()
 
 
 def test_a_typed_shape_the_file_contradicts_is_refused_and_taken_back(qtbot, make_window,
                                                                      tmp_path, dialogs_seen):
     fixed = _onnx(tmp_path / "fixed.onnx", dynamic=False)
     win = make_window({"network": "mnist-cnn-ae", "max_iter": 3})
-    win.open_network(fixed)  # mnist digits do not fit 3×8×8: the photo is chosen
+    win.files.open_network(fixed)  # mnist digits do not fit 3×8×8: the photo is chosen
     qtbot.waitUntil(lambda: _idle_on(win, fixed), timeout=60000)
     dialogs_seen.clear()
     panel = win.network_panel
     panel.shape_edit.setText("3,16,16")
     panel.shape_edit.editingFinished.emit()
-    win.flush_changes()
+    win.params.flush_changes()
     qtbot.waitUntil(lambda: bool(dialogs_seen), timeout=60000)
     title, text = dialogs_seen[-1]
     assert title == "Could not prepare the inversion"
     assert "3,16,16 contradicts the 3,8,8 that fixed.onnx fixes" in text
     qtbot.waitUntil(lambda: panel.shape_edit.text() == "", timeout=10000)  # taken back
-    assert win.info.request["network"] == fixed and tuple(win.info.input_shape) == (3, 8, 8)
+    info = win.view.info
+    assert info.request["network"] == fixed and tuple(info.input_shape) == (3, 8, 8)
 
 
 def test_import_opens_a_graph_network_as_open_does(qtbot, make_window, tmp_path):
@@ -116,12 +117,12 @@ def test_import_opens_a_graph_network_as_open_does(qtbot, make_window, tmp_path)
     notes: list[str] = []
     win.statusBar().messageChanged.connect(notes.append)
     dialog = ImportNetworkDialog(win, source=str(src))
-    dialog.converted.connect(win.open_network)
+    dialog.converted.connect(win.files.open_network)
     dialog.note.connect(lambda text: win.statusBar().showMessage(text, 15000))
     with qtbot.waitSignal(dialog.converted, timeout=60000) as blocker:
         dialog.start()
     assert blocker.args == [str(src)]  # the file itself, not a card
     assert not (tmp_path / "lbi-networks" / "res.json").exists()
     qtbot.waitUntil(lambda: _idle_on(win, str(src)), timeout=60000)
-    assert len(win.info.layers) >= 2  # lifted as a graph, as File → Open network lifts it
+    assert len(win.view.info.layers) >= 2  # lifted as a graph, as File → Open network lifts it
     assert any("opened from the file itself" in n for n in notes), notes

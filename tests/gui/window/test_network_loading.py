@@ -18,7 +18,7 @@ def _choose(win, name: str) -> None:
     combo = win.network_panel.combo
     combo.setCurrentIndex(combo.findData(name))
     combo.activated.emit(combo.currentIndex())
-    win.flush_changes()
+    win.params.flush_changes()
 
 
 def test_the_panel_says_loading_at_once_then_describes_the_new_network(qtbot, make_window):
@@ -29,12 +29,12 @@ def test_the_panel_says_loading_at_once_then_describes_the_new_network(qtbot, ma
     # before the engine answers: no description of mnist-cnn-ae any more
     assert "Loading <b>natural-cnn-ae</b>" in panel.summary.text()
     assert panel.table.rowCount() == 0 and "mnist-cnn-ae" not in panel.summary.text()
-    assert win.info.request["network"] == "mnist-cnn-ae"  # the GUI thread did not load it
-    qtbot.waitUntil(lambda: win.info.request["network"] == "natural-cnn-ae"
+    assert win.view.info.request["network"] == "mnist-cnn-ae"  # the GUI thread did not load it
+    qtbot.waitUntil(lambda: win.view.info.request["network"] == "natural-cnn-ae"
                     and win.controller.state == "idle", timeout=60000)
     assert "<b>natural-cnn-ae</b>" in panel.summary.text() and "Loading" not in \
         panel.summary.text()
-    assert panel.table.rowCount() == len(win.info.layers) > 0 and not panel.loading
+    assert panel.table.rowCount() == len(win.view.info.layers) > 0 and not panel.loading
 
 
 def test_a_network_that_cannot_be_lifted_leaves_the_one_before_described(
@@ -51,13 +51,13 @@ def test_a_network_that_cannot_be_lifted_leaves_the_one_before_described(
         torch.onnx.export(module, (torch.zeros(1, 1, 28, 28),), str(path), dynamo=False)
     win = make_window({"network": "mnist-cnn-ae", "max_iter": 3})
     panel = win.network_panel
-    win.open_network(str(path))
+    win.files.open_network(str(path))
     assert "Loading <b>silu.onnx</b>" in panel.summary.text()
     qtbot.waitUntil(lambda: bool(shown), timeout=60000)
     assert "computing SiLU (Swish)" in shown[-1] and "torch.cat" not in shown[-1]
     assert "computing SiLU (Swish)" in panel.problem.text()
     assert "<b>mnist-cnn-ae</b>" in panel.summary.text() and not panel.loading
-    assert panel.table.rowCount() == len(win.info.layers)
+    assert panel.table.rowCount() == len(win.view.info.layers)
 
 
 def test_a_network_no_data_fits_that_cannot_be_lifted_asks_no_data_question(
@@ -78,8 +78,8 @@ def test_a_network_no_data_fits_that_cannot_be_lifted_asks_no_data_question(
         warnings.simplefilter("ignore")
         torch.onnx.export(module, (torch.zeros(1, 3, 8, 8),), str(path), dynamo=False)
     win = make_window({"network": "mnist-cnn-ae", "max_iter": 3})
-    win.open_network(str(path))
+    win.files.open_network(str(path))
     qtbot.waitUntil(lambda: bool(shown), timeout=60000)
     assert not asked, asked
     assert "computing SiLU (Swish)" in shown[-1]
-    assert win.info.request["network"] == "mnist-cnn-ae"
+    assert win.view.info.request["network"] == "mnist-cnn-ae"

@@ -23,33 +23,33 @@ def test_circle_perceptron_reachable_by_clicks(qtbot, make_window) -> None:
     errors = len(messages.OPEN_ERRORS)
     _choose(win.network_panel.combo, "circle-perceptron")
     assert win.data_panel.values()["dataset"] == "cartoon"  # a sample the network takes
-    win.flush_changes()
-    qtbot.waitUntil(lambda: win.info.network_name == "circle-perceptron", timeout=60000)
+    win.params.flush_changes()
+    qtbot.waitUntil(lambda: win.view.info.network_name == "circle-perceptron", timeout=60000)
     wait_ready(qtbot, win)
-    assert tuple(win.info.input_shape) == (1, 64, 64) and win.info.truth.shape == (64, 64)
-    win.run()
+    assert tuple(win.view.info.input_shape) == (1, 64, 64) and win.view.info.truth.shape == (64, 64)
+    win.runner.run()
     wait_idle(qtbot, win)
     assert win.run_table.runs[-1].request["network"] == "circle-perceptron"
     # ... and the other way round: MNIST digits bring an MNIST network along
     _choose(win.data_panel.dataset, "mnist")
-    assert win.current_request()["network"] in ("mnist-cnn-ae", "mnist-perceptron-ae")
-    win.flush_changes()
-    qtbot.waitUntil(lambda: win.info.network_name != "circle-perceptron", timeout=60000)
+    assert win.params.current_request()["network"] in ("mnist-cnn-ae", "mnist-perceptron-ae")
+    win.params.flush_changes()
+    qtbot.waitUntil(lambda: win.view.info.network_name != "circle-perceptron", timeout=60000)
     wait_ready(qtbot, win)
-    assert win.info.truth.shape == (28, 28)
+    assert win.view.info.truth.shape == (28, 28)
     assert len(messages.OPEN_ERRORS) == errors  # never an error dialog
 
 
 def test_switching_network_resets_a_method_it_disables(qtbot, make_window) -> None:
     win = make_window({"network": "circle-perceptron", "dataset": "cartoon", "split": "disc",
                        "method": "pdhg", "max_iter": 5})
-    assert len(win.info.layers) == 1 and win.current_request()["method"] == "pdhg"
+    assert len(win.view.info.layers) == 1 and win.params.current_request()["method"] == "pdhg"
     _choose(win.network_panel.combo, "mnist-cnn-ae")
-    win.flush_changes()
-    qtbot.waitUntil(lambda: win.info.network_name == "mnist-cnn-ae", timeout=60000)
+    win.params.flush_changes()
+    qtbot.waitUntil(lambda: win.view.info.network_name == "mnist-cnn-ae", timeout=60000)
     wait_ready(qtbot, win)
-    assert win.current_request()["method"] == "joint"
-    win.run()
+    assert win.params.current_request()["method"] == "joint"
+    win.runner.run()
     wait_idle(qtbot, win)
     assert win.run_table.runs[-1].request["method"] == "joint"
 
@@ -59,12 +59,12 @@ def test_runs_table_has_a_network_column_and_shows_a_run_with_its_own_truth(
     from lbi_gui.widgets.run_table import COLUMNS
 
     win = make_window({"max_iter": 5})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win)
     mnist_run = win.run_table.runs[-1]
     _choose(win.network_panel.combo, "circle-perceptron")
-    win.flush_changes()
-    qtbot.waitUntil(lambda: win.info.network_name == "circle-perceptron", timeout=60000)
+    win.params.flush_changes()
+    qtbot.waitUntil(lambda: win.view.info.network_name == "circle-perceptron", timeout=60000)
     wait_ready(qtbot, win)
     col = COLUMNS.index("network")
     networks = {win.run_table.table.item(r, col).text()

@@ -36,19 +36,19 @@ def test_refused_dataset_keeps_the_users_network(qtbot, make_window, tmp_path) -
     win = make_window({"network": "circle-perceptron", "dataset": "cartoon", "split": "squares",
                        "index": 3, "max_iter": 5})
     path = _own_network(tmp_path)
-    win.open_network(path)
-    qtbot.waitUntil(lambda: win.info.request.get("network") == path, timeout=60000)
+    win.files.open_network(path)
+    qtbot.waitUntil(lambda: win.view.info.request.get("network") == path, timeout=60000)
     wait_ready(qtbot, win)
     panel = win.data_panel
     splits_before = [panel.split.itemData(i) for i in range(panel.split.count())]
     errors = len(messages.OPEN_ERRORS)
     _choose(panel.dataset, "mnist")  # 28×28 digits into a 64×64 network
-    win.flush_changes()
+    win.params.flush_changes()
     qtbot.waitUntil(lambda: len(messages.OPEN_ERRORS) > errors, timeout=10000)
     box = messages.OPEN_ERRORS[-1]
     assert "do not fit" in box.text() and "64×64" in box.informativeText(), box.informativeText()
     box.close()
-    req = win.current_request()
+    req = win.params.current_request()
     assert req["network"] == path  # was replaced by circle-perceptron's zoo sibling
     assert win.network_panel.values()["network"] == path
     assert (req["dataset"], req["split"], req["index"]) == ("cartoon", "squares", 3)
@@ -58,4 +58,4 @@ def test_refused_dataset_keeps_the_users_network(qtbot, make_window, tmp_path) -
     selected = [it.text() for it in panel.thumbs.selectedItems()]
     assert selected == ["3"]
     wait_ready(qtbot, win)
-    assert win.info.request["network"] == path
+    assert win.view.info.request["network"] == path

@@ -20,12 +20,12 @@ def test_a_flat_capped_result_says_so_in_the_status_and_the_row(qtbot, fake_engi
     win = make_window({"network": "fake-net", "max_iter": 20, "alpha": 0.01})
     messages: list[str] = []
     win.statusBar().messageChanged.connect(messages.append)
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win)
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 1)
     # 1 − 0.99^20 = 18 % of the truth's contrast: flat; and it ran into max_iter
-    assert win.status_reason.text() == "⚠ flat: max_iterations"
-    tip = win.status_reason.toolTip()
+    assert win.status.reason.text() == "⚠ flat: max_iterations"
+    tip = win.status.reason.toolTip()
     assert "flat result: 18% of the ground truth's contrast" in tip and "smaller α" in tip
     assert "iteration cap (20)" in tip and "raise Max iterations" in tip
     assert _check_cell(win, 1) == "flat; iteration cap"
@@ -35,8 +35,8 @@ def test_a_flat_capped_result_says_so_in_the_status_and_the_row(qtbot, fake_engi
 def test_a_faithful_result_is_not_called_flat(qtbot, fake_engine, make_window) -> None:
     fake_engine()
     win = make_window({"network": "fake-net", "max_iter": 400, "alpha": 0.01})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win)
     qtbot.waitUntil(lambda: len(win.run_table.runs) == 1)
     assert _check_cell(win, 1) == "iteration cap"  # 98 % of the contrast: not flat
-    assert win.status_reason.text() == "⚠ iteration cap: max_iterations"
+    assert win.status.reason.text() == "⚠ iteration cap: max_iterations"

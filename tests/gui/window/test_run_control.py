@@ -12,9 +12,9 @@ LONG = {"max_iter": 100000, "tol": 0.0, "report_every": 5}
 
 def test_stop_mid_run_is_prompt_and_discards(qtbot, make_window) -> None:
     win = make_window(LONG)
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 20)
-    win.stop()
+    win.runner.stop()
     wait_idle(qtbot, win, timeout=10000)  # latency: test_cancel_latency.py (-m timing)
     assert win.run_table.runs == []
     assert win.image_grid.iterate is not None  # the last iterate stays on screen
@@ -23,25 +23,25 @@ def test_stop_mid_run_is_prompt_and_discards(qtbot, make_window) -> None:
 
 def test_pause_and_resume(qtbot, make_window) -> None:
     win = make_window(LONG)
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 10)
-    win.toggle_pause()
+    win.runner.toggle_pause()
     qtbot.wait(300)
     k = win.controller.curves.last_iteration
     qtbot.wait(500)
     assert win.controller.curves.last_iteration == k
-    assert win.status_state.text() == "Paused"
-    win.toggle_pause()
+    assert win.status.state.text() == "Paused"
+    win.runner.toggle_pause()
     wait_iterations(qtbot, win, k + 20)
-    win.finish_now()
+    win.runner.finish_now()
     wait_idle(qtbot, win)
     assert win.run_table.runs[-1].stop_reason == "finished by user"
 
 
 def test_alpha_method_and_noise_changes_restart_warm(qtbot, make_window) -> None:
     win = make_window(LONG)
-    delta_before = win.info.delta
-    win.run()
+    delta_before = win.view.info.delta
+    win.runner.run()
     wait_iterations(qtbot, win, 20)
     win.reg_panel.alpha.spin.setValue(0.02)  # as a user types it: switches Auto α off
     qtbot.waitUntil(lambda: len(win.controller.curves.restarts) == 1, timeout=20000)
@@ -55,8 +55,8 @@ def test_alpha_method_and_noise_changes_restart_warm(qtbot, make_window) -> None
     win.noise_panel.std.setValue(0.2)
     win.noise_panel._emit("noise_std")
     qtbot.waitUntil(lambda: len(win.controller.curves.restarts) == 3, timeout=20000)
-    qtbot.waitUntil(lambda: win.info.delta != delta_before, timeout=20000)
-    win.finish_now()
+    qtbot.waitUntil(lambda: win.view.info.delta != delta_before, timeout=20000)
+    win.runner.finish_now()
     wait_idle(qtbot, win)
     store = win.controller.curves
     its = store.arrays()["iteration"]

@@ -79,7 +79,7 @@ def test_edit_filter_and_export_notes(qtbot, two_runs, tmp_path) -> None:
     assert _shown_ids(table) == [1, 2]
 
     out = tmp_path / "runs.csv"
-    assert win.export_runs_table(str(out))
+    assert win.exports.export_runs_table(str(out))
     rows = list(csv.DictReader(out.open(newline="")))
     assert {int(r["run"]): r["notes"] for r in rows} == {1: "#baseline good start",
                                                          2: "#tuned, too smooth"}
@@ -90,13 +90,13 @@ def test_notes_survive_a_session_and_mark_it_unsaved(qtbot, two_runs, make_windo
     win = two_runs
     path = tmp_path / "notes.lbisession"
     _type_note(qtbot, win.run_table, 1, "#baseline first try")
-    assert win.save_session_to(str(path))
-    assert win.unsaved_runs() == []
+    assert win.files.save_session_to(str(path))
+    assert win.model.runs.unsaved() == []
     _type_note(qtbot, win.run_table, 2, "#later")  # edited after the save
-    assert [r.run_id for r in win.unsaved_runs()] == [2]
+    assert [r.run_id for r in win.model.runs.unsaved()] == [2]
 
     fresh = make_window({"network": "fake-net"})
-    assert fresh.open_session(str(path))
+    assert fresh.files.open_session(str(path))
     notes = {r.run_id: r.notes for r in fresh.run_table.runs}
     assert notes == {1: "#baseline first try", 2: ""}
     fresh.run_table.filter.setText("#baseline")
@@ -117,16 +117,16 @@ def test_old_session_without_notes_opens_and_bad_notes_are_refused(
     win = two_runs
     _type_note(qtbot, win.run_table, 1, "#baseline")
     saved = tmp_path / "new.lbisession"
-    assert win.save_session_to(str(saved))
+    assert win.files.save_session_to(str(saved))
     old = tmp_path / "old.lbisession"
     _rewrite_runs(saved, old, lambda run: run.pop("notes"))  # as written before notes
     with zipfile.ZipFile(old) as zf:
         assert all("notes" not in run for run in json.loads(zf.read("session.json"))["runs"])
     fresh = make_window({"network": "fake-net"})
-    assert fresh.open_session(str(old))
+    assert fresh.files.open_session(str(old))
     assert [(r.run_id, r.notes) for r in fresh.run_table.runs] == [(1, ""), (2, "")]
     out = tmp_path / "old.csv"
-    assert fresh.export_runs_table(str(out))
+    assert fresh.exports.export_runs_table(str(out))
     assert [r["notes"] for r in csv.DictReader(out.open(newline=""))] == ["", ""]
 
     bad = tmp_path / "bad.lbisession"

@@ -12,17 +12,17 @@ def test_run_during_a_run_asks_first(qtbot, fake_engine, make_window, monkeypatc
     win = make_window({"network": "fake-net", "max_iter": 100000, "tol": 0.0})
     answers: list[bool] = []
     monkeypatch.setattr("lbi_gui.window.run.confirm", lambda *a, **k: answers.pop(0))
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 5)
     first = win.controller._active_run
     answers.append(False)
-    win.run()  # "no": the running run goes on
+    win.runner.run()  # "no": the running run goes on
     assert win.controller.running and win.controller._active_run == first and not answers
     answers.append(True)
-    win.run()  # "yes": a new run replaces it
+    win.runner.run()  # "yes": a new run replaces it
     assert win.controller._active_run == first + 1
     wait_iterations(qtbot, win, 5)  # the new run has started (curves restart at 0)
-    win.stop()
+    win.runner.stop()
     wait_idle(qtbot, win)
 
 
@@ -54,18 +54,18 @@ def test_shortcuts_work_while_a_number_field_has_focus(qtbot, fake_engine, make_
 def test_parameter_change_marks_the_shown_result_stale(qtbot, fake_engine, make_window) -> None:
     fake_engine()
     win = make_window({"network": "fake-net", "max_iter": 30})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win)
-    win.refresh_stale()
+    win.runner.refresh_stale()
     assert not win.image_grid.stale and not win.curves.stale  # its own parameters: current
     win.reg_panel.alpha.setValue(0.05)
     win.reg_panel._user_alpha()  # what moving the slider does: Auto α off, the user's α
-    win.flush_changes()
+    win.params.flush_changes()
     assert win.image_grid.stale and win.curves.stale and win.curves.stale_banner.isVisibleTo(win)
     assert "α" in win.curves.stale_banner.text() and "#1" in win.curves.stale_banner.text()
-    assert win.status_reason.text().startswith("stale")
+    assert win.status.reason.text().startswith("stale")
     assert win.image_grid.items["iterate"].opacity() < 1
-    win.run()  # a new run with these parameters is current again
+    win.runner.run()  # a new run with these parameters is current again
     wait_idle(qtbot, win)
     assert not win.image_grid.stale and not win.curves.stale
     assert win.image_grid.items["iterate"].opacity() == 1

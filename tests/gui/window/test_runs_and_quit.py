@@ -24,7 +24,7 @@ def test_filter_sort_delete_and_export_the_table(qtbot, two_runs, tmp_path) -> N
     table.table.sortByColumn(COLUMNS.index("alpha"), QtCore.Qt.SortOrder.DescendingOrder)
     assert table.table.item(0, COLUMNS.index("method")).text() == "landweber"
     out = tmp_path / "runs.csv"
-    assert win.export_runs_table(str(out))
+    assert win.exports.export_runs_table(str(out))
     rows = list(csv.DictReader(out.open()))
     assert [r["method"] for r in rows] == ["landweber", "joint"]  # the table's order
     assert rows[0]["network"] == "fake-net" and float(rows[1]["alpha"]) == pytest.approx(0.01)
@@ -36,26 +36,26 @@ def test_filter_sort_delete_and_export_the_table(qtbot, two_runs, tmp_path) -> N
 
 def test_load_these_parameters(qtbot, two_runs) -> None:
     win = two_runs
-    assert win.current_request()["method"] == "landweber"
+    assert win.params.current_request()["method"] == "landweber"
     win.run_table.select_ids([1])
     win.run_table.load.click()
-    req = win.current_request()
+    req = win.params.current_request()
     assert req["method"] == "joint" and req["alpha"] == pytest.approx(0.01)
     # run #2 is still on screen, and these are not its parameters: marked stale
-    assert win.shown_result.run_id == 2 and win.image_grid.stale
+    assert win.view.shown_result.run_id == 2 and win.image_grid.stale
 
 
 def test_quit_asks_about_unsaved_runs(qtbot, two_runs, monkeypatch, tmp_path) -> None:
     win = two_runs
-    win.confirm_quit = True
+    win.files.confirm_quit = True
     answers = ["cancel"]
     monkeypatch.setattr("lbi_gui.dialogs.messages.ask_unsaved_runs",
                         lambda parent, n, **kw: (asked.append(n), answers.pop(0))[1])
     asked: list[int] = []
     win.close()
     assert asked == [2] and win.isVisible()  # cancelled: the window stays
-    assert win.save_session_to(str(tmp_path / "s.lbisession"))
-    assert win.unsaved_runs() == []
+    assert win.files.save_session_to(str(tmp_path / "s.lbisession"))
+    assert win.model.runs.unsaved() == []
     win.close()  # everything saved: no question
     assert asked == [2] and not win.isVisible()
 
@@ -72,7 +72,7 @@ def test_run_all_shows_progress_per_method_and_cancels(qtbot, fake_engine,
     qtbot.waitUntil(lambda: win.controller.running, timeout=5000)
     total = seen[0][1]
     assert seen[0][0] == 1 and total >= 3
-    assert win.status_state.text().endswith(f"Run all 1/{total}: Joint (all layers)")
+    assert win.status.state.text().endswith(f"Run all 1/{total}: Joint (all layers)")
     assert win.run_table.run_all.text() == "Cancel all"
     qtbot.waitUntil(lambda: len(seen) >= 2, timeout=30000)  # the first method finished
     assert seen[1][:2] == (2, total)
@@ -119,16 +119,16 @@ def test_recent_networks_and_images(qtbot, fake_engine, make_window, tmp_path) -
     fake_engine()
     win = make_window({"network": "fake-net"})
     net = str(tmp_path / "mine.onnx")  # the fake engine "loads" any name
-    win.open_network(net)
-    qtbot.waitUntil(lambda: win.info.request.get("network") == net, timeout=10000)
+    win.files.open_network(net)
+    qtbot.waitUntil(lambda: win.view.info.request.get("network") == net, timeout=10000)
     truth = tmp_path / "x.npy"
     np.save(truth, np.zeros((16, 16), dtype=np.float32))
-    win.open_data_file("image", str(truth))
-    qtbot.waitUntil(lambda: win.info.request.get("truth") == str(truth), timeout=10000)
+    win.files.open_data_file("image", str(truth))
+    qtbot.waitUntil(lambda: win.view.info.request.get("truth") == str(truth), timeout=10000)
     assert recent_files("networks") == [net] and recent_files("images") == [str(truth)]
     actions = {a.text(): a for a in win.actions_.recent_menu.actions() if a.data()}
     assert {"mine.onnx", "x.npy"} <= set(actions)
     win.data_panel.use_dataset.click()
-    win.flush_changes()
+    win.params.flush_changes()
     actions["x.npy"].trigger()  # opens it again
-    assert win.current_request()["truth"] == str(truth)
+    assert win.params.current_request()["truth"] == str(truth)

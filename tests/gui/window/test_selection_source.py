@@ -16,7 +16,8 @@ def test_a_model_change_is_shown_by_the_panels(qtbot, fake_engine, make_window) 
     assert win.reg_panel.per_layer.isEnabled()
     win.model.selection.update({"method": "joint"})
     assert not win.reg_panel.per_layer.isEnabled()
-    assert win.current_request()["seed"] == 7 and win.current_request()["method"] == "joint"
+    request = win.params.current_request()
+    assert request["seed"] == 7 and request["method"] == "joint"
 
 
 def test_an_edit_reaches_the_model_at_once_and_the_widgets_are_not_read(
@@ -31,7 +32,7 @@ def test_an_edit_reaches_the_model_at_once_and_the_widgets_are_not_read(
     # a widget changed behind the model's back is not the request: the model is
     with QtCore.QSignalBlocker(win.noise_panel.seed):
         win.noise_panel.seed.setValue(11)
-    assert win.current_request()["seed"] == 9
+    assert win.params.current_request()["seed"] == 9
 
 
 def test_what_a_panel_normalises_flows_back_into_the_model(qtbot, fake_engine,
@@ -41,8 +42,8 @@ def test_what_a_panel_normalises_flows_back_into_the_model(qtbot, fake_engine,
     # a session's JSON gives a list; the panel holds a shape, and the model takes its tuple
     win.model.selection.update({"input_shape": [1, 8, 8]})
     assert win.network_panel.shape_edit.text() == "1,8,8"
-    assert win.current_request()["input_shape"] == (1, 8, 8)
+    assert win.params.current_request()["input_shape"] == (1, 8, 8)
     # a field without a widget stays in the model through panel edits
-    win.set_request({"time_budget": 12.5})
+    win.params.set_request({"time_budget": 12.5})
     win.noise_panel.seed.setValue(3)
-    assert win.current_request()["time_budget"] == 12.5
+    assert win.params.current_request()["time_budget"] == 12.5

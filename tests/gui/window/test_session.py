@@ -13,7 +13,7 @@ from tests.gui.conftest import wait_idle, wait_ready
 
 
 def _state(win):
-    return {"request": win.current_request(),
+    return {"request": win.params.current_request(),
             "rows": [r.table_row() for r in win.run_table.runs],
             "curves": win.controller.curves.arrays(),
             "restarts": win.controller.curves.restarts,
@@ -24,19 +24,19 @@ def _state(win):
 def test_session_round_trip_in_a_fresh_window(qtbot, make_window, tmp_path) -> None:
     win = make_window({"max_iter": 80, "index": 5, "noise_std": 0.08, "seed": 4})
     win.reg_panel.c_factor.setValue(0.3)
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     win.solver_panel.switch.click()
-    win.flush_changes()
-    win.run()
+    win.params.flush_changes()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     win.image_grid.set_levels((0.05, 0.95))
     path = tmp_path / "study.lbisession"
-    assert win.save_session_to(str(path))
+    assert win.files.save_session_to(str(path))
     before = _state(win)
 
     fresh = make_window()
-    assert fresh.open_session(str(path))
+    assert fresh.files.open_session(str(path))
     wait_ready(qtbot, fresh)
     after = _state(fresh)
     assert after["request"] == before["request"]
@@ -47,11 +47,11 @@ def test_session_round_trip_in_a_fresh_window(qtbot, make_window, tmp_path) -> N
     np.testing.assert_array_equal(after["shown"], before["shown"])
     assert after["levels"] == pytest.approx(before["levels"])
     assert after["c"] == pytest.approx(0.3)
-    assert fresh.info.request["index"] == 5  # the data was prepared again from the session
+    assert fresh.view.info.request["index"] == 5  # the data was prepared again from the session
     for a, b in zip(win.run_table.runs, fresh.run_table.runs, strict=True):
         np.testing.assert_array_equal(a.x_raw, b.x_raw)
     # a new run continues the numbering instead of clashing with loaded runs
-    fresh.run()
+    fresh.runner.run()
     wait_idle(qtbot, fresh, timeout=120000)
     assert fresh.run_table.runs[-1].run_id == 3
 
@@ -74,15 +74,15 @@ def _bad_files(tmp_path, good):
 
 def test_bad_session_files_are_refused_and_change_nothing(qtbot, make_window, tmp_path) -> None:
     win = make_window({"max_iter": 30, "alpha": 0.02})
-    win.run()
+    win.runner.run()
     wait_idle(qtbot, win, timeout=120000)
     good = tmp_path / "good.lbisession"
-    assert win.save_session_to(str(good))
+    assert win.files.save_session_to(str(good))
     win.reg_panel.alpha.setValue(0.05)
     before = _state(win)
     for name, path in _bad_files(tmp_path, good).items():
         n = len(messages.OPEN_ERRORS)
-        assert not win.open_session(str(path)), name
+        assert not win.files.open_session(str(path)), name
         assert len(messages.OPEN_ERRORS) == n + 1, name
         box = messages.OPEN_ERRORS[-1]
         text = box.informativeText()
@@ -93,7 +93,7 @@ def test_bad_session_files_are_refused_and_change_nothing(qtbot, make_window, tm
         assert _state(win)["request"] == before["request"]
         assert len(win.run_table.runs) == 1
     assert good.exists()  # nothing was overwritten
-    win.run()  # still usable
+    win.runner.run()  # still usable
     wait_idle(qtbot, win, timeout=120000)
     assert len(win.run_table.runs) == 2
 
@@ -107,5 +107,5 @@ def test_saving_over_an_existing_session_asks(qtbot, make_window, tmp_path,
     path.write_bytes(b"keep me")
     monkeypatch.setattr(QtWidgets.QMessageBox, "question",
                         lambda *a, **k: QtWidgets.QMessageBox.StandardButton.No)
-    assert not win.save_session_to(str(path))
+    assert not win.files.save_session_to(str(path))
     assert path.read_bytes() == b"keep me"

@@ -30,7 +30,7 @@ def _focus_window(win: Any) -> None:
 
 def _iteration_shown(win: Any) -> int:
     """k from the status line ("k = 35" or "k = 35 (layer 1/2)")."""
-    return int(win.status_iter.text().split("=")[1].split()[0])
+    return int(win.status.iteration.text().split("=")[1].split()[0])
 
 
 def test_space_pauses_and_resumes_a_run_and_is_inert_when_idle(qtbot, make_window) -> None:
@@ -42,22 +42,22 @@ def test_space_pauses_and_resumes_a_run_and_is_inert_when_idle(qtbot, make_windo
     qtbot.keyClick(win, Key.Key_Space)
     qtbot.wait(300)
     assert not pause.isEnabled() and not win.actions_.stop.isEnabled()
-    assert win.status_state.text() == "Ready" and win.run_table.runs == []
+    assert win.status.state.text() == "Ready" and win.run_table.runs == []
     qtbot.keyClick(win, Key.Key_R, CTRL)
     wait_iterations(qtbot, win, 10)
     assert pause.isEnabled() and pause.text() == "Pause"
     qtbot.keyClick(win, Key.Key_Space)
-    qtbot.waitUntil(lambda: win.status_state.text() == "Paused", timeout=5000)
+    qtbot.waitUntil(lambda: win.status.state.text() == "Paused", timeout=5000)
     assert pause.text() == "Resume"
     qtbot.wait(300)  # an update already on its way may still arrive
     k = _iteration_shown(win)
     qtbot.wait(600)
     assert _iteration_shown(win) == k  # paused: no iteration is shown any more
     qtbot.keyClick(win, Key.Key_Space)
-    qtbot.waitUntil(lambda: win.status_state.text() == "Running", timeout=5000)
+    qtbot.waitUntil(lambda: win.status.state.text() == "Running", timeout=5000)
     assert pause.text() == "Pause"
     qtbot.waitUntil(lambda: _iteration_shown(win) >= k + 20, timeout=30000)
-    win.finish_now()
+    win.runner.finish_now()
     wait_idle(qtbot, win)
     assert len(win.run_table.runs) == 1  # paused and resumed: still the one run
     assert win.run_table.runs[0].stop_reason == "finished by user"
@@ -90,18 +90,18 @@ def test_dragging_the_alpha_slider_sets_alpha_and_warm_restarts_once(qtbot,
     win = make_window(LONG)
     control = win.reg_panel.alpha
     slider = control.slider
-    alpha0 = win.current_request()["alpha"]
+    alpha0 = win.params.current_request()["alpha"]
     # idle: the drag sets α (shown in the spin box, taken by the next request), no run starts
     before = slider.value()
     _drag_slider(qtbot, slider, -slider.width() // 8)
     assert slider.value() < before
     assert control.spin.value() == pytest.approx(_alpha_at(slider.value()))
-    assert win.current_request()["alpha"] == pytest.approx(_alpha_at(slider.value()))
+    assert win.params.current_request()["alpha"] == pytest.approx(_alpha_at(slider.value()))
     qtbot.wait(400)  # past the debounce: a change while idle starts nothing
     assert not win.actions_.stop.isEnabled() and win.run_table.runs == []
-    assert win.current_request()["alpha"] != alpha0
+    assert win.params.current_request()["alpha"] != alpha0
     # during a run: one drag (many moves) is one warm restart of the same run
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 20)
     _drag_slider(qtbot, slider, slider.width() // 5)
     alpha = _alpha_at(slider.value())
@@ -115,7 +115,7 @@ def test_dragging_the_alpha_slider_sets_alpha_and_warm_restarts_once(qtbot,
     assert k_restart >= 20  # the iteration count goes on: warm, not a fresh start
     qtbot.waitUntil(lambda: _iteration_shown(win) >= k_restart + 10, timeout=30000)
     assert len(win.curves.restart_lines) == plots  # debounced: still exactly one restart
-    win.finish_now()
+    win.runner.finish_now()
     wait_idle(qtbot, win)
     assert len(win.run_table.runs) == 1
     run = win.run_table.runs[0]
@@ -126,7 +126,7 @@ def test_dragging_the_alpha_slider_sets_alpha_and_warm_restarts_once(qtbot,
 def test_ctrl_q_during_a_run_closes_cleanly_and_ends_the_solver(qtbot, make_window,
                                                                qtlog) -> None:
     win = make_window(LONG)
-    win.run()
+    win.runner.run()
     wait_iterations(qtbot, win, 20)
     assert win.actions_.quit.shortcut() == QtGui.QKeySequence("Ctrl+Q")
     thread = win.controller.thread

@@ -50,7 +50,7 @@ def test_drop_a_network_file(qtbot, make_window, tmp_path) -> None:
                              QtCore.Qt.MouseButton.LeftButton,
                              QtCore.Qt.KeyboardModifier.NoModifier)
     win.dropEvent(event)
-    qtbot.waitUntil(lambda: win.info.request["network"] == str(path), timeout=30000)
+    qtbot.waitUntil(lambda: win.view.info.request["network"] == str(path), timeout=30000)
     assert win.network_panel.table.rowCount() == 1
     assert last_dir("network") == str(tmp_path)
 
@@ -58,7 +58,7 @@ def test_drop_a_network_file(qtbot, make_window, tmp_path) -> None:
 def test_recent_sessions_and_layout_are_remembered(qtbot, make_window, tmp_path) -> None:
     win = make_window()
     path = tmp_path / "remember.lbisession"
-    assert win.save_session_to(str(path))
+    assert win.files.save_session_to(str(path))
     assert recent_files()[0] == str(path.resolve())
     entries = [a for a in win.actions_.recent_menu.actions() if a.data()]  # not the headers
     assert entries[0].text() == path.name and entries[0].data() == "sessions"

@@ -14,7 +14,7 @@ def test_a_three_pixel_image_is_refused_in_one_dialog(qtbot, make_window, tmp_pa
     tiny = tmp_path / "tiny.png"
     Image.fromarray(np.full((3, 3, 3), 200, dtype=np.uint8), "RGB").save(tiny)
     errors = len(messages.OPEN_ERRORS)
-    win.open_data_file("image", str(tiny))
+    win.files.open_data_file("image", str(tiny))
     qtbot.waitUntil(lambda: len(messages.OPEN_ERRORS) > errors, timeout=60000)
     assert len(messages.OPEN_ERRORS) == errors + 1
     box = messages.OPEN_ERRORS[-1]
@@ -22,4 +22,5 @@ def test_a_three_pixel_image_is_refused_in_one_dialog(qtbot, make_window, tmp_pa
     assert "tiny.png" in text and "3 x 3 pixels" in text and "at least 8 pixels" in text
     box.close()
     qtbot.waitUntil(lambda: win.controller.state == "idle", timeout=60000)
-    assert win.current_request()["image"] is None and win.info.request["dataset"] == "mnist"
+    assert win.params.current_request()["image"] is None
+    assert win.view.info.request["dataset"] == "mnist"

@@ -94,5 +94,5 @@ def test_aux_strip_runs_table_and_curves_keep_usable_sizes(qtbot, window_1280) -
 def test_a_run_raises_the_curves_over_the_inputs(qtbot, window_1280) -> None:
     win = window_1280
     assert win.docks["curves"].visibleRegion().isEmpty()  # the data tab is up at start
-    win.run()
+    win.runner.run()
     qtbot.waitUntil(lambda: not win.docks["curves"].visibleRegion().isEmpty(), timeout=5000)
