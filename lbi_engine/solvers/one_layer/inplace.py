@@ -239,6 +239,7 @@ class OnePassGradient:
                  bounds: tuple[float, float], xf: list[Tensor], dxf: list[Tensor],
                  tau_x: float) -> None:
         self._w = weight.detach().numpy()
+        self._dtype = weight.dtype
         dtype = self._w.dtype
         self._b = (np.zeros(weight.shape[0], dtype=dtype) if bias is None
                    else bias.detach().numpy())
@@ -254,7 +255,11 @@ class OnePassGradient:
 
     def __call__(self, cur: int, data: Tensor) -> None:
         if data is not self._data:  # the flat view of the data, made once per tensor
-            self._data, self._d = data, data.detach().reshape(self._shape).contiguous().numpy()
+            # a view of contiguous data of W's dtype; other data is copied afresh each step
+            # (it may change in place between steps, which a kept copy would miss)
+            view = data.is_contiguous() and data.dtype == self._dtype
+            self._data = data if view else None
+            self._d = data.detach().reshape(self._shape).to(self._dtype).contiguous().numpy()
         self._kernel(self._w, self._b, self._x[cur], self._d, self._out[cur], self._k)
 
 

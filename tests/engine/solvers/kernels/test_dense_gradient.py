@@ -138,6 +138,33 @@ def test_the_block_takes_it_only_where_it_applies(monkeypatch: pytest.MonkeyPatc
     assert _block(_problem(2, torch.float64))._one_pass is None
 
 
+def test_data_changed_in_place_is_read_each_step_strided_or_not() -> None:
+    w, b, x, data = _arrays(9, 12, 2, torch.float64, seed=4)
+    slots = [x.clone(), x.clone()]
+    steps = [torch.zeros_like(x), torch.zeros_like(x)]
+    plan = inplace.one_pass_plan(_problem(2, torch.float64).network.layers[0].activation,
+                                 _dense(w, b), slots, steps, 0.5)
+    assert plan is not None
+    wide = torch.zeros(2, 9, 2, dtype=torch.float64)  # data[..., 0]: a strided view
+    for given in (data.clone(), wide[..., 0]):
+        given.copy_(data)
+        for k in range(3):  # the same tensor, changed in place between steps
+            plan(k % 2, given)
+            expected = _reference(w, b, slots[k % 2], given, -0.5, 0.0, math.inf)
+            torch.testing.assert_close(steps[1 - k % 2], expected, rtol=0, atol=1e-13)
+            given.mul_(0.5)
+
+
+def _dense(w: torch.Tensor, b: torch.Tensor) -> object:
+    """A Linear map on flat input holding w and b (what dense_matrix recognises)."""
+    module = nn.Linear(w.shape[1], w.shape[0]).to(torch.float64)
+    with torch.no_grad():
+        module.weight.copy_(w)
+        module.bias.copy_(b)
+    net = LiftedNetwork.from_module(nn.Sequential(module, nn.ReLU()), (w.shape[1],))
+    return net.layers[0].affine
+
+
 def _run(problem: InversionProblem, iterations: int) -> object:
     return final(solve(problem, "pdhg", stop=StopRule(max_iter=iterations, tol=0),
                        options={"steps": "balanced"}))
