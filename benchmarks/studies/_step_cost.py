@@ -8,7 +8,7 @@ record's objective, and each layer's products.
 
 ``one_layer_step_cost``: the Condat–Vũ iteration of method pdhg (``--steps balanced``)
 against one W x plus one W^T r, ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 python -m
-benchmarks.studies._step_cost`` (benchmarks/RESULTS.md, "one-layer step cost")."""
+benchmarks.studies._step_cost [THREADS]`` (benchmarks/RESULTS.md, "one-layer step cost")."""
 
 from __future__ import annotations
 
@@ -106,17 +106,20 @@ def _as_csr(state: Any) -> Any:
 
 
 
-def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> list[str]:
+def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40,
+                        threads: int = 1) -> list[str]:
     """The Condat–Vũ iteration of method pdhg (``--steps balanced``; circle problem, W
-    512x4096, float32, one torch thread) against the floor of one W x plus one W^T r, in the
-    same rounds: the whole iteration as a run takes it (``driver.iterate`` on the method that
-    ``run_pdhg`` drives, monitor included; records, not solver time, are not), the same
-    with the changes computed every step (as before the records took them over), that with
-    x's slots where the allocator puts them too (as before they were placed half a page from
-    W: no 4K aliasing in W^T r), and the block's step alone. CPU time of this process
-    (``time.process_time``: other processes' load does not enter, their cache traffic does);
-    ratio = median over rounds of (time per iteration) / (floor time per call), the jobs'
-    order rotated from round to round; 'fastest' = fastest round / fastest floor round."""
+    512x4096, float32, ``threads`` torch threads) against the floor of one W x plus one W^T r,
+    in the same rounds: the whole iteration as a run takes it (``driver.iterate`` on the
+    method that ``run_pdhg`` drives, monitor included; records, not solver time, are not), the
+    same with W's two products as BLAS calls (before the one-pass gradient,
+    ``kernels.dense_gradient``), that with the changes computed every step (as before the
+    records took them over), that with x's slots where the allocator puts them too (as before
+    they were placed half a page from W: no 4K aliasing in W^T r), and the block's step alone.
+    One thread: CPU time of this process (``time.process_time``: other processes' load does
+    not enter, their cache traffic does); more: wall time. Ratio = median over rounds of (time
+    per iteration) / (floor time per call), the jobs' order rotated from round to round;
+    'fastest' = fastest round / fastest floor round."""
     from benchmarks.problems import circle
     from benchmarks.suite.bench_iteration import _strip_truth
     from lbi_engine.settings.solver import SolverOptions
@@ -127,7 +130,8 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
     from lbi_engine.solvers.one_layer.method import OneLayer, make_block
     from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
+    clock = time.process_time if threads == 1 else time.perf_counter
     case = circle(batch)
     problem = _strip_truth(case.problem)
     options = SolverOptions.from_dict({"steps": "balanced"})
@@ -146,11 +150,14 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
         return run
 
     current = OneLayer(block(), problem, None)
-    with mock.patch.object(PrimalDualBlock, "step_noting_changes", PrimalDualBlock.step):
-        eager = OneLayer(block(), problem, None)  # its changes every step
-        with mock.patch.object(_primal_dual, "_off_the_page_of",
-                               lambda weight, shape, dtype, *_: torch.zeros(shape, dtype=dtype)):
-            before = OneLayer(block(), problem, None)  # and its slots where they fall
+    with mock.patch.object(_primal_dual, "one_pass_plan", lambda *args: None):
+        blas = OneLayer(block(), problem, None)  # W's products as two BLAS calls
+        with mock.patch.object(PrimalDualBlock, "step_noting_changes", PrimalDualBlock.step):
+            eager = OneLayer(block(), problem, None)  # and its changes every step
+            with mock.patch.object(_primal_dual, "_off_the_page_of",
+                                   lambda weight, shape, dtype, *_: torch.zeros(shape,
+                                                                                dtype=dtype)):
+                before = OneLayer(block(), problem, None)  # and its slots where they fall
     alone, data = block(), case.problem.y_delta
     monitor = RunMonitor(problem, "pdhg", stop, None, 10**9)
 
@@ -163,9 +170,9 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
             case.floor()
 
     jobs = {"whole iteration (run loop)": loop(current),
-            "whole iteration, changes computed every step": loop(eager),
-            "whole iteration as before (changes every step, slots where they fall)":
-                loop(before),
+            "whole iteration, W's products as two BLAS calls": loop(blas),
+            "that, changes computed every step": loop(eager),
+            "that, slots where they fall (the step after the second pass)": loop(before),
             "block step alone (changes every step)": step, "floor": floor}
     times: dict[str, list[float]] = {k: [] for k in jobs}
     with torch.no_grad():
@@ -174,15 +181,16 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
         order = list(jobs)
         for k in range(rounds):
             for name in order[k % len(order):] + order[:k % len(order)]:  # each first in turn
-                t0 = time.process_time()
+                t0 = clock()
                 jobs[name]()
-                times[name].append((time.process_time() - t0) / chunk)
+                times[name].append((clock() - t0) / chunk)
     base = times.pop("floor")
     path = "fused" if getattr(current.block, "_fused", None) is not None else "torch"
-    lines = [f"circle, batch {batch}, {type(current.block).__name__} ({path} TV path); floor "
-             f"{statistics.median(base) * 1e3:.3f} ms CPU",
-             "| timed | CPU ms per iteration (median) | / floor (median of rounds) | fastest |",
-             "|---|---:|---:|---:|"]
+    kind = "CPU" if threads == 1 else "wall"
+    lines = [f"circle, batch {batch}, {threads} thread(s), {type(current.block).__name__} "
+             f"({path} TV path); floor {statistics.median(base) * 1e3:.3f} ms {kind}",
+             f"| timed | {kind} ms per iteration (median) | / floor (median of rounds) | "
+             "fastest |", "|---|---:|---:|---:|"]
     for name, row in times.items():
         ratio = statistics.median(s / f for s, f in zip(row, base, strict=True))
         lines.append(f"| {name} | {statistics.median(row) * 1e3:.3f} | {ratio:.3f} | "
@@ -192,4 +200,6 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
 
 
 if __name__ == "__main__":
-    one_layer_step_cost()
+    import sys
+
+    one_layer_step_cost(threads=int(sys.argv[1]) if len(sys.argv) > 1 else 1)
