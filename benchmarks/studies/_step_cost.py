@@ -8,7 +8,8 @@ record's objective, and each layer's products.
 
 ``one_layer_step_cost``: the Condat–Vũ iteration of method pdhg (``--steps balanced``)
 against one W x plus one W^T r, ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 python -m
-benchmarks.studies._step_cost [THREADS]`` (benchmarks/RESULTS.md, "one-layer step cost")."""
+benchmarks.studies._step_cost [THREADS]`` (benchmarks/RESULTS.md, "one-layer step cost");
+``one_layer_step_parts``, the same step taken apart (``... _step_cost parts``)."""
 
 from __future__ import annotations
 
@@ -199,7 +200,68 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40,
     return lines
 
 
+def one_layer_step_parts(rounds: int = 60, calls: int = 40) -> list[str]:
+    """One Condat–Vũ step of ``one_layer_step_cost``'s case taken apart, CPU time per call
+    (one thread, median over rounds, parts interleaved): the floor, the step's products with
+    W as two BLAS calls into its buffers and as the one-pass kernel, the fused TV kernel, and
+    the whole block step with either (changes left to the records, as a run takes it) and with
+    the BLAS calls and the changes every step (the step after the second pass)."""
+    from benchmarks.problems import circle
+    from benchmarks.suite.bench_iteration import _strip_truth
+    from lbi_engine.settings.solver import SolverOptions
+    from lbi_engine.solvers import StopRule
+    from lbi_engine.solvers._monitor import RunMonitor
+    from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
+    from lbi_engine.solvers.one_layer.method import make_block
+
+    torch.set_num_threads(1)
+    case = circle(1)
+    problem = _strip_truth(case.problem)
+    options = SolverOptions.from_dict({"steps": "balanced"})
+
+    def block() -> Any:
+        return make_block(problem.network.layers[0], problem, options, problem.zeros_input(),
+                          None, tol_mode="objective")
+
+    one = block()
+    with mock.patch.object(_primal_dual, "one_pass_plan", lambda *args: None):
+        blas = block()
+    data = case.problem.y_delta
+    monitor = RunMonitor(problem, "pdhg", StopRule(max_iter=10**9, tol=0.0), None, 10**9)
+    jobs = {"floor: W x + b, W^T r (allocating)": case.floor,
+            "the step's products into its buffers (addmm, ReLU, - data, addmm)":
+                lambda: blas._products(data, 0, blas.x_pairs[1][1], None),
+            "the same in one pass over W (kernels/dense_gradient.py)":
+                lambda: one._products(data, 0, one.x_pairs[1][1], None),
+            "fused TV kernel (div, step, box, dual ascent, projection, four norms)":
+                lambda: one._fused(0),
+            "whole step, one pass": lambda: one.step_noting_changes(data, monitor),
+            "whole step, two BLAS calls": lambda: blas.step_noting_changes(data, monitor),
+            "whole step, two BLAS calls, changes every step": lambda: blas.step(data, monitor)}
+    times: dict[str, list[float]] = {k: [] for k in jobs}
+    with torch.no_grad():
+        for job in jobs.values():
+            for _ in range(calls):
+                job()  # warm-up
+        for _ in range(rounds):
+            for name, job in jobs.items():
+                t0 = time.process_time()
+                for _ in range(calls):
+                    job()
+                times[name].append((time.process_time() - t0) / calls * 1e6)
+    base = times["floor: W x + b, W^T r (allocating)"]
+    lines = ["| part | CPU us | / floor |", "|---|---:|---:|"]
+    lines += [f"| {name} | {statistics.median(row):.1f} | "
+              f"{statistics.median(s / f for s, f in zip(row, base, strict=True)):.3f} |"
+              for name, row in times.items()]
+    print("\n".join(lines), flush=True)
+    return lines
+
+
 if __name__ == "__main__":
     import sys
 
-    one_layer_step_cost(threads=int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+    if sys.argv[1:2] == ["parts"]:
+        one_layer_step_parts()
+    else:
+        one_layer_step_cost(threads=int(sys.argv[1]) if len(sys.argv) > 1 else 1)
