@@ -8,7 +8,8 @@ record's objective, and each layer's products.
 
 ``one_layer_step_cost``: the Condat–Vũ iteration of method pdhg (``--steps balanced``)
 against one W x plus one W^T r, ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 python -m
-benchmarks.studies._step_cost [THREADS]`` (benchmarks/RESULTS.md, "one-layer step cost");
+benchmarks.studies._step_cost [THREADS [BATCH [ROUNDS]]]`` (benchmarks/RESULTS.md, "one-layer step
+cost");
 ``one_layer_step_parts``, the same step taken apart (``... _step_cost parts``)."""
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40,
     from lbi_engine.solvers import StopRule
     from lbi_engine.solvers._monitor import RunMonitor
     from lbi_engine.solvers.driver import iterate
+    from lbi_engine.solvers.one_layer import inplace as _inplace
     from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
+    from lbi_engine.solvers.one_layer.inplace import ONE_PASS_MAX_BATCH
     from lbi_engine.solvers.one_layer.method import OneLayer, make_block
     from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
@@ -150,7 +153,9 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40,
                 pass
         return run
 
-    current = OneLayer(block(), problem, None)
+    # above its batch limit the one-pass kernel is forced, to show why the limit is there
+    with mock.patch.object(_inplace, "ONE_PASS_MAX_BATCH", max(batch, ONE_PASS_MAX_BATCH)):
+        current = OneLayer(block(), problem, None)
     with mock.patch.object(_primal_dual, "one_pass_plan", lambda *args: None):
         blas = OneLayer(block(), problem, None)  # W's products as two BLAS calls
         with mock.patch.object(PrimalDualBlock, "step_noting_changes", PrimalDualBlock.step):
@@ -254,8 +259,27 @@ def one_layer_step_parts(rounds: int = 60, calls: int = 40) -> list[str]:
     lines += [f"| {name} | {statistics.median(row):.1f} | "
               f"{statistics.median(s / f for s, f in zip(row, base, strict=True)):.3f} |"
               for name, row in times.items()]
+    lines += ["", _floor_threads(case.floor)]
     print("\n".join(lines), flush=True)
     return lines
+
+
+def _floor_threads(floor: Any, calls: int = 2000) -> str:
+    """Whether the floor's products use a second thread: CPU time over wall time of ``calls``
+    floors at one and at two torch threads (about 2 where both threads work)."""
+    cells = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for _ in range(calls // 10):
+            floor()
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            floor()
+        wall = time.perf_counter() - w0
+        cells.append(f"{threads} thread(s): {wall / calls * 1e6:.0f} us wall, CPU/wall "
+                     f"{(time.process_time() - c0) / wall:.2f}")
+    torch.set_num_threads(1)
+    return "floor " + "; ".join(cells)
 
 
 if __name__ == "__main__":
@@ -264,4 +288,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["parts"]:
         one_layer_step_parts()
     else:
-        one_layer_step_cost(threads=int(sys.argv[1]) if len(sys.argv) > 1 else 1)
+        # THREADS [BATCH [ROUNDS]]
+        given = [int(v) for v in sys.argv[1:4]]
+        one_layer_step_cost(**dict(zip(("threads", "batch", "rounds"), given, strict=False)))

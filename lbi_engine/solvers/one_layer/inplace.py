@@ -214,7 +214,9 @@ def fused_tv_plan(reg: protocols.Regulariser, xp: list[Tensor], zp: list[Tensor]
 # -- the products with W in one pass (numba), beside the fused TV step ----------------------------
 #: the one-pass gradient is used up to this many samples; above, the two BLAS products, whose
 #: blocking reuses each piece of W across samples better than the kernel's loop over them
-ONE_PASS_MAX_BATCH = 16
+#: (the kernel rereads its four rows from L2 for every sample). Where it crosses over:
+#: benchmarks/RESULTS.md, one-layer step cost.
+ONE_PASS_MAX_BATCH = 8
 
 
 def clip_bounds(activation: protocols.Activation) -> tuple[float, float] | None:
