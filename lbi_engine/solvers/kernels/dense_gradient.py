@@ -12,8 +12,8 @@ they are still in L1/L2. W then crosses from the outer cache once per step inste
 ReLU (0, inf), identity (-inf, inf) and a clip. Arithmetic: the dot products and the sum
 over rows are reassociated (vectorised, fused multiply-adds), so the result equals the two
 BLAS products to the rounding of the dtype, not bit for bit; a NaN or inf propagates as it
-would through them. Rows whose scaled residual is exactly 0 (an inactive ReLU unit whose
-datum is 0) add nothing and are skipped.
+would through them. A block of four rows whose scaled residuals are all exactly 0 (inactive
+ReLU units whose data are 0) adds nothing and is skipped.
 
 This module imports numba and compiles on first call (see :func:`warm_up`); import it only
 when the kernel is about to be used.
