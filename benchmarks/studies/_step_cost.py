@@ -8,7 +8,9 @@ record's objective, and each layer's products.
 
 ``one_layer_step_cost``: the Condat–Vũ iteration of method pdhg (``--steps balanced``)
 against one W x plus one W^T r, ``PYTHONPATH=$PWD OMP_NUM_THREADS=1 python -m
-benchmarks.studies._step_cost`` (benchmarks/RESULTS.md, "one-layer step cost")."""
+benchmarks.studies._step_cost [THREADS [BATCH [ROUNDS]]]`` (benchmarks/RESULTS.md, "one-layer step
+cost");
+``one_layer_step_parts``, the same step taken apart (``... _step_cost parts``)."""
 
 from __future__ import annotations
 
@@ -106,28 +108,34 @@ def _as_csr(state: Any) -> Any:
 
 
 
-def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> list[str]:
+def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40,
+                        threads: int = 1) -> list[str]:
     """The Condat–Vũ iteration of method pdhg (``--steps balanced``; circle problem, W
-    512x4096, float32, one torch thread) against the floor of one W x plus one W^T r, in the
-    same rounds: the whole iteration as a run takes it (``driver.iterate`` on the method that
-    ``run_pdhg`` drives, monitor included; records, not solver time, are not), the same
-    with the changes computed every step (as before the records took them over), that with
-    x's slots where the allocator puts them too (as before they were placed half a page from
-    W: no 4K aliasing in W^T r), and the block's step alone. CPU time of this process
-    (``time.process_time``: other processes' load does not enter, their cache traffic does);
-    ratio = median over rounds of (time per iteration) / (floor time per call), the jobs'
-    order rotated from round to round; 'fastest' = fastest round / fastest floor round."""
+    512x4096, float32, ``threads`` torch threads) against the floor of one W x plus one W^T r,
+    in the same rounds: the whole iteration as a run takes it (``driver.iterate`` on the
+    method that ``run_pdhg`` drives, monitor included; records, not solver time, are not), the
+    same with W's two products as BLAS calls (before the one-pass gradient,
+    ``kernels.dense_gradient``), that with the changes computed every step (as before the
+    records took them over), that with x's slots where the allocator puts them too (as before
+    they were placed half a page from W: no 4K aliasing in W^T r), and the block's step alone.
+    One thread: CPU time of this process (``time.process_time``: other processes' load does
+    not enter, their cache traffic does); more: wall time. Ratio = median over rounds of (time
+    per iteration) / (floor time per call), the jobs' order rotated from round to round;
+    'fastest' = fastest round / fastest floor round."""
     from benchmarks.problems import circle
     from benchmarks.suite.bench_iteration import _strip_truth
     from lbi_engine.settings.solver import SolverOptions
     from lbi_engine.solvers import StopRule
     from lbi_engine.solvers._monitor import RunMonitor
     from lbi_engine.solvers.driver import iterate
+    from lbi_engine.solvers.one_layer import inplace as _inplace
     from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
+    from lbi_engine.solvers.one_layer.inplace import ONE_PASS_MAX_BATCH
     from lbi_engine.solvers.one_layer.method import OneLayer, make_block
     from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
+    clock = time.process_time if threads == 1 else time.perf_counter
     case = circle(batch)
     problem = _strip_truth(case.problem)
     options = SolverOptions.from_dict({"steps": "balanced"})
@@ -145,12 +153,17 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
                 pass
         return run
 
-    current = OneLayer(block(), problem, None)
-    with mock.patch.object(PrimalDualBlock, "step_noting_changes", PrimalDualBlock.step):
-        eager = OneLayer(block(), problem, None)  # its changes every step
-        with mock.patch.object(_primal_dual, "_off_the_page_of",
-                               lambda weight, shape, dtype, *_: torch.zeros(shape, dtype=dtype)):
-            before = OneLayer(block(), problem, None)  # and its slots where they fall
+    # above its batch limit the one-pass kernel is forced, to show why the limit is there
+    with mock.patch.object(_inplace, "ONE_PASS_MAX_BATCH", max(batch, ONE_PASS_MAX_BATCH)):
+        current = OneLayer(block(), problem, None)
+    with mock.patch.object(_primal_dual, "one_pass_plan", lambda *args: None):
+        blas = OneLayer(block(), problem, None)  # W's products as two BLAS calls
+        with mock.patch.object(PrimalDualBlock, "step_noting_changes", PrimalDualBlock.step):
+            eager = OneLayer(block(), problem, None)  # and its changes every step
+            with mock.patch.object(_primal_dual, "_off_the_page_of",
+                                   lambda weight, shape, dtype, *_: torch.zeros(shape,
+                                                                                dtype=dtype)):
+                before = OneLayer(block(), problem, None)  # and its slots where they fall
     alone, data = block(), case.problem.y_delta
     monitor = RunMonitor(problem, "pdhg", stop, None, 10**9)
 
@@ -163,9 +176,9 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
             case.floor()
 
     jobs = {"whole iteration (run loop)": loop(current),
-            "whole iteration, changes computed every step": loop(eager),
-            "whole iteration as before (changes every step, slots where they fall)":
-                loop(before),
+            "whole iteration, W's products as two BLAS calls": loop(blas),
+            "that, changes computed every step": loop(eager),
+            "that, slots where they fall (the step after the second pass)": loop(before),
             "block step alone (changes every step)": step, "floor": floor}
     times: dict[str, list[float]] = {k: [] for k in jobs}
     with torch.no_grad():
@@ -174,15 +187,16 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
         order = list(jobs)
         for k in range(rounds):
             for name in order[k % len(order):] + order[:k % len(order)]:  # each first in turn
-                t0 = time.process_time()
+                t0 = clock()
                 jobs[name]()
-                times[name].append((time.process_time() - t0) / chunk)
+                times[name].append((clock() - t0) / chunk)
     base = times.pop("floor")
     path = "fused" if getattr(current.block, "_fused", None) is not None else "torch"
-    lines = [f"circle, batch {batch}, {type(current.block).__name__} ({path} TV path); floor "
-             f"{statistics.median(base) * 1e3:.3f} ms CPU",
-             "| timed | CPU ms per iteration (median) | / floor (median of rounds) | fastest |",
-             "|---|---:|---:|---:|"]
+    kind = "CPU" if threads == 1 else "wall"
+    lines = [f"circle, batch {batch}, {threads} thread(s), {type(current.block).__name__} "
+             f"({path} TV path); floor {statistics.median(base) * 1e3:.3f} ms {kind}",
+             f"| timed | {kind} ms per iteration (median) | / floor (median of rounds) | "
+             "fastest |", "|---|---:|---:|---:|"]
     for name, row in times.items():
         ratio = statistics.median(s / f for s, f in zip(row, base, strict=True))
         lines.append(f"| {name} | {statistics.median(row) * 1e3:.3f} | {ratio:.3f} | "
@@ -191,5 +205,89 @@ def one_layer_step_cost(batch: int = 1, rounds: int = 120, chunk: int = 40) -> l
     return lines
 
 
+def one_layer_step_parts(rounds: int = 60, calls: int = 40) -> list[str]:
+    """One Condat–Vũ step of ``one_layer_step_cost``'s case taken apart, CPU time per call
+    (one thread, median over rounds, parts interleaved): the floor, the step's products with
+    W as two BLAS calls into its buffers and as the one-pass kernel, the fused TV kernel, and
+    the whole block step with either (changes left to the records, as a run takes it) and with
+    the BLAS calls and the changes every step (the step after the second pass)."""
+    from benchmarks.problems import circle
+    from benchmarks.suite.bench_iteration import _strip_truth
+    from lbi_engine.settings.solver import SolverOptions
+    from lbi_engine.solvers import StopRule
+    from lbi_engine.solvers._monitor import RunMonitor
+    from lbi_engine.solvers.one_layer import primal_dual as _primal_dual
+    from lbi_engine.solvers.one_layer.method import make_block
+
+    torch.set_num_threads(1)
+    case = circle(1)
+    problem = _strip_truth(case.problem)
+    options = SolverOptions.from_dict({"steps": "balanced"})
+
+    def block() -> Any:
+        return make_block(problem.network.layers[0], problem, options, problem.zeros_input(),
+                          None, tol_mode="objective")
+
+    one = block()
+    with mock.patch.object(_primal_dual, "one_pass_plan", lambda *args: None):
+        blas = block()
+    data = case.problem.y_delta
+    monitor = RunMonitor(problem, "pdhg", StopRule(max_iter=10**9, tol=0.0), None, 10**9)
+    jobs = {"floor: W x + b, W^T r (allocating)": case.floor,
+            "the step's products into its buffers (addmm, ReLU, - data, addmm)":
+                lambda: blas._products(data, 0, blas.x_pairs[1][1], None),
+            "the same in one pass over W (kernels/dense_gradient.py)":
+                lambda: one._products(data, 0, one.x_pairs[1][1], None),
+            "fused TV kernel (div, step, box, dual ascent, projection, four norms)":
+                lambda: one._fused(0),
+            "whole step, one pass": lambda: one.step_noting_changes(data, monitor),
+            "whole step, two BLAS calls": lambda: blas.step_noting_changes(data, monitor),
+            "whole step, two BLAS calls, changes every step": lambda: blas.step(data, monitor)}
+    times: dict[str, list[float]] = {k: [] for k in jobs}
+    with torch.no_grad():
+        for job in jobs.values():
+            for _ in range(calls):
+                job()  # warm-up
+        for _ in range(rounds):
+            for name, job in jobs.items():
+                t0 = time.process_time()
+                for _ in range(calls):
+                    job()
+                times[name].append((time.process_time() - t0) / calls * 1e6)
+    base = times["floor: W x + b, W^T r (allocating)"]
+    lines = ["| part | CPU us | / floor |", "|---|---:|---:|"]
+    lines += [f"| {name} | {statistics.median(row):.1f} | "
+              f"{statistics.median(s / f for s, f in zip(row, base, strict=True)):.3f} |"
+              for name, row in times.items()]
+    lines += ["", _floor_threads(case.floor)]
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+def _floor_threads(floor: Any, calls: int = 2000) -> str:
+    """Whether the floor's products use a second thread: CPU time over wall time of ``calls``
+    floors at one and at two torch threads (about 2 where both threads work)."""
+    cells = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for _ in range(calls // 10):
+            floor()
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            floor()
+        wall = time.perf_counter() - w0
+        cells.append(f"{threads} thread(s): {wall / calls * 1e6:.0f} us wall, CPU/wall "
+                     f"{(time.process_time() - c0) / wall:.2f}")
+    torch.set_num_threads(1)
+    return "floor " + "; ".join(cells)
+
+
 if __name__ == "__main__":
-    one_layer_step_cost()
+    import sys
+
+    if sys.argv[1:2] == ["parts"]:
+        one_layer_step_parts()
+    else:
+        # THREADS [BATCH [ROUNDS]]
+        given = [int(v) for v in sys.argv[1:4]]
+        one_layer_step_cost(**dict(zip(("threads", "batch", "rounds"), given, strict=False)))

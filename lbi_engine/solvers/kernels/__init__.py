@@ -7,6 +7,8 @@ torch twin that computes the same iterates to rounding.
 
 - ``tv_primal_dual``: the gradient-field part of the Condat–Vũ step (divergence, dual ascent,
   projection, changes) fused into one pass per batch (one-layer method);
+- ``dense_gradient``: that step's two products with a dense W, ``W^T (sigma(W x + b) - data)``,
+  in one pass over W (one-layer method, a few samples);
 - ``joint_prox_gradient``: the joint method's step for one sample after its gradient (gradient
   step, TV prox by FGP, x >= 0, restart test, extrapolation);
 - ``gathered_conv``: one sample's products with a convolution as a gathered GEMM;

@@ -209,3 +209,81 @@ def fused_tv_plan(reg: protocols.Regulariser, xp: list[Tensor], zp: list[Tensor]
     kernel = kernels.PrimalDualKernel(numpy_dtype, tau_x * alpha, tau_z * alpha, kind, shrink,
                                       reg.lo, reg.hi, store_dz)
     return FusedTV(kernels, kernel, xp, zp, image_shape)
+
+
+# -- the products with W in one pass (numba), beside the fused TV step ----------------------------
+#: the one-pass gradient is used up to this many samples; above, the two BLAS products, whose
+#: blocking reuses each piece of W across samples better than the kernel's loop over them
+#: (the kernel rereads its four rows from L2 for every sample). Where it crosses over:
+#: benchmarks/RESULTS.md, one-layer step cost.
+ONE_PASS_MAX_BATCH = 8
+
+
+def clip_bounds(activation: protocols.Activation) -> tuple[float, float] | None:
+    """(lo, hi) with sigma = clip(., lo, hi) for ReLU, identity and clip; else None."""
+    name = getattr(activation, "name", "")
+    if name == "relu":
+        return 0.0, math.inf
+    if name == "identity":
+        return -math.inf, math.inf
+    if name == "clip" and isinstance(activation, Clip):
+        return activation.lower, activation.upper  # (lo / hi with None as -inf / inf)
+    return None
+
+
+class OnePassGradient:
+    """``dx = -tau_x W^T (sigma(W x + b) - data)`` for a dense layer in one pass over W
+    (``kernels.dense_gradient``), bound to the block's flat iterate slots ``xf[k]`` and step
+    slots ``dxf[k]`` (B, n): ``self(cur, data)`` reads x from slot cur and writes the step
+    into slot 1 - cur, as the block's two BLAS products do."""
+
+    def __init__(self, kernels: ModuleType, weight: Tensor, bias: Tensor | None,
+                 bounds: tuple[float, float], xf: list[Tensor], dxf: list[Tensor],
+                 tau_x: float) -> None:
+        self._w = weight.detach().numpy()
+        self._dtype = weight.dtype
+        dtype = self._w.dtype
+        self._b = (np.zeros(weight.shape[0], dtype=dtype) if bias is None
+                   else bias.detach().numpy())
+        self._x = [t.numpy() for t in xf]
+        self._out = [dxf[1 - k].numpy() for k in (0, 1)]
+        self._shape = (xf[0].shape[0], int(weight.shape[0]))
+        self._data: Tensor | None = None
+        self._d = np.zeros(self._shape, dtype=dtype)
+        for k in (0, 1):
+            kernels.check(self._w, self._b, self._x[k], self._d, self._out[k])
+        self._k = kernels.constants(dtype, -tau_x, *bounds)
+        self._kernel = kernels.gradient_step
+
+    def __call__(self, cur: int, data: Tensor) -> None:
+        if data is not self._data:  # the flat view of the data, made once per tensor
+            # a view of contiguous data of W's dtype; other data is copied afresh each step
+            # (it may change in place between steps, which a kept copy would miss)
+            view = data.is_contiguous() and data.dtype == self._dtype
+            self._data = data if view else None
+            self._d = data.detach().reshape(self._shape).to(self._dtype).contiguous().numpy()
+        self._kernel(self._w, self._b, self._x[cur], self._d, self._out[cur], self._k)
+
+
+def one_pass_plan(activation: protocols.Activation, affine: protocols.Operator,
+                  xf: list[Tensor], dxf: list[Tensor], tau_x: float) -> OnePassGradient | None:
+    """The one-pass gradient for these slots, or None where it does not apply: not one dense
+    matrix, an activation other than ReLU / identity / clip, not on the CPU, not
+    float32/float64, more than :data:`ONE_PASS_MAX_BATCH` samples, numba missing or failing.
+    The caller asks only where the step already runs compiled (the fused TV path): the same
+    switches, and numba's start-up is paid already."""
+    dense, bounds = dense_matrix(affine), clip_bounds(activation)
+    x = xf[0]
+    if dense is None or bounds is None or x.device.type != "cpu" \
+            or x.dtype not in (torch.float32, torch.float64) or x.shape[0] > ONE_PASS_MAX_BATCH:
+        return None
+    weight, bias = dense
+    if weight.dtype != x.dtype or weight.device != x.device or not weight.is_contiguous() \
+            or (bias is not None and not bias.is_contiguous()) or not numba_enabled():
+        return None
+    try:
+        kernels = importlib.import_module("lbi_engine.solvers.kernels.dense_gradient")
+        kernels.warm_up(x.numpy().dtype)
+        return OnePassGradient(kernels, weight, bias, bounds, xf, dxf, tau_x)
+    except Exception:  # no numba, or it fails here: the BLAS products are exact too
+        return None

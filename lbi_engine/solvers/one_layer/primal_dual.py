@@ -12,10 +12,11 @@ swapped every step), each update writes into its buffer in place through views p
 (see ``one_layer/inplace.py`` and ``finite_differences.GradInto``/``DivAdd``), the products with W
 are single ``addmm`` calls that also fold in the bias and the gradient step, and the
 convergence and finiteness checks reuse two norms per variable. For TV / gradient-Tikhonov on
-the CPU and large enough batches, everything past the two products (div, step, box, dual
+the CPU and large enough images, everything past the two products (div, step, box, dual
 ascent, projection, norms) is one numba kernel instead (``one_layer.inplace.fused_tv_plan``,
-``kernels/tv_primal_dual.py``): for a batch those ~20 torch passes are memory-bound. Measured effect
-and the floor it is compared against: benchmarks/RESULTS.md.
+``kernels/tv_primal_dual.py``): for a batch those ~20 torch passes are memory-bound. There, for
+a dense W and a few samples, the two products are one pass over W (``inplace.one_pass_plan``).
+Measured effect and the floor it is compared against: benchmarks/RESULTS.md.
 
 The tensors ``x`` and ``z`` are the live slots: they are overwritten two steps later, so
 callers that keep them must clone (the run monitor's records do).
@@ -38,11 +39,13 @@ from lbi_engine.solvers.base import StopReason
 from lbi_engine.solvers.one_layer.anderson import Anderson
 from lbi_engine.solvers.one_layer.inplace import (
     FusedTV,
+    OnePassGradient,
     Plan,
     box_plan,
     dense_matrix,
     dual_prox_plan,
     fused_tv_plan,
+    one_pass_plan,
     primal_prox_plan,
     sigma_inplace,
 )
@@ -166,6 +169,7 @@ class PrimalDualBlock:
         self._box_x = [box_plan(inner, t) for t in self._x]
         self._ball_z: Sequence[Plan | None] = (None, None)
         self._fused: FusedTV | None = None
+        self._one_pass: OnePassGradient | None = None
         if not self.use_dual:
             return
         self._prox_z = [dual_prox_plan(inner, t) for t in self._z]
@@ -180,6 +184,9 @@ class PrimalDualBlock:
             # unwritten: nothing but its norm is needed then.
             self._fused = fused_tv_plan(inner, self._xp, self._zp, img, self.tau_x, self.tau_z,
                                         self.alpha, store_dz=self._anderson_memory > 0)
+        if self._fused is not None and dense is not None:  # and W's two products in one pass
+            self._one_pass = one_pass_plan(self.activation, self.affine, self._xf, self._dxf,
+                                           self.tau_x)
 
     # -- the iteration ---------------------------------------------------------------------------
     def step(self, data: Tensor, monitor: RunMonitor, pre: Tensor | None = None) -> Changes:
@@ -208,7 +215,9 @@ class PrimalDualBlock:
     def _products(self, data: Tensor, cur: int, dx: Tensor, pre: Tensor | None) -> None:
         """dx = -tau_x W^T (sigma(W x + b) - data) at x = slot ``cur`` (``pre``: W x + b)."""
         tau_x = self.tau_x
-        if self._gemm is not None:
+        if self._one_pass is not None and pre is None:
+            self._one_pass(cur, data)
+        elif self._gemm is not None:
             weight, weight_t, bias = self._gemm
             a = self._a
             if pre is not None:
