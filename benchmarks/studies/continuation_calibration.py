@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(or of another module of that package: exact_forward.AGREE=-1)")
     parser.add_argument("--limit", type=int, default=None,
                         help="only the first N cases (every architecture's first comes first)")
+    parser.add_argument("--skip", type=int, default=0, help="leave out the first N cases")
     parser.add_argument("--reference-cache", type=Path, default=None,
                         help="a JSON file keeping L-BFGS's results per case between runs")
     args = parser.parse_args(argv)
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     archs = [a for a in args.arch.split(",") if a] or None
     chosen = [c for c in design.cases("calibrate", archs)
               if args.all or (c.side == design.SIDE and c.weights == "random")]
-    for case in chosen[:args.limit]:
+    for case in chosen[args.skip:args.limit]:
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 row = _case_run(case, Path(tmp), args.reference_cache)

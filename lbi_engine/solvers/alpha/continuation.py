@@ -62,14 +62,17 @@ MAX_POINTS = 16
 LOWEST = 1e-7
 #: a step that lowers the residual by less than this (relative) ends the walk: the floor
 FLOOR_DROP = 0.05
-#: L-BFGS evaluations per path point at most, in chunks of CHUNK; a point ends when a
-#: chunk lowers its objective by at most SETTLE (relative); L-BFGS's memory
-POINT_ITERATIONS = 100
-#: and at the chosen alpha (the discrepancy's interpolated point, or the path's end solved on
-#: where this exceeds POINT_ITERATIONS)
-FINAL_ITERATIONS = 100
+#: L-BFGS evaluations per path point at most, in chunks of CHUNK; a point ends when a chunk
+#: lowers its objective by at most SETTLE (relative). A point in the walk only has to keep the
+#: next one in its basin; the first (from the flat image) and the chosen alpha (the
+#: discrepancy's interpolated point, or the path's end solved on) are solved further, the
+#: last with the tighter FINAL_SETTLE (the budgets' calibration: docs/developer/calibration.md)
+POINT_ITERATIONS = 40
+FIRST_ITERATIONS = 100
+FINAL_ITERATIONS = 150
 CHUNK = 10
 SETTLE = 1e-3
+FINAL_SETTLE = 1e-4
 HISTORY = 20
 #: TV's smoothing, relative to the image's value range
 EPSILON = 1e-3
@@ -126,9 +129,10 @@ class _Cancelled(Exception):
 
 
 def _lbfgs(problem: Problem, forward: Forward, x: Tensor, alpha: float, iterations: int,
-           cancel: CancelToken | None) -> Generator[tuple[Tensor, int], None, tuple[Tensor, int]]:
+           cancel: CancelToken | None, settle: float = SETTLE,
+           ) -> Generator[tuple[Tensor, int], None, tuple[Tensor, int]]:
     """L-BFGS (strong Wolfe) on 1/2 ||N(x) - y||^2 + alpha TV_eps(x) from ``x``, in chunks
-    of ``CHUNK`` evaluations until a chunk lowers the objective by at most ``SETTLE``
+    of ``CHUNK`` evaluations until a chunk lowers the objective by at most ``settle``
     (relative) or ``iterations`` evaluations are spent. Yields (x, evaluations so far) after
     each chunk the point goes on from; returns the new x and the evaluations."""
     y = problem.y_delta
@@ -161,7 +165,7 @@ def _lbfgs(problem: Problem, forward: Forward, x: Tensor, alpha: float, iteratio
         with torch.enable_grad():
             opt.step(closure)
         if evaluations == spent or not math.isfinite(last) or \
-                before - last <= SETTLE * abs(last):
+                before - last <= settle * abs(last):
             break
         before = last
         if evaluations < iterations:
@@ -172,11 +176,11 @@ def _lbfgs(problem: Problem, forward: Forward, x: Tensor, alpha: float, iteratio
 
 def _solve_point(problem: Problem, forward: Forward, x: Tensor, alpha: float, iterations: int,
                  cancel: CancelToken | None, clock: float, point: int, spent: int,
-                 ) -> Generator[IterateRecord, None, tuple[Tensor, int]]:
+                 settle: float = SETTLE) -> Generator[IterateRecord, None, tuple[Tensor, int]]:
     """One path point by :func:`_lbfgs`, with a progress record (the iterate so far) at most
     every ``LIVE_EVERY`` seconds while it runs, so the window and the progress line move
     within a point too; returns the point's x and evaluations."""
-    solving = _lbfgs(problem, forward, x, alpha, iterations, cancel)
+    solving = _lbfgs(problem, forward, x, alpha, iterations, cancel, settle)
     shown, gap = time.perf_counter(), LIVE_EVERY
     while True:
         try:
@@ -264,8 +268,9 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
     rising = False  # the first alpha already fitted the target: the walk goes up instead
     try:
         for point in range(1, MAX_POINTS + 1):
-            left = POINT_ITERATIONS if max_iter is None else min(POINT_ITERATIONS,
-                                                                  max_iter - evaluations)
+            # the first point starts from the flat image, the others from their neighbour
+            budget = FIRST_ITERATIONS if point == 1 else POINT_ITERATIONS
+            left = budget if max_iter is None else min(budget, max_iter - evaluations)
             if left < 1:
                 break
             started = time.perf_counter()
@@ -322,7 +327,8 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
         if start is not None:
             started = time.perf_counter()
             x, used = yield from _solve_point(problem, forward, start, alpha, left,
-                                              cancel, clock, len(path) + 1, evaluations)
+                                              cancel, clock, len(path) + 1, evaluations,
+                                              FINAL_SETTLE)
             evaluations += used
             path.append(SmoothPoint(alpha, _residual(problem, forward, x), used,
                                     time.perf_counter() - started))

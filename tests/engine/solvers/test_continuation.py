@@ -116,15 +116,17 @@ def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasib
 def test_without_a_noise_level_the_walk_ends_at_the_residual_floor() -> None:
     problem = problem_for(_net(), _truth(), alpha=1.0, std=0.0)
     last = _run(problem, None)[-1]
-    path = last.extras["alpha_path"]
+    *path, end = last.extras["alpha_path"]
     assert last.extras["alpha_rule"] == "continuation: floor"
+    # the walk's end is solved on at its alpha (FINAL_ITERATIONS > POINT_ITERATIONS)
+    assert end["alpha"] == path[-1]["alpha"] == last.extras["alpha"]
+    assert end["evaluations"] <= continuation.FINAL_ITERATIONS
     r = [p["discrepancy"] for p in path]
     at_end = len(path) == continuation.MAX_POINTS or \
         path[-1]["alpha"] * continuation.FACTOR < path[0]["alpha"] * continuation.LOWEST
     assert at_end or r[-1] >= (1 - continuation.FLOOR_DROP) * r[-2]
     assert all(q < p * (1 - continuation.FLOOR_DROP) for p, q in zip(r[:-2], r[1:-1],
                                                                      strict=True))
-    assert last.extras["alpha"] == path[-1]["alpha"]
 
 
 def test_the_first_alpha_is_the_data_gradient_scaled() -> None:

@@ -89,8 +89,8 @@ def test_the_path_ends_alike_through_either_forward(tmp_path, monkeypatch) -> No
     """Either forward gives the path the same problem: the same rule ends it, at residuals
     and PSNRs that differ by little. Not by rounding only: at the flat start every pooling
     window is tied, and max_pool2d's gradient picks one element of a tie where the ReLU
-    rewrite's picks another (both subgradients), so the first L-BFGS steps differ. And
-    result.json says which forward ran."""
+    rewrite's picks another (both subgradients), so the first alpha (from the gradient
+    there) and the first L-BFGS steps differ. And result.json says which forward ran."""
     from lbi_engine.settings.solver import StopRule
     from lbi_engine.solvers import solve
 
@@ -108,5 +108,7 @@ def test_the_path_ends_alike_through_either_forward(tmp_path, monkeypatch) -> No
     assert set(ends) == {"translated module", "lifted layers"}
     a, b = ends.values()
     assert a.extras["alpha_rule"] == b.extras["alpha_rule"]
-    assert float(a.discrepancy[0]) == pytest.approx(float(b.discrepancy[0]), rel=0.05)
-    assert float(a.psnr[0]) == pytest.approx(float(b.psnr[0]), abs=0.5)
+    # the path's ends (the lifted solve after them runs a few steps from either)
+    end_a, end_b = a.extras["alpha_path"][-1], b.extras["alpha_path"][-1]
+    assert end_a["discrepancy"] == pytest.approx(end_b["discrepancy"], rel=0.05)
+    assert end_a["psnr"] == pytest.approx(end_b["psnr"], abs=1.0)
