@@ -51,6 +51,20 @@ class CancelToken:
 
 
 @dataclass
+class WarmStart:
+    """What a run needs beyond its iterates to continue exactly where a record left off.
+
+    ``dual``: the TV prox's (or the primal–dual block's) dual variable; ``x_prev`` and
+    ``momentum``: an accelerated method's previous iterate (flattened and concatenated over
+    the blocks) and its momentum ``[t; coefficient]`` per sample (``operators.momentum``).
+    None where the method has no such state."""
+
+    dual: Tensor | None = None
+    x_prev: Tensor | None = None
+    momentum: Tensor | None = None
+
+
+@dataclass
 class IterateRecord:
     """One report of a running solver, for a batch of B samples.
 

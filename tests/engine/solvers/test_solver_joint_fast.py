@@ -158,7 +158,7 @@ def test_the_records_objective_with_the_step_maps_is_the_problems(dtype: torch.d
     torch.manual_seed(0)
     x = torch.rand_like(problem.zeros_input())
     aux = [a.clamp_min(0) + 0.1 * torch.rand_like(a) for a in problem.forward_aux(x)]
-    mine = JointFista(problem, [x, *aux], None, 1.0).objective_parts()
+    mine = JointFista(problem, [x, *aux]).objective_parts()
     theirs = problem.objective_parts(x, aux)
     tol = 1e-12 if problem.dtype == torch.float64 else 1e-5
     for key in ("bregman", "reg", "total", "discrepancy"):
