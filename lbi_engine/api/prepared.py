@@ -153,7 +153,7 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
         alpha_used=extras.get("alpha", problem.alpha),
         # the joint method's weight on the hidden Bregman terms (MATH.md §5.7)
-        hidden_weight=float(extras["hidden_weight"]) if "hidden_weight" in extras else None,
+        hidden_weight=record.hidden_weight,
         hidden_weight_rule=extras["hidden_weight_rule"] if raised else None,
         alpha_path_unweighted=extras.get("alpha_path_unweighted") if raised else None,
         # alpha "auto": seconds and iterations of the start, each search solve, the final one

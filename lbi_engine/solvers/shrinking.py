@@ -105,7 +105,8 @@ def merge_rows(records: list[IterateRecord], shares: list[Tensor], batch: int
         dual_residual=merged(lambda r: r.dual_residual),
         elapsed=max(r.elapsed for r in records), active=merged(lambda r: r.active),
         psnr=merged(lambda r: r.psnr), ssim=merged(lambda r: r.ssim), final=True,
-        stop_reasons=listed(lambda r: r.stop_reasons), stage=first.stage, extras=extras)
+        stop_reasons=listed(lambda r: r.stop_reasons), stage=first.stage, extras=extras,
+        hidden_weight=first.hidden_weight)
 
 
 def problem_rows(problem: Problem, keep: Tensor) -> Problem:
@@ -217,8 +218,7 @@ class _ShrinkingJoint:
         from lbi_engine.solvers._monitor import problem_ssim
 
         problem = self.problem
-        extras = {k: v for k, v in self.extras.items()
-                  if k not in ("dual", "x_prev", "momentum")}  # rows of the last batch only
+        extras = dict(self.extras)  # no warm state: its rows were the last batch's only
         extras["stop_iterations"] = list(self.iterations)
         return IterateRecord(
             method="joint", iteration=max(self.iterations), x=self.x, aux=self.aux,

@@ -189,8 +189,6 @@ class AcceleratedJoint(Method):
         state = self.fista
         if not state.measures_change:
             monitor.note_change(state.last_change())
-        warm = state.warm_state()
-        monitor.extras["dual"] = warm.dual
+        monitor.warm = state.warm_state()
         monitor.extras["restarts"] = state.restarts
-        monitor.extras["x_prev"], monitor.extras["momentum"] = warm.x_prev, warm.momentum
         return super().record(monitor, final)

@@ -313,7 +313,7 @@ def test_joint_limit_is_the_minimiser_of_every_block_by_cvxpy(kind, hidden_weigh
     record = final(solve(problem, "joint", stop=StopRule(max_iter=40000, tol=1e-13),
                          options={"hidden_weight": hidden_weight}))
     weight = hidden_weight
-    assert record.extras["hidden_weight"] == weight
+    assert record.hidden_weight == weight
     xs = [record.x, *record.aux]
     assert record.extras.get("steps") == "accelerated"
     for j, x in enumerate(xs):
