@@ -277,8 +277,6 @@ def test_the_engine_reads_no_private_attribute_of_another_object() -> None:
 UNTYPED_AT_THE_API = {
     # the GUI hands back a record's to_numpy() arrays to continue a run
     "iterate(warm_start_from)",
-    # --option KEY=VALUE and scripts' solver settings by name (SolverOptions checks them)
-    "solve(options)", "InversionRequest.options",
     # settings a solver stage passes on with the problem (the alpha search's hidden weight)
     "InversionProblem.extras",
     # a method's own record notes (step sizes, restarts, stage and alpha-search notes)
