@@ -281,9 +281,6 @@ UNTYPED_AT_THE_API = {
     "InversionProblem.extras",
     # a method's own record notes (step sizes, restarts, stage and alpha-search notes)
     "IterateRecord.extras",
-    # result.json's lists, written as they are (alpha path points, stage times, stages)
-    "RunMetrics.alpha_path", "RunMetrics.alpha_path_unweighted", "RunMetrics.time_split",
-    "RunMetrics.stages",
 }
 
 
