@@ -25,6 +25,7 @@ from lbi_engine.settings.solver import (
     ALPHA_RULES,
     ALPHA_START,
     METHOD_NAMES,
+    OptionValue,
     SolverOptions,
     StopRule,
 )
@@ -137,7 +138,7 @@ class InversionRequest:
     #: from the person (a flag, a dialog, a keyword): records and sessions never grant it,
     #: see :func:`strip_file_consent`. (Named allow_pickle for older records.)
     allow_pickle: bool = D["allow_pickle"]
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, OptionValue] = field(default_factory=dict)
     feature_prior: str | None = D["feature_prior"]  # layer-wise: BASE of a feature prior
     input_prior: str | None = D["input_prior"]  # regulariser gaussian: BASE of an input prior
 
@@ -251,7 +252,7 @@ class InversionRequest:
 
     def solver_options(self) -> SolverOptions:
         """The solver options this request asks for (``steps`` and ``options``)."""
-        options: dict[str, Any] = {"steps": self.steps, **self.options}
+        options: dict[str, OptionValue] = {"steps": self.steps, **self.options}
         if self.method == "layerwise" and "input_alpha" not in self.options:
             # The layer-wise input stage searches its own alpha only for alpha "auto": a typed
             # alpha is the alpha that runs (an explicit option input_alpha still wins).

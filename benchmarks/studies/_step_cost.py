@@ -33,6 +33,8 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
     on the path of alpha "auto")."""
     from lbi_engine.api import InversionRequest, prepare
     from lbi_engine.models.zoo import load_zoo
+    from lbi_engine.solvers import StopRule
+    from lbi_engine.solvers._monitor import RunMonitor
     from lbi_engine.solvers.joint import fista as _joint_accel
     from lbi_engine.solvers.joint import start as _joint_start
 
@@ -41,21 +43,25 @@ def step_cost(steps: int = 200, rounds: int = 5) -> list[str]:
                                         noise_std=0.05, method="joint", alpha=0.02),
                        load_zoo("mnist-cnn-ae"))
     problem = prepared.problem
+    monitor = RunMonitor(problem, "joint", StopRule(), None, 10**9)
+
+    def stepping(state: Any) -> Any:
+        return lambda: state.step(monitor)
+
     with torch.no_grad():
         x0 = _joint_start.backprojection_start(problem)
         start = [x0, *problem.forward_aux(x0)]
-        default = _joint_accel.JointFista(problem, start, None, 1.0)
-        csr = _as_csr(_joint_accel.JointFista(problem, start, None, 1.0))
-        torch_ops = _as_csr(_joint_accel.JointFista(problem, start, None, 1.0))
-        torch_ops._fused = None
-        plain = _joint_accel.JointFista(problem, start, None, 1.0)
-        plain._fused, plain.one = None, None
+        default = _joint_accel.JointFista(problem, start)
+        csr = _as_csr(_joint_accel.JointFista(problem, start))
+        torch_ops = _as_csr(_joint_accel.JointFista(problem, start, compiled=False))
+        plain = _joint_accel.JointFista(problem, start, compiled=False)
+        plain.one = None
         plain.maps = [layer.affine for layer in problem.network.layers]
         jobs = {"the default step (one sample: gradient on buffers, convolutions as gathered "
-                "GEMMs, the rest compiled)": default.step_one,
-                "the same with the convolutions as CSR matrices": csr.step_one,
-                "the same step in torch operations (CSR convolutions)": torch_ops.step_one,
-                "torch operations on the maps' own conv2d / conv_transpose2d": plain.step_one,
+                "GEMMs, the rest compiled)": stepping(default),
+                "the same with the convolutions as CSR matrices": stepping(csr),
+                "the same step in torch operations (CSR convolutions)": stepping(torch_ops),
+                "torch operations on the maps' own conv2d / conv_transpose2d": stepping(plain),
                 "one record's objective (default)": default.objective_parts}
         times: dict[str, list[float]] = {k: [] for k in jobs}
         for _ in range(rounds):

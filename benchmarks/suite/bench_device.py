@@ -22,8 +22,8 @@ def _dtype_follows_input() -> tuple[bool, str]:
     case = circle(1, dtype=torch.float64, quick=True)
     rec = final(solve(case.problem, "pdhg", stop=StopRule(max_iter=20, tol=0),
                       options={"anderson": 5}))
-    tensors = [rec.x, rec.objective, rec.primal_residual, rec.dual_residual,
-               rec.extras["dual"]]
+    assert rec.warm is not None and rec.warm.dual is not None  # the primal–dual block's
+    tensors = [rec.x, rec.objective, rec.primal_residual, rec.dual_residual, rec.warm.dual]
     ok = all(t.dtype == torch.float64 for t in tensors)
     return ok, ", ".join(str(t.dtype) for t in tensors)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from torch import Tensor
@@ -16,7 +16,7 @@ from torch import Tensor
 from lbi_engine.errors import InputError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
-from lbi_engine.results.run_metrics import RunMetrics
+from lbi_engine.results.run_metrics import LayerStage, RunMetrics
 from lbi_engine.solvers import resolve_method
 from lbi_engine.solvers.base import IterateRecord
 
@@ -154,14 +154,15 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
         alpha_used=extras.get("alpha", problem.alpha),
         # the joint method's weight on the hidden Bregman terms (MATH.md §5.7)
-        hidden_weight=float(extras["hidden_weight"]) if "hidden_weight" in extras else None,
+        hidden_weight=record.hidden_weight,
         hidden_weight_rule=extras["hidden_weight_rule"] if raised else None,
         alpha_path_unweighted=extras.get("alpha_path_unweighted") if raised else None,
         # alpha "auto": seconds and iterations of the start, each search solve, the final one
         time_split=extras["time_split"] if extras.get("time_split") else None,
         timings=_timings(extras["time_split"]) if extras.get("time_split") else None,
-        stages=[{**st, "stop_reason": st["stop_reasons"][sample]} for st in extras["stages"]]
-        if extras.get("stages") else None,
+        # the layer-wise method's stage summaries, with this sample's stop reason
+        stages=[cast(LayerStage, {**st, "stop_reason": st["stop_reasons"][sample]})
+                for st in extras["stages"]] if extras.get("stages") else None,
     )
 
 

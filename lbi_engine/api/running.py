@@ -100,10 +100,10 @@ def hidden_weight_auto(problem: InversionProblem, method: str, options: SolverOp
 
     if options.hidden_weight != "auto" or method != "joint":
         return problem
-    extras = warm_start_from.extras if isinstance(warm_start_from, IterateRecord) else \
-        (warm_start_from or {}).get("extras") or {}
-    if "hidden_weight" in extras:
-        weight = float(extras["hidden_weight"])
+    ran_with = warm_start_from.hidden_weight if isinstance(warm_start_from, IterateRecord) \
+        else (warm_start_from or {}).get("hidden_weight")
+    if ran_with is not None:
+        weight = float(ran_with)
     elif may_raise(problem.network):
         weight = 1.0
     else:

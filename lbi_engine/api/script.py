@@ -16,7 +16,7 @@ from lbi_engine.errors import InputError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
 from lbi_engine.results.run_metrics import RunMetrics
-from lbi_engine.settings.solver import StopRule
+from lbi_engine.settings.solver import OptionValue, StopRule
 from lbi_engine.solvers.base import CancelToken, IterateRecord
 
 
@@ -73,7 +73,7 @@ def solve(
     alpha_rule: str | None = None,
     noise_level: float | None = None,
     stop: StopRule | None = None,
-    options: dict[str, Any] | None = None,
+    options: dict[str, OptionValue] | None = None,
     report_every: int | None = None,
     cancel: CancelToken | None = None,
     bundle: Any = None,

@@ -43,7 +43,7 @@ class _Walker(Protocol):
 
     def refuse(self, why: str) -> NoReturn: ...
 
-    def _reshape_targets(self) -> list[list[int]]: ...
+    def reshape_targets(self) -> list[list[int]]: ...
 
 
 def split_node(walk: _Walker) -> None:
@@ -84,7 +84,7 @@ def channel_permutation(walk: _Walker, nodes: list[Any], first: int) -> int | No
         if n.op_type == "Reshape":
             zero = not walk.attrs().get("allowzero", 0)
             try:
-                target = walk._reshape_targets()[0]  # for a batch of 2, as permutation_of
+                target = walk.reshape_targets()[0]  # for a batch of 2, as permutation_of
             except UnsupportedLayerError:  # a target lbi cannot read: not a shuffle
                 break
             steps.append(reshape_step(target, zero))

@@ -79,7 +79,7 @@ class _NodeContext:
         """Append modules under unique names and track the sample shape by a dry run."""
         for k, m in enumerate(modules):
             base = (self.node.name or self.node.op_type).replace(".", "_") or "node"
-            key = base if base not in self.seq._modules else f"{base}_{self.index}_{k}"
+            key = base if not hasattr(self.seq, base) else f"{base}_{self.index}_{k}"
             self.seq.add_module(key, m)
             # the output shape without a dry run, charged to the load's budget
             self.shape = self.budget().check(m, self.shape, key)
@@ -321,7 +321,7 @@ class _OpTranslators(_NodeContext):
                         "sample dims; only axis=1 keeps samples apart")
         self.add(nn.Flatten())
 
-    def _reshape_targets(self) -> list[list[int]]:
+    def reshape_targets(self) -> list[list[int]]:
         """The Reshape target for a batch of 2 and of 3 (see ``_onnx_graph.BATCHES``)."""
         name = self.node.input[1] if len(self.node.input) > 1 else ""
         if name in self.shape_vals:  # computed from Shape(x): batch-dependent
@@ -335,7 +335,7 @@ class _OpTranslators(_NodeContext):
 
     def _op_Reshape(self, a: dict) -> None:
         outs = []
-        targets = self._reshape_targets()
+        targets = self.reshape_targets()
         for batch, target in zip(BATCHES, targets, strict=True):
             full = (batch, *self.shape)
             shape = [full[i] if v == 0 and not a.get("allowzero", 0) else v

@@ -49,9 +49,9 @@ class _Walker(Protocol):
 
     def refuse(self, why: str) -> NoReturn: ...
 
-    def _uses(self, name: str, after: int) -> int: ...
+    def uses(self, name: str, after: int) -> int: ...
 
-    def _output_name(self) -> str: ...
+    def output_name(self) -> str: ...
 
 def split_node(walk: _Walker, args: dict[str, Any]) -> None:
     """torch.chunk / torch.split along the channels: a branch per piece (``_channel_ops``)."""
@@ -67,7 +67,7 @@ def split_node(walk: _Walker, args: dict[str, Any]) -> None:
     if pieces is None:
         walk.refuse(f"its pieces {sizes} do not split the {shape[0]} channels")
     after = walk.index
-    branch_pieces(walk, src[1], pieces, lambda n: walk._uses(n, after) > 0)
+    branch_pieces(walk, src[1], pieces, lambda n: walk.uses(n, after) > 0)
 
 
 def channel_permutation(walk: _Walker, nodes: list[dict[str, Any]], first: int) -> int | None:
@@ -85,7 +85,7 @@ def channel_permutation(walk: _Walker, nodes: list[dict[str, Any]], first: int) 
         target = node_target(nodes[j])
         walk.index, walk.node = j, nodes[j]
         a = walk.args()
-        if a.get("self") != ("tensor", name) or (j > first and walk._uses(name, j) > 1):
+        if a.get("self") != ("tensor", name) or (j > first and walk.uses(name, j) > 1):
             break
         if target in RESHAPE:
             steps.append(batch_first(list(a.get("size", a.get("shape")) or [])))
@@ -95,7 +95,7 @@ def channel_permutation(walk: _Walker, nodes: list[dict[str, Any]], first: int) 
             steps.append(permute_step(list(a["dims"])))
         elif target not in _IDENTITY:
             break
-        name = walk._output_name()
+        name = walk.output_name()
         permuted = any(node_target(nodes[k]) in _PERMUTE for k in range(first, j))
         if target in RESHAPE and permuted and append_permutation(walk, steps, name):
             return j

@@ -175,7 +175,7 @@ class GraphTranslator(SegmentedWalk):
     def add(self, *modules: nn.Module) -> None:
         for k, m in enumerate(modules):
             base = str(self.node.get("name", "node")).replace(".", "_") or "node"
-            key = base if base not in self.seq._modules else f"{base}_{k}"
+            key = base if not hasattr(self.seq, base) else f"{base}_{k}"
             self.seq.add_module(key, m.eval())  # eval: a probe must not touch BN statistics
             self.shape = self.chain_budget.check(m, self.shape, key)
 
@@ -219,7 +219,7 @@ class GraphTranslator(SegmentedWalk):
                 self.shape = self.shapes[tensors[0]]  # a branch from an earlier tensor
             if tensors[0] != self.current:
                 self._refuse_branch(tensors)
-            if self._uses(self.current, index - 1) > 1:
+            if self.uses(self.current, index - 1) > 1:
                 end = self._activation_region(nodes, index - 1)
                 if end is not None:
                     index = end + 1
@@ -251,7 +251,7 @@ class GraphTranslator(SegmentedWalk):
         if kind == "add" and (shape is None or self.shapes.get(tensors[1]) != shape):
             self.refuse(f"it adds tensors of shapes {[self.shapes.get(t) for t in tensors]}; "
                         "lbi lifts sums of tensors of one shape")
-        if not self.graph_parts.merge(kind, tensors, self._output_name()):
+        if not self.graph_parts.merge(kind, tensors, self.output_name()):
             self._refuse_branch(tensors)
         assert shape is not None  # checked above for sums, computed for concatenations
         self.shape = shape
@@ -270,7 +270,7 @@ class GraphTranslator(SegmentedWalk):
                         "the concatenation of channels (dim 1) of equal-sized maps")
         self._merge("cat", names, cat)
 
-    def _output_name(self) -> str:
+    def output_name(self) -> str:
         outs = self.node.get("outputs", [])
         t = outs[0].get("as_tensor") if outs else None
         if t is None:
@@ -287,7 +287,7 @@ class GraphTranslator(SegmentedWalk):
         self.current = t["name"]
         self.shapes[self.current] = self.shape
 
-    def _uses(self, name: str, after: int) -> int:
+    def uses(self, name: str, after: int) -> int:
         later = sum(1 for j in self.consumers.get(name, []) if j >= after and
                     _target(self.graph["nodes"][j]) != "aten.sym_size.int")
         return later + (name == self.out_name)

@@ -239,7 +239,7 @@ class ComposedMap(AffineMap):
            dtype: torch.dtype | None = None) -> ComposedMap:
         new = copy.copy(self)
         new.maps = [m.to(device=device, dtype=dtype) for m in self.maps]
-        new._bias = None if self._bias is None else self._bias.to(device=device, dtype=dtype)
+        new.bias = None if self._bias is None else self._bias.to(device=device, dtype=dtype)
         return new
 
     def linear(self, x: Tensor) -> Tensor:

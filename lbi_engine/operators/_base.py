@@ -122,10 +122,6 @@ class AffineMap(ABC):
                 f"shape {self.in_shape}.")
 
     # --- explicit matrix and operator norm -------------------------------------------------
-    def _work(self) -> tuple[AffineMap, torch.device]:
-        device = self.device or torch.device("cpu")
-        return self.to(dtype=torch.float64), device
-
     def dense(self, dtype: torch.dtype | None = None, chunk: int = 1024) -> Tensor:
         """The explicit matrix W (out_numel x in_numel), built column- or row-wise.
 
@@ -163,10 +159,25 @@ class AffineMap(ABC):
             self._norm, self.norm_method = self._compute_norm()
         return self._norm
 
+    @property
+    def known_norm(self) -> float | None:
+        """||W|| where it is computed or given already, else None (nothing is computed)."""
+        return self._norm
+
+    def keep_norm(self, value: float | None, method: str | None) -> None:
+        """Sets the norm that :meth:`norm` returns (None: compute it when asked) and how it
+        was found, for a map known to have it (a copy, a rescaled map)."""
+        self._norm, self.norm_method = value, method
+
     def _compute_norm(self) -> tuple[float, str]:
-        if use_exact_norm(self.in_numel, self.out_numel):
-            return exact_norm_of_matrix(self.dense(dtype=torch.float64)), "exact"
-        return lanczos_norm(self) * ITER_SAFETY, "lanczos"
+        return operator_norm(self)
+
+
+def operator_norm(op: AffineMap) -> tuple[float, str]:
+    """||W|| of ``op`` and how it was found: exact or Lanczos (see :meth:`AffineMap.norm`)."""
+    if use_exact_norm(op.in_numel, op.out_numel):
+        return exact_norm_of_matrix(op.dense(dtype=torch.float64)), "exact"
+    return lanczos_norm(op) * ITER_SAFETY, "lanczos"
 
 
 def use_exact_norm(n: int, m: int) -> bool:
@@ -192,7 +203,7 @@ def lanczos_norm(op: AffineMap, rtol: float = ITER_RTOL, max_apply: int = ITER_M
     than ``rtol`` (relative) in one step and its residual is below 1e-3 of it. Full
     re-orthogonalisation; at most ITER_BASIS vectors (or 256 MB) are kept before a restart.
     """
-    work, device = op._work()
+    work, device = op.to(dtype=torch.float64), op.device or torch.device("cpu")
     n = op.in_numel
     basis = int(min(ITER_BASIS, max(8, 2**25 // max(n, 1))))
     gen = torch.Generator().manual_seed(ITER_SEED)

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from lbi_engine.errors import ShapeMismatchError
 from lbi_engine.operators import LinearMap, PadMap, ScaleShiftMap
-from lbi_engine.operators._base import AffineMap, exact_norm_of_matrix
+from lbi_engine.operators._base import AffineMap, exact_norm_of_matrix, operator_norm
 
 
 def _pair(v: int | Sequence[int]) -> tuple[int, int]:
@@ -292,7 +292,7 @@ class AvgPool2dMap(AffineMap):
         # channels are independent copies of one single-channel map: norm of that map
         single = AvgPool2dMap((1, *self.in_shape[1:]), self.kernel, self.stride, self.padding,
                               self.ceil_mode, self.count_include_pad, self.divisor_override)
-        return AffineMap._compute_norm(single)
+        return operator_norm(single)
 
     def describe(self) -> str:
         opts = [f"k={self.kernel[0] if self.kernel[0] == self.kernel[1] else self.kernel}",

@@ -24,8 +24,9 @@ _WEIGHTED = (LinearMap, Conv2dMap, ConvTranspose2dMap)
 
 def _carry_norm(new: AffineMap, old: AffineMap, gain: float) -> AffineMap:
     """||g W|| = |g| ||W||: keep a computed norm instead of computing it again."""
-    new._norm = None if old._norm is None else abs(gain) * old._norm
-    new.norm_method = old.norm_method if old._norm is not None else None
+    known = old.known_norm
+    new.keep_norm(None if known is None else abs(gain) * known,
+                  old.norm_method if known is not None else None)
     return new
 
 

@@ -7,7 +7,37 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
+
+#: A value of result.json as it is written: numbers, words, null, lists and objects of them.
+JsonValue = float | int | str | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+#: One point of alpha "auto"'s path (its fields depend on the search that made it).
+JsonObject = dict[str, JsonValue]
+
+
+class StageTime(TypedDict):
+    """One stage of alpha "auto"'s run (``solvers.alpha.time_split.RunStage``)."""
+
+    stage: str
+    iterations: int
+    seconds: float
+    alpha: float | None
+    hidden_weight: float | None
+    point: int | None
+
+
+class LayerStage(TypedDict):
+    """One stage of a layer-wise run: its iterations, the weight of its prior per sample
+    (the input stage: alpha) and the rule that chose it, its momentum restarts, every
+    sample's stop reason and this sample's."""
+
+    stage: str
+    iterations: int
+    weight: list[float]
+    weight_rule: str
+    restarts: int
+    stop_reasons: list[str]
+    stop_reason: str
 
 #: Written only when the run has them (a joint run's hidden weight, alpha "auto"'s time
 #: split, layer-wise stages): result.json has no such key otherwise.
@@ -73,7 +103,7 @@ class RunMetrics:
     device_run: str = ""
     alpha: float | None = None
     alpha_rule: str = "fixed"
-    alpha_path: list[dict[str, Any]] | None = None
+    alpha_path: list[JsonObject] | None = None
     alpha_target: float | None = None
     alpha_path_forward: str | None = None
     regulariser_run: str | None = None
@@ -98,10 +128,10 @@ class RunMetrics:
     alpha_used: float | None = None
     hidden_weight: float | None = None
     hidden_weight_rule: str | None = None
-    alpha_path_unweighted: list[dict[str, Any]] | None = None
-    time_split: list[dict[str, Any]] | None = None
+    alpha_path_unweighted: list[JsonObject] | None = None
+    time_split: list[StageTime] | None = None
     timings: dict[str, float] | None = None
-    stages: list[dict[str, Any]] | None = None
+    stages: list[LayerStage] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """result.json's ``metrics``: every field, but those of :data:`_WHEN_SET` only when

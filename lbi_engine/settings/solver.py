@@ -14,6 +14,10 @@ from dataclasses import asdict, dataclass, fields
 
 from lbi_engine.errors import InputError
 
+#: A solver option's value as a request or a script gives it by name (``--option KEY=VALUE``):
+#: :class:`SolverOptions` checks the names and holds the typed fields.
+OptionValue = float | int | str | None
+
 #: Method name -> what it runs, in the order the help texts list them. The solvers' registry
 #: (``lbi_engine.solvers.METHODS``) maps the same names to their run functions.
 DESCRIPTIONS = {

@@ -109,14 +109,14 @@ def warm_start(record: IterateRecord | dict[str, Any], problem: Problem) -> dict
         return value.to(device=problem.device, dtype=problem.dtype)
 
     data = record.to_numpy() if isinstance(record, IterateRecord) else record
-    extras = data.get("extras") or {}
+    warm = data.get("warm") or {}
     init: dict[str, Any] = {"x": tensor(data["x"]), "iteration": int(data["iteration"])}
     aux = [tensor(a) for a in data.get("aux") or []]
     if aux and len(aux) == problem.depth - 1:
         init["aux"] = aux
-    for key in ("dual", "x_prev", "momentum"):  # "x_prev", "momentum": accelerated pdhg
-        if extras.get(key) is not None:
-            init[key] = tensor(extras[key])
+    for key in ("dual", "x_prev", "momentum"):  # "x_prev", "momentum": accelerated methods
+        if warm.get(key) is not None:
+            init[key] = tensor(warm[key])
     return init
 
 

@@ -20,6 +20,7 @@ from lbi_engine.solvers.base import (
     StopReason,
     StopRule,
     Stopwatch,
+    WarmStart,
     all_finite,
 )
 
@@ -71,6 +72,8 @@ class RunMonitor:
         self.first_objective: Tensor | None = None
         self.stage = ""
         self.extras: dict[str, Any] = {}
+        #: the method's state for a warm start, set before each record (copied into it)
+        self.warm: WarmStart | None = None
         # The problem's dtype, so that every record's residuals share one dtype.
         device, dtype = problem.device, problem.dtype
         self._last_dx = torch.full((batch,), math.inf, device=device, dtype=dtype)
@@ -101,6 +104,7 @@ class RunMonitor:
             other.first_objective = self.first_objective[keep]
         other.stage = self.stage
         other.extras = dict(self.extras)
+        other.warm = self.warm
         other._last_dx, other._last_dz = self._last_dx[keep], self._last_dz[keep]
         other._history = [(k, v[keep]) for k, v in self._history]
         other._history_start = self._history_start
@@ -323,6 +327,7 @@ class RunMonitor:
             stage=self.stage,
             extras={k: v.detach().clone() if isinstance(v, Tensor) else v
                     for k, v in self.extras.items()},
+            warm=None if self.warm is None else self.warm.copy(),
         )
         if not final:
             # restarted by the next before_iteration(), i.e. once the caller has the record

@@ -51,6 +51,28 @@ class CancelToken:
 
 
 @dataclass
+class WarmStart:
+    """What a run needs beyond its iterates to continue exactly where a record left off.
+
+    ``dual``: the TV prox's (or the primal–dual block's) dual variable; ``x_prev`` and
+    ``momentum``: an accelerated method's previous iterate (flattened and concatenated over
+    the blocks) and its momentum ``[t; coefficient]`` per sample (``operators.momentum``).
+    None where the method has no such state."""
+
+    dual: Tensor | None = None
+    x_prev: Tensor | None = None
+    momentum: Tensor | None = None
+
+    def copy(self) -> WarmStart:
+        """Detached copies of the tensors (a record keeps its own: solvers update theirs in
+        place)."""
+        def kept(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.detach().clone()
+
+        return WarmStart(kept(self.dual), kept(self.x_prev), kept(self.momentum))
+
+
+@dataclass
 class IterateRecord:
     """One report of a running solver, for a batch of B samples.
 
@@ -78,6 +100,10 @@ class IterateRecord:
     stop_reasons: list[str] | None = None  # per sample, on the final record
     stage: str = ""  # e.g. "layer 3/3" for layer-wise inversion
     extras: dict[str, Any] = field(default_factory=dict)
+    # what a run needs to continue this one exactly (``solvers.warm_start``)
+    warm: WarmStart | None = None
+    # the joint method's weight on the hidden Bregman terms (MATH.md §5.7); None elsewhere
+    hidden_weight: float | None = None
 
     @property
     def stop_reason(self) -> str | None:
@@ -121,6 +147,10 @@ class IterateRecord:
                 key: cpu(value) if isinstance(value, Tensor) else value
                 for key, value in self.extras.items()
             },
+            "warm": None if self.warm is None else {
+                "dual": cpu(self.warm.dual), "x_prev": cpu(self.warm.x_prev),
+                "momentum": cpu(self.warm.momentum)},
+            "hidden_weight": self.hidden_weight,
         }
 
 

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from lbi_engine.protocols import Problem
 from lbi_engine.settings.solver import SolverOptions
-from lbi_engine.solvers.base import IterateRecord, StopRule, final
+from lbi_engine.solvers.base import IterateRecord, StopRule, WarmStart, final
 
 
 def solve_shrinking(problem: Problem, method: str, *, stop: StopRule,
@@ -105,7 +105,8 @@ def merge_rows(records: list[IterateRecord], shares: list[Tensor], batch: int
         dual_residual=merged(lambda r: r.dual_residual),
         elapsed=max(r.elapsed for r in records), active=merged(lambda r: r.active),
         psnr=merged(lambda r: r.psnr), ssim=merged(lambda r: r.ssim), final=True,
-        stop_reasons=listed(lambda r: r.stop_reasons), stage=first.stage, extras=extras)
+        stop_reasons=listed(lambda r: r.stop_reasons), stage=first.stage, extras=extras,
+        hidden_weight=first.hidden_weight)
 
 
 def problem_rows(problem: Problem, keep: Tensor) -> Problem:
@@ -130,7 +131,7 @@ class _ShrinkingJoint:
         self.problem, self.options = problem, options
         batch = problem.batch
         x0, aux = accelerated_start(problem)
-        self.method = AcceleratedJoint(problem, x0, aux, {}, options)
+        self.method = AcceleratedJoint(problem, x0, aux, options, stop.tol_mode)
         self.monitor = RunMonitor(problem, "joint", stop, None, report_every)
         self.monitor.extras.update(steps="accelerated", tau_x=self.method.fista.taus[0],
                                    tau_aux=self.method.fista.taus[1:], shrinking=True)
@@ -203,13 +204,13 @@ class _ShrinkingJoint:
         from lbi_engine.solvers.joint.method import AcceleratedJoint
 
         fista = self.method.fista
-        xs = fista.xs
-        previous, momentum = fista.momentum_state
+        xs, warm = fista.xs, fista.warm_state()
+        assert warm.x_prev is not None and warm.momentum is not None  # FISTA's, always there
         problem = problem_rows(self.monitor.problem, keep)
-        init = {"dual": fista.dual[keep], "x_prev": previous[keep],
-                "momentum": momentum[:, keep]}
-        self.method = AcceleratedJoint(problem, xs[0][keep], [a[keep] for a in xs[1:]], init,
-                                       self.options)
+        rows = WarmStart(dual=fista.dual[keep], x_prev=warm.x_prev[keep],
+                         momentum=warm.momentum[:, keep])
+        self.method = AcceleratedJoint(problem, xs[0][keep], [a[keep] for a in xs[1:]],
+                                       self.options, self.monitor.stop.tol_mode, rows)
         self.monitor = self.monitor.subset(problem, keep)
         self.rows = self.rows[keep]
 
@@ -217,8 +218,7 @@ class _ShrinkingJoint:
         from lbi_engine.solvers._monitor import problem_ssim
 
         problem = self.problem
-        extras = {k: v for k, v in self.extras.items()
-                  if k not in ("dual", "x_prev", "momentum")}  # rows of the last batch only
+        extras = dict(self.extras)  # no warm state: its rows were the last batch's only
         extras["stop_iterations"] = list(self.iterations)
         return IterateRecord(
             method="joint", iteration=max(self.iterations), x=self.x, aux=self.aux,

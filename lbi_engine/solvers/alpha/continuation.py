@@ -380,7 +380,7 @@ def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any
             break
     assert previous is not None
     steps = int(previous.iteration - init["iteration"])
-    weight = float(previous.extras.get("hidden_weight", 1.0))
+    weight = 1.0 if previous.hidden_weight is None else previous.hidden_weight
     previous.extras.update({
         "alpha": alpha, "alpha_rule": rule, "alpha_target": target,
         "alpha_path": [p.to_dict() for p in path], "alpha_path_forward": source,

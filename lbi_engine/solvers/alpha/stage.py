@@ -114,7 +114,7 @@ def search_alpha(problem: Problem, data: Tensor, delta: Tensor, eta: float,
         rec = final(run_pdhg(sub, StopRule(max_iter=cap, tol=tol, time_budget=left), options,
                              init, cancel, cap))
         spent.spend(rec.iteration)
-        state["x"], state["dual"] = rec.x, rec.extras.get("dual")
+        state["x"], state["dual"] = rec.x, None if rec.warm is None else rec.warm.dual
         value = float(discrepancy_ratio(residual_norms(problem, rec.x), delta).mean())
         trail.append((alpha, value))
         results[alpha] = (value, rec.x, state["dual"])

@@ -217,7 +217,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
     # iteration counts from the path point it continued, not every solve before it)
     previous.extras["solver_steps"] = sum(p.iterations for p in path) + int(
         previous.iteration - finals[near].iteration)
-    weight = float(previous.extras.get("hidden_weight", 1.0))
+    weight = 1.0 if previous.hidden_weight is None else previous.hidden_weight
     searched = [(p, 1.0) for p in unweighted] + [(p, weight) for p in path]
     previous.extras["time_split"] = time_split(
         guessing - sum(p.seconds for p in unweighted), searched, chosen, weight,
@@ -262,7 +262,7 @@ def _noise_scaled(problem: Problem, solve: PathSolve, alpha: float,
     previous.extras.update(choice.to_dict())
     previous.extras["solver_steps"] = int(previous.iteration)
     previous.extras["time_split"] = time_split(
-        0.0, [], alpha, float(previous.extras.get("hidden_weight", 1.0)),
+        0.0, [], alpha, 1.0 if previous.hidden_weight is None else previous.hidden_weight,
         int(previous.iteration), float(previous.elapsed))
     previous.stage = f"alpha {alpha:.3g} ({rule})"
     yield previous

@@ -20,17 +20,18 @@ accelerated one-layer method. At a fixed point of the whole iteration the dual i
 point of FGP, so the limit is exact; ``dual`` is that dual (in the unit ball), so
 alpha K^T dual + grad_{x_0} f = 0 there. With a box [lo, hi] the box is inside the prox
 (constrained ROF). The learned Gaussian input prior is
-smooth and joins f instead (``_smooth_prior``: per-pixel steps, then the clip onto its box).
-With its TV term (R = G + gamma TV) the x_0 step is then the prox of alpha gamma TV + box in
-that per-pixel metric diag(1/tau), TV's FGP with the primal map clip(v + w lam div p),
-w = tau / max tau (``_metric_tv_prox``; MATH.md §4.3).
+smooth and joins f instead (``prior_step``: per-pixel steps, then the clip onto its box; with
+its TV term, the prox of alpha gamma TV + box in that per-pixel metric; MATH.md §4.3).
+
+How a step is taken (torch operations on the batch, one sample on buffers, or compiled
+loops) is a ``steps.JointStep`` chosen once, when the state is made; :meth:`JointFista.step`
+delegates to it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -40,13 +41,18 @@ from lbi_engine.operators.momentum import Momentum, ScalarMomentum
 from lbi_engine.protocols import Problem
 from lbi_engine.regularisers import GaussianPrior, TotalVariation, TVProx
 from lbi_engine.settings.solver import SolverOptions
+from lbi_engine.solvers._monitor import RunMonitor
+from lbi_engine.solvers.base import WarmStart
+from lbi_engine.solvers.driver import Changes
 from lbi_engine.solvers.joint.graph import graph_bounds, graph_gradient
 from lbi_engine.solvers.joint.one_sample import OneSampleGradient
+from lbi_engine.solvers.joint.prior_step import metric_tv_prox, smooth_prior_gradient
 from lbi_engine.solvers.joint.records import records_objective
 from lbi_engine.solvers.joint.sparse_maps import sparse_or_self
+from lbi_engine.solvers.joint.state import FistaState
+from lbi_engine.solvers.joint.steps import BatchStep, JointStep, OneSampleStep
 
-if TYPE_CHECKING:  # imports numba: imported at run time only when the step is made
-    from lbi_engine.solvers.joint.compiled_step import FusedStep
+__all__ = ["JointFista", "choose_step", "graph_bounds", "supported"]
 
 
 def supported(problem: Problem, options: SolverOptions) -> bool:
@@ -69,12 +75,14 @@ class JointFista:
     overhead, not arithmetic (docs/LAYERWISE.md §Joint).
     """
 
-    def __init__(self, problem: Problem, xs: list[Tensor], dual: Tensor | None,
-                 step_scale: float, x_prev: Tensor | None = None,
-                 momentum: Tensor | None = None) -> None:
-        """``x_prev`` (the previous iterates, flattened and concatenated) and ``momentum``
-        ([t; last momentum coefficient] per sample) come from :meth:`momentum_state` of an
-        earlier run, so that a warm-started run continues the same iteration exactly."""
+    def __init__(self, problem: Problem, xs: list[Tensor], step_scale: float = 1.0, *,
+                 warm: WarmStart | None = None, tol_mode: str = "objective",
+                 compiled: bool = True) -> None:
+        """``warm``: the dual, previous iterates and momentum of an earlier run's record
+        (:meth:`warm_state`), so that a warm-started run continues the same iteration
+        exactly. ``tol_mode`` (the stop rule's) and ``compiled`` (False: torch operations
+        only) choose how a step is taken (``steps.choose``)."""
+        warm = warm or WarmStart()
         self.problem = problem
         self.layers = problem.network.layers
         self.reg = problem.reg
@@ -95,15 +103,15 @@ class JointFista:
             ]
         self.taus = [step_scale / m for m in bounds]
         self.lam = self.taus[0] * self.alpha
-        self.k_norm_sq = float(self.reg.K_norm_sq())
         inner = self.reg.inner
-        self._tv = isinstance(inner, TotalVariation)  # else the Gaussian prior (smooth)
-        self._lo, self._hi = float(inner.lo), float(inner.hi)  # +-inf: no box
+        #: whether the image block's prior is TV (else the Gaussian prior, smooth)
+        self.tv = isinstance(inner, TotalVariation)
+        self.lo, self.hi = float(inner.lo), float(inner.hi)  # +-inf: no box
         like = xs[0]
         batch = like.shape[0]
-        self._shapes = [tuple(x.shape) for x in xs]
-        self._sizes = [x[0].numel() for x in xs]
-        self.n0 = self._sizes[0]
+        self.shapes = [tuple(x.shape) for x in xs]
+        self.sizes = [x[0].numel() for x in xs]
+        self.n0 = self.sizes[0]
         # Four (B, N) slots rotate between x, the previous x, the new x and scratch; y and
         # the gradient have their own. Block views of every slot are made once.
         self.slots = [self._flat(xs) for _ in range(4)]
@@ -116,91 +124,54 @@ class JointFista:
         # FISTA's momentum with the restart (``operators.momentum``): (B,) tensors, or Python
         # floats rounded to the dtype for one sample
         state = None
-        if x_prev is not None and momentum is not None:
-            self._prev.copy_(x_prev.reshape(batch, -1))
-            state = momentum.reshape(2, batch)
+        if warm.x_prev is not None and warm.momentum is not None:
+            self.slots[self.slot_prev].copy_(warm.x_prev.reshape(batch, -1))
+            state = warm.momentum.reshape(2, batch)
         rule = Momentum(batch, like, state)
-        torch.addcmul(self._x, rule.coef.reshape(-1, 1), self._x - self._prev, out=self.y)
+        torch.addcmul(self.x_flat, rule.coef.reshape(-1, 1),
+                      self.x_flat - self.slots[self.slot_prev], out=self.y)
         self.momentum: Momentum | ScalarMomentum = rule
         # the per-coordinate step (each block's tau over its entries)
         self.tau = torch.cat([torch.full((n,), t, dtype=like.dtype, device=like.device)
-                              for n, t in zip(self._sizes, self.taus, strict=True)])
-        self._prior = self._smooth_prior(bounds[0], step_scale, like)
+                              for n, t in zip(self.sizes, self.taus, strict=True)])
+        self.prior_gradient = None
+        if isinstance(inner, GaussianPrior):
+            self.prior_gradient = smooth_prior_gradient(inner, self.alpha, bounds[0], step_scale,
+                                                        self.tau[:self.n0], like)
         if batch == 1 and like.dtype in (torch.float32, torch.float64):
             self.momentum = ScalarMomentum(like.dtype, float(rule.t[0]), float(rule.coef[0]))
         # every auxiliary block's prox a projection onto x >= 0 (ReLU): one clamp for all
         self.relu_aux = all(type(layer.activation).__name__ == "ReLU"
                             for layer in self.layers[:-1])
         # tanh/sigmoid blocks: their root-solved prox in one compiled loop per block
-        self._aux_prox = _compiled_aux_proxes(self.layers, like)
-        self._offsets = [sum(self._sizes[:i]) for i in range(len(self._sizes) + 1)]
+        self.aux_prox = _compiled_aux_proxes(self.layers, like)
+        self.offsets = [sum(self.sizes[:i]) for i in range(len(self.sizes) + 1)]
         # the same maps, small convolutions as CSR matrices (2-5x cheaper on the CPU)
         # (a LiftedNetwork's layers hold AffineMaps; the Layer protocol promises an Operator)
         self.maps = [sparse_or_self(cast(AffineMap, layer.affine), like) for layer in self.layers]
         # one sample: the gradient on buffers made once, on flat 1-D views of y and grad
         self.one = None if self.graph_maps is not None else \
             OneSampleGradient.build(self.layers, self.maps, problem.y_delta, batch)
-        self.y_flat = [part.view(-1) for part in self.y[0].split(self._sizes)]
-        self.slot_flat = [[part.view(-1) for part in slot[0].split(self._sizes)]
+        self.y_flat = [part.view(-1) for part in self.y[0].split(self.sizes)]
+        self.slot_flat = [[part.view(-1) for part in slot[0].split(self.sizes)]
                           for slot in self.slots]  # per slot, for the records
-        self.grad_flat = [part.view(-1) for part in self.grad[0].split(self._sizes)]
+        self.grad_flat = [part.view(-1) for part in self.grad[0].split(self.sizes)]
         # the TV prox of the x_0 block, its backend (compiled on the CPU) chosen once here;
         # ``dual`` is its warm-started dual
         self.tv_prox: TVProx | None = None
-        if self._tv:
-            assert isinstance(inner, TotalVariation)
+        if isinstance(inner, TotalVariation):
             self.tv_prox = inner.fgp(batch, tuple(self.reg.image_shape), like)
         elif isinstance(inner, GaussianPrior) and inner.tv > 0:
-            self.tv_prox = self._metric_tv_prox(inner.tv, batch, like)
+            self.tv_prox, self.lam = metric_tv_prox(inner, self.alpha, self.tau[:self.n0], batch,
+                                                    tuple(self.reg.image_shape), like)
         k_shape = self.reg.K(xs[0]).shape
         self.dual = self.tv_prox.dual if self.tv_prox is not None else \
             torch.zeros(k_shape, dtype=like.dtype, device=like.device)
-        if dual is not None:
-            self.dual.copy_(dual.reshape(k_shape))
+        if warm.dual is not None:
+            self.dual.copy_(warm.dual.reshape(k_shape))
         self.inner_steps = 0
-        self.zx: list[Tensor] | None = None
-        self.zx_views: list[list[Tensor]] = []
-        self._fused = self._fused_step()
-
-    def _smooth_prior(self, bound: float, step_scale: float, like: Tensor
-                      ) -> Callable[[Tensor], Tensor] | None:
-        """For the Gaussian input prior: alpha Sigma^{-1} (x_0 - mu) as a map (B, n0) -> (B, n0),
-        after setting the x_0 block's step per pixel to step_scale / (m_0 + alpha / d_i).
-
-        Why the gradient and not the prox: the prior is smooth, and Sigma^{-1} <= diag(d)^{-1}
-        (Sigma = U U^T + diag(d)), so m_0 I + alpha diag(d)^{-1} majorises the x_0 block's
-        Hessian (block diagonal dominance as for m_0) and the step is FISTA in that diagonal
-        metric, whose projection onto a box is the clip: one product with Sigma^{-1} per step,
-        where the box-constrained prox needs an inner loop of them. None for TV."""
-        if self._tv:
-            return None
-        inner = self.reg.inner
-        assert isinstance(inner, GaussianPrior)  # supported() admits TV or the Gaussian prior
-        prior, alpha = inner.prior, self.alpha
-        self.tau[:self.n0] = step_scale / (bound + alpha * prior.inverse_diag_on(like))
-        mean = prior.mean_on(like)
-
-        def gradient(y0: Tensor) -> Tensor:
-            return prior.precision_apply(y0 - mean).mul_(alpha)
-
-        return gradient
-
-    def _metric_tv_prox(self, gamma: float, batch: int, like: Tensor) -> TVProx:
-        """The x_0 step's prox for the Gaussian prior + gamma TV: with the per-pixel steps tau
-        of ``_smooth_prior`` (the metric M = diag(1/tau) of the smooth part's FISTA step),
-        argmin_u 1/2 ||u - v||^2_M + alpha gamma TV(u) + box. Scaled by tau_max it is
-        1/2 sum (u_i - v_i)^2 / w_i + lam TV(u) + box, w = tau / tau_max in (0, 1] and
-        lam = alpha gamma tau_max: phi = the weighted distance + box is 1-strongly convex
-        (w <= 1), so TV's FGP runs with the primal map u(p) = clip(v + w lam div p), the
-        1-dimensional minimiser of each pixel's convex piece on its interval (``_tv_prox``'s
-        weight: compiled on the CPU, torch elsewhere). (The fused one-sample step is TV's
-        only: it knows no Gaussian gradient.)"""
-        shape = tuple(self.reg.image_shape)
-        tau0 = self.tau[:self.n0]
-        top = float(tau0.max())
-        self.lam = self.alpha * gamma * top
-        return TVProx(True, self._lo, self._hi, batch, shape, like.dtype, like.device,
-                      weight=tau0 / top)
+        #: how a step is taken, chosen once (``steps``, :func:`choose_step`)
+        self.stepper = choose_step(self, tol_mode, compiled)
 
     # -- flat buffers and their block views ------------------------------------------------
     def _flat(self, blocks: list[Tensor]) -> Tensor:
@@ -209,15 +180,7 @@ class JointFista:
 
     def _views(self, flat: Tensor) -> list[Tensor]:
         return [part.view(shape) for part, shape in
-                zip(flat.split(self._sizes, dim=1), self._shapes, strict=True)]
-
-    @property
-    def _x(self) -> Tensor:
-        return self.slots[self.slot_x]
-
-    @property
-    def _prev(self) -> Tensor:
-        return self.slots[self.slot_prev]
+                zip(flat.split(self.sizes, dim=1), self.shapes, strict=True)]
 
     @property
     def xs(self) -> list[Tensor]:
@@ -229,18 +192,30 @@ class JointFista:
 
     @property
     def new_flat(self) -> Tensor:
-        """The last step's iterate as one (B, N) tensor (its blocks are what step() returned)."""
+        """The proposed iterate as one (B, N) tensor (its blocks are what propose() returned)."""
         return self.slots[self.slot_new]
 
-    @property
-    def ys(self) -> list[Tensor]:
-        return self.y_views
-
-    @property
-    def prev(self) -> list[Tensor]:
-        return self.slot_views[self.slot_prev]
+    def rotate(self) -> None:
+        """The proposed iterate becomes x, x the previous one, the previous slot free."""
+        self.slot_x, self.slot_prev, self.slot_new = self.slot_new, self.slot_x, self.slot_prev
 
     # -- the iteration -----------------------------------------------------------------------
+    def step(self, monitor: RunMonitor) -> Changes:
+        """One accelerated step, vetted by ``monitor`` (finiteness, frozen samples); returns
+        the per-sample change of the iterate (inf where only the records measure it:
+        :attr:`measures_change`)."""
+        return self.stepper.step(self, monitor)
+
+    @property
+    def measures_change(self) -> bool:
+        """Whether :meth:`step` measures the change (else :meth:`last_change` gives it)."""
+        return self.stepper.measures_change
+
+    @property
+    def pre_activations(self) -> list[Tensor] | None:
+        """W_l x_l + b_l of the current iterate per layer, where the step keeps them."""
+        return self.stepper.pre_activations(self)
+
     def gradient(self, ys: list[Tensor]) -> list[Tensor]:
         """grad f at ``ys`` (blocks), as blocks of one (B, N) tensor (a fresh one)."""
         grad = torch.empty_like(self.grad)
@@ -249,7 +224,8 @@ class JointFista:
 
     def _gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
         if self.graph_maps is not None:
-            return self._graph_gradient(ys, g_blocks)
+            graph_gradient(self.layers, self.graph_maps, self.problem.y_delta, ys, g_blocks)
+            return
         layers, depth, maps = self.layers, len(self.layers), self.maps
         z_prev = None
         for i, layer in enumerate(layers):
@@ -261,10 +237,6 @@ class JointFista:
                 g_blocks[i].add_(ys[i]).sub_(z_prev.reshape(ys[i].shape))
             z_prev = z
 
-    def _graph_gradient(self, ys: list[Tensor], g_blocks: list[Tensor]) -> None:
-        assert self.graph_maps is not None
-        graph_gradient(self.layers, self.graph_maps, self.problem.y_delta, ys, g_blocks)
-
     def objective_parts(self) -> dict[str, Tensor]:
         """``problem.objective_parts`` at the current iterates (``records``)."""
         return records_objective(self)
@@ -272,7 +244,7 @@ class JointFista:
     def tv_value(self, x0: Tensor) -> Tensor:
         """R(x_0) per sample (the prox's TV loop; the iterate is in the box, so the raw value
         is the value)."""
-        if self.tv_prox is None or not self._tv:
+        if self.tv_prox is None or not self.tv:
             return self.reg.value(x0)
         return self.tv_prox.value(x0)
 
@@ -280,29 +252,31 @@ class JointFista:
         """The TV (+ box) prox of ``v`` with weight lam, warm-started at ``dual``; ``y`` is
         the point the step started from (the prox's accuracy is relative to u - y)."""
         prox = self.tv_prox
-        assert prox is not None  # step() calls this for TV only
+        assert prox is not None  # propose() calls this with a TV prox only
         prox.v.copy_(v.reshape(prox.v.shape))
         prox.y.copy_(y.reshape(prox.y.shape))
         self.inner_steps += prox(self.lam)
         return prox.u
 
-    def step(self) -> list[Tensor]:
-        """The new iterates (not yet accepted): one prox-gradient step from ``ys``."""
+    def propose(self) -> list[Tensor]:
+        """The next iterate (not yet accepted) in the free slot, by blocks: one
+        prox-gradient step from y. The strategies of ``steps`` accept it."""
         if self.one is not None:
             self.one(self.y_flat, self.grad_flat)
         else:
             self._gradient(self.y_views, self.grad_views)
         new = self.slots[self.slot_new]
         blocks = self.slot_views[self.slot_new]
-        if self._prior is not None:  # the Gaussian prior's gradient, then the box
-            self.grad[:, :self.n0].add_(self._prior(self.y[:, :self.n0]))
+        lo, hi = self.lo, self.hi
+        if self.prior_gradient is not None:  # the Gaussian prior's gradient, then the box
+            self.grad[:, :self.n0].add_(self.prior_gradient(self.y[:, :self.n0]))
             torch.addcmul(self.y, self.grad, self.tau, value=-1.0, out=new)
             if self.tv_prox is not None:  # its TV term: the metric prox, the box inside
                 blocks[0].copy_(self._tv_prox(blocks[0], self.y_views[0])
                                 .reshape(blocks[0].shape))
-            elif self._lo > -math.inf or self._hi < math.inf:
-                new[:, :self.n0].clamp_(min=self._lo if self._lo > -math.inf else None,
-                                         max=self._hi if self._hi < math.inf else None)
+            elif lo > -math.inf or hi < math.inf:
+                new[:, :self.n0].clamp_(min=lo if lo > -math.inf else None,
+                                         max=hi if hi < math.inf else None)
         else:
             torch.addcmul(self.y, self.grad, self.tau, value=-1.0, out=new)
             blocks[0].copy_(self._tv_prox(blocks[0], self.y_views[0]).reshape(blocks[0].shape))
@@ -310,100 +284,12 @@ class JointFista:
             new[:, self.n0:].clamp_(min=0.0)
         else:
             for i in range(1, len(self.layers)):
-                fast = self._aux_prox[i - 1]
+                fast = self.aux_prox[i - 1]
                 if fast is not None:  # in place on the block's columns of the slot
-                    fast(new[:, self._offsets[i]:self._offsets[i + 1]], self.taus[i])
+                    fast(new[:, self.offsets[i]:self.offsets[i + 1]], self.taus[i])
                 else:
                     blocks[i].copy_(self.layers[i - 1].activation.prox(blocks[i], self.taus[i]))
         return blocks
-
-    def accept(self, new: list[Tensor]) -> None:
-        """Momentum with the gradient restart per sample (<y - x+, x+ - x> > 0 restarts)."""
-        slot = self.slot_views[self.slot_new]
-        for n, b in zip(new, slot, strict=True):
-            if n is not b:  # a block replaced by the caller (frozen samples)
-                b.copy_(n)
-        self.accept_flat(self.slots[self.slot_new])
-
-    def accept_flat(self, new: Tensor) -> None:
-        """accept() for the step's iterate given as one (B, N) tensor."""
-        mine = self.slots[self.slot_new]
-        if new is not mine:
-            mine.copy_(new)
-        x, scratch = self._x, self.slots[self.slot_scratch]
-        step = torch.sub(mine, x, out=scratch)
-        dot = torch.sub(self.y, mine, out=self.grad).mul_(step).sum(dim=1)
-        if isinstance(self.momentum, ScalarMomentum):  # one sample: Python numbers
-            self._accept_scalar(float(dot), mine, step)
-        else:
-            coef = self.momentum.advance(dot > 0)
-            torch.addcmul(mine, coef.reshape(-1, 1), step, out=self.y)
-        # rotate: new -> x, x -> prev, prev -> free slot for the next step
-        self.slot_x, self.slot_prev, self.slot_new = self.slot_new, self.slot_x, self.slot_prev
-
-    def step_one(self) -> bool:
-        """step() and accept_one() for one sample: the gradient on buffers (``one_sample``),
-        everything after it in compiled loops (``compiled_step.FusedStep``) where numba is
-        usable. Returns False, keeping the current iterate, when the step is not finite."""
-        if self._fused is None:
-            self.step()
-            return self.accept_one()
-        one, zx, zy = self.one, self.zx, self.zy
-        assert one is not None and zx is not None  # _fused is only made with them
-        # z at y = x + c (x - x_prev) from those of the iterates (z is affine in x), all
-        # layers in one operation on the flat buffers
-        assert isinstance(self.momentum, ScalarMomentum)  # _fused is made for one sample
-        coef = self.momentum.coef
-        if coef == 0.0:
-            zy.copy_(zx[self.slot_x])
-        else:
-            torch.lerp(zx[self.slot_prev], zx[self.slot_x], 1.0 + coef, out=zy)
-        one.from_pre_activations(self.y_flat, self.zy_views, self.grad_flat)
-        dot = self._fused.step(self)
-        if not math.isfinite(dot):
-            return False
-        one.forward_into(self.slot_flat[self.slot_new], self.zx_views[self.slot_new])  # W x+ + b
-        self.slot_x, self.slot_prev, self.slot_new = self.slot_new, self.slot_x, self.slot_prev
-        return True
-
-    def _fused_step(self) -> FusedStep | None:
-        """A ``compiled_step.FusedStep`` for one sample with ReLU auxiliary blocks on the CPU
-        with numba (its kernels loaded here, outside any stopwatch); else None."""
-        if self.one is None or not self.relu_aux or not self._tv or self.tv_prox is None or \
-                not self.tv_prox.compiled:
-            return None
-        from lbi_engine.solvers.joint.compiled_step import FusedStep
-
-        # the pre-activations W_l x_l + b_l of each slot's iterate, and of y: one flat buffer
-        # each, with per-layer views
-        sizes = [int(z.numel()) for z in self.one.z]
-        self.zx = [torch.empty(sum(sizes), dtype=self.y.dtype) for _ in self.slots]
-        self.zy = torch.empty(sum(sizes), dtype=self.y.dtype)
-        self.zx_views = [list(z.split(sizes)) for z in self.zx]
-        self.zy_views = list(self.zy.split(sizes))
-        for slot in (self.slot_x, self.slot_prev):
-            self.one.forward_into(self.slot_flat[slot], self.zx_views[slot])
-        return FusedStep(self)
-
-    def accept_one(self) -> bool:
-        """accept() of the step's iterate for one sample, whose finiteness it checks for free:
-        the restart test's <y - x+, x+ - x> is finite iff x+ is (x and y are). Returns False,
-        keeping the current iterate, when it is not (the caller stops the run as diverged);
-        the per-step norms of RunMonitor.accept then need not be taken."""
-        mine, x, scratch = self.slots[self.slot_new], self._x, self.slots[self.slot_scratch]
-        step = torch.sub(mine, x, out=scratch)
-        # one pass over both vectors (a product and a sum would be two)
-        dot = float(torch.dot(torch.sub(self.y, mine, out=self.grad).view(-1), step.view(-1)))
-        if not math.isfinite(dot):
-            return False
-        self._accept_scalar(dot, mine, step)
-        self.slot_x, self.slot_prev, self.slot_new = self.slot_new, self.slot_x, self.slot_prev
-        return True
-
-    @property
-    def one_sample(self) -> bool:
-        """Whether :meth:`accept_one` applies (one sample, momentum in Python numbers)."""
-        return isinstance(self.momentum, ScalarMomentum)
 
     @property
     def restarts(self) -> int:
@@ -412,30 +298,36 @@ class JointFista:
 
     def last_change(self) -> Tensor:
         """||x - x_prev|| / ||x|| per sample: the last accepted step's relative change."""
-        batch = self._x.shape[0]
+        x, prev = self.x_flat, self.slots[self.slot_prev]
+        batch = x.shape[0]
         # the difference in the gradient's buffer, which the next step overwrites anyway
-        diff = torch.linalg.vector_norm(torch.sub(self._x, self._prev, out=self.grad), dim=1)
-        size = torch.linalg.vector_norm(self._x.reshape(batch, -1), dim=1)
+        diff = torch.linalg.vector_norm(torch.sub(x, prev, out=self.grad), dim=1)
+        size = torch.linalg.vector_norm(x.reshape(batch, -1), dim=1)
         return diff / size.clamp_min(1e-12)
 
-    def _accept_scalar(self, dot: float, mine: Tensor, step: Tensor) -> None:
-        """accept_flat's momentum for B = 1 on Python floats (``ScalarMomentum``)."""
-        assert isinstance(self.momentum, ScalarMomentum)  # made for one sample
-        coef = self.momentum.advance(dot > 0)
-        torch.add(mine, step, alpha=coef, out=self.y)
-
-    @property
-    def momentum_state(self) -> tuple[Tensor, Tensor]:
-        """(previous iterates flattened and concatenated, [t; coefficient]) for warm starts.
-        The first is the live buffer, not a copy: the records copy what they keep (a copy
-        here as well cost a second pass over 2M values per record at 128x128)."""
+    def warm_state(self) -> WarmStart:
+        """The dual, the previous iterates (flattened and concatenated) and [t; coefficient]
+        for a warm start. The tensors are the live buffers, not copies: the records copy
+        what they keep (a copy here as well cost a second pass over 2M values per record at
+        128x128)."""
         rule = self.momentum
-        state = rule.state_on(self._x) if isinstance(rule, ScalarMomentum) else rule.state
-        return self._prev, state
+        state = rule.state_on(self.x_flat) if isinstance(rule, ScalarMomentum) else rule.state
+        return WarmStart(dual=self.dual, x_prev=self.slots[self.slot_prev], momentum=state)
 
-    @staticmethod
-    def _per_sample(v: Tensor, like: Tensor) -> Tensor:
-        return v.reshape(-1, *([1] * (like.dim() - 1)))
+
+def choose_step(state: FistaState, tol_mode: str, compiled: bool = True) -> JointStep:
+    """How ``state`` takes its steps (``steps``): one sample (momentum in Python numbers)
+    under the objective rule on buffers, compiled where it can be (``compiled``: allowed to:
+    numba usable, TV, ReLU blocks, a chain); else torch operations on the batch."""
+    if tol_mode != "objective" or not isinstance(state.momentum, ScalarMomentum):
+        return BatchStep(whole=tol_mode == "objective")
+    prox = state.tv_prox
+    if compiled and state.one is not None and state.relu_aux and state.tv \
+            and prox is not None and prox.compiled:
+        from lbi_engine.solvers.joint.compiled_step import CompiledStep  # imports numba
+
+        return CompiledStep(state)
+    return OneSampleStep(state)
 
 
 def _compiled_aux_proxes(layers: Any, like: Tensor) -> list[Any]:

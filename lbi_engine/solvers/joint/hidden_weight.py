@@ -5,7 +5,7 @@ The weighted objective sum_l w_l B_l + alpha R is the paper's objective on a res
 the border, so that callers only ever see the network's own states: a warm start's auxiliary
 variables (and the accelerated method's previous iterate) are multiplied by the scales on
 the way in, every record's are divided by them on the way out. A record's objective and
-Bregman terms are the weighted ones, which the method minimises; ``extras["hidden_weight"]``
+Bregman terms are the weighted ones, which the method minimises; ``hidden_weight``
 says which weight ran.
 """
 
@@ -66,7 +66,7 @@ def run_weighted(problem: Problem, options: SolverOptions, init: dict[str, Any] 
     weight = hidden_weight_of(problem, options)
     if weight == 1.0:
         for record in run(problem, init):
-            record.extras["hidden_weight"] = weight
+            record.hidden_weight = weight
             yield record
         return
     network = problem.network
@@ -86,10 +86,10 @@ def run_weighted(problem: Problem, options: SolverOptions, init: dict[str, Any] 
         for a, c in zip(record.aux, hidden, strict=True):
             if c != 1.0:
                 a.div_(c)
-        prev = record.extras.get("x_prev")
-        if isinstance(prev, Tensor):
+        prev = None if record.warm is None else record.warm.x_prev
+        if prev is not None:
             _scale_flat_(prev, sizes, scales[:-1])
-        record.extras["hidden_weight"] = weight
+        record.hidden_weight = weight
         yield record
 
 

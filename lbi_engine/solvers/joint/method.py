@@ -11,7 +11,6 @@ auxiliary variable x_1 .. x_{L-1} in Gauss–Seidel order (new x_{l-1}, old x_{l
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -22,7 +21,7 @@ from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import IterateRecord, StopReason, relative_change
+from lbi_engine.solvers.base import IterateRecord, WarmStart, relative_change
 from lbi_engine.solvers.driver import Changes, Method, drive, run
 from lbi_engine.solvers.joint import fista as _accel
 from lbi_engine.solvers.joint import start as _start
@@ -161,7 +160,8 @@ def accelerated_start(problem: Problem) -> tuple[Tensor, list[Tensor]]:
 
 def _run_accelerated(problem: Problem, monitor: RunMonitor, x0: Tensor, aux: list[Tensor],
                      init: dict[str, Any], options: SolverOptions) -> Iterator[IterateRecord]:
-    method = AcceleratedJoint(problem, x0, aux, init, options)
+    warm = WarmStart(init.get("dual"), init.get("x_prev"), init.get("momentum"))
+    method = AcceleratedJoint(problem, x0, aux, options, monitor.stop.tol_mode, warm)
     monitor.extras.update(steps="accelerated", tau_x=method.fista.taus[0],
                           tau_aux=method.fista.taus[1:])
     yield from drive(method, monitor)
@@ -170,38 +170,13 @@ def _run_accelerated(problem: Problem, monitor: RunMonitor, x0: Tensor, aux: lis
 class AcceleratedJoint(Method):
     """The all-block FISTA of ``fista.JointFista`` on the driver."""
 
-    def __init__(self, problem: Problem, x0: Tensor, aux: list[Tensor], init: dict[str, Any],
-                 options: SolverOptions) -> None:
-        self.fista = _accel.JointFista(problem, [x0, *aux], init.get("dual"),
-                                       options.step_scale, init.get("x_prev"),
-                                       init.get("momentum"))
-        # what step() reports as the change when it is only measured for the records
-        self._unmeasured = torch.full((problem.batch,), math.inf, dtype=problem.dtype,
-                                      device=problem.device)
+    def __init__(self, problem: Problem, x0: Tensor, aux: list[Tensor], options: SolverOptions,
+                 tol_mode: str, warm: WarmStart | None = None) -> None:
+        self.fista = _accel.JointFista(problem, [x0, *aux], options.step_scale, warm=warm,
+                                       tol_mode=tol_mode)
 
     def step(self, monitor: RunMonitor) -> Changes:
-        state = self.fista
-        if monitor.stop.tol_mode == "objective" and state.one_sample:
-            # one sample under the objective rule: finiteness comes with the momentum's
-            # restart test, and the change is only taken for the records (record())
-            if not state.step_one():
-                monitor.finish(monitor.active.clone(), StopReason.DIVERGED)
-            return self._unmeasured, None
-        new = state.step()
-        if monitor.stop.tol_mode == "objective":
-            # the objective rule stops on the objective: the change of the whole iterate
-            # (one check for finiteness and frozen samples, not one per block) is only
-            # reported then
-            flat, change = monitor.accept(state.new_flat, state.x_flat)
-            state.accept_flat(flat)
-            return change, None
-        worst: Tensor | None = None
-        for i, (candidate, old) in enumerate(zip(new, state.xs, strict=True)):
-            new[i], moved = monitor.accept(candidate, old)
-            worst = moved if worst is None else torch.maximum(worst, moved)
-        state.accept(new)
-        assert worst is not None  # xs holds x_0 at least
-        return worst, None
+        return self.fista.step(monitor)
 
     def state(self) -> tuple[Tensor, list[Tensor]]:
         xs = self.fista.xs
@@ -212,9 +187,8 @@ class AcceleratedJoint(Method):
 
     def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
         state = self.fista
-        if monitor.stop.tol_mode == "objective" and state.one_sample:
+        if not state.measures_change:
             monitor.note_change(state.last_change())
-        monitor.extras["dual"] = state.dual
+        monitor.warm = state.warm_state()
         monitor.extras["restarts"] = state.restarts
-        monitor.extras["x_prev"], monitor.extras["momentum"] = state.momentum_state
         return super().record(monitor, final)

@@ -31,9 +31,7 @@ def records_objective(state: FistaState) -> dict[str, Tensor]:
         return _graph_objective(state)
     fast = None
     if state.one is not None and state.relu_aux:
-        kept = bool(state.zx_views)  # the iterates' pre-activations, kept by the compiled step
-        fast = state.one.objective_values(state.slot_flat[state.slot_x],
-                                           state.zx_views[state.slot_x] if kept else None)
+        fast = state.one.objective_values(state.slot_flat[state.slot_x], state.pre_activations)
     if fast is not None:  # one sample: float64 sums, four tensors made at the end
         sums, distance = fast
         weighted = state.alpha * float(state.tv_value(xs[0])[0])

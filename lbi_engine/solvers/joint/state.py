@@ -1,11 +1,11 @@
-"""What the records and the compiled step read of the joint iteration's state.
+"""What the step strategies and the records read of the joint iteration's state.
 
 ``fista.JointFista`` holds the iterates of all blocks side by side in flat (B, N) buffers,
-four slots rotating between x, the previous x, the new x and scratch. The records
-(``records``) and the compiled one-sample step (``compiled_step``) work on those buffers
-directly; this protocol names the fields they use, so that they read typed public fields
-and not the class's internals (a protocol rather than the class itself: ``fista`` imports
-both modules, so they cannot import it back).
+four slots rotating between x, the previous x, the new x and scratch. The strategies that
+take its step (``steps``, ``compiled_step``) and the records (``records``) work on those
+buffers directly; this protocol names the fields they use, so that they read typed public
+fields and not the class's internals (a protocol rather than the class itself: ``fista``
+imports those modules, so they cannot import it back).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from lbi_engine.solvers.joint.one_sample import OneSampleGradient
 
 
 class FistaState(Protocol):
-    """The public fields of ``fista.JointFista`` that the records and the compiled step use."""
+    """The public fields of ``fista.JointFista`` that its step strategies and records use."""
 
     #: TV prox steps taken so far (the compiled step adds its own)
     inner_steps: int
@@ -44,6 +44,9 @@ class FistaState(Protocol):
         """The TV prox's weight in the x_0 step (alpha tau_0, or its metric form)."""
     @property
     def tv_prox(self) -> TVProx | None: ...
+    @property
+    def tv(self) -> bool:
+        """Whether the image block's prior is TV (else the Gaussian prior)."""
     @property
     def momentum(self) -> Momentum | ScalarMomentum: ...
     @property
@@ -68,9 +71,17 @@ class FistaState(Protocol):
     @property
     def slot_new(self) -> int: ...
     @property
-    def zx_views(self) -> list[list[Tensor]]:
-        """Per slot, the pre-activations W_l x_l + b_l of its iterate, per layer, kept by
-        the compiled step (empty without it)."""
+    def slot_scratch(self) -> int: ...
+    @property
+    def pre_activations(self) -> list[Tensor] | None:
+        """The current iterate's pre-activations W_l x_l + b_l per layer, where the step
+        keeps them (the compiled one), else None."""
+    @property
+    def y_flat(self) -> list[Tensor]:
+        """The blocks of y's first sample as flat 1-D views."""
+    @property
+    def grad_flat(self) -> list[Tensor]:
+        """The blocks of the gradient's first sample as flat 1-D views."""
     @property
     def y(self) -> Tensor:
         """The extrapolated point the next step starts from, (B, N)."""
@@ -86,4 +97,12 @@ class FistaState(Protocol):
 
     def tv_value(self, x0: Tensor) -> Tensor:
         """R(x_0) per sample."""
+        ...
+
+    def propose(self) -> list[Tensor]:
+        """The prox-gradient step from y into the free slot; its blocks."""
+        ...
+
+    def rotate(self) -> None:
+        """The proposed iterate becomes x (the slots rotate)."""
         ...

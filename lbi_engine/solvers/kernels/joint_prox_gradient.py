@@ -5,7 +5,7 @@ FGP kernel of ``regularisers._fgp_kernel``, the same warm-started FGP and stoppi
 the state's ``TVProx``), the projection of the auxiliary blocks onto x >= 0 (ReLU) and the
 restart test; ``extrapolate``: the momentum extrapolation. As torch calls this is ~13
 operations of ~2-5 us each on ~3000 entries, a third of a step's time beside its six
-products with W; here it is one loop nest. ``joint.compiled_step.FusedStep`` runs them on a
+products with W; here it is one loop nest. ``joint.compiled_step.CompiledStep`` runs them on a
 ``JointFista``'s buffers. Imports numba: import only when about to be used.
 """
 

@@ -18,7 +18,7 @@ from lbi_engine.errors import InputError
 from lbi_engine.protocols import Layer, Problem
 from lbi_engine.settings.solver import SolverOptions
 from lbi_engine.solvers._monitor import RunMonitor
-from lbi_engine.solvers.base import IterateRecord, StopReason
+from lbi_engine.solvers.base import IterateRecord, StopReason, WarmStart
 from lbi_engine.solvers.driver import Changes, Method, drive, run
 from lbi_engine.solvers.one_layer.accelerated import AcceleratedBlock, supported
 from lbi_engine.solvers.one_layer.primal_dual import PrimalDualBlock
@@ -50,7 +50,7 @@ def make_block(layer: Layer, problem: Problem, options: SolverOptions, x0: torch
 
 class BlockMethod(Method):
     """A one-layer block (Condat–Vũ or accelerated) against fixed data, on the driver; the
-    block owns the buffers and the in-place step. Records carry the dual (``extras``) and
+    block owns the buffers and the in-place step. Records carry the dual (``warm``) and
     the given auxiliary variables (the layer-wise input stage's estimates)."""
 
     def __init__(self, block: Block, data: torch.Tensor,
@@ -68,7 +68,7 @@ class BlockMethod(Method):
         return self._step(self.data, monitor)
 
     def record(self, monitor: RunMonitor, final: bool = False) -> IterateRecord:
-        monitor.extras["dual"] = self.block.z
+        monitor.warm = WarmStart(dual=self.block.z)
         return monitor.record(self.block.x, self.aux, final=final)
 
 
@@ -121,10 +121,10 @@ def _describe_steps(monitor: RunMonitor, block: Block) -> None:
 def _record(
     monitor: RunMonitor, block: Block, problem: Problem, final: bool = False
 ) -> IterateRecord:
-    monitor.extras["dual"] = block.z
+    monitor.warm = WarmStart(dual=block.z)
     if isinstance(block, AcceleratedBlock):
         monitor.extras["inner_steps"] = block.inner_steps  # TV passes beside the W products
-        monitor.extras["x_prev"], monitor.extras["momentum"] = block.momentum_state
+        monitor.warm = WarmStart(block.z, *block.momentum_state)
     if problem.depth == 1 and (final or monitor.due()):
         monitor.watch.pause()  # reporting, not solving
         with torch.no_grad():

@@ -203,7 +203,7 @@ def test_graph_gradient_is_autograd_of_the_lifted_objective(kind):
     # interior points of dom Psi (x > 0), where the objective is differentiable
     xs = [x0] + [s + 0.2 + torch.rand(s.shape, generator=g, dtype=torch.float64)
                  for s in net.forward_states(x0)[:-1]]
-    grad = JointFista(problem, [x.clone() for x in xs], None, 1.0).gradient(xs)
+    grad = JointFista(problem, [x.clone() for x in xs]).gradient(xs)
     leaves = [x.clone().requires_grad_(True) for x in xs]
     problem.objective_parts(leaves[0], leaves[1:])["bregman"].sum().backward()
     for mine, leaf in zip(grad, leaves, strict=True):
@@ -223,7 +223,7 @@ def test_graph_records_objective_is_the_problems(kind, dtype):
     x0 = torch.rand(1, 1, 4, 4, generator=g, dtype=torch.float64).to(dtype)
     xs = [x0] + [(s + 0.3 * torch.rand(s.shape, generator=g, dtype=torch.float64).to(dtype)
                   - 0.1).clamp_min(0) for s in net.forward_states(x0)[:-1]]
-    mine = JointFista(problem, [x.clone() for x in xs], None, 1.0).objective_parts()
+    mine = JointFista(problem, [x.clone() for x in xs]).objective_parts()
     theirs = problem.objective_parts(xs[0], xs[1:])
     tol = 1e-12 if dtype == torch.float64 else 1e-5
     assert float(theirs["bregman"][0, :-1].sum()) > 1e-3  # the hidden terms are not all zero
@@ -313,7 +313,7 @@ def test_joint_limit_is_the_minimiser_of_every_block_by_cvxpy(kind, hidden_weigh
     record = final(solve(problem, "joint", stop=StopRule(max_iter=40000, tol=1e-13),
                          options={"hidden_weight": hidden_weight}))
     weight = hidden_weight
-    assert record.extras["hidden_weight"] == weight
+    assert record.hidden_weight == weight
     xs = [record.x, *record.aux]
     assert record.extras.get("steps") == "accelerated"
     for j, x in enumerate(xs):

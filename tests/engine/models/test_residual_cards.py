@@ -200,7 +200,7 @@ def test_joint_limit_on_a_residual_card_is_every_blocks_cvxpy_minimiser(tmp_path
     record = final(solve(problem, "joint", stop=StopRule(max_iter=40000, tol=1e-13),
                          options={"hidden_weight": 100}))
     assert record.extras.get("steps") == "accelerated"
-    assert record.extras["hidden_weight"] == 100.0  # the weighted objective (MATH.md §5.7)
+    assert record.hidden_weight == 100.0  # the weighted objective (MATH.md §5.7)
     xs = [record.x, *record.aux]
     for j, x in enumerate(xs):
         want = _cvx_block_minimiser(net, problem, xs, j, 100.0)

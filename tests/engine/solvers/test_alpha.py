@@ -530,8 +530,8 @@ def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_
             yield  # a generator, as the real one
 
         def fake_solve(problem, init, path_tol):
-            yield SimpleNamespace(final=True, elapsed=0.0, iteration=120, extras={
-                "hidden_weight": problem.extras.get(AUTO_WEIGHT, 1.0)}, stage="")
+            yield SimpleNamespace(final=True, elapsed=0.0, iteration=120, extras={},
+                                  hidden_weight=problem.extras.get(AUTO_WEIGHT, 1.0), stage="")
 
         monkeypatch.setattr(whole, "_discrepancy_search", fake_search)
         monkeypatch.setattr(whole, "_warm", lambda record, problem: {})
@@ -544,11 +544,11 @@ def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_
 
     searched, last, target = run({AUTO_WEIGHT: 1.0}, residual=1e6)
     assert searched == [1.0, HIDDEN_WEIGHT_RAISED]
-    assert last.extras["hidden_weight"] == HIDDEN_WEIGHT_RAISED
+    assert last.hidden_weight == HIDDEN_WEIGHT_RAISED
     assert "raised to 100" in last.extras["hidden_weight_rule"]
     assert last.extras["solver_steps"] == 100 + 100 + 20  # both paths and the final solve
     searched, last, _ = run({AUTO_WEIGHT: 1.0}, residual=target)  # reached at weight 1
-    assert searched == [1.0] and last.extras["hidden_weight"] == 1.0
+    assert searched == [1.0] and last.hidden_weight == 1.0
     searched, last, _ = run({}, residual=1e6)  # a chain or a fixed weight: never raised
     assert searched == [1.0] and "hidden_weight_rule" not in last.extras
 

@@ -107,7 +107,7 @@ def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasib
     hidden = first_lifted.bregman_terms[0, :-1]
     assert float(hidden.abs().max()) < 1e-3 * float(first_lifted.objective[0])
     assert float(last.objective[0]) <= float(first_lifted.objective[0]) + 1e-12
-    assert extras["hidden_weight"] == HIDDEN_WEIGHT_RAISED
+    assert last.hidden_weight == HIDDEN_WEIGHT_RAISED
     split = extras["time_split"]
     assert [s["stage"] for s in split] == (["start"] + ["alpha search"] * len(path)
                                            + ["final solve"])

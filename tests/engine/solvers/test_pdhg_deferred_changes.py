@@ -90,7 +90,7 @@ def test_records_equal_bit_for_bit_to_changes_every_step(
                 assert all(_same(p, q) for p, q in zip(u, v, strict=True)), field
             else:
                 assert _same(u, v), (field, a.iteration)
-        assert _same(a.extras["dual"], b.extras["dual"])
+        assert _same(a.warm.dual, b.warm.dual)
     reasons = later[-1].stop_reasons
     if stop.tol_mode == "objective":  # the changes were left to the records
         assert noted.call_count > 0

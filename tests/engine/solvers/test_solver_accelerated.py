@@ -80,7 +80,7 @@ def test_optimality_residual_and_dual_certify_the_solution(reg: str) -> None:
     rec = final(solve(problem, "pdhg", stop=StopRule(max_iter=400, tol=0)))
     assert rec.extras["steps"] == "accelerated"
     assert float(rec.extras["optimality"].max()) < 1e-5
-    z = rec.extras["dual"]
+    z = rec.warm.dual
     assert float((z * z).sum(dim=1).sqrt().max()) <= 1 + 1e-12  # inside the dual ball
     assert rec.extras["inner_steps"] > 0
 
@@ -140,7 +140,7 @@ def test_float32_stays_float32_and_reaches_the_minimum() -> None:
     problem = _problem(dtype=torch.float32)
     minima = _minima(problem)
     rec = final(solve(problem, "pdhg", stop=StopRule(max_iter=300, tol=0)))
-    assert rec.x.dtype == torch.float32 and rec.extras["dual"].dtype == torch.float32
+    assert rec.x.dtype == torch.float32 and rec.warm.dual.dtype == torch.float32
     gap = (rec.objective.double() - minima) / minima
     assert float(gap.abs().max()) < 2e-5
 

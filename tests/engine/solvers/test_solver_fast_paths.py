@@ -148,7 +148,7 @@ def test_anderson_converges_to_the_cvxpy_minimum_faster_and_stays_feasible() -> 
     assert bool((gap_mixed > -1e-7).all())  # never below the minimum (to cvxpy's accuracy)
     assert float(gap_mixed.max()) < 5e-6
     assert float(gap_mixed.max()) < 0.5 * float(gap_plain.max())
-    z = mixed.extras["dual"]
+    z = mixed.warm.dual
     assert float((z * z).sum(dim=1).sqrt().max()) <= 1 + 1e-12
 
 

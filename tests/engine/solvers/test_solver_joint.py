@@ -52,7 +52,7 @@ def test_one_layer_joint_is_pdhg() -> None:
     assert [r.iteration for r in a] == [r.iteration for r in b]
     for ra, rb in zip(a, b, strict=True):
         torch.testing.assert_close(rb.x, ra.x, rtol=0, atol=1e-13)
-        torch.testing.assert_close(rb.extras["dual"], ra.extras["dual"], rtol=0, atol=1e-13)
+        torch.testing.assert_close(rb.warm.dual, ra.warm.dual, rtol=0, atol=1e-13)
         torch.testing.assert_close(rb.objective, ra.objective, rtol=1e-13, atol=0)
         assert rb.aux == []
     assert b[-1].stop_reasons == a[-1].stop_reasons
@@ -135,7 +135,7 @@ def _block_residuals(problem: InversionProblem, rec: object) -> list[float]:
 
     (a1, b1) = mats[0]
     grad0 = a1.T @ (sigma(0, a1 @ states[0] + b1) - states[1])
-    p = problem.reg.KT(rec.extras["dual"])[0].reshape(-1).numpy()
+    p = problem.reg.KT(rec.warm.dual)[0].reshape(-1).numpy()
     out = [np.linalg.norm(grad0 + problem.alpha * p) / np.linalg.norm(grad0)]
     for l in range(1, len(mats)):  # paper notation
         (al, bl), (an, bn) = mats[l - 1], mats[l]

@@ -94,6 +94,44 @@ def test_warm_start_continues_the_accelerated_joint_run_exactly(dtype: torch.dty
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def test_records_carry_the_warm_state_and_the_weight_as_typed_fields() -> None:
+    """The dual, the previous iterates and the momentum a warm start needs are the record's
+    ``warm`` (copies, in to_numpy() too), and the hidden weight its ``hidden_weight``;
+    none of them is an ``extras`` key."""
+    problem = _cnn_problem(batch=2)
+    records = list(solve(problem, "joint", stop=StopRule(max_iter=20, tol=0), report_every=10))
+    last = records[-1]
+    assert last.warm is not None and last.hidden_weight == 1.0
+    assert not {"dual", "x_prev", "momentum", "hidden_weight"} & set(last.extras)
+    n = problem.zeros_input()[0].numel() + sum(a[0].numel() for a in last.aux)
+    assert last.warm.x_prev.shape == (2, n) and last.warm.momentum.shape == (2, 2)
+    assert last.warm.dual.shape[0] == 2
+    assert records[0].warm.dual.data_ptr() != last.warm.dual.data_ptr()  # copies
+    arrays = last.to_numpy()
+    assert arrays["hidden_weight"] == 1.0
+    assert arrays["warm"]["momentum"].shape == (2, 2)
+
+
+def test_stopped_samples_stay_frozen_under_the_relative_rule() -> None:
+    """Under the relative rule the monitor vets each block; a sample that stopped keeps its
+    iterate in the state itself (its blocks are copied into the step's slot), so it stays
+    put in every later record while the other goes on."""
+    problem = _cnn_problem(batch=2, alpha=1e-2)
+    records = list(solve(problem, "joint", stop=StopRule(max_iter=1500, tol=1e-4,
+                                                         tol_mode="relative"),
+                         options={"steps": "accelerated"}, report_every=5))
+    stops = [max(r.iteration for r in records if bool(r.active[i])) for i in range(2)]
+    assert stops[0] != stops[1], stops
+    early = 0 if stops[0] < stops[1] else 1
+    frozen = [r for r in records if r.iteration > stops[early]]
+    assert len(frozen) > 1
+    for r in frozen:
+        assert torch.equal(r.x[early], frozen[0].x[early])
+        for a, b in zip(r.aux, frozen[0].aux, strict=True):
+            assert torch.equal(a[early], b[early])
+    assert not torch.equal(frozen[-1].x[1 - early], frozen[0].x[1 - early])
+
+
 def test_stopped_samples_stay_frozen_in_a_batch() -> None:
     problem = _cnn_problem(batch=2, alpha=1e-2)
     # the accelerated step named: without numba (LBI_NO_NUMBA=1) "auto" is the paper's
@@ -158,7 +196,7 @@ def test_the_records_objective_with_the_step_maps_is_the_problems(dtype: torch.d
     torch.manual_seed(0)
     x = torch.rand_like(problem.zeros_input())
     aux = [a.clamp_min(0) + 0.1 * torch.rand_like(a) for a in problem.forward_aux(x)]
-    mine = JointFista(problem, [x, *aux], None, 1.0).objective_parts()
+    mine = JointFista(problem, [x, *aux]).objective_parts()
     theirs = problem.objective_parts(x, aux)
     tol = 1e-12 if problem.dtype == torch.float64 else 1e-5
     for key in ("bregman", "reg", "total", "discrepancy"):

@@ -118,7 +118,7 @@ def test_relu_perceptron_matches_cvxpy_and_is_optimal(seed: int, reg: str) -> No
     # Optimality (MATH.md §3.3 "Monitoring", §8.3): W^T(sigma(Wx+b) - y) + alpha p = 0 with
     # p = -div z in dTV(x), |z_ij| <= 1, and TV(x) = <p, x>. Computed here from the dense W.
     a, b = dense(net.layers[0].affine)
-    z = rec.extras["dual"]
+    z = rec.warm.dual
     p = problem.reg.KT(z).numpy()
     zz = z.reshape(2, 2, side, side).numpy()
     for k in range(2):

@@ -195,9 +195,9 @@ def test_tolerance_modes_measure_and_stop_as_documented(mode: str, tol: float) -
     assert [r.iteration for r in regular] == list(range(len(regular)))
     for prev, cur in zip(regular[:-1], regular[1:], strict=True):
         dx = float((cur.x - prev.x).norm())
-        dz = float((cur.extras["dual"] - prev.extras["dual"]).norm())
+        dz = float((cur.warm.dual - prev.warm.dual).norm())
         if mode == "relative":
-            dx, dz = dx / float(cur.x.norm()), dz / float(cur.extras["dual"].norm())
+            dx, dz = dx / float(cur.x.norm()), dz / float(cur.warm.dual.norm())
         assert float(cur.primal_residual[0]) == pytest.approx(dx, rel=1e-9, abs=1e-300)
         assert float(cur.dual_residual[0]) == pytest.approx(dz, rel=1e-9, abs=1e-300)
     small = [r.iteration for r in regular[1:]
@@ -233,7 +233,7 @@ def test_residual_tolerance_stops_pdhg_at_a_saddle_point() -> None:
     assert float(records[-3].extras["optimality"].max()) >= 1e-6
     # optimality = ||W^T(sigma(Wx+b) - y) + alpha K^T z|| / ||W^T(sigma(Wx+b) - y)||.
     a, b = dense(problem.network.layers[0].affine)
-    p = problem.reg.KT(last.extras["dual"]).reshape(2, -1).numpy()
+    p = problem.reg.KT(last.warm.dual).reshape(2, -1).numpy()
     for k in range(2):
         x = last.x[k].numpy()
         grad = a.T @ (np.maximum(a @ x + b, 0) - problem.y_delta[k].numpy())

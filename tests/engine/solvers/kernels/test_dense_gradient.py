@@ -195,4 +195,4 @@ def test_runs_with_and_without_it_give_the_same_iterates(dtype: torch.dtype,
     assert scale > 0.1  # the run moved
     tol = 1e-12 if dtype == torch.float64 else 2e-5
     torch.testing.assert_close(one_pass.x, blas.x, rtol=0, atol=tol * scale)
-    torch.testing.assert_close(one_pass.extras["dual"], blas.extras["dual"], rtol=0, atol=tol)
+    torch.testing.assert_close(one_pass.warm.dual, blas.warm.dual, rtol=0, atol=tol)

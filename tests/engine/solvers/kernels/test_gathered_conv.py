@@ -106,7 +106,7 @@ def test_the_joint_one_sample_path_takes_the_gathered_products() -> None:
     problem = _biased_cnn(torch.float32)
     torch.manual_seed(1)
     x = torch.rand_like(problem.zeros_input())
-    state = JointFista(problem, [x, *problem.forward_aux(x)], None, 1.0)
+    state = JointFista(problem, [x, *problem.forward_aux(x)])
     assert state.one is not None
     kinds = [type(p).__name__ for p in state.one._prods]
     assert kinds == ["ConvProducts", "ConvProducts", "MatrixProducts"]

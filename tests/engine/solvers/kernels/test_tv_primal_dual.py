@@ -196,7 +196,7 @@ def test_pdhg_runs_give_the_same_iterates_both_ways(reg: str, channels: int, opt
     scale = float(plain.x.abs().max())
     tol = 1e-12 if dtype == torch.float64 else 1e-5
     torch.testing.assert_close(fused.x, plain.x, rtol=0, atol=tol * scale)
-    torch.testing.assert_close(fused.extras["dual"], plain.extras["dual"], rtol=0, atol=tol)
+    torch.testing.assert_close(fused.warm.dual, plain.warm.dual, rtol=0, atol=tol)
     torch.testing.assert_close(fused.primal_residual, plain.primal_residual, rtol=1e-4,
                                atol=tol)
     assert float(plain.x.abs().max()) > 0.1  # the run did move
