@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default="", help="comma-separated architectures (default all)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    print("| network | max-pools rewritten | lifted layers (ms) | translation (ms) | lifted / translation |")
+    print("| network | max-pools rewritten | lifted layers (ms) | translation (ms) | "
+          "lifted / translation |")
     print("|---|---|---|---|---|")
     for arch in [a for a in args.arch.split(",") if a] or list(design.ARCHS):
         case = next(c for c in design.cases("calibrate", [arch])
