@@ -307,7 +307,10 @@ UNTYPED_AT_THE_API = {
     "iterate(warm_start_from)",
     # settings a solver stage passes on with the problem (the alpha search's hidden weight)
     "InversionProblem.extras",
-    # a method's own record notes (step sizes, restarts, stage and alpha-search notes)
+    # a method's own record notes: step sizes and warnings (tau_x, tau_z, steps, lipschitz,
+    # warning), momentum restarts, the layer-wise stage summaries and input-stage search
+    # (stages, weight_rule, alpha_search) and each sample's stop iteration (stop_iterations);
+    # the alpha choice and the run's stage are typed (IterateRecord.choice, .position)
     "IterateRecord.extras",
 }
 
@@ -362,3 +365,36 @@ def test_no_untyped_dict_crosses_the_api_boundary() -> None:
                   if untyped.search(hint)}
     assert found == UNTYPED_AT_THE_API, (sorted(found - UNTYPED_AT_THE_API),
                                          sorted(UNTYPED_AT_THE_API - found))
+
+
+#: What the alpha search used to write into a record's extras; now IterateRecord.choice
+#: (solvers/choice.AlphaChoice) and IterateRecord.position (solvers/choice.RunPosition).
+TYPED_RECORD_NOTES = (
+    "alpha", "alpha_rule", "alpha_path", "alpha_target", "alpha_path_forward", "alpha_seconds",
+    "solver_steps", "time_split", "hidden_weight_rule", "alpha_path_unweighted", "run_stage",
+    "alpha_point", "alpha_points_at_most")
+
+
+def test_the_alpha_choice_and_the_run_stage_are_typed_record_fields(tmp_path) -> None:
+    """No engine, GUI or benchmark source writes or reads the alpha choice or a record's
+    stage as an ``extras`` key (``extras["alpha"]``, ``extras.get("run_stage")``,
+    ``extras.update(alpha=...)``, ``{"run_stage": ...}``): they are typed fields of the
+    record, and a key written beside them would be read by nobody."""
+    import re
+
+    names = "|".join(TYPED_RECORD_NOTES)
+    pattern = re.compile(
+        rf'extras\s*(?:\.get\(|\[|\.update\(\{{?)\s*"(?:{names})"'
+        rf'|extras\.update\([^)]*\b(?:{names})='
+        r'|"(?:run_stage|alpha_point|alpha_points_at_most)"\s*:')
+    bad = tmp_path / "bad.py"
+    bad.write_text('record.extras.update(alpha=1.0, tau_x=2)\n')
+    assert pattern.search(bad.read_text())  # the pattern does find a keyword write
+
+    root = Path(__file__).resolve().parent.parent
+    found = [f"{path.relative_to(root)}:{n}"
+             for folder in ("lbi_engine", "lbi_gui", "benchmarks")
+             for path in sorted((root / folder).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, found

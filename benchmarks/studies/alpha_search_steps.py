@@ -8,7 +8,7 @@ Steps of a default run (alpha "auto") on training digits: the alpha search's cos
 Iteration counts do not depend on the machine's load, so this is how the search's constants
 (``alpha.GUESS``, the settle test) were compared; times are in bench_multilayer's table.
 Prints per noise level the mean PSNR, solver steps (every solve of the path and the final one,
-``extras["solver_steps"]``), solves of the
+``choice.solver_steps``), solves of the
 search, and the stop reasons. ``--guess``, ``--slope`` and ``--creep-ratio`` override
 ``alpha.GUESS`` (and ``alpha.GUESS_BOX``, a boxed prior's), ``alpha.SLOPE`` and
 ``alpha.CREEP_RATIO`` for the run.
@@ -61,8 +61,8 @@ def main() -> None:
 
             last = final(iterate(prepare(request, bundle)))
             psnr.append(float(last.psnr[0]))
-            steps.append(last.extras["solver_steps"])
-            solves.append(len(last.extras["alpha_path"]))
+            steps.append(last.choice.solver_steps)
+            solves.append(len(last.choice.path))
             stops.add(last.stop_reasons[0])
         print(f"| {std:g} | {statistics.mean(psnr):.2f} | {statistics.mean(steps):.0f} | "
               f"{statistics.mean(solves):.1f} | {', '.join(sorted(stops))} |", flush=True)

@@ -101,7 +101,7 @@ def small_network() -> None:
         for method, extra in (("layerwise", {"feature_prior": str(prior)}), ("joint", {})):
             _, last, _ = run_to_end(InversionRequest(**common, method=method, **extra))
             print(f"defaults: {method} {float(last.psnr[0]):.2f} dB "
-                  f"(alpha {float(last.extras.get('alpha', float('nan'))):.3g})")
+                  f"(alpha {last.choice.alpha if last.choice else float('nan'):.3g})")
 
 
 def diagnose(prior: str) -> None:

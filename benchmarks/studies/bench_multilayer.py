@@ -159,8 +159,9 @@ def joint_vs_lbfgs(stds: tuple[float, ...], digits: tuple[int, ...], alphas: tup
         t_def = statistics.mean(run[1] for run in defaults)
         t_def_02 = statistics.mean(run[3] for run in defaults)
         t_wall = statistics.mean(run[4] for run in defaults)
-        a_def = statistics.mean(float(run[2].extras.get("alpha", math.nan)) for run in defaults)
-        it_def = statistics.mean(run[2].extras["solver_steps"] for run in defaults)
+        a_def = statistics.mean(run[2].choice.alpha if run[2].choice else math.nan
+                                for run in defaults)
+        it_def = statistics.mean(run[2].choice.solver_steps for run in defaults)
         stops_def = sorted({run[2].stop_reasons[0] for run in defaults})
         lines.append(f"| {std:g} | L-BFGS (best grid alpha, to within 0.2 dB of final) | "
                      f"{best_lb:g} | {p_lb:.2f} | | {t_lb:.3f} | | |")

@@ -57,21 +57,21 @@ def _case_run(case: design.Case, folder: Path, cache: Path | None = None) -> dic
     reference = _reference(case, module, y, x_true, std, rms, cache)
     points, started, last = [], time.perf_counter(), None
     for record in api.iterate(prepared):
-        if record.extras.get("run_stage") == "alpha search":
-            points.append({"alpha": record.extras["alpha"],
+        if record.position is not None and record.position.stage == "alpha search":
+            points.append({"alpha": record.position.alpha,
                            "residual": float(record.discrepancy[0]),
                            "psnr": float(record.psnr[0]) if record.psnr is not None else None})
         last = record
-    assert last is not None
+    assert last is not None and last.choice is not None
+    choice, split = last.choice, last.choice.time_split or []
     return {"case": case.key, "lbfgs_psnr": reference["lbfgs_psnr"],
-            "lbfgs_s": reference["lbfgs_time_s"], "rule": last.extras.get("alpha_rule"),
-            "alpha": last.extras.get("alpha"), "path": points,
+            "lbfgs_s": reference["lbfgs_time_s"], "rule": choice.rule,
+            "alpha": choice.alpha, "path": points,
             "psnr": float(last.psnr[0]) if last.psnr is not None else None,
             "stop": last.stop_reason, "seconds": time.perf_counter() - started,
-            "forward": last.extras.get("alpha_path_forward"),
-            "evaluations": sum(p["iterations"] for p in last.extras.get("time_split") or []
-                               if p["stage"] == "alpha search"),
-            "time_split": last.extras.get("time_split")}
+            "forward": choice.path_forward,
+            "evaluations": sum(s.iterations for s in split if s.stage == "alpha search"),
+            "time_split": [s.to_dict() for s in split]}
 
 
 def main(argv: list[str] | None = None) -> int:

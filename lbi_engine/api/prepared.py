@@ -16,7 +16,7 @@ from torch import Tensor
 from lbi_engine.errors import InputError
 from lbi_engine.problem import InversionProblem
 from lbi_engine.request import InversionRequest
-from lbi_engine.results.run_metrics import LayerStage, RunMetrics
+from lbi_engine.results.run_metrics import JsonObject, LayerStage, RunMetrics, StageTime
 from lbi_engine.solvers import resolve_method
 from lbi_engine.solvers.base import IterateRecord
 
@@ -121,15 +121,18 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         return value if math.isfinite(value) else None
 
     has_image = problem.image_shape is not None
-    raised = "hidden_weight_rule" in extras  # the alpha search raised the hidden weight
+    choice = record.choice
+    # the alpha search raised the hidden weight
+    raised = choice is not None and choice.hidden_weight_rule is not None
+    split = [s.to_dict() for s in choice.time_split] if choice and choice.time_split else None
     return RunMetrics(
         method_run=prepared.method,
         device_run=str(problem.device),
-        alpha=float(extras.get("alpha", problem.alpha)),
-        alpha_rule=extras.get("alpha_rule", "fixed"),
-        alpha_path=extras.get("alpha_path"),
-        alpha_target=extras.get("alpha_target"),
-        alpha_path_forward=extras.get("alpha_path_forward"),
+        alpha=float(problem.alpha if choice is None else choice.alpha),
+        alpha_rule="fixed" if choice is None else choice.rule,
+        alpha_path=None if choice is None else cast("list[JsonObject] | None", choice.path),
+        alpha_target=None if choice is None else choice.target,
+        alpha_path_forward=None if choice is None else choice.path_forward,
         regulariser_run=problem.extras.get("regulariser_run", prepared.request.regulariser),
         regulariser_rule=problem.extras.get("regulariser_rule", "given"),
         objective=scalar(record.objective),
@@ -152,14 +155,15 @@ def final_metrics(prepared: PreparedRun, record: IterateRecord, sample: int = 0)
         noise_norm=prepared.noise_norm,
         decoder_psnr=prepared.decoder_psnr,
         # layer-wise: the alpha its input stage used and each stage's own stop (docs/LAYERWISE.md)
-        alpha_used=extras.get("alpha", problem.alpha),
+        alpha_used=problem.alpha if choice is None else choice.alpha,
         # the joint method's weight on the hidden Bregman terms (MATH.md §5.7)
         hidden_weight=record.hidden_weight,
-        hidden_weight_rule=extras["hidden_weight_rule"] if raised else None,
-        alpha_path_unweighted=extras.get("alpha_path_unweighted") if raised else None,
+        hidden_weight_rule=choice.hidden_weight_rule if choice and raised else None,
+        alpha_path_unweighted=cast("list[JsonObject] | None", choice.path_unweighted)
+        if choice and raised else None,
         # alpha "auto": seconds and iterations of the start, each search solve, the final one
-        time_split=extras["time_split"] if extras.get("time_split") else None,
-        timings=_timings(extras["time_split"]) if extras.get("time_split") else None,
+        time_split=cast("list[StageTime]", split) if split else None,
+        timings=_timings(split) if split else None,
         # the layer-wise method's stage summaries, with this sample's stop reason
         stages=[cast(LayerStage, {**st, "stop_reason": st["stop_reasons"][sample]})
                 for st in extras["stages"]] if extras.get("stages") else None,

@@ -3,10 +3,10 @@ the time so far and an honest estimate of the time left (Qt-free and torch-free,
 command line and the window read the same events).
 
 :class:`ProgressTracker` reads the iterate records a run already yields (``api.iterate``) and
-turns each into a :class:`Progress`. It knows a run's stages by the typed ``extras`` the
-alpha search writes on its records (``run_stage``: "alpha search" or "final solve",
-``alpha_point`` k of at most ``alpha_points_at_most``, lbi_engine/solvers/alpha/time_split.py),
-else by the records' ``stage`` text (``"alpha search: A"``, ``"alpha path: A"``); a fixed
+turns each into a :class:`Progress`. It knows a run's stages by the typed ``position`` the
+alpha search sets on its records (``stage``: "alpha search" or "final solve", ``point`` k of
+at most ``points_at_most``, lbi_engine/solvers/choice.py ``RunPosition``), else by the
+records' ``stage`` text (``"alpha search: A"``, ``"alpha path: A"``); a fixed
 alpha is one solve; the layer-wise method names its layers.
 
 The time left is measured, never assumed:
@@ -131,7 +131,7 @@ class ProgressTracker:
         self._stage: _Stage | None = None
         self._searched = False
         self._point = 0
-        self._points_at_most: int | None = None  # the search's own bound (records' extras)
+        self._points_at_most: int | None = None  # the search's own bound (records' position)
         self._point_seconds: list[float] = []
         self._steps_before = 0  # iterations of the finished stages
         self._last = Progress("start")
@@ -155,11 +155,11 @@ class ProgressTracker:
         (for all but the last record of a batch: only the last one is shown)."""
         wall = self._clock() if at is None else self._started + float(at)
         text = str(getattr(record, "stage", "") or "")
-        extras = getattr(record, "extras", None) or {}
-        run_stage = extras.get("run_stage")
+        where = getattr(record, "position", None)  # a RunPosition, or any with its fields
+        run_stage = None if where is None else where.stage
         alpha_stage = (run_stage == "alpha search" if run_stage
                        else text.startswith(ALPHA_STAGE_PREFIXES))
-        point = extras.get("alpha_point") if alpha_stage else None
+        point = where.point if alpha_stage and where is not None else None
         key = (text, None if point is None else int(point))
         iteration = int(record.iteration)
         objective = _number(record.objective)
@@ -172,7 +172,7 @@ class ProgressTracker:
                 return event
             if self._stage is None or key != self._stage.key:
                 self._new_stage(key, alpha_stage, run_stage == "final solve", iteration, wall,
-                                extras.get("alpha_points_at_most"))
+                                None if where is None else where.points_at_most)
             stage = self._stage
             assert stage is not None
             change = None if self.tol_mode == "objective" else _change(record)

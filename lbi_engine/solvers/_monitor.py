@@ -23,6 +23,7 @@ from lbi_engine.solvers.base import (
     WarmStart,
     all_finite,
 )
+from lbi_engine.solvers.choice import AlphaChoice
 
 # An objective this many times larger than the first one reported counts as a blow-up.
 BLOW_UP_FACTOR = 1e8
@@ -74,6 +75,8 @@ class RunMonitor:
         self.extras: dict[str, Any] = {}
         #: the method's state for a warm start, set before each record (copied into it)
         self.warm: WarmStart | None = None
+        #: the alpha a stage chose (layer-wise), carried by every record from then on
+        self.choice: AlphaChoice | None = None
         # The problem's dtype, so that every record's residuals share one dtype.
         device, dtype = problem.device, problem.dtype
         self._last_dx = torch.full((batch,), math.inf, device=device, dtype=dtype)
@@ -105,6 +108,7 @@ class RunMonitor:
         other.stage = self.stage
         other.extras = dict(self.extras)
         other.warm = self.warm
+        other.choice = self.choice
         other._last_dx, other._last_dz = self._last_dx[keep], self._last_dz[keep]
         other._history = [(k, v[keep]) for k, v in self._history]
         other._history_start = self._history_start
@@ -328,6 +332,7 @@ class RunMonitor:
             extras={k: v.detach().clone() if isinstance(v, Tensor) else v
                     for k, v in self.extras.items()},
             warm=None if self.warm is None else self.warm.copy(),
+            choice=self.choice,
         )
         if not final:
             # restarted by the next before_iteration(), i.e. once the caller has the record

@@ -8,6 +8,7 @@ and a ``stop_reason`` for every sample of the batch.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from torch import Tensor
 
 # torch-free, so that run records validate before torch loads; re-exported here for solvers
 from lbi_engine.settings.solver import TOL_MEANING, TOL_MODES, StopRule  # noqa: F401
+from lbi_engine.solvers.choice import AlphaChoice, RunPosition
 
 
 class StopReason(str, Enum):
@@ -99,7 +101,13 @@ class IterateRecord:
     final: bool = False
     stop_reasons: list[str] | None = None  # per sample, on the final record
     stage: str = ""  # e.g. "layer 3/3" for layer-wise inversion
+    # a method's own notes (step sizes, restarts, layer-wise stages, warnings), by name
     extras: dict[str, Any] = field(default_factory=dict)
+    # the alpha the run chose and how: on an alpha "auto" run's final record, on the
+    # layer-wise method's records from its input stage on; None elsewhere
+    choice: AlphaChoice | None = None
+    # the stage of an alpha "auto" run this record belongs to; None outside such a run
+    position: RunPosition | None = None
     # what a run needs to continue this one exactly (``solvers.warm_start``)
     warm: WarmStart | None = None
     # the joint method's weight on the hidden Bregman terms (MATH.md §5.7); None elsewhere
@@ -151,6 +159,8 @@ class IterateRecord:
                 "dual": cpu(self.warm.dual), "x_prev": cpu(self.warm.x_prev),
                 "momentum": cpu(self.warm.momentum)},
             "hidden_weight": self.hidden_weight,
+            "choice": copy.deepcopy(self.choice),
+            "position": self.position,
         }
 
 

@@ -49,6 +49,7 @@ from lbi_engine.solvers._feature_stage import (
 from lbi_engine.solvers._monitor import RunMonitor
 from lbi_engine.solvers.alpha.stage import search_alpha
 from lbi_engine.solvers.base import IterateRecord, StopReason, StopRule
+from lbi_engine.solvers.choice import AlphaChoice
 from lbi_engine.solvers.driver import Changes, Method, iterate, run
 from lbi_engine.solvers.joint.start import backprojection_start
 from lbi_engine.solvers.one_layer.method import BlockMethod, make_block
@@ -176,7 +177,7 @@ def _layerwise(problem: Problem, options: SolverOptions, init: dict[str, Any],
         rule = "given (no noise level known)"
     staged = problem if alpha == problem.alpha else dataclasses.replace(problem, alpha=alpha)
     monitor.problem = staged
-    monitor.extras.update(alpha=alpha, alpha_rule=rule)
+    monitor.choice = AlphaChoice(alpha, rule)
     block = make_block(layers[0], staged, options, x0, dual)
     monitor.extras.update(tau_x=block.tau_x, tau_z=block.tau_z, steps=block.rule)
 

@@ -13,6 +13,7 @@ plain dataclass of numpy arrays and Python values, so it pickles across a proces
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -43,7 +44,6 @@ from lbi_gui.engine.messages import (  # re-exported: the records' old import pa
     RunJob,
     RunOutcome,
 )
-from lbi_gui.model.progress import STAGE_EXTRAS
 from lbi_gui.params import describe_change
 
 #: Minimum seconds between two progress emits (the window redraws at most this often).
@@ -67,6 +67,11 @@ def _measured(value: float | None) -> float | None:
 def _first(t: Any) -> float | None:
     """Sample 0 of a (B,) tensor/array as a float (None stays None)."""
     return None if t is None else float(t.reshape(-1)[0])
+
+
+def _plain(position: Any) -> dict[str, Any] | None:
+    """A record's ``RunPosition`` (stage, point, points_at_most, alpha) as a plain dict."""
+    return None if position is None else dataclasses.asdict(position)
 
 
 class RunDriver:
@@ -327,9 +332,9 @@ class RunDriver:
                 "dual_residual": _measured(_first(rec.dual_residual)), "psnr": _first(rec.psnr),
                 "ssim": _first(rec.ssim), "elapsed": elapsed_offset + float(rec.elapsed),
                 "stage": str(getattr(rec, "stage", "") or ""),
-                # the stage in typed form (run_stage, alpha_point, ...) for the status line
-                "extras": {k: v for k, v in (getattr(rec, "extras", None) or {}).items()
-                           if k in STAGE_EXTRAS},
+                # the record's RunPosition as plain values (the pipe carries no engine
+                # classes) for the status line
+                "position": _plain(getattr(rec, "position", None)),
                 "bregman": [float(v) for v in breg[0].tolist()] if breg is not None else []}
 
     @staticmethod

@@ -13,10 +13,6 @@ from typing import Any
 
 from lbi_engine.results.progress import Progress, ProgressTracker
 
-#: The records' typed stage extras (lbi_engine/solvers/alpha/time_split.py) that the run
-#: driver carries on each curve point.
-STAGE_EXTRAS = ("run_stage", "alpha_point", "alpha_points_at_most")
-
 
 @dataclass(frozen=True)
 class RunStatus:
@@ -66,13 +62,16 @@ class RunProgress:
 
     def feed(self, points: list[dict[str, Any]]) -> None:
         """Reads curve points (the run driver's dicts: iteration, elapsed, objective,
-        residuals, stage, extras) as the engine's records, made at their ``elapsed``."""
+        residuals, stage, position) as the engine's records, made at their ``elapsed``. A
+        point's ``position`` is the record's ``RunPosition`` as a dict (its class would load
+        the engine here), read back by its fields."""
         for n, p in enumerate(points, 1):
             record = SimpleNamespace(
                 iteration=int(p["iteration"]), objective=p.get("objective"),
                 primal_residual=p.get("primal_residual"),
                 dual_residual=p.get("dual_residual"), stage=p.get("stage") or "",
-                extras=p.get("extras") or {}, final=False)
+                position=SimpleNamespace(**p["position"]) if p.get("position") else None,
+                final=False)
             self._last = self._tracker.update(record, at=float(p.get("elapsed") or 0.0),
                                               estimate=n == len(points))
             self._iteration = record.iteration

@@ -17,6 +17,8 @@ from lbi_engine.cli import main
 from lbi_engine.results.advice import run_advice
 from lbi_engine.results.progress import CountProgress, ProgressTracker, duration
 from lbi_engine.results.run_metrics import RunMetrics
+from lbi_engine.solvers.alpha.time_split import position
+from lbi_engine.solvers.choice import RunPosition
 
 
 @dataclass
@@ -29,12 +31,12 @@ class Rec:
     final: bool = False
     primal_residual: list[float] = field(default_factory=lambda: [float("inf")])
     dual_residual: list[float] = field(default_factory=lambda: [float("inf")])
-    extras: dict = field(default_factory=dict)
+    position: RunPosition | None = None
 
 
-def searching(point: int, at_most: int) -> dict:
-    """The typed extras of an alpha search record (solvers/alpha/time_split.position)."""
-    return {"run_stage": "alpha search", "alpha_point": point, "alpha_points_at_most": at_most}
+def searching(point: int, at_most: int) -> RunPosition:
+    """The position of an alpha search record (solvers/alpha/time_split.position)."""
+    return position(point, at_most)
 
 
 class Clock:
@@ -124,23 +126,23 @@ def test_alpha_search_points_then_the_final_solve() -> None:
 
 def test_the_records_typed_stage_beats_the_stage_text() -> None:
     """The search's own bound (4, not the tracker's 10) and point numbers come from the
-    records' extras; a raised search that counts again from 1 at the same alpha is a new
-    point; the final solve is named by its extras even with no search text before it."""
+    records' position; a raised search that counts again from 1 at the same alpha is a new
+    point; the final solve is named by its position even with no search text before it."""
     clock = Clock()
     tracker = ProgressTracker(max_iter=500, tol=1e-4, tol_mode="objective", alpha_points=10,
                               clock=clock)
     for k, t, point in ((0, 0.0, 1), (10, 1.0, 1), (10, 2.0, 2), (15, 3.0, 1)):
         clock.t = t
         event = tracker.update(Rec(k, [3.0], stage="alpha search: 0.01",
-                                   extras=searching(point, 4)))
+                                   position=searching(point, 4)))
     assert event.stage_text() == "α search point 1 of ≤ 4 (α 0.01)"
     # two points finished, 2 s and 1 s: the mean (1.5 s) for this point, 3 more, the final
     assert event.remaining == pytest.approx(1.5 + 3 * 1.5 + 1.5)
     clock.t = 4.0
-    event = tracker.update(Rec(20, [2.0], extras={"run_stage": "final solve"}))
+    event = tracker.update(Rec(20, [2.0], position=RunPosition("final solve")))
     assert event.stage_text() == "final solve" and event.point is None
     plain = ProgressTracker(max_iter=50, tol=0.0, tol_mode="objective", clock=clock)
-    assert plain.update(Rec(0, [1.0], extras={"run_stage": "final solve"})).stage == \
+    assert plain.update(Rec(0, [1.0], position=RunPosition("final solve"))).stage == \
         "final solve"
 
 

@@ -60,10 +60,10 @@ from lbi_engine.solvers.alpha.whole import (
     FACTOR,
     QUASI_TOL,
     RULES,
-    AlphaChoice,
     _warm,
     stream_alpha,
 )
+from lbi_engine.solvers.choice import AlphaChoice
 
 __all__ = [
     "ALPHA_MAX", "ALPHA_MIN", "ALPHA_START", "CREEP_FLOOR", "CREEP_RATIO", "FACTOR",

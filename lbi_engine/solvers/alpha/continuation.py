@@ -49,8 +49,9 @@ from lbi_engine.protocols import Problem
 from lbi_engine.solvers.alpha.exact_forward import Forward, exact_forward
 from lbi_engine.solvers.alpha.path_solve import PathSolve, _with_alpha
 from lbi_engine.solvers.alpha.target import expected_noise_norm, tau_for
-from lbi_engine.solvers.alpha.time_split import RunStage, position
+from lbi_engine.solvers.alpha.time_split import position
 from lbi_engine.solvers.base import CancelToken, IterateRecord, StopReason
+from lbi_engine.solvers.choice import AlphaChoice, RunPosition, RunStage
 
 #: the first alpha: this times ||grad_x 1/2 ||N(x) - y||^2|| at mid-grey, where TV's pull
 #: outweighs the data's and the answer is close to flat
@@ -237,16 +238,16 @@ def _record(problem: Problem, x: Tensor, alpha: float, evaluations: int, elapsed
         dual_residual=zeros, elapsed=elapsed,
         active=torch.ones(batch, dtype=torch.bool, device=x.device), psnr=psnr,
         stage=f"alpha path: {alpha:.3g}",
-        extras={**position(point, MAX_POINTS), "alpha": alpha})
+        position=position(point, MAX_POINTS, alpha))
 
 
 def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float | None,
                         cancel: CancelToken | None = None, time_budget: float | None = None,
                         max_iter: int | None = None) -> Iterator[IterateRecord]:
     """Chooses alpha on the exact problem's continuation path, then yields the lifted
-    solve's records from the path's end; the last record is final and its ``extras`` hold
-    ``alpha``, ``alpha_rule`` ("continuation: discrepancy" or "continuation: floor"),
-    ``alpha_path`` and ``time_split`` as :func:`whole.stream_alpha`'s do. ``max_iter``
+    solve's records from the path's end; the last record is final and its ``choice`` holds
+    the alpha, the rule ("continuation: discrepancy" or "continuation: floor"), the path
+    and the time split as :func:`whole.stream_alpha`'s does. ``max_iter``
     bounds the path's L-BFGS evaluations (a record's iteration counts them); the lifted
     solve has the run's own stop rule, as the final solve after any search."""
     clock = time.perf_counter()
@@ -365,7 +366,7 @@ def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any
     previous: IterateRecord | None = None
     for record in solve(_with_alpha(problem, alpha), init, None):
         record.elapsed += searched
-        record.extras = {**record.extras, "run_stage": "final solve"}
+        record.position = RunPosition("final solve")
         if stopped is not None:  # cancelled or out of time on the path: its first record
             previous = dataclasses.replace(record, final=True,
                                            stop_reasons=[stopped] * problem.batch)
@@ -381,19 +382,17 @@ def _final(problem: Problem, solve: PathSolve, alpha: float, init: dict[str, Any
     assert previous is not None
     steps = int(previous.iteration - init["iteration"])
     weight = 1.0 if previous.hidden_weight is None else previous.hidden_weight
-    previous.extras.update({
-        "alpha": alpha, "alpha_rule": rule, "alpha_target": target,
-        "alpha_path": [p.to_dict() for p in path], "alpha_path_forward": source,
-        "alpha_seconds": float(previous.elapsed),
-        "solver_steps": steps + sum(p.evaluations for p in path),
-        "time_split": [RunStage("start", 0, 0.0).to_dict()]
-        + [RunStage("alpha search", p.evaluations, p.seconds, p.alpha, None, k + 1).to_dict()
+    previous.choice = AlphaChoice(
+        alpha, rule, [p.to_dict() for p in path], target, float(previous.elapsed),
+        steps + sum(p.evaluations for p in path),
+        [RunStage("start", 0, 0.0)]
+        + [RunStage("alpha search", p.evaluations, p.seconds, p.alpha, None, k + 1)
            for k, p in enumerate(path)]
-        + [RunStage("final solve", steps, float(previous.elapsed) - searched, alpha,
-                    weight).to_dict()],
-    })
+        + [RunStage("final solve", steps, float(previous.elapsed) - searched, alpha, weight)],
+        path_forward=source,
+    )
     if weight != 1.0:
-        previous.extras["hidden_weight_rule"] = (
+        previous.choice.hidden_weight_rule = (
             "the continuation path's start solved the exact problem, the large-weight "
             "limit (MATH.md §5.8)")
     previous.stage = f"alpha {alpha:.3g} ({rule})"

@@ -26,7 +26,7 @@ MAX_JUMP = math.log(10.0)
 #: d log residual / d log alpha before two points measure it, and the range outside which a
 #: measured one is not trusted (``_local_slope``): 0.2-0.4 near the crossing on mnist-cnn-ae,
 #: more on mnist-perceptron-ae (training digits). Mean steps of a default run (every solve,
-#: ``extras["solver_steps"]``) on 6 training digits at std 0.01 / 0.05 / 0.2
+#: ``choice.solver_steps``) on 6 training digits at std 0.01 / 0.05 / 0.2
 #: (``benchmarks.studies.alpha_search_steps --digits 7,11,50,60,150,222 --stds 0.01,0.05,0.2
 #: --slope S``): 0.5 took 408 / 233 / 187 on the CNN and 470 / 198 / 167 on the perceptron,
 #: 0.4 took 371 / 212 / 180 and 448 / 201 / 179 (4 % fewer in all, 9 % on the CNN; 0.4 with

@@ -46,7 +46,6 @@ import dataclasses
 import math
 import time
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor
@@ -89,6 +88,7 @@ from lbi_engine.solvers.alpha.target import (
 )
 from lbi_engine.solvers.alpha.time_split import position, positioned, time_split
 from lbi_engine.solvers.base import IterateRecord
+from lbi_engine.solvers.choice import AlphaChoice, RunPosition
 
 FACTOR = 10.0 ** -0.25
 #: Quasi-optimality's path solves end by the objective rule at this tolerance, as before the
@@ -101,24 +101,6 @@ QUASI_TOL = 1e-3
 #: Quasi-optimality on a whole network: the global minimum on a quarter-decade path from
 #: ALPHA_START down to ALPHA_MIN (``stream_alpha``'s start, factor and alpha_min override).
 QUASI = QuasiOptimality(ALPHA_START, FACTOR, ALPHA_MIN, ALPHA_MAX, "global")
-
-
-@dataclass
-class AlphaChoice:
-    """The chosen alpha, the rule that chose it, the path it was read from, and the final
-    record of the solve at the chosen alpha (the run's result)."""
-
-    alpha: float
-    rule: str
-    path: list[PathPoint]
-    record: Any  # IterateRecord at the chosen alpha (final)
-    target: float | None = None  # tau * delta for the discrepancy rule
-    seconds: float = 0.0  # solver time of the whole choice, path and final solve
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "alpha_rule": self.rule,
-                "alpha_path": [p.to_dict() for p in self.path],
-                "alpha_target": self.target, "alpha_seconds": self.seconds}
 
 
 def _warm(record: IterateRecord, problem: Problem) -> dict[str, Any]:
@@ -147,7 +129,7 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
                  factor: float = FACTOR) -> Iterator[IterateRecord]:
     """Applies ``rule`` (default: discrepancy with a noise level, else quasi-optimality) and
     yields every record on the way, like one solver run: only the last record is final, and
-    its ``extras`` hold ``alpha``, ``alpha_rule``, ``alpha_path`` (see :class:`AlphaChoice`).
+    its ``choice`` holds the alpha, the rule and the path (see :class:`AlphaChoice`).
     ``solve(problem, init, path_tol)`` runs the method and yields its records (see
     ``PathSolve``); each record's ``stage``
     names the alpha it belongs to. ``start``: the first alpha (default: :func:`first_guess`
@@ -200,33 +182,30 @@ def stream_alpha(problem: Problem, solve: PathSolve, *,
         chosen = path[near].alpha
     # The result: a warm solve at the chosen alpha from the path point ``near`` (at a path
     # point it continues that point's iterate, so it only confirms convergence).
-    choice = AlphaChoice(chosen, rule, path, None, target=target,
-                         seconds=sum(p.seconds for p in path) + guessing)
+    seconds = sum(p.seconds for p in path) + guessing
     previous = None
     for record in solve(_with_alpha(problem, chosen), _warm(finals[near], problem), None):
-        record.elapsed += choice.seconds  # solver time of the whole run, path included
-        record.extras = {**record.extras, "run_stage": "final solve"}
+        record.elapsed += seconds  # solver time of the whole run, path included
+        record.position = RunPosition("final solve")
         if previous is not None:
             yield previous
         previous = record
     assert previous is not None and previous.final
-    choice.seconds = float(previous.elapsed)
-    choice.record = previous
-    previous.extras.update(choice.to_dict())
     # every step the run took: the path solves and the final one (the final record's
     # iteration counts from the path point it continued, not every solve before it)
-    previous.extras["solver_steps"] = sum(p.iterations for p in path) + int(
-        previous.iteration - finals[near].iteration)
+    steps = sum(p.iterations for p in path) + int(previous.iteration - finals[near].iteration)
     weight = 1.0 if previous.hidden_weight is None else previous.hidden_weight
     searched = [(p, 1.0) for p in unweighted] + [(p, weight) for p in path]
-    previous.extras["time_split"] = time_split(
-        guessing - sum(p.seconds for p in unweighted), searched, chosen, weight,
-        int(previous.iteration - finals[near].iteration),
-        float(previous.elapsed) - sum(p.seconds for p in path) - guessing)
+    previous.choice = AlphaChoice(
+        chosen, rule, [p.to_dict() for p in path], target, float(previous.elapsed), steps,
+        time_split(guessing - sum(p.seconds for p in unweighted), searched, chosen, weight,
+                   int(previous.iteration - finals[near].iteration),
+                   float(previous.elapsed) - sum(p.seconds for p in path) - guessing))
     if raised is not None:
-        previous.extras["solver_steps"] += sum(p.iterations for p in unweighted)
-        previous.extras["alpha_path_unweighted"] = [p.to_dict() for p in unweighted]
-        previous.extras["hidden_weight_rule"] = (
+        assert target is not None
+        previous.choice.solver_steps = steps + sum(p.iterations for p in unweighted)
+        previous.choice.path_unweighted = [p.to_dict() for p in unweighted]
+        previous.choice.hidden_weight_rule = (
             f"raised to {HIDDEN_WEIGHT_RAISED:g}: at weight 1 the residual came no closer than "
             f"{min(p.discrepancy for p in unweighted):.4g} to the target {target:.4g}")
     previous.stage = f"alpha {chosen:.3g} ({rule})"
@@ -258,12 +237,10 @@ def _noise_scaled(problem: Problem, solve: PathSolve, alpha: float,
             yield previous
         previous = record
     assert previous is not None and previous.final
-    choice = AlphaChoice(alpha, rule, [], previous, seconds=float(previous.elapsed))
-    previous.extras.update(choice.to_dict())
-    previous.extras["solver_steps"] = int(previous.iteration)
-    previous.extras["time_split"] = time_split(
-        0.0, [], alpha, 1.0 if previous.hidden_weight is None else previous.hidden_weight,
-        int(previous.iteration), float(previous.elapsed))
+    previous.choice = AlphaChoice(
+        alpha, rule, [], None, float(previous.elapsed), int(previous.iteration), time_split(
+            0.0, [], alpha, 1.0 if previous.hidden_weight is None else previous.hidden_weight,
+            int(previous.iteration), float(previous.elapsed)))
     previous.stage = f"alpha {alpha:.3g} ({rule})"
     yield previous
 
@@ -309,7 +286,7 @@ def _discrepancy_search(problem: Problem, solve: PathSolve, target: float, alpha
     beyond them, or after ``MAX_POINTS`` solves (the bracket's interpolation). ``spent``:
     solver time before the first solve (the first guess); ``init``: the first solve's warm
     start (None: the method's own start); ``slope``: d log residual / d log alpha before two
-    points measure it (None: SLOPE). Its records' ``extras`` number its solves from 1
+    points measure it (None: SLOPE). Its records' ``position`` numbers its solves from 1
     (``time_split.position``; a raised search counts again, its records' hidden_weight
     says which). Returns the path, its final records, the chosen alpha
     and the path point to warm-start from."""

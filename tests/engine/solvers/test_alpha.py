@@ -76,20 +76,20 @@ def test_discrepancy_search_meets_its_target_at_the_bisected_crossing() -> None:
     records = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1.0, alpha_min=1e-4))
     last = records[-1]
     assert last.final and sum(r.final for r in records) == 1
-    path = last.extras["alpha_path"]
+    path = last.choice.path
     assert 1 <= len(path) <= MAX_POINTS
-    target = last.extras["alpha_target"]
+    target = last.choice.target
     delta = expected_noise_norm(problem, 0.05)
     assert target == pytest.approx(tau_for(problem, delta) * delta)
     # the final (converged) residual meets the target to the search's match (3 %, log)
     assert abs(math.log(float(last.discrepancy[0]) / target)) <= MATCH + 0.01
     # and the alpha is the root found independently (residual slope ~0.5: 3 % -> ~6 %)
-    assert last.extras["alpha"] == pytest.approx(_bisect_crossing(problem, target), rel=0.1)
+    assert last.choice.alpha == pytest.approx(_bisect_crossing(problem, target), rel=0.1)
     # a convex problem's residual grows with alpha: the visited points, sorted, agree
     ordered = sorted(path, key=lambda p: p["alpha"])
     residuals = [p["discrepancy"] for p in ordered]
     assert all(b >= a * (1 - 1e-2) for a, b in zip(residuals[:-1], residuals[1:], strict=True))
-    assert last.extras["alpha_rule"] == "discrepancy"
+    assert last.choice.rule == "discrepancy"
 
 
 def test_starts_above_and_below_the_target_end_at_the_same_alpha() -> None:
@@ -97,13 +97,13 @@ def test_starts_above_and_below_the_target_end_at_the_same_alpha() -> None:
     down = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1.0))[-1]
     up = list(stream_alpha(problem, _runner(), noise_std=0.05, start=1e-4))[-1]
     guessed = list(stream_alpha(problem, _runner(), noise_std=0.05))[-1]
-    target = up.extras["alpha_target"]
-    assert up.extras["alpha_path"][0]["discrepancy"] < target  # it did start below
-    assert down.extras["alpha_path"][0]["discrepancy"] > target  # and above
+    target = up.choice.target
+    assert up.choice.path[0]["discrepancy"] < target  # it did start below
+    assert down.choice.path[0]["discrepancy"] > target  # and above
     for run in (up, guessed):
-        assert run.extras["alpha"] == pytest.approx(down.extras["alpha"], rel=0.12)
+        assert run.choice.alpha == pytest.approx(down.choice.alpha, rel=0.12)
     # the first guess lands near the crossing: fewer solves than a start a decade off
-    assert len(guessed.extras["alpha_path"]) <= len(down.extras["alpha_path"])
+    assert len(guessed.choice.path) <= len(down.choice.path)
 
 
 def test_first_guess_scales_with_the_target_and_falls_back_without_a_prior_value(
@@ -151,7 +151,7 @@ def test_a_path_solve_stops_once_its_residual_has_settled() -> None:
             yield record
 
     last = list(stream_alpha(problem, counting, noise_std=0.05, start=1.0))[-1]
-    path = last.extras["alpha_path"]
+    path = last.choice.path
     # without a tolerance the runner would go to 20,000 per solve; settling ends each path
     # solve, and only the final (own stop rule: none here) runs to the cap
     assert all(p["iterations"] < 20_000 for p in path)
@@ -171,11 +171,11 @@ def test_tau_below_one_and_the_chosen_alpha_grows_with_the_noise() -> None:
     chosen = []
     for std in (0.01, 0.03, 0.09):  # the same truth, noise x3 per step
         last = list(stream_alpha(_problem(std), _runner(), noise_std=std))[-1]
-        assert last.extras["alpha_rule"] == "discrepancy"
+        assert last.choice.rule == "discrepancy"
         # the chosen alpha's residual meets its target tau * E||noise||
-        assert float(last.discrepancy[0]) == pytest.approx(last.extras["alpha_target"],
+        assert float(last.discrepancy[0]) == pytest.approx(last.choice.target,
                                                            rel=0.05)
-        chosen.append(last.extras["alpha"])
+        chosen.append(last.choice.alpha)
     assert chosen[0] < chosen[1] < chosen[2]
 
 
@@ -193,8 +193,8 @@ def test_quasi_optimality_picks_the_smallest_neighbour_step() -> None:
     problem = _problem(std=0.0)
     last = list(stream_alpha(problem, _runner(), noise_std=None, start=0.3, alpha_min=3e-3,
                              factor=0.5))[-1]
-    path = last.extras["alpha_path"]
-    assert last.extras["alpha_rule"] == "quasi-optimality"
+    path = last.choice.path
+    assert last.choice.rule == "quasi-optimality"
     alphas = [p["alpha"] for p in path]
     assert alphas[-1] >= 3e-3 > alphas[-1] * 0.5  # walked down to alpha_min
     # independent cold solves at the path's alphas
@@ -204,7 +204,7 @@ def test_quasi_optimality_picks_the_smallest_neighbour_step() -> None:
                       stop=StopRule(max_iter=20_000, tol=1e-7))).x[0].double() for a in alphas]
     steps = [float((b - a).norm()) for a, b in zip(xs[:-1], xs[1:], strict=True)]
     best = min(range(len(steps)), key=steps.__getitem__)
-    assert last.extras["alpha"] == pytest.approx(alphas[best])
+    assert last.choice.alpha == pytest.approx(alphas[best])
 
 
 def test_result_json_repeats_the_run_with_the_chosen_alpha_frozen(tmp_path, capsys) -> None:
@@ -297,7 +297,7 @@ def test_quasi_optimality_path_solves_end_by_their_objective_rule_not_by_settlin
 
 
 def test_the_final_record_counts_every_step_of_the_search() -> None:
-    """extras["solver_steps"]: the path solves' steps and the final solve's, which the
+    """choice.solver_steps: the path solves' steps and the final solve's, which the
     final record's iteration (counted from the path point it continued) does not hold."""
     from lbi_engine.api import InversionRequest, iterate, prepare
     from lbi_engine.models.zoo import load_zoo
@@ -307,7 +307,7 @@ def test_the_final_record_counts_every_step_of_the_search() -> None:
                                report_every=5)
     records = list(iterate(prepare(request, load_zoo("mnist-cnn-ae"))))
     last = records[-1]
-    path = last.extras["alpha_path"]
+    path = last.choice.path
     # every solve starts at the iteration its warm start carries: count the steps between
     # consecutive records of the same stage
     steps, previous = 0, None
@@ -315,8 +315,8 @@ def test_the_final_record_counts_every_step_of_the_search() -> None:
         if previous is not None and record.iteration > previous.iteration:
             steps += record.iteration - previous.iteration
         previous = record
-    assert last.extras["solver_steps"] == steps
-    assert last.extras["solver_steps"] >= sum(p["iterations"] for p in path)
+    assert last.choice.solver_steps == steps
+    assert last.choice.solver_steps >= sum(p["iterations"] for p in path)
 
 
 def test_an_implausible_measured_slope_falls_back_to_the_prior_one() -> None:
@@ -545,12 +545,14 @@ def test_an_unreachable_target_on_a_graph_raises_the_hidden_weight_and_searches_
     searched, last, target = run({AUTO_WEIGHT: 1.0}, residual=1e6)
     assert searched == [1.0, HIDDEN_WEIGHT_RAISED]
     assert last.hidden_weight == HIDDEN_WEIGHT_RAISED
-    assert "raised to 100" in last.extras["hidden_weight_rule"]
-    assert last.extras["solver_steps"] == 100 + 100 + 20  # both paths and the final solve
+    assert "raised to 100" in last.choice.hidden_weight_rule
+    assert last.choice.path_unweighted == [whole.PathPoint(0.01, 1e6, 0.0, 0.0, 100, 1.0).to_dict()]
+    assert last.choice.solver_steps == 100 + 100 + 20  # both paths and the final solve
     searched, last, _ = run({AUTO_WEIGHT: 1.0}, residual=target)  # reached at weight 1
     assert searched == [1.0] and last.hidden_weight == 1.0
     searched, last, _ = run({}, residual=1e6)  # a chain or a fixed weight: never raised
-    assert searched == [1.0] and "hidden_weight_rule" not in last.extras
+    assert searched == [1.0] and last.choice.hidden_weight_rule is None
+    assert last.choice.path_unweighted is None
 
 
 def test_the_time_split_adds_up_to_the_run_and_records_name_their_stage() -> None:
@@ -568,19 +570,22 @@ def test_the_time_split_adds_up_to_the_run_and_records_name_their_stage() -> Non
     last = records[-1]
     metrics = final_metrics(prepared, last).to_dict()
     split = metrics["time_split"]
-    path = last.extras["alpha_path"]
+    path = last.choice.path
     assert [s["stage"] for s in split] == ["start"] + ["alpha search"] * len(path) + \
         ["final solve"]
     assert [s["alpha"] for s in split[1:-1]] == [p["alpha"] for p in path]
     assert [s["point"] for s in split[1:-1]] == list(range(1, len(path) + 1))
-    assert split[-1]["alpha"] == last.extras["alpha"]
-    assert sum(s["iterations"] for s in split) == last.extras["solver_steps"]
+    assert split[-1]["alpha"] == last.choice.alpha
+    assert sum(s["iterations"] for s in split) == last.choice.solver_steps
     assert sum(s["seconds"] for s in split) == pytest.approx(last.elapsed, rel=1e-6)
     assert all(s["seconds"] >= 0 for s in split)
     assert metrics["timings"]["alpha_search"] == pytest.approx(
         sum(s["seconds"] for s in split[1:-1]))
     assert metrics["timings"]["final_solve"] == split[-1]["seconds"]
-    search = [r for r in records[:-1] if r.extras.get("run_stage") == "alpha search"]
-    assert sorted({r.extras["alpha_point"] for r in search}) == list(range(1, len(path) + 1))
-    assert all(r.extras["alpha_points_at_most"] == MAX_POINTS for r in search)
-    assert last.extras["run_stage"] == "final solve"
+    search = [r for r in records[:-1] if getattr(r.position, "stage", None) == "alpha search"]
+    assert sorted({r.position.point for r in search}) == list(range(1, len(path) + 1))
+    assert all(r.position.points_at_most == MAX_POINTS for r in search)
+    assert last.position.stage == "final solve"
+    copied = last.to_numpy()  # the GUI's copy of a record carries both, the choice its own
+    assert copied["choice"] == last.choice and copied["choice"] is not last.choice
+    assert copied["position"] == last.position

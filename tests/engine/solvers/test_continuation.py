@@ -83,12 +83,12 @@ def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasib
     last = records[-1]
     assert last.final and last.stop_reason in ("tolerance", "finished")
     assert last.ssim is not None
-    extras = last.extras
-    path = extras["alpha_path"]
+    choice = last.choice
+    path = choice.path
     alphas = [p["alpha"] for p in path]
     residuals = [p["discrepancy"] for p in path]
-    assert extras["alpha_rule"] == "continuation: discrepancy"
-    target = extras["alpha_target"]
+    assert choice.rule == "continuation: discrepancy"
+    target = choice.target
     # the walk is monotone in alpha (down from the first alpha, or up where the first one
     # already fitted the target) and its last step crossed the target
     walk, fits = alphas[:-1], residuals[:-1]
@@ -97,10 +97,10 @@ def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasib
     assert (fits[-1] <= target) != (fits[-2] <= target)
     assert all((r <= target) == (fits[0] <= target) for r in fits[:-1])
     # the chosen alpha lies between the crossing's ends, its residual between theirs
-    assert alphas[-1] == extras["alpha"]
-    assert min(walk[-2:]) <= extras["alpha"] <= max(walk[-2:])
+    assert alphas[-1] == choice.alpha
+    assert min(walk[-2:]) <= choice.alpha <= max(walk[-2:])
     assert min(fits[-2:]) * 0.95 <= residuals[-1] <= max(fits[-2:]) * 1.05
-    first_lifted = next(r for r in records if r.extras.get("run_stage") == "final solve")
+    first_lifted = next(r for r in records if getattr(r.position, "stage", None) == "final solve")
     steps = last.iteration - first_lifted.iteration
     assert steps <= continuation.REFINE_STEPS
     assert last.stop_reason == "tolerance" or steps == continuation.REFINE_STEPS
@@ -108,18 +108,18 @@ def test_discrepancy_path_brackets_the_target_and_the_lifted_solve_starts_feasib
     assert float(hidden.abs().max()) < 1e-3 * float(first_lifted.objective[0])
     assert float(last.objective[0]) <= float(first_lifted.objective[0]) + 1e-12
     assert last.hidden_weight == HIDDEN_WEIGHT_RAISED
-    split = extras["time_split"]
-    assert [s["stage"] for s in split] == (["start"] + ["alpha search"] * len(path)
+    split = choice.time_split
+    assert [s.stage for s in split] == (["start"] + ["alpha search"] * len(path)
                                            + ["final solve"])
 
 
 def test_without_a_noise_level_the_walk_ends_at_the_residual_floor() -> None:
     problem = problem_for(_net(), _truth(), alpha=1.0, std=0.0)
     last = _run(problem, None)[-1]
-    *path, end = last.extras["alpha_path"]
-    assert last.extras["alpha_rule"] == "continuation: floor"
+    *path, end = last.choice.path
+    assert last.choice.rule == "continuation: floor"
     # the walk's end is solved on at its alpha (FINAL_ITERATIONS > POINT_ITERATIONS)
-    assert end["alpha"] == path[-1]["alpha"] == last.extras["alpha"]
+    assert end["alpha"] == path[-1]["alpha"] == last.choice.alpha
     assert end["evaluations"] <= continuation.FINAL_ITERATIONS
     r = [p["discrepancy"] for p in path]
     at_end = len(path) == continuation.MAX_POINTS or \
@@ -212,7 +212,7 @@ def test_max_iter_bounds_the_path_and_the_lifted_solve() -> None:
                                                     max_iter=55))
     last = records[-1]
     assert last.final and last.stop_reason == "max_iterations"
-    spent = sum(p["evaluations"] for p in last.extras["alpha_path"])
+    spent = sum(p["evaluations"] for p in last.choice.path)
     assert spent <= 55
     assert last.iteration - spent == 55  # the lifted solve's own cap, as after any search
 
@@ -224,7 +224,7 @@ def test_a_flat_start_is_not_taken_for_the_residual_floor(
     monkeypatch.setattr(continuation, "FIRST", 1e4)
     problem = problem_for(_net(), _truth(), alpha=1.0, std=0.0)
     records = _run(problem, None)
-    path = records[-1].extras["alpha_path"]
+    path = records[-1].choice.path
     flat = [p for p in path if p["discrepancy"] >= 0.95 * path[0]["discrepancy"]]
     assert len(flat) >= 2  # the start was flat for at least two points ...
     assert len(path) > len(flat)  # ... and the walk went past them
@@ -241,12 +241,12 @@ def test_progress_records_within_a_point_move_on_and_change_nothing(
     quiet = _run(problem, 0.01)
     monkeypatch.setattr(continuation, "LIVE_EVERY", 0.0)
     live = _run(problem, 0.01)
-    searching = [r for r in live if r.extras.get("run_stage") == "alpha search"]
-    assert len(searching) > len(quiet[-1].extras["alpha_path"])  # more than one per point
+    searching = [r for r in live if getattr(r.position, "stage", None) == "alpha search"]
+    assert len(searching) > len(quiet[-1].choice.path)  # more than one per point
     steps = [r.iteration for r in searching]
     assert steps == sorted(steps) and len(set(steps)) == len(steps)
     assert not any(r.final for r in live[:-1])
     assert torch.equal(live[-1].x, quiet[-1].x)
-    assert live[-1].extras["alpha_path"] == [
+    assert live[-1].choice.path == [
         {**p, "seconds": q["seconds"]} for p, q in
-        zip(quiet[-1].extras["alpha_path"], live[-1].extras["alpha_path"], strict=True)]
+        zip(quiet[-1].choice.path, live[-1].choice.path, strict=True)]

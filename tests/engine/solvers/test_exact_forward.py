@@ -104,11 +104,11 @@ def test_the_path_ends_alike_through_either_forward(tmp_path, monkeypatch) -> No
         monkeypatch.setattr(exact_forward, "AGREE", agree)
         last = list(continuation.stream_continuation(problem, path_solve,
                                                      noise_std=0.01))[-1]
-        ends[last.extras["alpha_path_forward"]] = last
+        ends[last.choice.path_forward] = last
     assert set(ends) == {"translated module", "lifted layers"}
     a, b = ends.values()
-    assert a.extras["alpha_rule"] == b.extras["alpha_rule"]
+    assert a.choice.rule == b.choice.rule
     # the path's ends (the lifted solve after them runs a few steps from either)
-    end_a, end_b = a.extras["alpha_path"][-1], b.extras["alpha_path"][-1]
+    end_a, end_b = a.choice.path[-1], b.choice.path[-1]
     assert end_a["discrepancy"] == pytest.approx(end_b["discrepancy"], rel=0.05)
     assert end_a["psnr"] == pytest.approx(end_b["psnr"], abs=1.0)

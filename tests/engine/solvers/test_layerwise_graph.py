@@ -157,6 +157,6 @@ def test_a_chain_runs_the_same_iterates_by_the_graph_code() -> None:
     chain, graph = results
     assert torch.equal(chain.x, graph.x)
     assert [torch.equal(a, b) for a, b in zip(chain.aux, graph.aux, strict=True)] == [True] * 2
-    assert chain.extras["alpha"] == graph.extras["alpha"]
+    assert chain.choice.alpha == graph.choice.alpha
     assert [s["iterations"] for s in chain.extras["stages"]] == \
         [s["iterations"] for s in graph.extras["stages"]]

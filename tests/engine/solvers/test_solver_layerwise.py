@@ -174,14 +174,14 @@ def test_input_alpha_follows_the_discrepancy_principle() -> None:
     last = final(iter(run(problem, "layerwise", stop=StopRule(max_iter=5000),
                           options={"input_alpha": "discrepancy"})))
     trail = last.extras["alpha_search"]
-    alpha = last.extras["alpha"]
-    assert last.extras["alpha_rule"].startswith("discrepancy principle")
+    alpha = last.choice.alpha
+    assert last.choice.rule.startswith("discrepancy principle")
     eta = 1.05
     ratios = dict((a, r) for a, r in trail)
     saturated = min(ratios.values()) > eta
-    assert ("saturates" in last.extras["alpha_rule"]) is saturated
+    assert ("saturates" in last.choice.rule) is saturated
     if saturated:
-        assert "quasi-optimality" in last.extras["alpha_rule"]
+        assert "quasi-optimality" in last.choice.rule
         tried = sorted(ratios, reverse=True)
         assert max(tried) > 0.1  # the search looked above its start too
         pairs = [math.sqrt(a * b) for a, b in zip(tried[:-1], tried[1:], strict=True)]
@@ -205,11 +205,11 @@ def test_input_alpha_by_quasi_optimality_is_the_first_local_minimum() -> None:
 
     problem = _problem(std=0.05)
     last = final(iter(run(problem, "layerwise", stop=StopRule(max_iter=5000))))
-    assert last.extras["alpha_rule"].startswith("quasi-optimality")
+    assert last.choice.rule.startswith("quasi-optimality")
     tried = sorted((a for a, _ in last.extras["alpha_search"]), reverse=True)
     assert tried[0] == pytest.approx(0.9)
     assert all(b == pytest.approx(a / 3) for a, b in zip(tried[:-1], tried[1:], strict=True))
-    alpha = last.extras["alpha"]
+    alpha = last.choice.alpha
     k = next(k for k in range(len(tried) - 1) if alpha == pytest.approx(
         math.sqrt(tried[k] * tried[k + 1])))
     # the same search with cold, converged solves of the input stage on the same features

@@ -90,6 +90,7 @@ def test_records_have_the_documented_fields_and_shapes(method: str) -> None:
         assert isinstance(r.extras, dict)
         data = r.to_numpy()
         assert isinstance(data["x"], np.ndarray) and data["stop_reason"] == r.stop_reason
+        assert data["choice"] == r.choice and data["position"] == r.position
         if method == "layerwise" and r.stage != "layer 1/2":
             continue  # stage records report the stage's own objective (checked elsewhere)
         # Full-problem records: objective = sum of Bregman terms + alpha TV(x), and the
@@ -97,7 +98,7 @@ def test_records_have_the_documented_fields_and_shapes(method: str) -> None:
         torch.testing.assert_close(r.objective, r.bregman_terms.sum(dim=1) + r.reg_term)
         tv = np.array([tv_numpy(v, 6, 6) for v in r.x.numpy()])
         # layer-wise's input stage records the alpha it chose (discrepancy principle)
-        alpha = float(r.extras.get("alpha", ALPHA))
+        alpha = ALPHA if r.choice is None else r.choice.alpha
         np.testing.assert_allclose(r.reg_term.numpy(), alpha * tv, rtol=1e-12, atol=1e-15)
         residual = problem.network.forward(r.x) - problem.y_delta
         torch.testing.assert_close(r.discrepancy, residual.norm(dim=1))

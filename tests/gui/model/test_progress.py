@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from lbi_engine.results.progress import ProgressTracker
+from lbi_engine.solvers.choice import RunPosition
 from lbi_gui.engine.run_driver import RunDriver
 from lbi_gui.model.progress import RunProgress
 
 SECONDS_PER_ITERATION = 0.01
 
 
-def _record(k: int, stage: str = "", extras: dict | None = None,
+def _record(k: int, stage: str = "", position: RunPosition | None = None,
             residual: float = math.inf) -> Any:
     """An iterate record as the engine yields it (the fields the run driver reads), made
     at 10 ms per iteration."""
@@ -28,11 +29,11 @@ def _record(k: int, stage: str = "", extras: dict | None = None,
         reg_term=one(0.1), discrepancy=one(1.0), primal_residual=one(residual),
         dual_residual=one(residual / 2), psnr=one(12.0), ssim=one(0.5),
         elapsed=SECONDS_PER_ITERATION * k, stage=stage, bregman_terms=None,
-        extras=dict(extras or {}), final=False)
+        position=position, final=False)
 
 
-def _searching(point: int) -> dict[str, Any]:
-    return {"run_stage": "alpha search", "alpha_point": point, "alpha_points_at_most": 6}
+def _searching(point: int) -> RunPosition:
+    return RunPosition("alpha search", point, 6)
 
 
 def _alpha_run() -> list[Any]:
@@ -40,7 +41,7 @@ def _alpha_run() -> list[Any]:
     whose change of x falls as exp(-(k - 80) / 20)."""
     records = [_record(k, "alpha search: 0.1", _searching(1)) for k in range(0, 40, 10)]
     records += [_record(k, "alpha search: 0.03", _searching(2)) for k in range(40, 80, 10)]
-    records += [_record(k, "", {"run_stage": "final solve"}, math.exp(-(k - 80) / 20))
+    records += [_record(k, "", RunPosition("final solve"), math.exp(-(k - 80) / 20))
                 for k in range(80, 201, 10)]
     return records
 
