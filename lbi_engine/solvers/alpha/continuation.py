@@ -241,6 +241,17 @@ def _record(problem: Problem, x: Tensor, alpha: float, evaluations: int, elapsed
         position=position(point, MAX_POINTS, alpha))
 
 
+def _point_done(problem: Problem, forward: Forward, path: list[SmoothPoint], x: Tensor,
+                alpha: float, used: int, started: float, evaluations: int, clock: float,
+                point: int, change: float) -> IterateRecord:
+    """Appends the solved point to ``path`` (with its PSNR) and returns its record."""
+    path.append(SmoothPoint(alpha, _residual(problem, forward, x), used,
+                            time.perf_counter() - started))
+    shown = _record(problem, x, alpha, evaluations, time.perf_counter() - clock, point, change)
+    path[-1].psnr = None if shown.psnr is None else float(shown.psnr[0])
+    return shown
+
+
 def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float | None,
                         cancel: CancelToken | None = None, time_budget: float | None = None,
                         max_iter: int | None = None) -> Iterator[IterateRecord]:
@@ -281,13 +292,9 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             change = float(torch.linalg.vector_norm(new - x) /
                            torch.linalg.vector_norm(new).clamp_min(1e-12))
             x = new
-            path.append(SmoothPoint(alpha, _residual(problem, forward, x), used,
-                                    time.perf_counter() - started))
             states.append(x)
-            shown = _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
-                            point, change)
-            path[-1].psnr = None if shown.psnr is None else float(shown.psnr[0])
-            yield shown
+            yield _point_done(problem, forward, path, x, alpha, used, started, evaluations,
+                              clock, point, change)
             if time_budget is not None and time.perf_counter() - clock > time_budget:
                 stopped = StopReason.TIME_BUDGET.value
                 break
@@ -311,9 +318,7 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
         start: Tensor | None = None
         left = FINAL_ITERATIONS if max_iter is None else min(FINAL_ITERATIONS,
                                                               max_iter - evaluations)
-        if left < 1:
-            pass  # the evaluations are spent: the path's last point is the answer
-        elif why == "discrepancy" and len(path) >= 2:
+        if left >= 1 and why == "discrepancy" and len(path) >= 2:
             # log-linear interpolation between the bracket's ends, solved from the one above
             up = len(path) - 1 if rising else len(path) - 2
             above, below = path[up], path[up - 1 if rising else up + 1]
@@ -323,7 +328,7 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
             alpha = math.exp(math.log(above.alpha) + min(max(share, 0.0), 1.0)
                              * math.log(below.alpha / above.alpha))
             start = states[up]
-        elif stopped is None and FINAL_ITERATIONS > POINT_ITERATIONS:
+        elif left >= 1 and stopped is None and FINAL_ITERATIONS > POINT_ITERATIONS:
             start = x  # the path's end, solved on at its alpha
         if start is not None:
             started = time.perf_counter()
@@ -331,12 +336,8 @@ def stream_continuation(problem: Problem, solve: PathSolve, *, noise_std: float 
                                               cancel, clock, len(path) + 1, evaluations,
                                               FINAL_SETTLE)
             evaluations += used
-            path.append(SmoothPoint(alpha, _residual(problem, forward, x), used,
-                                    time.perf_counter() - started))
-            shown = _record(problem, x, alpha, evaluations, time.perf_counter() - clock,
-                            len(path), 0.0)
-            path[-1].psnr = None if shown.psnr is None else float(shown.psnr[0])
-            yield shown
+            yield _point_done(problem, forward, path, x, alpha, used, started, evaluations,
+                              clock, len(path) + 1, 0.0)
     except _Cancelled:
         stopped = StopReason.CANCELLED.value
     searched = time.perf_counter() - clock
